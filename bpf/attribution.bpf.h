@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Attribution: which backend and which query (pg_stat_statements' key) a piece of kernel
+ * time belongs to. Shared by every program of the collector.
+ *
+ * No uprobe is needed on the hot path. Postgres keeps the running query's id in its own
+ * shared memory (MyBEEntry->st_query_id) and the current wait event in
+ * *my_wait_event_info; postmaster children are forked without exec, so those globals sit at
+ * the same address in every backend. At each context switch of a backend we read both with
+ * bpf_probe_read_user (the switching task is `current`), and read the scheduler's own
+ * cumulative counters from task_struct, so each switch costs a few loads instead of a trap.
+ */
+#ifndef ATTRIBUTION_BPF_H
+#define ATTRIBUTION_BPF_H
+
+#include "pgstats.h"
+
+#define TASK_RUNNING 0x0000
+#define TASK_DEAD    0x0080
+
+/* Postgres wait event classes (utils/wait_event.h); stable since 9.6. */
+#define PG_WAIT_CLASS_MASK 0xFF000000u
+#define PG_WAIT_LWLOCK     0x01000000u
+#define PG_WAIT_LOCK       0x03000000u
+#define PG_WAIT_CLIENT     0x06000000u
+#define PG_WAIT_IO         0x0A000000u
+
+/* Written by the collector between open and load (src/attach/collector-config.ts). */
+const volatile __u32 postmaster_tgid = 0;
+const volatile __u64 my_be_entry_addr = 0;         /* &MyBEEntry, identical in every child */
+const volatile __u64 my_wait_event_info_addr = 0;  /* &my_wait_event_info */
+/* Offsets inside PgBackendStatus; calibrated against pg_stat_activity at start-up. */
+const volatile __u32 status_procpid_off = 4;
+const volatile __u32 status_backend_type_off = 8;
+const volatile __u32 status_proc_start_off = 16;
+const volatile __u32 status_dbid_off = 0;
+const volatile __u32 status_userid_off = 0;
+const volatile __u32 status_query_id_off = 0;
+const volatile __u32 client_read_event = PG_WAIT_CLIENT;
+/* CLOCK_MONOTONIC when collection began: tasks forked later are counted from their fork. */
+const volatile __u64 tracking_since_ns = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct backend_record);
+} backends SEC(".maps");
+
+/* Per-CPU so that many backends running the same query never contend on one value. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct query_key);
+	__type(value, struct metrics);
+} queries SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u8);
+} excluded_pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, COUNTER_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static const struct backend_record empty_backend = {};
+static const struct metrics empty_metrics = {};
+
+static __always_inline void count(__u32 index)
+{
+	__u64 *value = bpf_map_lookup_elem(&counters, &index);
+
+	if (value)
+		__sync_fetch_and_add(value, 1);
+}
+
+static __always_inline bool is_postmaster_family(struct task_struct *task)
+{
+	return task->tgid == postmaster_tgid || task->real_parent->tgid == postmaster_tgid;
+}
+
+/* Start tracking a task: counters count from now (or from fork, for tasks born after attach). */
+static __always_inline struct backend_record *track(struct task_struct *task, __u32 pid, __u64 now)
+{
+	struct backend_record *r;
+
+	if (bpf_map_update_elem(&backends, &pid, &empty_backend, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&backends, &pid)) {
+		count(COUNTER_BACKENDS_FULL);
+		return NULL;
+	}
+	r = bpf_map_lookup_elem(&backends, &pid);
+	if (!r)
+		return NULL;
+	r->backend_type = -1;
+	r->task_start_ns = task->start_time;
+	r->last_ts = now;
+	r->last_sum_exec = task->se.sum_exec_runtime;
+	r->last_run_delay = task->sched_info.run_delay;
+	r->last_nvcsw = task->nvcsw;
+	r->last_nivcsw = task->nivcsw;
+	r->last_migrations = task->se.nr_migrations;
+	r->last_minflt = task->min_flt;
+	r->last_majflt = task->maj_flt;
+	r->sleep_key.toplevel = 1;
+	if (bpf_map_lookup_elem(&excluded_pids, &pid))
+		r->flags |= BACKEND_EXCLUDED;
+	return r;
+}
+
+/*
+ * Fill r's identity once the backend has published its PgBackendStatus. Until st_procpid
+ * shows our pid the slot may still hold a previous backend's values, so it is not trusted.
+ */
+static __always_inline bool read_identity(struct backend_record *r, __u32 pid)
+{
+	__u64 status = 0, wait_ptr = 0, proc_start = 0;
+	__u32 ids[2] = {};
+	__s32 procpid = 0, backend_type = -1;
+
+	if (bpf_probe_read_user(&status, sizeof(status), (void *)my_be_entry_addr)) {
+		count(COUNTER_STATUS_UNREADABLE);
+		return false;
+	}
+	if (!status)
+		return false;
+	if (bpf_probe_read_user(&procpid, sizeof(procpid), (void *)(status + status_procpid_off)) ||
+	    procpid != (__s32)pid)
+		return false;
+	bpf_probe_read_user(&backend_type, sizeof(backend_type), (void *)(status + status_backend_type_off));
+	bpf_probe_read_user(&proc_start, sizeof(proc_start), (void *)(status + status_proc_start_off));
+	bpf_probe_read_user(&ids[0], sizeof(ids[0]), (void *)(status + status_dbid_off));
+	bpf_probe_read_user(&ids[1], sizeof(ids[1]), (void *)(status + status_userid_off));
+	bpf_probe_read_user(&wait_ptr, sizeof(wait_ptr), (void *)my_wait_event_info_addr);
+
+	r->status_ptr = status;
+	r->wait_event_ptr = wait_ptr;
+	r->backend_type = backend_type;
+	r->backend_start_us = proc_start;
+	r->dbid = ids[0];
+	r->userid = ids[1];
+	r->flags |= BACKEND_IDENTITY_KNOWN;
+	return true;
+}
+
+/* The query the backend is on now, and its wait event; false when it has none. */
+static __always_inline bool read_current(struct backend_record *r, __u32 pid, struct query_key *key,
+					  __u32 *wait_event)
+{
+	__u64 queryid = 0;
+
+	if (!(r->flags & BACKEND_IDENTITY_KNOWN) && !read_identity(r, pid))
+		return false;
+	/* Offset 0 means query ids are not computed here (compute_query_id = off). */
+	if (status_query_id_off &&
+	    bpf_probe_read_user(&queryid, sizeof(queryid), (void *)(r->status_ptr + status_query_id_off))) {
+		count(COUNTER_STATUS_UNREADABLE);
+		return false;
+	}
+	if (r->wait_event_ptr)
+		bpf_probe_read_user(wait_event, sizeof(*wait_event), (void *)r->wait_event_ptr);
+	key->queryid = queryid;
+	key->userid = r->userid;
+	key->dbid = r->dbid;
+	key->toplevel = 1; /* st_query_id only ever holds the top-level statement's id */
+	return true;
+}
+
+static __always_inline struct metrics *query_metrics(const struct query_key *key)
+{
+	struct metrics *m;
+
+	if (!key->queryid)
+		return NULL;
+	m = bpf_map_lookup_elem(&queries, key);
+	if (m)
+		return m;
+	if (bpf_map_update_elem(&queries, key, &empty_metrics, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&queries, key)) {
+		count(COUNTER_QUERIES_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&queries, key);
+}
+
+static __always_inline void add_wait(struct metrics *m, __u32 sleep_class, __u64 ns)
+{
+	m->total_ns += ns;
+	switch (sleep_class) {
+	case SLEEP_IO:
+		m->io_wait_ns += ns;
+		break;
+	case SLEEP_LOCK:
+		m->lock_wait_ns += ns;
+		break;
+	case SLEEP_LWLOCK:
+		m->lwlock_wait_ns += ns;
+		break;
+	default:
+		m->other_wait_ns += ns;
+		break;
+	}
+}
+
+struct slice {
+	__u64 on_cpu_ns;
+	__u64 runq_ns;
+	__u64 nvcsw;
+	__u64 nivcsw;
+	__u64 migrations;
+	__u64 minflt;
+	__u64 majflt;
+};
+
+static __always_inline void add_slice(struct metrics *m, const struct slice *s)
+{
+	m->total_ns += s->on_cpu_ns + s->runq_ns;
+	m->on_cpu_ns += s->on_cpu_ns;
+	m->runq_ns += s->runq_ns;
+	m->nvcsw += s->nvcsw;
+	m->nivcsw += s->nivcsw;
+	m->cpu_migrations += s->migrations;
+	m->minflt += s->minflt;
+	m->majflt += s->majflt;
+}
+
+static __always_inline __u32 classify_sleep(struct task_struct *task, bool preempt, unsigned int state,
+					    __u32 wait_event)
+{
+	if (preempt || state == TASK_RUNNING || (state & TASK_DEAD))
+		return SLEEP_NONE;
+	if (BPF_CORE_READ_BITFIELD_PROBED(task, in_iowait))
+		return SLEEP_IO;
+	switch (wait_event & PG_WAIT_CLASS_MASK) {
+	case PG_WAIT_LOCK:
+		return SLEEP_LOCK;
+	case PG_WAIT_LWLOCK:
+		return SLEEP_LWLOCK;
+	case PG_WAIT_IO:
+		return SLEEP_IO;
+	case PG_WAIT_CLIENT:
+		return wait_event == client_read_event ? SLEEP_CLIENT : SLEEP_OTHER;
+	default:
+		return SLEEP_OTHER;
+	}
+}
+
+/*
+ * Account everything since the task's previous switch-out, now that it leaves the CPU:
+ *   [previous switch-out] sleep ... [woken] run-queue wait ... on CPU ... [now]
+ * The sleep belongs to the query the backend was waiting in; the run-queue wait and the CPU
+ * slice belong to the query it is on now. On-CPU and run-queue time come from the scheduler's
+ * own accounting (se.sum_exec_runtime, sched_info.run_delay); the sleep is the rest.
+ */
+static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state)
+{
+	__u32 pid = task->pid, wait_event = 0, next_class;
+	__u64 now = bpf_ktime_get_ns();
+	struct backend_record *r;
+	struct query_key key = {};
+	struct metrics *qm;
+	struct slice s;
+	__u64 sum_exec, run_delay, nvcsw, nivcsw, migrations, minflt, majflt, interval, sleep_ns;
+	bool dead = state & TASK_DEAD;
+
+	r = bpf_map_lookup_elem(&backends, &pid);
+	if (!r) {
+		if (dead)
+			return;
+		r = track(task, pid, now);
+		if (!r)
+			return;
+		if (r->task_start_ns < tracking_since_ns)
+			return; /* older than the collector: baseline taken, count from the next switch */
+		/* Forked since: its counters started at zero at fork, so nothing is lost. */
+		r->last_ts = r->task_start_ns;
+		r->last_sum_exec = 0;
+		r->last_run_delay = 0;
+		r->last_nvcsw = 0;
+		r->last_nivcsw = 0;
+		r->last_migrations = 0;
+		r->last_minflt = 0;
+		r->last_majflt = 0;
+	}
+	if (r->flags & BACKEND_EXCLUDED)
+		return;
+
+	sum_exec = task->se.sum_exec_runtime;
+	run_delay = task->sched_info.run_delay;
+	nvcsw = task->nvcsw;
+	nivcsw = task->nivcsw;
+	migrations = task->se.nr_migrations;
+	minflt = task->min_flt;
+	majflt = task->maj_flt;
+
+	s.on_cpu_ns = sum_exec - r->last_sum_exec;
+	s.runq_ns = run_delay - r->last_run_delay;
+	s.nvcsw = nvcsw - r->last_nvcsw;
+	s.nivcsw = nivcsw - r->last_nivcsw;
+	s.migrations = migrations - r->last_migrations;
+	s.minflt = minflt - r->last_minflt;
+	s.majflt = majflt - r->last_majflt;
+	interval = now - r->last_ts;
+	sleep_ns = interval > s.on_cpu_ns + s.runq_ns ? interval - s.on_cpu_ns - s.runq_ns : 0;
+
+	/* An exiting task has already dropped its mm: its last known query stands. */
+	if (dead || !read_current(r, pid, &key, &wait_event)) {
+		key = r->sleep_key;
+		if (!dead)
+			key.queryid = 0;
+	}
+
+	/* The sleep that ended this interval. */
+	if (sleep_ns && r->sleep_class != SLEEP_CLIENT) {
+		add_wait(&r->m, r->sleep_class, sleep_ns);
+		qm = query_metrics(&r->sleep_key);
+		if (qm)
+			add_wait(qm, r->sleep_class, sleep_ns);
+	}
+	/* The run-queue wait and the CPU slice. */
+	add_slice(&r->m, &s);
+	qm = query_metrics(&key);
+	if (qm)
+		add_slice(qm, &s);
+
+	next_class = classify_sleep(task, preempt, state, wait_event);
+	r->last_ts = now;
+	r->last_sum_exec = sum_exec;
+	r->last_run_delay = run_delay;
+	r->last_nvcsw = nvcsw;
+	r->last_nivcsw = nivcsw;
+	r->last_migrations = migrations;
+	r->last_minflt = minflt;
+	r->last_majflt = majflt;
+	r->sleep_class = next_class;
+	r->sleep_key = key;
+	if (key.queryid)
+		r->queryid = key.queryid;
+	if (dead)
+		r->exited_ns = now;
+}
+
+#endif /* ATTRIBUTION_BPF_H */

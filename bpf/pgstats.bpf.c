@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The collector's BPF object.
+ *
+ * Default set ("cpu"): one tp_btf program on sched_switch, filtered to the postmaster and
+ * its children in two loads. It splits each backend's wall time into on-CPU, run-queue and
+ * off-CPU waits (by the kernel's iowait flag and Postgres' own wait event) and attributes
+ * it to the backend and to its current query. Cost: one switch-out event per context switch
+ * of a backend, no uprobes.
+ *
+ * Opt-in set ("query"): a USDT probe at statement completion gives exact call counts.
+ * It costs a uprobe trap (~4 us here) per statement, which is why it is not in the default set.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
+#include "attribution.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	if (is_postmaster_family(prev))
+		account_switch_out(prev, preempt, prev_state);
+	return 0;
+}
+
+/* postgresql:query__execute__done: the end of one PortalRun, i.e. one top-level statement. */
+SEC("usdt")
+int BPF_USDT(on_query_done)
+{
+	__u32 pid = (__u32)bpf_get_current_pid_tgid(), wait_event = 0;
+	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
+	struct query_key key = {};
+	struct metrics *qm;
+
+	if (!r || (r->flags & BACKEND_EXCLUDED))
+		return 0;
+	r->m.calls++;
+	if (!read_current(r, pid, &key, &wait_event))
+		return 0;
+	qm = query_metrics(&key);
+	if (qm)
+		qm->calls++;
+	return 0;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Record layouts shared by the BPF programs and the TypeScript collector.
+ *
+ * The collector does not mirror these structs by hand: it reads field names, offsets and
+ * sizes from the object's BTF (src/bpf/record-layout.ts), so renaming or adding a field here
+ * is picked up on both sides. Keep fields __u64/__u32 so BTF describes them as plain ints.
+ */
+#ifndef PGSTATS_H
+#define PGSTATS_H
+
+/* Exactly pg_stat_statements' key, so `JOIN pg_stat_statements USING (...)` works. */
+struct query_key {
+	__u64 queryid;
+	__u32 userid;
+	__u32 dbid;
+	__u32 toplevel;
+	__u32 pad;
+};
+
+/*
+ * Nanosecond and count metrics accumulated per query and per backend. The time
+ * components partition the wall time the scheduler saw the backend spend on a query:
+ * total_ns = on_cpu_ns + runq_ns + (the *_wait_ns below).
+ */
+struct metrics {
+	__u64 total_ns;
+	__u64 on_cpu_ns;
+	__u64 runq_ns;
+	__u64 io_wait_ns;
+	__u64 lock_wait_ns;
+	__u64 lwlock_wait_ns;
+	__u64 reclaim_ns;
+	__u64 other_wait_ns;
+	__u64 calls;
+	__u64 minflt;
+	__u64 majflt;
+	__u64 nvcsw;
+	__u64 nivcsw;
+	__u64 cpu_migrations;
+};
+
+/* What a backend was waiting for when it left the CPU (decides where its sleep goes). */
+enum sleep_class {
+	SLEEP_NONE = 0,   /* preempted or still runnable: the wait shows up as run-queue time */
+	SLEEP_CLIENT = 1, /* idle, waiting for the client: not part of any query */
+	SLEEP_IO = 2,
+	SLEEP_LOCK = 3,
+	SLEEP_LWLOCK = 4,
+	SLEEP_OTHER = 5,
+};
+
+#define BACKEND_IDENTITY_KNOWN 0x1u /* userid, dbid, backend_start, backend_type were read */
+#define BACKEND_EXCLUDED       0x2u /* one of the collector's own connections */
+
+/*
+ * One live or recently exited postmaster child, keyed by pid. The first part is what the
+ * collector reports; the `last_*` / `sleep_*` part is the BPF side's bookkeeping between two
+ * context switches of the same task.
+ */
+struct backend_record {
+	struct metrics m;
+	__u64 queryid;           /* current or last query */
+	__u64 backend_start_us;  /* st_proc_start: microseconds since 2000-01-01, as Postgres keeps it */
+	__u64 task_start_ns;     /* task->start_time (CLOCK_MONOTONIC), when backend_start is unknown */
+	__u64 exited_ns;         /* CLOCK_MONOTONIC time of the final context switch; 0 while alive */
+	__u32 userid;
+	__u32 dbid;
+	__s32 backend_type;      /* st_backendType, -1 when the process has no PgBackendStatus */
+	__u32 flags;
+
+	__u64 last_ts;
+	__u64 last_sum_exec;
+	__u64 last_run_delay;
+	__u64 last_nvcsw;
+	__u64 last_nivcsw;
+	__u64 last_migrations;
+	__u64 last_minflt;
+	__u64 last_majflt;
+	__u64 status_ptr;        /* cached MyBEEntry */
+	__u64 wait_event_ptr;    /* cached my_wait_event_info */
+	struct query_key sleep_key;
+	__u32 sleep_class;
+	__u32 pad;
+};
+
+/* Indexes into the `counters` array: overflow and failures, surfaced in bpf_stats.health. */
+enum counter_index {
+	COUNTER_BACKENDS_FULL = 0,   /* a backend could not be tracked: backends map full */
+	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */
+	COUNTER_STATUS_UNREADABLE = 2, /* PgBackendStatus could not be read at a switch */
+	COUNTER_MAX = 4,
+};
+
+#endif /* PGSTATS_H */

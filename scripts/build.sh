@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds everything that is not plain npm: the BPF objects, the native binding, the TypeScript.
+# Safe to re-run; each step is skipped when its output is newer than its inputs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mkdir -p build/bpf
+
+# vmlinux.h is generated from the running kernel, not committed: it is 2.8 MB of generated
+# text, and CO-RE relocations make the object portable across kernels anyway. The collector
+# needs /sys/kernel/btf/vmlinux at run time, so every host that runs it can also build it.
+if [[ ! -s build/vmlinux.h ]]; then
+  if [[ ! -r /sys/kernel/btf/vmlinux ]]; then
+    echo "build: this kernel has no BTF (/sys/kernel/btf/vmlinux); pg-bpf-stats needs CONFIG_DEBUG_INFO_BTF=y" >&2
+    exit 2
+  fi
+  bpftool btf dump file /sys/kernel/btf/vmlinux format c > build/vmlinux.h.tmp
+  mv build/vmlinux.h.tmp build/vmlinux.h
+fi
+
+for src in bpf/*.bpf.c; do
+  obj="build/bpf/$(basename "${src%.c}").o"
+  if [[ ! -e "$obj" || -n "$(find "$src" bpf/*.h -newer "$obj" 2>/dev/null)" ]]; then
+    echo "build: $src -> $obj"
+    clang -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_x86 \
+      -I build -I bpf -I /usr/include/x86_64-linux-gnu \
+      -c "$src" -o "$obj.tmp"
+    llvm-strip -g "$obj.tmp" 2>/dev/null || true
+    mv "$obj.tmp" "$obj"
+  fi
+done
+
+if [[ ! -e native/build/Release/bpf_native.node || -n "$(find native/src native/binding.gyp -newer native/build/Release/bpf_native.node 2>/dev/null)" ]]; then
+  echo "build: native binding"
+  npx --no-install node-gyp rebuild --directory native >/dev/null
+fi
+
+echo "build: typescript"
+npx --no-install tsc -p tsconfig.json

@@ -1,0 +1,43 @@
+-- Views over bpf_stats. Re-applied on every start (CREATE OR REPLACE), so they follow the
+-- tables the migrations own and pick up pg_stat_statements once it is installed.
+
+-- Live backends, with what the kernel saw them do.
+CREATE OR REPLACE VIEW bpf_stats.activity AS
+SELECT a.pid, a.backend_type, a.datname, a.usename, a.state, a.wait_event_type, a.wait_event,
+       a.query_id, a.query, a.backend_start,
+       b.total_time_ms, b.on_cpu_ms, b.runq_wait_ms, b.io_wait_ms, b.lock_wait_ms,
+       b.lwlock_wait_ms, b.reclaim_ms, b.other_wait_ms, b.minflt, b.majflt,
+       b.cpu_migrations, b.nvcsw, b.nivcsw, b.last_seen
+  FROM pg_stat_activity a
+  LEFT JOIN bpf_stats.backend_stats b
+    ON b.pid = a.pid AND b.exited_at IS NULL
+   AND b.backend_start BETWEEN a.backend_start - interval '1 second' AND a.backend_start + interval '1 second';
+
+-- Where each query's time went, and each part's share of the total.
+DO $views$
+DECLARE
+  -- Query text joins in only where pg_stat_statements is installed in this database.
+  text_expr text := 'NULL::text';
+  text_join text := '';
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') THEN
+    text_expr := 's.query';
+    text_join := 'LEFT JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)';
+  END IF;
+  EXECUTE format($sql$
+    CREATE OR REPLACE VIEW bpf_stats.query_time AS
+    SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls, q.total_time_ms,
+           q.on_cpu_ms, q.runq_wait_ms, q.io_wait_ms, q.lock_wait_ms, q.lwlock_wait_ms,
+           q.reclaim_ms, q.other_wait_ms,
+           q.on_cpu_ms      / nullif(q.total_time_ms, 0) AS on_cpu_share,
+           q.runq_wait_ms   / nullif(q.total_time_ms, 0) AS runq_wait_share,
+           q.io_wait_ms     / nullif(q.total_time_ms, 0) AS io_wait_share,
+           q.lock_wait_ms   / nullif(q.total_time_ms, 0) AS lock_wait_share,
+           q.lwlock_wait_ms / nullif(q.total_time_ms, 0) AS lwlock_wait_share,
+           q.reclaim_ms     / nullif(q.total_time_ms, 0) AS reclaim_share,
+           q.other_wait_ms  / nullif(q.total_time_ms, 0) AS other_wait_share,
+           q.stats_since, q.last_seen
+      FROM bpf_stats.query_stats q %s
+  $sql$, text_expr, text_join);
+END
+$views$;

@@ -1,0 +1,239 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { UserError } from '../errors.js';
+import { RecordLayout } from '../bpf/record-layout.js';
+import { loadNative, type BpfLink as NativeBpfLink, type BpfObject as NativeBpfObject } from '../native/bpf-native.js';
+import { packageRoot } from '../package-root.js';
+import type { ProbeSetName } from '../collect/metric-columns.js';
+import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import { PROBE_SETS } from './probe-sets.js';
+
+export interface CollectorObjectOptions {
+  target: PostmasterTarget;
+  layout: StatusLayout;
+  /** Map capacities: backends tracked at once, distinct query keys. */
+  maxBackends?: number;
+  maxQueries?: number;
+}
+
+/** Raw cumulative sample of one tracked process (bpf/pgstats.h, struct backend_record). */
+export interface BackendSample {
+  pid: number;
+  metrics: bigint[];
+  queryid: bigint;
+  backendStartUs: bigint;
+  taskStartNs: bigint;
+  exitedNs: bigint;
+  userid: number;
+  dbid: number;
+  backendType: number;
+  identityKnown: boolean;
+}
+
+/** Raw cumulative sample of one query key, summed over CPUs. */
+export interface QuerySample {
+  userid: number;
+  dbid: number;
+  toplevel: boolean;
+  queryid: bigint;
+  metrics: bigint[];
+}
+
+export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable'] as const;
+const BACKEND_IDENTITY_KNOWN = 0x1n;
+const BACKEND_EXCLUDED = 0x2n;
+
+/** Path of the compiled collector object. */
+export function collectorObjectPath(): string {
+  return join(packageRoot(), 'build', 'bpf', 'pgstats.bpf.o');
+}
+
+/**
+ * The loaded collector BPF object (bpf/pgstats.bpf.c): configured for one postmaster,
+ * with probe sets attached and detached by name, and its maps read as typed samples.
+ *
+ * @example
+ * const obj = CollectorObject.load({ target, layout });
+ * obj.attach('cpu');
+ * const queries = obj.readQueries(metricFields);
+ * obj.close();
+ */
+export class CollectorObject {
+  private readonly links = new Map<ProbeSetName, NativeBpfLink[]>();
+  private readonly backendLayout: RecordLayout;
+  private readonly queryKeyLayout: RecordLayout;
+  private readonly queryValueLayout: RecordLayout;
+  private readonly cpus: number;
+  private closed = false;
+
+  private constructor(
+    private readonly object: NativeBpfObject,
+    private readonly target: PostmasterTarget,
+  ) {
+    const native = loadNative();
+    this.cpus = native.numPossibleCpus();
+    this.backendLayout = new RecordLayout(object.mapLayout('backends').value, 'struct backend_record');
+    const queries = object.mapLayout('queries');
+    this.queryKeyLayout = new RecordLayout(queries.key, 'struct query_key');
+    this.queryValueLayout = new RecordLayout(queries.value, 'struct metrics');
+  }
+
+  static load(options: CollectorObjectOptions): CollectorObject {
+    const path = collectorObjectPath();
+    if (!existsSync(path)) throw new UserError(`${path} is missing: run npm run build`);
+    const native = loadNative();
+    const object = new native.BpfObject(path);
+    try {
+      const { target, layout } = options;
+      writeRodata(object, {
+        postmaster_tgid: target.pid,
+        my_be_entry_addr: target.addresses.myBEEntry,
+        my_wait_event_info_addr: target.addresses.myWaitEventInfo,
+        status_procpid_off: layout.procpidOffset,
+        status_backend_type_off: layout.backendTypeOffset,
+        status_proc_start_off: layout.procStartOffset,
+        status_dbid_off: layout.dbidOffset,
+        status_userid_off: layout.useridOffset,
+        status_query_id_off: layout.queryIdOffset ?? 0,
+        client_read_event: layout.clientReadEvent,
+        tracking_since_ns: process.hrtime.bigint(),
+      });
+      object.setMaxEntries('backends', options.maxBackends ?? 8192);
+      object.setMaxEntries('queries', options.maxQueries ?? 8192);
+      object.load();
+      return new CollectorObject(object, target);
+    } catch (error) {
+      object.close();
+      throw error;
+    }
+  }
+
+  /** The metric members of struct metrics, in declaration order. */
+  metricFields(): string[] {
+    return this.queryValueLayout.intsUnder('');
+  }
+
+  attached(): ProbeSetName[] {
+    return [...this.links.keys()];
+  }
+
+  /** Attaches a probe set; attaching one that is attached already does nothing. */
+  attach(name: ProbeSetName): void {
+    if (this.links.has(name)) return;
+    const set = PROBE_SETS[name];
+    const reason = set.unsupportedReason(this.target);
+    if (reason) throw new UserError(`probe set ${name} is not supported here: ${reason}`);
+    const links: NativeBpfLink[] = [];
+    try {
+      for (const a of set.attachments) {
+        links.push(
+          a.kind === 'auto'
+            ? this.object.attach(a.program)
+            : this.object.attachUsdt(a.program, -1, this.target.binaryPath, a.provider, a.name),
+        );
+      }
+    } catch (error) {
+      for (const link of links) link.destroy();
+      throw error;
+    }
+    this.links.set(name, links);
+  }
+
+  detach(name: ProbeSetName): void {
+    for (const link of this.links.get(name) ?? []) link.destroy();
+    this.links.delete(name);
+  }
+
+  /** Leaves the collector's own backends out of every figure. */
+  exclude(pid: number): void {
+    const key = Buffer.alloc(4);
+    key.writeUInt32LE(pid);
+    this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
+    // A record made before the exclusion is dropped; the next switch re-creates it excluded.
+    this.object.mapDelete('backends', key);
+  }
+
+  readBackends(metricFields: string[]): BackendSample[] {
+    const batch = this.object.mapLookupBatch('backends');
+    const layout = this.backendLayout;
+    const names = metricFields.map((f) => `m.${f}`);
+    const samples: BackendSample[] = [];
+    for (let i = 0; i < batch.count; i++) {
+      const at = i * batch.valueSize;
+      const flags = layout.int(batch.values, at, 'flags');
+      if (flags & BACKEND_EXCLUDED) continue;
+      samples.push({
+        pid: batch.keys.readUInt32LE(i * batch.keySize),
+        metrics: names.map((n) => layout.int(batch.values, at, n)),
+        queryid: layout.int(batch.values, at, 'queryid'),
+        backendStartUs: layout.int(batch.values, at, 'backend_start_us'),
+        taskStartNs: layout.int(batch.values, at, 'task_start_ns'),
+        exitedNs: layout.int(batch.values, at, 'exited_ns'),
+        userid: Number(layout.int(batch.values, at, 'userid')),
+        dbid: Number(layout.int(batch.values, at, 'dbid')),
+        backendType: Number(layout.int(batch.values, at, 'backend_type')),
+        identityKnown: (flags & BACKEND_IDENTITY_KNOWN) !== 0n,
+      });
+    }
+    return samples;
+  }
+
+  readQueries(metricFields: string[]): QuerySample[] {
+    const batch = this.object.mapLookupBatch('queries');
+    const keys = this.queryKeyLayout;
+    const stride = batch.valueSize / this.cpus;
+    const samples: QuerySample[] = [];
+    for (let i = 0; i < batch.count; i++) {
+      const k = i * batch.keySize;
+      samples.push({
+        queryid: keys.int(batch.keys, k, 'queryid'),
+        userid: Number(keys.int(batch.keys, k, 'userid')),
+        dbid: Number(keys.int(batch.keys, k, 'dbid')),
+        toplevel: keys.int(batch.keys, k, 'toplevel') !== 0n,
+        metrics: this.queryValueLayout.sumPerCpu(batch.values, i * batch.valueSize, stride, this.cpus, metricFields),
+      });
+    }
+    return samples;
+  }
+
+  /** Overflow and failure counters of the BPF side (bpf/pgstats.h, enum counter_index). */
+  readCounters(): Record<(typeof COUNTER_NAMES)[number], bigint> {
+    const out = {} as Record<(typeof COUNTER_NAMES)[number], bigint>;
+    COUNTER_NAMES.forEach((name, index) => {
+      const key = Buffer.alloc(4);
+      key.writeUInt32LE(index);
+      out[name] = this.object.mapLookup('counters', key)?.readBigUInt64LE(0) ?? 0n;
+    });
+    return out;
+  }
+
+  /** Forgets processes whose final figures were written. */
+  deleteBackends(pids: number[]): void {
+    if (!pids.length) return;
+    const keys = Buffer.alloc(pids.length * 4);
+    pids.forEach((pid, i) => keys.writeUInt32LE(pid, i * 4));
+    this.object.mapDeleteBatch('backends', keys, pids.length);
+  }
+
+  /** Detaches every probe set and frees the object; safe to call twice. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const name of [...this.links.keys()]) this.detach(name);
+    this.object.close();
+  }
+}
+
+/** Writes `const volatile` settings by name; a name the object lacks is a build mismatch. */
+function writeRodata(object: NativeBpfObject, values: Record<string, number | bigint>): void {
+  const variables = new Map(object.rodata().map((v) => [v.name, v]));
+  for (const [name, value] of Object.entries(values)) {
+    const v = variables.get(name);
+    if (!v) throw new Error(`BPF object has no setting ${name}: rebuild with npm run build`);
+    const bytes = Buffer.alloc(v.size);
+    if (v.size === 8) bytes.writeBigUInt64LE(BigInt.asUintN(64, BigInt(value)));
+    else if (v.size === 4) bytes.writeUInt32LE(Number(BigInt.asUintN(32, BigInt(value))));
+    else throw new Error(`BPF setting ${name} has unsupported size ${v.size}`);
+    object.setRodata(v.offset, bytes);
+  }
+}

@@ -1,0 +1,79 @@
+/** A member of a BPF record, as the object's BTF describes it (see native mapLayout()). */
+export interface BtfField {
+  name: string;
+  offset: number;
+  size: number;
+  kind: 'int' | 'array' | 'pointer' | 'enum' | 'other';
+  signed: boolean;
+  count?: number;
+  elemSize?: number;
+}
+
+/**
+ * Reads records whose layout comes from BTF, so the C header in bpf/ is the only definition
+ * of a record: fields are found by name, and a field the object lacks is an error naming it.
+ *
+ * @example
+ * const layout = new RecordLayout(obj.mapLayout('backends').value, 'backends value');
+ * layout.int(buffer, 0, 'm.on_cpu_ns'); // bigint
+ */
+export class RecordLayout {
+  private readonly byName = new Map<string, BtfField>();
+
+  constructor(
+    readonly fields: BtfField[],
+    readonly what = 'record',
+  ) {
+    for (const field of fields) this.byName.set(field.name, field);
+  }
+
+  has(name: string): boolean {
+    return this.byName.has(name);
+  }
+
+  field(name: string): BtfField {
+    const field = this.byName.get(name);
+    if (!field) throw new Error(`${this.what} has no field ${name}: the BPF object and the collector disagree (rebuild with npm run build)`);
+    return field;
+  }
+
+  /** An integer field (1, 2, 4 or 8 bytes) as a bigint. */
+  int(buffer: Buffer, base: number, name: string): bigint {
+    return readInt(buffer, base, this.field(name));
+  }
+
+  /** The names of the integer fields under `prefix` (e.g. 'm.'), without the prefix. */
+  intsUnder(prefix: string): string[] {
+    return this.fields.filter((f) => f.kind === 'int' && f.name.startsWith(prefix)).map((f) => f.name.slice(prefix.length));
+  }
+
+  /**
+   * Sums integer fields over the per-CPU copies of one value: `stride` bytes apart, `cpus` of them
+   * (the layout the kernel uses for per-CPU maps).
+   */
+  sumPerCpu(buffer: Buffer, base: number, stride: number, cpus: number, names: string[]): bigint[] {
+    const fields = names.map((n) => this.field(n));
+    const sums = fields.map(() => 0n);
+    for (let cpu = 0; cpu < cpus; cpu++) {
+      const at = base + cpu * stride;
+      for (let i = 0; i < fields.length; i++) sums[i]! += readInt(buffer, at, fields[i]!);
+    }
+    return sums;
+  }
+}
+
+function readInt(buffer: Buffer, base: number, field: BtfField): bigint {
+  const at = base + field.offset;
+  switch (field.size) {
+    case 8:
+      return field.signed ? buffer.readBigInt64LE(at) : buffer.readBigUInt64LE(at);
+    case 4:
+      return BigInt(field.signed ? buffer.readInt32LE(at) : buffer.readUInt32LE(at));
+    case 2:
+      return BigInt(field.signed ? buffer.readInt16LE(at) : buffer.readUInt16LE(at));
+    case 1:
+      return BigInt(field.signed ? buffer.readInt8(at) : buffer.readUInt8(at));
+    default:
+      throw new Error(`field ${field.name} is ${field.size} bytes, not an integer`);
+  }
+}

@@ -1,0 +1,80 @@
+import { parseArgs } from 'node:util';
+import { parseProbeSets } from '../attach/probe-sets.js';
+import type { ProbeSetName } from '../collect/metric-columns.js';
+import { UserError } from '../errors.js';
+
+export type CommandName = 'run' | 'demo' | 'check' | 'migrate';
+const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate'];
+
+export interface CliOptions {
+  command: CommandName;
+  /** undefined: the libpq PG* environment variables. */
+  dsn: string | undefined;
+  intervalMs: number;
+  probeSets: ProbeSetName[];
+  /** run: stop after this long (default: until SIGINT/SIGTERM). demo: workload length. */
+  durationMs: number | undefined;
+}
+
+export const USAGE = `usage: pg-bpf-stats <command> [options]
+
+commands:
+  run       collect: attach BPF to the postmaster behind the connection and fill bpf_stats
+  demo      a throwaway cluster, a workload, the collector and a report; cleans up after itself
+  check     what this host and this Postgres support, one line per probe family
+  migrate   create or update the bpf_stats schema only
+
+options:
+  --dsn DSN           libpq connection string (default: PG* environment variables)
+  --interval TIME     flush period, e.g. 1s, 500ms (default 1s)
+  --probes SETS       opt-in probe sets to attach too, comma separated (query)
+  --duration TIME     run: stop after TIME; demo: workload length (default 20s)
+  -h, --help          this text`;
+
+/**
+ * Parses a duration: a number of milliseconds, or a number with ms, s or m.
+ *
+ * @example
+ * parseDuration('1.5s'); // 1500
+ */
+export function parseDuration(text: string, what: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
+  if (!match) throw new UserError(`invalid ${what} '${text}': use e.g. 500ms, 1s or 2m`);
+  const value = Number(match[1]) * ({ ms: 1, s: 1000, m: 60_000 } as const)[(match[2] ?? 'ms') as 'ms' | 's' | 'm'];
+  if (value <= 0) throw new UserError(`invalid ${what} '${text}': must be positive`);
+  return value;
+}
+
+/** Parses the command line (without node and script). Throws UserError on bad input. */
+export function parseCli(argv: string[]): CliOptions | 'help' {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        dsn: { type: 'string' },
+        interval: { type: 'string' },
+        probes: { type: 'string' },
+        duration: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    throw new UserError((error as Error).message.split('\n')[0]!);
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) return 'help';
+  const [command, ...rest] = positionals;
+  if (!COMMANDS.includes(command as CommandName)) {
+    throw new UserError(`unknown command '${command}': expected one of ${COMMANDS.join(', ')}`);
+  }
+  if (rest.length) throw new UserError(`unexpected argument '${rest[0]}'`);
+  return {
+    command: command as CommandName,
+    dsn: values.dsn,
+    intervalMs: values.interval === undefined ? 1000 : parseDuration(values.interval, '--interval'),
+    probeSets: values.probes === undefined ? [] : parseProbeSets(values.probes),
+    durationMs: values.duration === undefined ? undefined : parseDuration(values.duration, '--duration'),
+  };
+}

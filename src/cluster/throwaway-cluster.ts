@@ -1,0 +1,139 @@
+import { execFile } from 'node:child_process';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { UserError } from '../errors.js';
+
+const run = promisify(execFile);
+
+export interface ThrowawayClusterOptions {
+  /** Directory with initdb, pg_ctl, postgres; default: $PG_BIN or the newest /usr/lib/postgresql/N/bin. */
+  pgBin?: string;
+  /** Extra postgresql.conf settings. */
+  settings?: Record<string, string | number>;
+  /** OS user that owns and runs the cluster when we are root (initdb refuses root). */
+  osUser?: string;
+}
+
+/** Finds the system's PostgreSQL server binaries. */
+export function findPgBin(): string {
+  if (process.env.PG_BIN) return process.env.PG_BIN;
+  const root = '/usr/lib/postgresql';
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  if (!versions[0]) {
+    throw new UserError('no PostgreSQL server binaries found: install postgresql or set PG_BIN');
+  }
+  return join(root, versions[0], 'bin');
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function osUserIds(name: string): { uid: number; gid: number } {
+  const passwd = readFileSync('/etc/passwd', 'utf8');
+  for (const line of passwd.split('\n')) {
+    const [user, , uid, gid] = line.split(':');
+    if (user === name) return { uid: Number(uid), gid: Number(gid) };
+  }
+  throw new UserError(`OS user ${name} does not exist (it owns the throwaway cluster); install postgresql`);
+}
+
+/**
+ * A private PostgreSQL cluster in a temporary directory, started from the system's binaries,
+ * listening on 127.0.0.1 at a free port, with pg_stat_statements preloaded. Used by the demo
+ * and by the integration tests; stop() removes everything it created.
+ *
+ * @example
+ * const cluster = await ThrowawayCluster.start();
+ * const client = new pg.Client(cluster.connectionString());
+ * // ...
+ * await cluster.stop();
+ */
+export class ThrowawayCluster {
+  private stopped = false;
+
+  private constructor(
+    readonly pgBin: string,
+    readonly baseDir: string,
+    readonly dataDir: string,
+    readonly port: number,
+    private readonly asUser: string | null,
+  ) {}
+
+  static async start(options: ThrowawayClusterOptions = {}): Promise<ThrowawayCluster> {
+    const pgBin = options.pgBin ?? findPgBin();
+    const asUser = userInfo().uid === 0 ? (options.osUser ?? 'postgres') : null;
+    const baseDir = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-'));
+    const dataDir = join(baseDir, 'data');
+    if (asUser) {
+      const { uid, gid } = osUserIds(asUser);
+      chownSync(baseDir, uid, gid);
+    }
+    const port = await freePort();
+    const cluster = new ThrowawayCluster(pgBin, baseDir, dataDir, port, asUser);
+    try {
+      await cluster.exec('initdb', ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale', 'C']);
+      const settings: Record<string, string | number> = {
+        listen_addresses: "'127.0.0.1'",
+        port,
+        unix_socket_directories: `'${baseDir}'`,
+        shared_preload_libraries: "'pg_stat_statements'",
+        compute_query_id: 'on',
+        'pg_stat_statements.track': 'top',
+        track_io_timing: 'on',
+        fsync: 'off',
+        max_connections: 100,
+        shared_buffers: "'128MB'",
+        logging_collector: 'off',
+        ...options.settings,
+      };
+      const conf = Object.entries(settings).map(([k, v]) => `${k} = ${v}`).join('\n');
+      appendFileSync(join(dataDir, 'postgresql.conf'), `\n# pg-bpf-stats throwaway cluster\n${conf}\n`);
+      await cluster.exec('pg_ctl', ['-D', dataDir, '-l', join(baseDir, 'server.log'), '-w', '-t', '60', 'start']);
+      return cluster;
+    } catch (error) {
+      await cluster.stop().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** libpq connection string for a database of this cluster, as the superuser. */
+  connectionString(database = 'postgres'): string {
+    return `postgresql://postgres@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** Runs one of the cluster's binaries (pgbench, psql, ...) as the cluster's OS user. */
+  async exec(binary: string, args: string[], timeoutMs = 300_000): Promise<{ stdout: string; stderr: string }> {
+    const path = join(this.pgBin, binary);
+    const [file, argv] = this.asUser ? ['runuser', ['-u', this.asUser, '--', path, ...args]] : [path, args];
+    try {
+      return await run(file, argv, { cwd: this.baseDir, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
+    } catch (error) {
+      const e = error as { stderr?: string; message: string };
+      throw new Error(`${binary} failed: ${(e.stderr || e.message).trim().split('\n').slice(-3).join(' | ')}`);
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (existsSync(join(this.dataDir, 'postmaster.pid'))) {
+      await this.exec('pg_ctl', ['-D', this.dataDir, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
+    }
+    rmSync(this.baseDir, { recursive: true, force: true });
+  }
+}

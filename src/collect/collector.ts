@@ -1,0 +1,115 @@
+import { readFileSync } from 'node:fs';
+import type { BackendSample, CollectorObject, QuerySample } from '../attach/collector-object.js';
+import { BackendTypeNames } from './backend-type-names.js';
+import { DeltaTracker } from './delta-tracker.js';
+import type { BackendRow, FlushBatch, QueryRow } from './flush-batch.js';
+import { METRIC_COLUMNS, toColumnValues, type ProbeSetName } from './metric-columns.js';
+
+/** Postgres timestamps count microseconds from 2000-01-01. */
+const PG_EPOCH_UNIX_US = 946_684_800_000_000n;
+const IDENTITY_GRACE_NS = 5_000_000_000n;
+/*
+ * A process without PgBackendStatus is keyed by its start time as /proc/<pid>/stat shows it
+ * (boot time + start), which stays the same across flushes and collector restarts.
+ */
+const BOOT_TIME_UNIX_US = BigInt(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1] ?? '0') * 1_000_000n;
+
+/**
+ * Turns the BPF maps' cumulative figures into the increments one flush writes.
+ *
+ * @example
+ * const collector = new Collector(object, target.pid);
+ * const batch = collector.prepare(new Set(['cpu']));
+ * await writer.write(batch);
+ * batch.commit();
+ */
+export class Collector {
+  readonly backendTypes: BackendTypeNames;
+  private readonly fields: string[];
+  private readonly queryDeltas = new DeltaTracker();
+  private readonly backendDeltas = new DeltaTracker();
+
+  /** CLOCK_MONOTONIC to wall clock, fixed once so that derived timestamps are stable. */
+  private readonly monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
+
+  constructor(
+    private readonly object: CollectorObject,
+    postmasterPid: number,
+  ) {
+    this.backendTypes = new BackendTypeNames(postmasterPid);
+    this.fields = METRIC_COLUMNS.map((c) => c.field);
+  }
+
+  /** `measured`: the probe sets that were attached at any time since the last flush. */
+  prepare(measured: ReadonlySet<ProbeSetName>): FlushBatch {
+    const monotonicToUnixUs = this.monotonicToUnixUs;
+    const commits: Array<() => void> = [];
+    const queries: QueryRow[] = [];
+    for (const sample of this.object.readQueries(this.fields)) {
+      const key = queryKey(sample);
+      const delta = this.queryDeltas.delta(key, sample.metrics);
+      if (delta.every((d) => d === 0n)) continue;
+      queries.push({
+        userid: sample.userid,
+        dbid: sample.dbid,
+        toplevel: sample.toplevel,
+        queryid: BigInt.asIntN(64, sample.queryid).toString(),
+        values: toColumnValues(delta, measured),
+      });
+      commits.push(() => this.queryDeltas.commit(key, sample.metrics));
+    }
+
+    const backends: BackendRow[] = [];
+    const exited: number[] = [];
+    for (const sample of this.object.readBackends(this.fields)) {
+      this.backendTypes.learn(sample.pid, sample.backendType);
+      const key = backendKey(sample);
+      const isExited = sample.exitedNs !== 0n;
+      // A new backend publishes its PgBackendStatus within milliseconds of fork; until then its
+      // row key (pid, backend_start) is not final, so it waits, unless it never will have one.
+      const ageNs = process.hrtime.bigint() - sample.taskStartNs;
+      if (!sample.identityKnown && !isExited && ageNs < IDENTITY_GRACE_NS) continue;
+      const delta = this.backendDeltas.delta(key, sample.metrics);
+      if (!isExited && delta.every((d) => d === 0n) && this.backendDeltas.has(key)) continue;
+      backends.push({
+        pid: sample.pid,
+        backendStartUs:
+          sample.backendStartUs !== 0n
+            ? sample.backendStartUs + PG_EPOCH_UNIX_US
+            : sample.taskStartNs / 1000n + BOOT_TIME_UNIX_US,
+        backendType: this.backendTypes.name(sample),
+        datid: sample.identityKnown && sample.dbid ? sample.dbid : null,
+        usesysid: sample.identityKnown && sample.userid ? sample.userid : null,
+        queryid: sample.queryid ? BigInt.asIntN(64, sample.queryid).toString() : null,
+        values: toColumnValues(delta, measured),
+        exitedAtUs: isExited ? sample.exitedNs / 1000n + monotonicToUnixUs : null,
+      });
+      if (isExited) {
+        exited.push(sample.pid);
+        commits.push(() => {
+          this.backendDeltas.forget(key);
+          this.backendTypes.forget(sample.pid);
+        });
+      } else {
+        commits.push(() => this.backendDeltas.commit(key, sample.metrics));
+      }
+    }
+
+    return {
+      queries,
+      backends,
+      commit: () => {
+        for (const commit of commits) commit();
+        this.object.deleteBackends(exited);
+      },
+    };
+  }
+}
+
+function queryKey(s: QuerySample): string {
+  return `${s.userid}/${s.dbid}/${s.toplevel ? 1 : 0}/${s.queryid}`;
+}
+
+function backendKey(s: BackendSample): string {
+  return `${s.pid}/${s.taskStartNs}`;
+}

@@ -1,0 +1,38 @@
+/**
+ * Turns cumulative counters (as BPF keeps them) into per-flush deltas, with a two-step
+ * commit: the baseline moves only once a flush was written, so a failed write is retried with
+ * the same data at the next flush instead of being lost.
+ *
+ * @example
+ * const tracker = new DeltaTracker();
+ * const delta = tracker.delta('q:42', [10n, 3n]); // [10n, 3n]
+ * tracker.commit('q:42', [10n, 3n]);
+ * tracker.delta('q:42', [15n, 3n]);                // [5n, 0n]
+ */
+export class DeltaTracker {
+  private readonly baselines = new Map<string, readonly bigint[]>();
+
+  /** current - baseline; a counter below its baseline was reset (object reloaded) and counts whole. */
+  delta(key: string, current: readonly bigint[]): bigint[] {
+    const base = this.baselines.get(key);
+    if (!base) return [...current];
+    const reset = current.some((value, i) => value < (base[i] ?? 0n));
+    return current.map((value, i) => (reset ? value : value - (base[i] ?? 0n)));
+  }
+
+  commit(key: string, current: readonly bigint[]): void {
+    this.baselines.set(key, [...current]);
+  }
+
+  has(key: string): boolean {
+    return this.baselines.has(key);
+  }
+
+  forget(key: string): void {
+    this.baselines.delete(key);
+  }
+
+  get size(): number {
+    return this.baselines.size;
+  }
+}

@@ -1,0 +1,42 @@
+/** The probe sets a DBA can switch on; `cpu` is always on. */
+export type ProbeSetName = 'cpu' | 'query';
+
+/** How one column of query_stats / backend_stats is filled from `struct metrics` (bpf/pgstats.h). */
+export interface MetricColumn {
+  column: string;
+  /** Member of struct metrics. */
+  field: string;
+  /** ns fields become milliseconds; counts stay integers. */
+  unit: 'ns' | 'count';
+  /** The column is NULL unless one of these sets is attached. */
+  measuredBy: ProbeSetName[];
+}
+
+export const METRIC_COLUMNS: readonly MetricColumn[] = [
+  { column: 'calls', field: 'calls', unit: 'count', measuredBy: ['query'] },
+  { column: 'total_time_ms', field: 'total_ns', unit: 'ns', measuredBy: ['cpu'] },
+  { column: 'on_cpu_ms', field: 'on_cpu_ns', unit: 'ns', measuredBy: ['cpu'] },
+  { column: 'runq_wait_ms', field: 'runq_ns', unit: 'ns', measuredBy: ['cpu'] },
+  { column: 'io_wait_ms', field: 'io_wait_ns', unit: 'ns', measuredBy: ['cpu'] },
+  { column: 'lock_wait_ms', field: 'lock_wait_ns', unit: 'ns', measuredBy: ['cpu'] },
+  { column: 'lwlock_wait_ms', field: 'lwlock_wait_ns', unit: 'ns', measuredBy: ['cpu'] },
+  { column: 'reclaim_ms', field: 'reclaim_ns', unit: 'ns', measuredBy: [] },
+  { column: 'other_wait_ms', field: 'other_wait_ns', unit: 'ns', measuredBy: ['cpu'] },
+  { column: 'minflt', field: 'minflt', unit: 'count', measuredBy: ['cpu'] },
+  { column: 'majflt', field: 'majflt', unit: 'count', measuredBy: ['cpu'] },
+  { column: 'cpu_migrations', field: 'cpu_migrations', unit: 'count', measuredBy: ['cpu'] },
+  { column: 'nvcsw', field: 'nvcsw', unit: 'count', measuredBy: ['cpu'] },
+  { column: 'nivcsw', field: 'nivcsw', unit: 'count', measuredBy: ['cpu'] },
+];
+
+/** A column's value for one flush: ms as a number, counts as a bigint, or null when not measured. */
+export type MetricValue = number | bigint | null;
+
+/** Turns raw deltas (in METRIC_COLUMNS order) into column values for the active probe sets. */
+export function toColumnValues(deltas: readonly bigint[], active: ReadonlySet<ProbeSetName>): MetricValue[] {
+  return METRIC_COLUMNS.map((c, i) => {
+    if (!c.measuredBy.some((set) => active.has(set))) return null;
+    const delta = deltas[i] ?? 0n;
+    return c.unit === 'ns' ? Number(delta) / 1e6 : delta;
+  });
+}

@@ -1,0 +1,33 @@
+import type pg from 'pg';
+
+/** Formats rows as an aligned text table. */
+export function formatTable(rows: Record<string, unknown>[], columns: string[]): string {
+  const cell = (v: unknown) => (v === null || v === undefined ? '' : typeof v === 'number' ? v.toFixed(1) : String(v));
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
+  return [line(columns), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
+}
+
+/** The demo's report: where each query's time went, and per backend type. */
+export async function printReport(client: pg.Client, print: (line: string) => void): Promise<void> {
+  const queries = await client.query(`
+    SELECT left(regexp_replace(t.query, '\\s+', ' ', 'g'), 60) AS query,
+           s.calls AS pgss_calls, t.calls,
+           round(s.total_exec_time::numeric, 1)::float8 AS pgss_exec_ms,
+           t.total_time_ms, t.on_cpu_ms, t.runq_wait_ms, t.io_wait_ms, t.lock_wait_ms,
+           t.lwlock_wait_ms, t.other_wait_ms
+      FROM bpf_stats.query_time t
+      JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
+     WHERE t.query NOT ILIKE '%pg_stat_statements%'
+     ORDER BY t.total_time_ms DESC LIMIT 8`);
+  print('Where each query spent its time (bpf_stats.query_time joined with pg_stat_statements, ms):');
+  print(formatTable(queries.rows, ['query', 'pgss_calls', 'calls', 'pgss_exec_ms', 'total_time_ms', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'lock_wait_ms', 'lwlock_wait_ms', 'other_wait_ms']));
+  const backends = await client.query(`
+    SELECT backend_type, count(*)::int AS processes, sum(on_cpu_ms) AS on_cpu_ms, sum(runq_wait_ms) AS runq_wait_ms,
+           sum(io_wait_ms) AS io_wait_ms, sum(nvcsw)::bigint AS nvcsw, sum(nivcsw)::bigint AS nivcsw,
+           sum(cpu_migrations)::bigint AS cpu_migrations, sum(minflt)::bigint AS minflt
+      FROM bpf_stats.backend_stats GROUP BY backend_type ORDER BY on_cpu_ms DESC`);
+  print('');
+  print('Per backend type (bpf_stats.backend_stats):');
+  print(formatTable(backends.rows, ['backend_type', 'processes', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'nvcsw', 'nivcsw', 'cpu_migrations', 'minflt']));
+}

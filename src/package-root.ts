@@ -1,0 +1,18 @@
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+let cached: string | undefined;
+
+/** The directory holding package.json, from src/ (tsx, vitest) or dist/src/ (built). */
+export function packageRoot(): string {
+  if (cached) return cached;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) {
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error('pg-bpf-stats: package.json not found above ' + fileURLToPath(import.meta.url));
+    dir = parent;
+  }
+  cached = dir;
+  return dir;
+}

@@ -1,0 +1,212 @@
+import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { CollectorObject } from '../attach/collector-object.js';
+import { PROBE_SETS } from '../attach/probe-sets.js';
+import { Collector } from '../collect/collector.js';
+import type { ProbeSetName } from '../collect/metric-columns.js';
+import { oneLine } from '../errors.js';
+import type { BpfStatsDatabase } from '../storage/database.js';
+import { migrateSchema } from '../storage/migrate-schema.js';
+import { StatsWriter } from '../storage/stats-writer.js';
+import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
+import { discoverPostmaster } from '../target/discover-postmaster.js';
+import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import { connect } from './connect.js';
+import { assertHostReady } from './preflight.js';
+
+export interface SidecarOptions {
+  /** libpq DSN; undefined means the PG* environment variables. */
+  connectionString?: string;
+  /** Flush period. */
+  intervalMs: number;
+  /** Opt-in probe sets to attach besides the default ones. */
+  probeSets?: ProbeSetName[];
+  log?: (line: string) => void;
+}
+
+/** What the last flush did (for logs, tests, and later bpf_stats.health). */
+export interface FlushStatus {
+  at: Date;
+  ms: number;
+  queries: number;
+  backends: number;
+  error: string | null;
+}
+
+/**
+ * The collector: finds the postmaster behind the connection, migrates bpf_stats, loads and
+ * attaches the probe sets, and writes what BPF aggregated every interval.
+ *
+ * @example
+ * const sidecar = await Sidecar.start({ connectionString: dsn, intervalMs: 1000 });
+ * // ... later
+ * await sidecar.stop();
+ */
+export class Sidecar {
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<FlushStatus> | null = null;
+  private stopped = false;
+  private control: pg.Client | null = null;
+  /** Sets attached at any time since the last flush: their columns are measured, not NULL. */
+  private measuring = new Set<ProbeSetName>();
+  lastFlush: FlushStatus | null = null;
+
+  private constructor(
+    private readonly options: SidecarOptions,
+    readonly target: PostmasterTarget,
+    readonly layout: StatusLayout,
+    private readonly object: CollectorObject,
+    private readonly collector: Collector,
+    private readonly db: Kysely<BpfStatsDatabase>,
+    control: pg.Client,
+  ) {
+    this.adoptControl(control);
+    for (const set of object.attached()) this.measuring.add(set);
+  }
+
+  static async start(options: SidecarOptions): Promise<Sidecar> {
+    const log = options.log ?? (() => undefined);
+    assertHostReady();
+    const control = await connect(options.connectionString);
+    // Until the sidecar adopts it, an error on this connection surfaces through the awaits below.
+    control.on('error', () => undefined);
+    let object: CollectorObject | null = null;
+    try {
+      const target = await discoverPostmaster(control);
+      log(`postmaster ${target.pid}: ${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`);
+      const observer = await connect(options.connectionString);
+      let layout: StatusLayout;
+      try {
+        layout = await calibrateStatusLayout(target, control, observer);
+      } finally {
+        await observer.end();
+      }
+      if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
+      await migrateSchema(control);
+
+      object = CollectorObject.load({ target, layout });
+      object.exclude(await backendPid(control));
+      const excluder = object;
+      const db = new Kysely<BpfStatsDatabase>({
+        dialect: new PostgresDialect({
+          pool: new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' }),
+          // The writer's own backend must not show up in the figures it writes.
+          onCreateConnection: async (connection) => {
+            const result = await connection.executeQuery<{ pid: number }>(CompiledQuery.raw('SELECT pg_backend_pid() AS pid'));
+            excluder.exclude(result.rows[0]!.pid);
+          },
+        }),
+      });
+      const sets = new Set<ProbeSetName>([
+        ...(Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name)),
+        ...(options.probeSets ?? []),
+      ]);
+      for (const set of sets) object.attach(set);
+      log(`attached probe sets: ${[...sets].join(', ')}`);
+
+      const sidecar = new Sidecar(options, target, layout, object, new Collector(object, target.pid), db, control);
+      await sidecar.markVanishedBackends();
+      sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
+      return sidecar;
+    } catch (error) {
+      object?.close();
+      await control.end().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Attaches a probe set now (UserError when this Postgres or host cannot support it). */
+  attach(name: ProbeSetName): void {
+    this.object.attach(name);
+    this.measuring.add(name);
+  }
+
+  /** Probe sets attached now. */
+  attached(): ProbeSetName[] {
+    return this.object.attached();
+  }
+
+  /** Writes what was collected since the last flush; concurrent calls share one flush. */
+  flush(): Promise<FlushStatus> {
+    this.flushing ??= this.flushOnce().finally(() => (this.flushing = null));
+    return this.flushing;
+  }
+
+  private async flushOnce(): Promise<FlushStatus> {
+    const started = performance.now();
+    const at = new Date();
+    try {
+      await this.refreshBackendTypes();
+      const measured = new Set([...this.measuring, ...this.object.attached()]);
+      const batch = this.collector.prepare(measured);
+      const written = await new StatsWriter(this.db).write(batch);
+      batch.commit();
+      this.measuring = new Set(this.object.attached());
+      this.lastFlush = { at, ms: performance.now() - started, ...written, error: null };
+    } catch (error) {
+      // Nothing was committed: the same increments go out with the next flush.
+      this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: oneLine(error) };
+      this.options.log?.(`flush failed, will retry: ${this.lastFlush.error}`);
+    }
+    return this.lastFlush;
+  }
+
+  /** Detaches every probe, writes what is left, and closes connections. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    for (const set of this.object.attached()) this.object.detach(set);
+    await this.flush();
+    this.object.close();
+    await this.db.destroy().catch(() => undefined);
+    await this.control?.end().catch(() => undefined);
+  }
+
+  /** The control connection, reopened (and excluded again) after the database went away. */
+  private async controlClient(): Promise<pg.Client> {
+    if (this.control) return this.control;
+    const client = await connect(this.options.connectionString);
+    this.object.exclude(await backendPid(client));
+    this.adoptControl(client);
+    return client;
+  }
+
+  private adoptControl(client: pg.Client): void {
+    const drop = () => {
+      if (this.control === client) this.control = null;
+    };
+    client.on('error', (error) => {
+      this.options.log?.(`control connection lost: ${oneLine(error)}`);
+      drop();
+    });
+    client.on('end', drop);
+    this.control = client;
+  }
+
+  private async refreshBackendTypes(): Promise<void> {
+    const client = await this.controlClient();
+    try {
+      const { rows } = await client.query<{ pid: number; backend_type: string }>('SELECT pid, backend_type FROM pg_stat_activity');
+      for (const row of rows) this.collector.backendTypes.observe(row.pid, row.backend_type);
+    } catch (error) {
+      if (this.control === client) this.control = null;
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Backends a previous run left open that are gone now were not seen exiting: close them. */
+  private async markVanishedBackends(): Promise<void> {
+    await this.control!.query(`
+      UPDATE bpf_stats.backend_stats b SET exited_at = b.last_seen
+       WHERE exited_at IS NULL
+         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)
+         -- these never appear in pg_stat_activity
+         AND backend_type NOT IN ('postmaster', 'postmaster child')`);
+  }
+}
+
+async function backendPid(client: pg.Client): Promise<number> {
+  return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+}

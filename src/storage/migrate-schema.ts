@@ -1,0 +1,39 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runner } from 'node-pg-migrate';
+import type pg from 'pg';
+import { packageRoot } from '../package-root.js';
+
+/**
+ * Brings the bpf_stats schema up to date: node-pg-migrate applies migrations/ (the tables),
+ * then every file of sql/ (views and functions, all CREATE OR REPLACE) is applied in name
+ * order in one transaction. Safe to run on every start and from several hosts at once.
+ *
+ * @example
+ * await migrateSchema(client);
+ */
+export async function migrateSchema(client: pg.Client, log: (line: string) => void = () => undefined): Promise<void> {
+  await client.query('CREATE SCHEMA IF NOT EXISTS bpf_stats');
+  await runner({
+    dbClient: client,
+    dir: join(packageRoot(), 'migrations'),
+    direction: 'up',
+    migrationsSchema: 'bpf_stats',
+    migrationsTable: 'migrations',
+    checkOrder: true,
+    log: (line: string) => log(line),
+    logger: { debug: () => undefined, info: log, warn: log, error: log },
+  });
+  const sqlDir = join(packageRoot(), 'sql');
+  const files = readdirSync(sqlDir).filter((f) => f.endsWith('.sql')).sort();
+  await client.query('BEGIN');
+  try {
+    // Serialise with other sidecars re-creating the same views.
+    await client.query("SELECT pg_advisory_xact_lock(hashtext('bpf_stats.sql'))");
+    for (const file of files) await client.query(readFileSync(join(sqlDir, file), 'utf8'));
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  }
+}

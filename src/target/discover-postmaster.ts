@@ -1,0 +1,107 @@
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
+import { basename } from 'node:path';
+import type pg from 'pg';
+import { UserError } from '../errors.js';
+import { ElfFile } from './elf-file.js';
+import type { PostmasterTarget } from './postmaster-target.js';
+import { runtimeAddress } from './process-memory.js';
+
+/** Symbols every supported Postgres (14+) exports, with or without USDT. */
+export const REQUIRED_SYMBOLS = ['MyBEEntry', 'my_wait_event_info'] as const;
+
+interface ProcStat {
+  ppid: number;
+  startTicks: number;
+}
+
+function procStat(pid: number): ProcStat | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // The command name may contain spaces and parentheses: fields start after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { ppid: Number(fields[1]), startTicks: Number(fields[19]) };
+}
+
+function bootTimeSeconds(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('btime '));
+  return Number(line?.split(' ')[1] ?? 0);
+}
+
+/** USER_HZ: /proc/<pid>/stat start times are in these ticks; 100 on every Linux ABI we run on. */
+const CLOCK_TICKS = 100;
+
+/**
+ * Finds the postmaster behind a connection: the connection's backend is a process on this
+ * host (same pid and start time as Postgres reports), and its parent is the postmaster.
+ *
+ * @example
+ * const target = await discoverPostmaster(client);
+ * console.log(target.pid, target.binaryPath, target.usdt.length > 0);
+ */
+export async function discoverPostmaster(client: pg.Client): Promise<PostmasterTarget> {
+  const { rows } = await client.query<{
+    pid: number;
+    version_num: string;
+    start_epoch: string;
+    compute_query_id: string;
+    preload: string;
+    pgss: boolean;
+  }>(`SELECT pg_backend_pid() AS pid,
+             current_setting('server_version_num') AS version_num,
+             extract(epoch FROM a.backend_start)::text AS start_epoch,
+             coalesce(current_setting('compute_query_id', true), 'off') AS compute_query_id,
+             current_setting('shared_preload_libraries') AS preload,
+             EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') AS pgss
+        FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()`);
+  const row = rows[0];
+  if (!row) throw new UserError('postmaster not found: pg_stat_activity does not show our own backend');
+  const serverVersionNum = Number(row.version_num);
+  if (serverVersionNum < 140000) {
+    throw new UserError(`PostgreSQL ${serverVersionNum} is not supported: pg-bpf-stats needs 14 or newer (query ids in core)`);
+  }
+
+  const backend = procStat(row.pid);
+  const elsewhere = `postmaster not found: backend pid ${row.pid} of this connection is not a PostgreSQL process on this host (is the server remote, or in another pid namespace?)`;
+  if (!backend) throw new UserError(elsewhere);
+  const startedAt = bootTimeSeconds() + backend.startTicks / CLOCK_TICKS;
+  if (Math.abs(startedAt - Number(row.start_epoch)) > 2) throw new UserError(elsewhere);
+
+  const pid = backend.ppid;
+  let binaryPath: string;
+  let dataDir: string;
+  try {
+    binaryPath = readlinkSync(`/proc/${pid}/exe`);
+    dataDir = readlinkSync(`/proc/${pid}/cwd`);
+  } catch (error) {
+    throw new UserError(`postmaster ${pid} is not readable: ${(error as Error).message} (run as root)`);
+  }
+  if (!['postgres', 'postmaster'].includes(basename(binaryPath)) || !existsSync(binaryPath)) {
+    throw new UserError(`postmaster not found: the parent of backend ${row.pid} is ${binaryPath}, not a postgres binary`);
+  }
+
+  const elf = ElfFile.read(binaryPath);
+  const missing = REQUIRED_SYMBOLS.filter((name) => !elf.symbol(name));
+  if (missing.length) {
+    throw new UserError(`${binaryPath} does not export ${missing.join(', ')}: cannot attribute time to queries`);
+  }
+
+  return {
+    pid,
+    binaryPath,
+    dataDir,
+    serverVersionNum,
+    majorVersion: Math.floor(serverVersionNum / 10000),
+    usdt: elf.usdtNotes(),
+    addresses: {
+      myBEEntry: runtimeAddress(pid, binaryPath, elf, 'MyBEEntry'),
+      myWaitEventInfo: runtimeAddress(pid, binaryPath, elf, 'my_wait_event_info'),
+    },
+    pgStatStatementsLoaded: row.preload.split(',').map((s) => s.trim()).includes('pg_stat_statements'),
+    pgStatStatementsInstalled: row.pgss,
+    computeQueryId: row.compute_query_id,
+  };
+}

@@ -1,0 +1,31 @@
+import type { UsdtNote } from './elf-file.js';
+
+/** Everything the collector needs to know about the Postgres it attaches to. */
+export interface PostmasterTarget {
+  pid: number;
+  binaryPath: string;
+  dataDir: string;
+  serverVersionNum: number;
+  majorVersion: number;
+  /** USDT probes of the binary (empty for builds without --enable-dtrace). */
+  usdt: UsdtNote[];
+  /** Run-time addresses of the Postgres globals read by BPF. */
+  addresses: { myBEEntry: bigint; myWaitEventInfo: bigint };
+  /** pg_stat_statements is preloaded (its view may still need CREATE EXTENSION). */
+  pgStatStatementsLoaded: boolean;
+  pgStatStatementsInstalled: boolean;
+  computeQueryId: string;
+}
+
+/** Where PgBackendStatus keeps what BPF reads, measured on a live backend (see calibrate-status-layout.ts). */
+export interface StatusLayout {
+  procpidOffset: number;
+  backendTypeOffset: number;
+  procStartOffset: number;
+  dbidOffset: number;
+  useridOffset: number;
+  /** null when query ids are not computed (compute_query_id off): no per-query attribution. */
+  queryIdOffset: number | null;
+  /** The wait_event_info value of an idle backend waiting for its client (ClientRead). */
+  clientReadEvent: number;
+}
