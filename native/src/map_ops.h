@@ -1,0 +1,35 @@
+// Whole-map reads and bulk deletes on a map fd, with the fallbacks the kernel makes necessary.
+#pragma once
+
+#include <napi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bpfnative {
+
+struct MapEntries {
+  std::vector<uint8_t> keys;    // count * keySize bytes
+  std::vector<uint8_t> values;  // count * valueStride bytes
+  uint32_t count = 0;
+};
+
+// True for map types whose values are stored once per possible CPU.
+bool IsPerCpuMap(uint32_t mapType);
+
+// Bytes one value occupies in user space: value_size, or for per-CPU maps
+// roundup(value_size, 8) * libbpf_num_possible_cpus().
+uint32_t ValueStride(Napi::Env env, uint32_t mapType, uint32_t valueSize);
+
+// Reads every entry with BPF_MAP_LOOKUP_BATCH (chunks of `batchSize`), falling back to
+// get_next_key + lookup when the map type has no batch support. `what` names the map in errors.
+MapEntries LookupAll(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
+                     uint32_t batchSize, const std::string& what);
+
+// Deletes `count` keys with BPF_MAP_DELETE_BATCH (per-key fallback); keys that are already
+// gone are skipped. Returns how many were deleted.
+uint32_t DeleteKeys(Napi::Env env, int fd, uint32_t keySize, const uint8_t* keys, uint32_t count,
+                    const std::string& what);
+
+}  // namespace bpfnative

@@ -1,0 +1,160 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { Sidecar } from '../../src/sidecar/sidecar.js';
+
+/*
+ * The collector against a real private cluster and real BPF on this kernel. Every figure is
+ * checked against something the collector did not compute: pg_stat_statements, a known sleep,
+ * a lock held for a known time, the wall clock.
+ */
+let cluster: ThrowawayCluster;
+let sidecar: Sidecar;
+let admin: pg.Client;
+
+async function session<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client(cluster.connectionString());
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** query_stats joined with pg_stat_statements for the statements matching `pattern`. */
+async function statsFor(pattern: string) {
+  await sidecar.flush();
+  const { rows } = await admin.query(
+    `SELECT s.calls AS pgss_calls, s.total_exec_time, q.*
+       FROM pg_stat_statements s
+       JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+      WHERE s.query LIKE $1`,
+    [pattern],
+  );
+  expect(rows, `exactly one statement matches ${pattern}`).toHaveLength(1);
+  return rows[0];
+}
+
+beforeAll(async () => {
+  cluster = await ThrowawayCluster.start();
+  admin = new pg.Client(cluster.connectionString());
+  await admin.connect();
+  await admin.query('CREATE EXTENSION pg_stat_statements');
+  await admin.query('CREATE TABLE accounts (id int PRIMARY KEY, balance bigint)');
+  await admin.query('INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 1000) g');
+  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000 });
+});
+
+afterAll(async () => {
+  await sidecar?.stop();
+  await admin?.end();
+  await cluster?.stop();
+});
+
+describe('collector on a real cluster', () => {
+  it('gives a CPU-bound query on-CPU time within 15% of its pg_stat_statements execution time', async () => {
+    await session((c) => c.query('SELECT count(*) FROM generate_series(1, 4000000) g WHERE g % 3 = 0'));
+    const row = await statsFor('%generate_series($1, $2) g WHERE g % $3 = $4');
+    expect(row.total_exec_time).toBeGreaterThan(200);
+    expect(row.on_cpu_ms / row.total_exec_time).toBeGreaterThan(0.85);
+    expect(row.on_cpu_ms / row.total_exec_time).toBeLessThan(1.15);
+    // The rest of its time is small: it never slept.
+    expect(row.on_cpu_ms / row.total_time_ms).toBeGreaterThan(0.9);
+  });
+
+  it('puts almost all of a pg_sleep off CPU, in the wait it really was', async () => {
+    await session((c) => c.query('SELECT pg_sleep(0.8)'));
+    const row = await statsFor('SELECT pg_sleep($1)');
+    expect(row.total_time_ms).toBeGreaterThan(790);
+    expect(row.total_time_ms).toBeLessThan(900);
+    expect(row.other_wait_ms / row.total_time_ms).toBeGreaterThan(0.95);
+    expect(row.on_cpu_ms).toBeLessThan(40);
+    expect(row.io_wait_ms + row.lock_wait_ms + row.lwlock_wait_ms).toBeLessThan(10);
+  });
+
+  it("gives a lock waiter lock_wait_ms within 25% of the time it actually waited", async () => {
+    const waited = await session((holder) =>
+      session(async (waiter) => {
+        await holder.query('BEGIN');
+        await holder.query('SELECT * FROM accounts WHERE id = 7 FOR UPDATE');
+        const started = performance.now();
+        const blocked = waiter.query('UPDATE accounts SET balance = balance + 1 WHERE id = 7').then(() => performance.now() - started);
+        await new Promise((resolve) => setTimeout(resolve, 700));
+        await holder.query('COMMIT');
+        return blocked;
+      }),
+    );
+    const row = await statsFor('UPDATE accounts SET balance = balance + $1 WHERE id = $2');
+    expect(waited).toBeGreaterThan(650);
+    expect(row.lock_wait_ms / waited).toBeGreaterThan(0.75);
+    expect(row.lock_wait_ms / waited).toBeLessThan(1.25);
+  });
+
+  it('counts calls exactly as pg_stat_statements does when the query set is attached', async () => {
+    sidecar.attach('query');
+    await session(async (c) => {
+      for (let i = 0; i < 40; i++) await c.query(`SELECT balance FROM accounts WHERE id = ${i + 1}`); // simple protocol
+      for (let i = 0; i < 30; i++) await c.query('SELECT balance + 1 FROM accounts WHERE id = $1', [i + 1]); // extended
+    });
+    const simple = await statsFor('SELECT balance FROM accounts WHERE id = $1');
+    const extended = await statsFor('SELECT balance + $_ FROM accounts WHERE id = $_');
+    expect(Number(simple.pgss_calls)).toBe(40);
+    expect(Number(simple.calls)).toBe(40);
+    expect(Number(extended.pgss_calls)).toBe(30);
+    expect(Number(extended.calls)).toBe(30);
+  });
+
+  it('shows a running backend through the pid join in bpf_stats.activity', async () => {
+    await session(async (c) => {
+      const pid = (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      const running = c.query('SELECT count(*) FROM generate_series(1, 12000000)');
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      await sidecar.flush();
+      const { rows } = await admin.query('SELECT state, on_cpu_ms FROM bpf_stats.activity WHERE pid = $1', [pid]);
+      await running;
+      expect(rows).toHaveLength(1);
+      expect(rows[0].state).toBe('active');
+      expect(rows[0].on_cpu_ms).toBeGreaterThan(100);
+    });
+  });
+
+  it('records background processes with their backend_type, and backends that exit', async () => {
+    const pid = await session(async (c) => {
+      await c.query('CHECKPOINT');
+      return (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sidecar.flush();
+    const { rows } = await admin.query('SELECT DISTINCT backend_type FROM bpf_stats.backend_stats');
+    const types = rows.map((r) => r.backend_type);
+    expect(types).toEqual(expect.arrayContaining(['checkpointer', 'client backend', 'postmaster']));
+    const exited = await admin.query('SELECT exited_at, on_cpu_ms FROM bpf_stats.backend_stats WHERE pid = $1', [pid]);
+    expect(exited.rows).toHaveLength(1);
+    expect(exited.rows[0].exited_at).toBeInstanceOf(Date);
+    expect(exited.rows[0].on_cpu_ms).toBeGreaterThan(0);
+  });
+
+  it("leaves the collector's own connections out of every figure", async () => {
+    await sidecar.flush();
+    const { rows } = await admin.query(`
+      SELECT a.pid FROM pg_stat_activity a JOIN bpf_stats.backend_stats b USING (pid)
+       WHERE a.application_name LIKE 'pg-bpf-stats%'`);
+    expect(rows).toEqual([]);
+    const own = await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'pg-bpf-stats%'`);
+    expect(own.rows[0].n).toBeGreaterThanOrEqual(2);
+  });
+
+  it('loses nothing when a flush cannot be written: the next one carries it', async () => {
+    await admin.query('ALTER TABLE bpf_stats.query_stats RENAME TO query_stats_away');
+    try {
+      await session((c) => c.query('SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 5 = 1'));
+      const failed = await sidecar.flush();
+      expect(failed.error).toMatch(/query_stats/);
+    } finally {
+      await admin.query('ALTER TABLE bpf_stats.query_stats_away RENAME TO query_stats');
+    }
+    const row = await statsFor('%generate_series($1, $2) g WHERE g % $3 = $4%');
+    expect(row.on_cpu_ms / row.total_exec_time).toBeGreaterThan(0.85);
+  });
+});

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { parseCli, parseDuration } from '../../src/cli/parse-args.js';
+import { UserError } from '../../src/errors.js';
+
+describe('parseDuration', () => {
+  it('reads milliseconds, seconds and minutes', () => {
+    expect(parseDuration('250', 'x')).toBe(250);
+    expect(parseDuration('250ms', 'x')).toBe(250);
+    expect(parseDuration('1.5s', 'x')).toBe(1500);
+    expect(parseDuration('2m', 'x')).toBe(120_000);
+  });
+
+  it('rejects garbage, zero and negative values with the flag name', () => {
+    for (const bad of ['', 'soon', '-1s', '0', '1h', '1 s s']) {
+      expect(() => parseDuration(bad, '--interval')).toThrow(/--interval/);
+    }
+  });
+});
+
+describe('parseCli', () => {
+  it('parses run with every option', () => {
+    expect(parseCli(['run', '--dsn', 'postgresql://x/y', '--interval', '2s', '--probes', 'query', '--duration', '10s'])).toEqual({
+      command: 'run',
+      dsn: 'postgresql://x/y',
+      intervalMs: 2000,
+      probeSets: ['query'],
+      durationMs: 10_000,
+    });
+  });
+
+  it('defaults to a 1s interval, no opt-in sets and the PG* environment', () => {
+    expect(parseCli(['check'])).toMatchObject({ command: 'check', dsn: undefined, intervalMs: 1000, probeSets: [] });
+  });
+
+  it('shows help without a command', () => {
+    expect(parseCli([])).toBe('help');
+    expect(parseCli(['--help'])).toBe('help');
+  });
+
+  it('rejects unknown commands, options and probe sets as user errors', () => {
+    expect(() => parseCli(['collect'])).toThrow(UserError);
+    expect(() => parseCli(['run', '--bogus'])).toThrow(UserError);
+    expect(() => parseCli(['run', '--probes', 'query,llamas'])).toThrow(/unknown probe set llamas: known sets are cpu, query/);
+    expect(() => parseCli(['run', 'extra'])).toThrow(/unexpected argument 'extra'/);
+  });
+});
