@@ -1,4 +1,5 @@
 import { release } from 'node:os';
+import { collectorObjectPath } from '../attach/collector-object.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
 import { oneLine } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
@@ -8,7 +9,6 @@ import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import type { CliOptions } from './parse-args.js';
 
-const BPF_PROG_TYPE_TRACING = 26;
 const PERF_TYPE_HARDWARE = 0;
 const PERF_COUNT_HW_CACHE_MISSES = 3;
 
@@ -26,13 +26,7 @@ export async function runChecks(dsn: string | undefined): Promise<CheckLine[]> {
   const lines: CheckLine[] = hostChecks().map((c) => ({ ...c, required: true }));
   lines.push({ name: 'kernel', ok: true, required: true, detail: `Linux ${release()}` });
   const native = loadNative();
-  const tracing = lines.every((l) => l.ok) && native.probeProgType(BPF_PROG_TYPE_TRACING);
-  lines.push({
-    name: 'tp_btf',
-    ok: tracing,
-    required: true,
-    detail: tracing ? 'BTF-typed tracepoints load' : 'BTF-typed tracepoint programs do not load here',
-  });
+  lines.push(lines.every((l) => l.ok) ? loadCheck() : { name: 'bpf load', ok: false, required: true, detail: 'skipped: host requirements unmet' });
 
   let target: PostmasterTarget | null = null;
   try {
@@ -74,6 +68,22 @@ export async function runChecks(dsn: string | undefined): Promise<CheckLine[]> {
     detail: pmu.ok ? 'hardware cache-miss events available' : `unsupported: no hardware PMU (perf_event_open cache-misses: errno ${pmu.errno})`,
   });
   return lines;
+}
+
+/** Loads the collector object once (the verifier's verdict on this kernel), attaching nothing. */
+function loadCheck(): CheckLine {
+  const name = 'bpf load';
+  try {
+    const object = new (loadNative().BpfObject)(collectorObjectPath());
+    try {
+      object.load();
+    } finally {
+      object.close();
+    }
+    return { name, ok: true, required: true, detail: 'the collector programs pass the verifier (tp_btf, USDT)' };
+  } catch (error) {
+    return { name, ok: false, required: true, detail: oneLine(error).slice(0, 300) };
+  }
 }
 
 /** `pg-bpf-stats check`: one line per family; exit 0 when the sidecar can run. */

@@ -34,7 +34,7 @@ export class Collector {
 
   constructor(
     private readonly object: CollectorObject,
-    postmasterPid: number,
+    private readonly postmasterPid: number,
   ) {
     this.backendTypes = new BackendTypeNames(postmasterPid);
     this.fields = METRIC_COLUMNS.map((c) => c.field);
@@ -61,14 +61,15 @@ export class Collector {
 
     const backends: BackendRow[] = [];
     const exited: number[] = [];
-    for (const sample of this.object.readBackends(this.fields)) {
-      this.backendTypes.learn(sample.pid, sample.backendType);
+    const samples = this.object.readBackends(this.fields);
+    for (const sample of samples) this.backendTypes.learn(sample.pid, sample.backendType);
+    for (const sample of samples) {
       const key = backendKey(sample);
       const isExited = sample.exitedNs !== 0n;
       // A new backend publishes its PgBackendStatus within milliseconds of fork; until then its
       // row key (pid, backend_start) is not final, so it waits, unless it never will have one.
       const ageNs = process.hrtime.bigint() - sample.taskStartNs;
-      if (!sample.identityKnown && !isExited && ageNs < IDENTITY_GRACE_NS) continue;
+      if (!sample.identityKnown && !isExited && ageNs < IDENTITY_GRACE_NS && sample.pid !== this.postmasterPid) continue;
       const delta = this.backendDeltas.delta(key, sample.metrics);
       if (!isExited && delta.every((d) => d === 0n) && this.backendDeltas.has(key)) continue;
       backends.push({

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything pg-bpf-stats needs on a fresh Debian machine: system packages, npm packages, the
+# BPF objects, the native binding and the TypeScript build. Each step is skipped when already
+# done, so `npm run demo` and `npm test` can both call it every time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config bpftool binutils make g++ python3
+          postgresql postgresql-contrib util-linux)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "bootstrap: missing packages ${missing[*]}; run as root (or apt-get install them)" >&2
+    exit 2
+  fi
+  echo "bootstrap: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -e node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  echo "bootstrap: npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+bash scripts/build.sh

@@ -1,0 +1,163 @@
+import { execFile, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { packageRoot } from '../../src/package-root.js';
+import { ElfFile } from '../../src/target/elf-file.js';
+import { postgresWithoutUsdt } from '../support/postgres-without-usdt.js';
+
+/* The built CLI as a user runs it: exit codes, one-line errors, clean detach. */
+const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const run = promisify(execFile);
+
+interface Outcome {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function pgBpfStats(args: string[], prefix: string[] = []): Promise<Outcome> {
+  const [file, ...argv] = [...prefix, process.execPath, cli, ...args];
+  try {
+    const { stdout, stderr } = await run(file!, argv, { timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+/** Ids of BPF links whose program is one of the collector's. */
+async function collectorLinks(): Promise<number[]> {
+  const progs = JSON.parse((await run('bpftool', ['-j', 'prog', 'show'])).stdout) as Array<{ id: number; name?: string }>;
+  const ours = new Set(progs.filter((p) => p.name === 'on_sched_switch' || p.name === 'on_query_done').map((p) => p.id));
+  const links = JSON.parse((await run('bpftool', ['-j', 'link', 'show'])).stdout) as Array<{ id: number; prog_id: number }>;
+  return links.filter((l) => ours.has(l.prog_id)).map((l) => l.id);
+}
+
+let cluster: ThrowawayCluster;
+
+beforeAll(async () => {
+  expect(existsSync(cli), 'the CLI is built (npm run build)').toBe(true);
+  cluster = await ThrowawayCluster.start();
+});
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+describe('pg-bpf-stats run', () => {
+  it('collects until SIGTERM, then exits 0 with every BPF link detached', async () => {
+    const before = await collectorLinks();
+    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await expect.poll(() => stderr, { timeout: 30_000, interval: 100 }).toMatch(/attached probe sets: cpu/);
+    expect((await collectorLinks()).filter((id) => !before.includes(id)).length).toBeGreaterThan(0);
+
+    const client = new pg.Client(cluster.connectionString());
+    await client.connect();
+    await client.query('SELECT count(*) FROM generate_series(1, 1000000)');
+    await expect
+      .poll(async () => (await client.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE on_cpu_ms > 0')).rows[0].n, { timeout: 10_000 })
+      .toBeGreaterThan(0);
+    await client.end();
+
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stderr).toMatch(/SIGTERM: detaching/);
+    expect((await collectorLinks()).filter((id) => !before.includes(id))).toEqual([]);
+  });
+});
+
+describe('bad input: one line, exit code 2, nothing half-created', () => {
+  const oneLineError = (outcome: Outcome, pattern: RegExp) => {
+    expect(outcome.code).toBe(2);
+    const lines = outcome.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^pg-bpf-stats: error: /);
+    expect(lines[0]).toMatch(pattern);
+  };
+
+  it('a DSN nobody answers', async () => {
+    oneLineError(await pgBpfStats(['run', '--dsn', 'postgresql://postgres@127.0.0.1:1/postgres']), /cannot connect to PostgreSQL at postgresql:\/\/postgres@127\.0\.0\.1:1\/postgres: .*ECONNREFUSED/);
+  });
+
+  it('an unknown probe set', async () => {
+    oneLineError(await pgBpfStats(['run', '--probes', 'cpu,bogus']), /unknown probe set bogus/);
+  });
+
+  it('not root', async () => {
+    oneLineError(await pgBpfStats(['run', '--dsn', cluster.connectionString()], ['runuser', '-u', 'nobody', '--']), /not root/);
+  });
+
+  it('a postmaster that is not on this host (another pid namespace)', async () => {
+    const admin = new pg.Client(cluster.connectionString());
+    await admin.connect();
+    await admin.query('CREATE DATABASE elsewhere');
+    oneLineError(
+      await pgBpfStats(['run', '--dsn', cluster.connectionString('elsewhere')], ['unshare', '--pid', '--fork', '--mount-proc']),
+      /postmaster not found: backend pid \d+ of this connection is not a PostgreSQL process on this host/,
+    );
+    const client = new pg.Client(cluster.connectionString('elsewhere'));
+    await client.connect();
+    const schema = await client.query("SELECT 1 FROM pg_namespace WHERE nspname = 'bpf_stats'");
+    await client.end();
+    await admin.end();
+    expect(schema.rows, 'nothing created before the target was confirmed').toEqual([]);
+  });
+});
+
+describe('a PostgreSQL build without USDT probes', () => {
+  let plain: ThrowawayCluster;
+  let build: ReturnType<typeof postgresWithoutUsdt>;
+
+  beforeAll(async () => {
+    build = postgresWithoutUsdt();
+    expect(ElfFile.read(join(build.pgBin, 'postgres')).usdtNotes()).toEqual([]);
+    plain = await ThrowawayCluster.start({ pgBin: build.pgBin });
+  });
+
+  afterAll(async () => {
+    await plain?.stop();
+    build?.remove();
+  });
+
+  it('refuses the USDT probe set with one line and exit code 2', async () => {
+    const outcome = await pgBpfStats(['run', '--dsn', plain.connectionString(), '--probes', 'query', '--duration', '1s']);
+    expect(outcome.code).toBe(2);
+    expect(outcome.stderr.trim().split('\n').at(-1)).toMatch(/error: probe set query is not supported here: .* has no USDT probe postgresql:query__execute__done \(built without --enable-dtrace\)/);
+    expect(await collectorLinks()).toEqual([]);
+  });
+
+  it('still runs the default set, which needs no USDT', async () => {
+    const outcome = await pgBpfStats(['run', '--dsn', plain.connectionString(), '--duration', '2s']);
+    expect(outcome.stderr).toMatch(/attached probe sets: cpu/);
+    expect(outcome.code).toBe(0);
+  });
+
+  it('is reported by check, which still exits 0', async () => {
+    const outcome = await pgBpfStats(['check', '--dsn', plain.connectionString()]);
+    expect(outcome.code).toBe(0);
+    expect(outcome.stdout).toMatch(/^ok\s+probes cpu\s/m);
+    expect(outcome.stdout).toMatch(/^no\s+probes query\s+unsupported: .*built without --enable-dtrace/m);
+  });
+});
+
+describe('pg-bpf-stats check', () => {
+  it('prints one line per family and says LLC is unsupported without a PMU, not zero', async () => {
+    const outcome = await pgBpfStats(['check', '--dsn', cluster.connectionString()]);
+    expect(outcome.code).toBe(0);
+    expect(outcome.stdout).toMatch(/^ok\s+postmaster\s+pid \d+/m);
+    expect(outcome.stdout).toMatch(/^ok\s+probes query\s/m);
+    const pmu = await run('perf', ['stat', '-e', 'cache-misses', 'true']).then(
+      (r) => !/not supported|<not counted>/.test(r.stderr),
+      () => false,
+    );
+    expect(outcome.stdout).toMatch(pmu ? /^ok\s+llc\s/m : /^no\s+llc\s+unsupported: no hardware PMU/m);
+  });
+});
