@@ -8,14 +8,13 @@
  * it to the backend and to its current query. Cost: one switch-out event per context switch
  * of a backend, no uprobes.
  *
- * Opt-in set ("query"): a USDT probe at statement completion gives exact call counts.
- * It costs a uprobe trap (~4 us here) per statement, which is why it is not in the default set.
+ * Opt-in set ("query"): a uprobe where each top-level statement ends gives exact call counts.
+ * It costs a trap (~4 us here) per statement, which is why it is not in the default set.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include <bpf/usdt.bpf.h>
 #include "attribution.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -29,9 +28,13 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	return 0;
 }
 
-/* postgresql:query__execute__done: the end of one PortalRun, i.e. one top-level statement. */
-SEC("usdt")
-int BPF_USDT(on_query_done)
+/*
+ * The end of one top-level statement: a uprobe on the query__execute__done site inside
+ * PortalRun, or a uretprobe on PortalRun where the build has no USDT. Reads no probe
+ * arguments, so it is a plain uprobe program either way.
+ */
+SEC("uprobe")
+int BPF_KPROBE(on_query_done)
 {
 	__u32 pid = (__u32)bpf_get_current_pid_tgid(), wait_event = 0;
 	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);

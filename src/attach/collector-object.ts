@@ -126,17 +126,21 @@ export class CollectorObject {
     const links: NativeBpfLink[] = [];
     try {
       for (const a of set.attachments) {
-        links.push(
-          a.kind === 'auto'
-            ? this.object.attach(a.program)
-            : this.object.attachUsdt(a.program, -1, this.target.binaryPath, a.provider, a.name),
-        );
+        links.push(a.kind === 'auto' ? this.object.attach(a.program) : this.attachStatementEnd(a.program));
       }
     } catch (error) {
       for (const link of links) link.destroy();
       throw error;
     }
     this.links.set(name, links);
+  }
+
+  private attachStatementEnd(program: string): NativeBpfLink {
+    const end = this.target.statementEnd!;
+    // pid -1: every backend, including those forked after attach.
+    return end.kind === 'usdt-site'
+      ? this.object.attachUprobe(program, false, -1, this.target.binaryPath, null, Number(end.fileOffset))
+      : this.object.attachUprobe(program, true, -1, this.target.binaryPath, end.symbol, 0);
   }
 
   detach(name: ProbeSetName): void {

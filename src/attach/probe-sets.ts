@@ -5,7 +5,8 @@ import type { PostmasterTarget } from '../target/postmaster-target.js';
 /** One attachment a probe set makes: a program of the collector object and where it goes. */
 export type ProbeAttachment =
   | { program: string; kind: 'auto' }
-  | { program: string; kind: 'usdt'; provider: string; name: string };
+  /** The end of each top-level statement, as discovery located it for this binary. */
+  | { program: string; kind: 'statement-end' };
 
 export interface ProbeSet {
   name: ProbeSetName;
@@ -19,13 +20,6 @@ export interface ProbeSet {
   cost: string;
 }
 
-/*
- * query__execute__done fires at the end of every PortalRun: once per top-level statement in
- * both the simple and the extended protocol (query__done fires too, but only for simple-protocol
- * messages, and would count those twice).
- */
-const QUERY_DONE_PROBES = ['query__execute__done'];
-
 export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
   cpu: {
     name: 'cpu',
@@ -37,17 +31,11 @@ export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
   },
   query: {
     name: 'query',
-    description: 'exact call counts from the USDT probe query__execute__done',
+    description: 'exact call counts: one probe where each top-level statement ends (PortalRun)',
     default: false,
-    unsupportedReason: (target) => {
-      const have = new Set(target.usdt.filter((n) => n.provider === 'postgresql').map((n) => n.name));
-      const missing = QUERY_DONE_PROBES.filter((p) => !have.has(p));
-      return missing.length
-        ? `${target.binaryPath} has no USDT probe postgresql:${missing.join(', postgresql:')} (built without --enable-dtrace)`
-        : null;
-    },
-    attachments: QUERY_DONE_PROBES.map((name) => ({ program: 'on_query_done', kind: 'usdt', provider: 'postgresql', name })),
-    cost: 'one uprobe trap (~4 us) per query',
+    unsupportedReason: (target) => (target.statementEnd ? null : `${target.binaryPath} exports no PortalRun`),
+    attachments: [{ program: 'on_query_done', kind: 'statement-end' }],
+    cost: 'one uprobe trap per statement (~4 us; ~5 us as a uretprobe on builds without USDT)',
   },
 };
 

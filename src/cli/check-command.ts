@@ -37,6 +37,15 @@ export async function runChecks(dsn: string | undefined): Promise<CheckLine[]> {
       await client.end();
     }
     lines.push({ name: 'postmaster', ok: true, required: true, detail: `pid ${target.pid}, ${target.binaryPath}, PostgreSQL ${target.majorVersion}, data ${target.dataDir}` });
+    const usdt = target.usdt.filter((n) => n.provider === 'postgresql').length;
+    lines.push({
+      name: 'usdt',
+      ok: usdt > 0,
+      required: false,
+      detail: usdt
+        ? `${usdt} postgresql USDT probe sites`
+        : 'none (built without --enable-dtrace): the query set falls back to a uretprobe on PortalRun',
+    });
     const ids = target.computeQueryId !== 'off' && (target.computeQueryId !== 'auto' || target.pgStatStatementsLoaded);
     lines.push({
       name: 'query ids',

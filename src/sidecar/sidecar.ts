@@ -1,4 +1,4 @@
-import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { CollectorObject } from '../attach/collector-object.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
@@ -85,18 +85,14 @@ export class Sidecar {
       await migrateSchema(control);
 
       object = CollectorObject.load({ target, layout });
-      object.exclude(await backendPid(control));
+      object.exclude(backendPid(control));
       const excluder = object;
-      const db = new Kysely<BpfStatsDatabase>({
-        dialect: new PostgresDialect({
-          pool: new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' }),
-          // The writer's own backend must not show up in the figures it writes.
-          onCreateConnection: async (connection) => {
-            const result = await connection.executeQuery<{ pid: number }>(CompiledQuery.raw('SELECT pg_backend_pid() AS pid'));
-            excluder.exclude(result.rows[0]!.pid);
-          },
-        }),
-      });
+      const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
+      // The writer's own backend must not show up in the figures it writes: its pid comes with
+      // the connection (BackendKeyData), so it is excluded before it runs anything.
+      pool.on('connect', (client) => excluder.exclude(backendPid(client)));
+      pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
+      const db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
       const sets = new Set<ProbeSetName>([
         ...(Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name)),
         ...(options.probeSets ?? []),
@@ -119,6 +115,7 @@ export class Sidecar {
   attach(name: ProbeSetName): void {
     this.object.attach(name);
     this.measuring.add(name);
+    this.options.log?.(`attached probe set ${name}`);
   }
 
   /** Probe sets attached now. */
@@ -167,7 +164,7 @@ export class Sidecar {
   private async controlClient(): Promise<pg.Client> {
     if (this.control) return this.control;
     const client = await connect(this.options.connectionString);
-    this.object.exclude(await backendPid(client));
+    this.object.exclude(backendPid(client));
     this.adoptControl(client);
     return client;
   }
@@ -207,6 +204,9 @@ export class Sidecar {
   }
 }
 
-async function backendPid(client: pg.Client): Promise<number> {
-  return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+/** The backend pid the server announced at connection start (BackendKeyData). */
+function backendPid(client: pg.ClientBase): number {
+  const pid = (client as unknown as { processID?: number }).processID;
+  if (!pid) throw new Error('the server did not send its backend pid (BackendKeyData)');
+  return pid;
 }

@@ -96,6 +96,7 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
     serverVersionNum,
     majorVersion: Math.floor(serverVersionNum / 10000),
     usdt: elf.usdtNotes(),
+    statementEnd: findStatementEnd(elf),
     addresses: {
       myBEEntry: runtimeAddress(pid, binaryPath, elf, 'MyBEEntry'),
       myWaitEventInfo: runtimeAddress(pid, binaryPath, elf, 'my_wait_event_info'),
@@ -104,4 +105,18 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
     pgStatStatementsInstalled: row.pgss,
     computeQueryId: row.compute_query_id,
   };
+}
+
+/*
+ * query__execute__done has two sites in PortalRun's file: PortalRun's own and one in the
+ * multi-statement path it calls, so attaching by probe name counts an UPDATE twice. Only the
+ * site inside PortalRun marks the end of one top-level statement.
+ */
+function findStatementEnd(elf: ElfFile): PostmasterTarget['statementEnd'] {
+  const portalRun = elf.symbol('PortalRun');
+  if (!portalRun) return null;
+  const site = elf
+    .usdtNotes()
+    .find((n) => n.provider === 'postgresql' && n.name === 'query__execute__done' && elf.functionAt(n.pc)?.name === 'PortalRun');
+  return site ? { kind: 'usdt-site', fileOffset: elf.fileOffset(site.pc) } : { kind: 'return', symbol: 'PortalRun' };
 }

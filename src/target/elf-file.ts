@@ -14,6 +14,8 @@ export interface ElfSymbol {
 export interface UsdtNote {
   provider: string;
   name: string;
+  /** Link-time address of the probe site. */
+  pc: bigint;
 }
 
 interface Section {
@@ -59,19 +61,45 @@ export class ElfFile {
 
   /** The lowest PT_LOAD virtual address, rounded to its page: the load bias reference. */
   firstLoadVaddr(): bigint {
-    const phoff = Number(this.data.readBigUInt64LE(32));
-    const phentsize = this.data.readUInt16LE(54);
-    const phnum = this.data.readUInt16LE(56);
     let lowest: bigint | null = null;
-    for (let i = 0; i < phnum; i++) {
-      const at = phoff + i * phentsize;
-      if (this.data.readUInt32LE(at) !== PT_LOAD) continue;
-      const vaddr = this.data.readBigUInt64LE(at + 16);
-      const offset = this.data.readBigUInt64LE(at + 8);
-      const base = vaddr - offset;
+    for (const segment of this.loadSegments()) {
+      const base = segment.vaddr - segment.offset;
       if (lowest === null || base < lowest) lowest = base;
     }
     return lowest ?? 0n;
+  }
+
+  private loadSegments(): Array<{ vaddr: bigint; offset: bigint; filesz: bigint }> {
+    const phoff = Number(this.data.readBigUInt64LE(32));
+    const phentsize = this.data.readUInt16LE(54);
+    const phnum = this.data.readUInt16LE(56);
+    const segments = [];
+    for (let i = 0; i < phnum; i++) {
+      const at = phoff + i * phentsize;
+      if (this.data.readUInt32LE(at) !== PT_LOAD) continue;
+      segments.push({
+        offset: this.data.readBigUInt64LE(at + 8),
+        vaddr: this.data.readBigUInt64LE(at + 16),
+        filesz: this.data.readBigUInt64LE(at + 32),
+      });
+    }
+    return segments;
+  }
+
+  /** The file offset of a link-time address (what uprobes attach by). */
+  fileOffset(vaddr: bigint): bigint {
+    for (const segment of this.loadSegments()) {
+      if (vaddr >= segment.vaddr && vaddr < segment.vaddr + segment.filesz) return vaddr - segment.vaddr + segment.offset;
+    }
+    throw new Error(`${this.path}: address 0x${vaddr.toString(16)} is in no loaded segment`);
+  }
+
+  /** The named function symbol whose body contains `vaddr`, if any. */
+  functionAt(vaddr: bigint): ElfSymbol | undefined {
+    for (const symbol of this.symbols().values()) {
+      if (symbol.type === 2 && vaddr >= symbol.value && vaddr < symbol.value + symbol.size) return symbol;
+    }
+    return undefined;
   }
 
   /** True for position-independent executables and shared objects (ET_DYN). */
@@ -125,9 +153,10 @@ export class ElfFile {
         const descAt = nameAt + align4(nameSize);
         if (type === 3 && this.cString(nameAt) === 'stapsdt') {
           // desc: pc, base, semaphore (3 x u64), then provider\0 name\0 args\0
+          const pc = this.data.readBigUInt64LE(descAt);
           const provider = this.cString(descAt + 24);
           const name = this.cString(descAt + 24 + Buffer.byteLength(provider) + 1);
-          notes.push({ provider, name });
+          notes.push({ provider, name, pc });
         }
         at = descAt + align4(descSize);
       }

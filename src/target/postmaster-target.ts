@@ -9,6 +9,12 @@ export interface PostmasterTarget {
   majorVersion: number;
   /** USDT probes of the binary (empty for builds without --enable-dtrace). */
   usdt: UsdtNote[];
+  /**
+   * Where one top-level statement ends: the query__execute__done site inside PortalRun (a
+   * uprobe there costs one trap), or PortalRun's return for builds without USDT (a uretprobe).
+   * null when the binary exports no PortalRun.
+   */
+  statementEnd: { kind: 'usdt-site'; fileOffset: bigint } | { kind: 'return'; symbol: string } | null;
   /** Run-time addresses of the Postgres globals read by BPF. */
   addresses: { myBEEntry: bigint; myWaitEventInfo: bigint };
   /** pg_stat_statements is preloaded (its view may still need CREATE EXTENSION). */

@@ -96,7 +96,11 @@ describe('collector on a real cluster', () => {
     await session(async (c) => {
       for (let i = 0; i < 40; i++) await c.query(`SELECT balance FROM accounts WHERE id = ${i + 1}`); // simple protocol
       for (let i = 0; i < 30; i++) await c.query('SELECT balance + 1 FROM accounts WHERE id = $1', [i + 1]); // extended
+      for (let i = 0; i < 20; i++) await c.query('UPDATE accounts SET balance = balance - 1 WHERE id = 3'); // multi-query portal
     });
+    const update = await statsFor('UPDATE accounts SET balance = balance - $_ WHERE id = $_');
+    expect(Number(update.pgss_calls)).toBe(20);
+    expect(Number(update.calls)).toBe(20);
     const simple = await statsFor('SELECT balance FROM accounts WHERE id = $1');
     const extended = await statsFor('SELECT balance + $_ FROM accounts WHERE id = $_');
     expect(Number(simple.pgss_calls)).toBe(40);
