@@ -150,10 +150,14 @@ static __always_inline bool read_identity(struct backend_record *r, __u32 pid)
 }
 
 /* The query the backend is on now, and its wait event; false when it has none. */
-static __always_inline bool read_current(struct backend_record *r, __u32 pid, struct query_key *key,
-					  __u32 *wait_event)
+static __always_inline bool read_current(struct task_struct *task, struct backend_record *r, __u32 pid,
+					  struct query_key *key, __u32 *wait_event)
 {
 	__u64 queryid = 0;
+
+	/* An exiting process has released its memory: nothing to read, nothing wrong. */
+	if (!task->mm)
+		return false;
 
 	if (!(r->flags & BACKEND_IDENTITY_KNOWN) && !read_identity(r, pid))
 		return false;
@@ -310,7 +314,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	sleep_ns = interval > s.on_cpu_ns + s.runq_ns ? interval - s.on_cpu_ns - s.runq_ns : 0;
 
 	/* An exiting task has already dropped its mm: its last known query stands. */
-	if (dead || !read_current(r, pid, &key, &wait_event)) {
+	if (dead || !read_current(task, r, pid, &key, &wait_event)) {
 		key = r->sleep_key;
 		if (!dead)
 			key.queryid = 0;

@@ -44,7 +44,7 @@ int BPF_KPROBE(on_query_done)
 	if (!r || (r->flags & BACKEND_EXCLUDED))
 		return 0;
 	r->m.calls++;
-	if (!read_current(r, pid, &key, &wait_event))
+	if (!read_current(bpf_get_current_task_btf(), r, pid, &key, &wait_event))
 		return 0;
 	qm = query_metrics(&key);
 	if (qm)

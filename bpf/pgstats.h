@@ -88,7 +88,7 @@ struct backend_record {
 enum counter_index {
 	COUNTER_BACKENDS_FULL = 0,   /* a backend could not be tracked: backends map full */
 	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */
-	COUNTER_STATUS_UNREADABLE = 2, /* PgBackendStatus could not be read at a switch */
+	COUNTER_STATUS_UNREADABLE = 2, /* PgBackendStatus unreadable: time went to the backend only */
 	COUNTER_MAX = 4,
 };
 

@@ -128,6 +128,11 @@ export class ThrowawayCluster {
     }
   }
 
+  /** Restarts the server (a new postmaster pid), as a DBA's `pg_ctl restart` would. */
+  async restart(): Promise<void> {
+    await this.exec('pg_ctl', ['-D', this.dataDir, '-l', join(this.baseDir, 'server.log'), '-m', 'fast', '-w', '-t', '60', 'restart']);
+  }
+
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;

@@ -1,10 +1,11 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { CollectorObject } from '../attach/collector-object.js';
+import { COUNTER_NAMES, CollectorObject } from '../attach/collector-object.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
 import { Collector } from '../collect/collector.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
-import { oneLine } from '../errors.js';
+import { readFileSync } from 'node:fs';
+import { oneLine, UserError } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 import { StatsWriter } from '../storage/stats-writer.js';
@@ -49,6 +50,7 @@ export class Sidecar {
   private control: pg.Client | null = null;
   /** Sets attached at any time since the last flush: their columns are measured, not NULL. */
   private measuring = new Set<ProbeSetName>();
+  private readonly overflow = new Map<string, bigint>();
   lastFlush: FlushStatus | null = null;
 
   private constructor(
@@ -111,6 +113,11 @@ export class Sidecar {
     }
   }
 
+  // Declared before `failed`, whose initializer assigns it.
+  private fail: (error: UserError) => void = () => undefined;
+  /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
+  readonly failed: Promise<UserError> = new Promise((resolve) => (this.fail = resolve));
+
   /** Attaches a probe set now (UserError when this Postgres or host cannot support it). */
   attach(name: ProbeSetName): void {
     this.object.attach(name);
@@ -135,6 +142,7 @@ export class Sidecar {
     try {
       await this.refreshBackendTypes();
       const measured = new Set([...this.measuring, ...this.object.attached()]);
+      this.reportOverflow();
       const batch = this.collector.prepare(measured);
       const written = await new StatsWriter(this.db).write(batch);
       batch.commit();
@@ -142,8 +150,10 @@ export class Sidecar {
       this.lastFlush = { at, ms: performance.now() - started, ...written, error: null };
     } catch (error) {
       // Nothing was committed: the same increments go out with the next flush.
+      const repeated = this.lastFlush?.error === oneLine(error);
       this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: oneLine(error) };
-      this.options.log?.(`flush failed, will retry: ${this.lastFlush.error}`);
+      // One line per distinct failure, not one per interval while the database is away.
+      if (!repeated) this.options.log?.(`flush failed, will retry every interval: ${this.lastFlush.error}`);
     }
     return this.lastFlush;
   }
@@ -154,7 +164,11 @@ export class Sidecar {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     for (const set of this.object.attached()) this.object.detach(set);
-    await this.flush();
+    // The last figures are only in the BPF maps: give a database that is away a few chances.
+    for (let attempt = 1; attempt <= FINAL_FLUSH_ATTEMPTS; attempt++) {
+      if (!(await this.flush()).error) break;
+      if (attempt < FINAL_FLUSH_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
     this.object.close();
     await this.db.destroy().catch(() => undefined);
     await this.control?.end().catch(() => undefined);
@@ -164,7 +178,13 @@ export class Sidecar {
   private async controlClient(): Promise<pg.Client> {
     if (this.control) return this.control;
     const client = await connect(this.options.connectionString);
-    this.object.exclude(backendPid(client));
+    const pid = backendPid(client);
+    const postmaster = parentPid(pid);
+    if (postmaster !== this.target.pid) {
+      // The probes filter on the old postmaster: nothing new would ever be collected.
+      this.fail(new UserError(`postmaster restarted (pid ${this.target.pid} is gone, backends now come from ${postmaster ?? 'elsewhere'}): start pg-bpf-stats again to attach to it`));
+    }
+    this.object.exclude(pid);
     this.adoptControl(client);
     return client;
   }
@@ -193,6 +213,16 @@ export class Sidecar {
     }
   }
 
+  /** Logs when a BPF map overflowed since the last flush (bpf_stats.health will show it too). */
+  private reportOverflow(): void {
+    const counters = this.object.readCounters();
+    for (const [name, value] of Object.entries(counters)) {
+      const before = this.overflow.get(name) ?? 0n;
+      if (value > before) this.options.log?.(`${name}: ${value - before} times since the last flush (${COUNTER_MEANING[name as CounterName]})`);
+      this.overflow.set(name, value);
+    }
+  }
+
   /** Backends a previous run left open that are gone now were not seen exiting: close them. */
   private async markVanishedBackends(): Promise<void> {
     await this.control!.query(`
@@ -201,6 +231,24 @@ export class Sidecar {
          AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)
          -- these never appear in pg_stat_activity
          AND backend_type NOT IN ('postmaster', 'postmaster child')`);
+  }
+}
+
+const FINAL_FLUSH_ATTEMPTS = 3;
+
+type CounterName = (typeof COUNTER_NAMES)[number];
+const COUNTER_MEANING: Record<CounterName, string> = {
+  backends_full: 'a process could not be tracked: backends map full',
+  queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
+  status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
+};
+
+function parentPid(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
   }
 }
 

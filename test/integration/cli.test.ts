@@ -74,6 +74,38 @@ describe('pg-bpf-stats run', () => {
   });
 });
 
+describe('a database that goes away', () => {
+  it('exits 2 with one line when the postmaster restarts, keeping what it had collected', async () => {
+    const target = await ThrowawayCluster.start();
+    try {
+      const child = spawn(process.execPath, [cli, 'run', '--dsn', target.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk) => (stderr += chunk));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      await expect.poll(() => stderr, { timeout: 30_000, interval: 100 }).toMatch(/attached probe sets: cpu/);
+
+      const client = new pg.Client(target.connectionString());
+      await client.connect();
+      await client.query('SELECT count(*) FROM generate_series(1, 2000000) AS before_restart');
+      const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      await client.end();
+      await target.restart();
+
+      expect(await exited).toBe(2);
+      expect(stderr.trim().split('\n').at(-1)).toMatch(/^pg-bpf-stats: error: postmaster restarted \(pid \d+ is gone, backends now come from \d+\)/);
+      const after = new pg.Client(target.connectionString());
+      await after.connect();
+      const { rows } = await after.query('SELECT on_cpu_ms, exited_at FROM bpf_stats.backend_stats WHERE pid = $1', [pid]);
+      await after.end();
+      expect(rows).toHaveLength(1);
+      expect(rows[0].on_cpu_ms).toBeGreaterThan(20);
+      expect(rows[0].exited_at).toBeInstanceOf(Date);
+    } finally {
+      await target.stop();
+    }
+  });
+});
+
 describe('bad input: one line, exit code 2, nothing half-created', () => {
   const oneLineError = (outcome: Outcome, pattern: RegExp) => {
     expect(outcome.code).toBe(2);
