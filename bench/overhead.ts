@@ -1,0 +1,230 @@
+/*
+ * Overhead benchmark: what attaching pg-bpf-stats costs a saturated PostgreSQL.
+ *
+ * Workload: pgbench -S (select-only, many tiny transactions, so per-event costs weigh the most)
+ * on a throwaway cluster, with as many clients as it takes to keep every core busy.
+ *
+ * Two kinds of figures, because they answer to noise differently:
+ *  - Throughput. PAIRS interleaved pairs of runs, one without the sidecar and one with it, the
+ *    order alternating (off,on then on,off ...) so slow drift of the machine cancels. TPS on a
+ *    shared machine swings by ±10% between identical runs, so the headline is the median of the
+ *    per-pair on/off ratios, not a ratio of means.
+ *  - Cost. With kernel.bpf_stats_enabled=1 the kernel times every run of every BPF program;
+ *    bpftool's run_time_ns and run_cnt deltas give exact ns per event and events per
+ *    transaction, which are stable where TPS is not. The sidecar's own CPU comes from
+ *    /proc/<pid>/stat. Both are set against the CPU budget of one transaction
+ *    (cores × 1e6 µs / TPS off). The stats timing itself adds a little to the on-runs, and
+ *    for uprobes (the query set) run_time_ns leaves out the trap, so there the ratio says more.
+ *
+ * Run: node dist/bench/overhead.js [--pairs 5] [--seconds 10] [--clients 8] [--probes query] [--scale 10]
+ * Needs root (BPF, sysctl), bpftool and PostgreSQL's server binaries; writes .bench/overhead-<label>.json.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism, release } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { parseProbeSets } from '../src/attach/probe-sets.js';
+import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { UserError } from '../src/errors.js';
+import { packageRoot } from '../src/package-root.js';
+import { collectorPrograms, countCollectorNamed, listPrograms, programDeltas, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
+import { initPgbench, pgbenchVersion, runSelectOnly } from './pgbench.js';
+import { humanReport, markdownRow, pairLine, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
+import { SidecarProcess } from './sidecar-process.js';
+
+const WARM_UP_SECONDS = 3;
+
+const print = (line = '') => process.stdout.write(`${line}\n`);
+
+function positiveInteger(text: string, flag: string): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value <= 0) throw new UserError(`${flag} must be a positive integer, got '${text}'`);
+  return value;
+}
+
+const USAGE = 'usage: node dist/bench/overhead.js [--pairs 5] [--seconds 10] [--clients 8] [--probes query] [--scale 10]';
+
+function parseSettings(argv: string[]): BenchSettings {
+  const options = {
+    pairs: { type: 'string', default: '5' },
+    seconds: { type: 'string', default: '10' },
+    clients: { type: 'string', default: '8' },
+    scale: { type: 'string', default: '10' },
+    probes: { type: 'string' },
+  } as const;
+  let values;
+  try {
+    values = parseArgs({ args: argv, options }).values;
+  } catch (error) {
+    throw new UserError(`${(error as Error).message}\n${USAGE}`);
+  }
+  const probes = values.probes?.trim() || undefined;
+  if (probes) parseProbeSets(probes); // fail before starting a cluster
+  return {
+    label: probes ? probes.split(',').map((s) => s.trim()).join('+') : 'cpu',
+    probes,
+    pairs: positiveInteger(values.pairs, '--pairs'),
+    seconds: positiveInteger(values.seconds, '--seconds'),
+    clients: positiveInteger(values.clients, '--clients'),
+    scale: positiveInteger(values.scale, '--scale'),
+    cores: availableParallelism(),
+  };
+}
+
+/** Everything that must be undone however the benchmark ends. */
+class Resources {
+  cluster: ThrowawayCluster | null = null;
+  /** kernel.bpf_stats_enabled as found, restored after each on-run and at the end. */
+  readonly statsEnabledBefore = readStatsEnabled();
+  private released: Promise<void> | null = null;
+
+  release(): Promise<void> {
+    this.released ??= (async () => {
+      await Promise.all([...SidecarProcess.live].map((s) => s.stop(10_000)));
+      await setStatsEnabled(this.statsEnabledBefore).catch(() => undefined);
+      await this.cluster?.stop();
+    })();
+    return this.released;
+  }
+}
+
+async function offRun(cluster: ThrowawayCluster, settings: BenchSettings, pair: number): Promise<OffRun> {
+  const otherCollectorPrograms = countCollectorNamed(await listPrograms());
+  const result = await runSelectOnly(cluster, settings);
+  return { pair, mode: 'off', otherCollectorPrograms, ...result };
+}
+
+/** pgbench with the sidecar attached: the collector's programs and the sidecar process around the run. */
+async function measureAttached(
+  cluster: ThrowawayCluster,
+  settings: BenchSettings,
+  sidecar: SidecarProcess,
+  preexisting: ReadonlySet<number>,
+): Promise<Omit<OnRun, 'pair' | 'mode' | 'attachMs' | 'otherCollectorPrograms'>> {
+  const owned = sidecar.programIds();
+  const programsBefore = collectorPrograms(await listPrograms(), preexisting, owned);
+  if (programsBefore.length === 0) throw new Error(`no collector programs loaded after attaching:\n${sidecar.log()}`);
+  const cpuBefore = sidecar.cpuSeconds();
+  const result = await runSelectOnly(cluster, settings);
+  const programsAfter = collectorPrograms(await listPrograms(), preexisting, owned);
+  if (!sidecar.running) throw new Error(`sidecar exited (${sidecar.exitDescription()}) during the pgbench run:\n${sidecar.log()}`);
+  const cpuAfter = sidecar.cpuSeconds();
+  return {
+    ...result,
+    sidecarCpuSeconds: cpuAfter,
+    sidecarCpuSecondsDuringRun: cpuAfter - cpuBefore,
+    peakRssMb: sidecar.peakRssMb(),
+    programs: programDeltas(programsBefore, programsAfter),
+  };
+}
+
+/**
+ * Starts the sidecar (bpf_stats on), waits until it has attached, measures one pgbench run,
+ * and stops it with SIGTERM, which must end in exit code 0. Only programs loaded after the
+ * spawn count as the collector's.
+ */
+async function onRun(cluster: ThrowawayCluster, settings: BenchSettings, pair: number, statsEnabledBefore: string): Promise<OnRun> {
+  await setStatsEnabled('1');
+  try {
+    const loaded = await listPrograms();
+    const preexisting = new Set(loaded.map((p) => p.id));
+    const { sidecar, attachMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: settings.probes });
+    let measured;
+    try {
+      measured = await measureAttached(cluster, settings, sidecar, preexisting);
+    } catch (error) {
+      await sidecar.stop();
+      throw error;
+    }
+    const code = await sidecar.stop();
+    if (code !== 0) throw new Error(`sidecar exited with ${sidecar.exitDescription()} after SIGTERM:\n${sidecar.log()}`);
+    return { pair, mode: 'on', attachMs, otherCollectorPrograms: countCollectorNamed(loaded), ...measured };
+  } finally {
+    await setStatsEnabled(statsEnabledBefore);
+  }
+}
+
+/** One interleaved pair; odd pairs run off first, even pairs on first. */
+async function runPair(cluster: ThrowawayCluster, settings: BenchSettings, pair: number, statsEnabledBefore: string): Promise<PairResult> {
+  const offFirst = pair % 2 === 1;
+  let off: OffRun;
+  let on: OnRun;
+  if (offFirst) {
+    off = await offRun(cluster, settings, pair);
+    on = await onRun(cluster, settings, pair, statsEnabledBefore);
+  } else {
+    on = await onRun(cluster, settings, pair, statsEnabledBefore);
+    off = await offRun(cluster, settings, pair);
+  }
+  return { pair, order: offFirst ? 'off,on' : 'on,off', off, on, ratio: on.tps / off.tps };
+}
+
+async function prepareCluster(resources: Resources, settings: BenchSettings): Promise<{ cluster: ThrowawayCluster; version: string }> {
+  const cluster = await ThrowawayCluster.start();
+  resources.cluster = cluster;
+  const version = await pgbenchVersion(cluster);
+  print(`cluster on port ${cluster.port} (${version}); pgbench -i -s ${settings.scale}`);
+  await initPgbench(cluster, settings.scale);
+  const warmUp = await runSelectOnly(cluster, { ...settings, seconds: WARM_UP_SECONDS });
+  print(`warm-up: ${warmUp.tps.toFixed(0)} tps over ${WARM_UP_SECONDS} s`);
+  return { cluster, version };
+}
+
+function writeJson(settings: BenchSettings, content: object): string {
+  const dir = join(packageRoot(), '.bench');
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, `overhead-${settings.label}.json`);
+  writeFileSync(path, `${JSON.stringify(content, null, 2)}\n`);
+  return path;
+}
+
+async function benchmark(settings: BenchSettings, resources: Resources): Promise<void> {
+  print(
+    `pg-bpf-stats overhead: probe sets ${settings.label}; ${settings.pairs} pairs × ${settings.seconds} s of ` +
+      `pgbench -S -c ${settings.clients} -j ${Math.min(2, settings.clients)}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
+  );
+  const { cluster, version } = await prepareCluster(resources, settings);
+  const pairs: PairResult[] = [];
+  for (let pair = 1; pair <= settings.pairs; pair++) {
+    const result = await runPair(cluster, settings, pair, resources.statsEnabledBefore);
+    print(pairLine(result));
+    pairs.push(result);
+  }
+  const summary = summarize(pairs, settings.cores);
+  print();
+  for (const line of humanReport(summary, settings)) print(line);
+  print();
+  for (const line of markdownRow(summary, settings)) print(line);
+  const path = writeJson(settings, { at: new Date().toISOString(), kernel: release(), pgbench: version, settings, summary, pairs });
+  print();
+  print(`results: ${path}`);
+}
+
+async function main(): Promise<number> {
+  const settings = parseSettings(process.argv.slice(2));
+  const resources = new Resources();
+  const onSignal = (signal: NodeJS.Signals) => {
+    process.stderr.write(`overhead: ${signal}, cleaning up\n`);
+    void resources.release().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  // If we die anyway, do not leave a sidecar attached to nothing.
+  process.once('exit', () => SidecarProcess.live.forEach((s) => s.killNow()));
+  try {
+    await benchmark(settings, resources);
+    return 0;
+  } finally {
+    await resources.release();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    // Bad flags are one line; anything else keeps its stack.
+    const text = error instanceof UserError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
+    process.stderr.write(`overhead: ${text}\n`);
+    process.exit(1);
+  },
+);

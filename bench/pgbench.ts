@@ -1,0 +1,64 @@
+import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+
+/** What one pgbench run reports. */
+export interface PgbenchResult {
+  tps: number;
+  transactions: number;
+}
+
+/** A select-only pgbench run at saturation (pgbench -S -n -c C -j J -T S). */
+export interface SelectOnlyRun {
+  clients: number;
+  seconds: number;
+}
+
+/*
+ * pgbench 14+ prints "tps = N (without initial connection time)"; 13 and older print an
+ * "including connections establishing" and an "excluding connections establishing" line.
+ * The first pattern that matches wins, so the figure never includes connection setup when
+ * the output has one that does not.
+ */
+const TPS_PATTERNS = [
+  /^tps = ([\d.]+) \(without initial connection time\)/m,
+  /^tps = ([\d.]+) \(excluding connections establishing\)/m,
+  /^tps = ([\d.]+)/m,
+];
+const TRANSACTIONS_PATTERN = /^number of transactions actually processed: (\d+)/m;
+
+/**
+ * Parses pgbench's summary.
+ *
+ * @example
+ * parsePgbenchOutput('number of transactions actually processed: 500\ntps = 49.9 (without initial connection time)\n');
+ * // { tps: 49.9, transactions: 500 }
+ */
+export function parsePgbenchOutput(output: string): PgbenchResult {
+  const tps = TPS_PATTERNS.map((p) => p.exec(output)?.[1]).find((m) => m !== undefined);
+  const transactions = TRANSACTIONS_PATTERN.exec(output)?.[1];
+  if (tps === undefined || transactions === undefined) {
+    throw new Error(`cannot parse pgbench output:\n${output.trim()}`);
+  }
+  return { tps: Number(tps), transactions: Number(transactions) };
+}
+
+function connectionArgs(cluster: ThrowawayCluster): string[] {
+  return ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres'];
+}
+
+/** Creates and fills the pgbench tables (pgbench -i -q -s SCALE). */
+export async function initPgbench(cluster: ThrowawayCluster, scale: number): Promise<void> {
+  await cluster.exec('pgbench', [...connectionArgs(cluster), '-i', '-q', '-s', String(scale), 'postgres'], 600_000);
+}
+
+/** Runs pgbench -S (select only) without vacuum, and parses its summary. */
+export async function runSelectOnly(cluster: ThrowawayCluster, run: SelectOnlyRun): Promise<PgbenchResult> {
+  const threads = Math.min(2, run.clients);
+  const args = ['-S', '-n', '-c', String(run.clients), '-j', String(threads), '-T', String(run.seconds)];
+  const { stdout } = await cluster.exec('pgbench', [...connectionArgs(cluster), ...args, 'postgres'], run.seconds * 1000 + 120_000);
+  return parsePgbenchOutput(stdout);
+}
+
+/** "pgbench (PostgreSQL) 15.18 ..." */
+export async function pgbenchVersion(cluster: ThrowawayCluster): Promise<string> {
+  return (await cluster.exec('pgbench', ['--version'])).stdout.trim();
+}

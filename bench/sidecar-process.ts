@@ -1,0 +1,140 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/** The built CLI, next to this file's directory in dist/. */
+const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+const ATTACHED_LINE = /^pg-bpf-stats: attached probe sets: /m;
+/** /proc/<pid>/stat counts CPU time in clock ticks; USER_HZ is 100 on Linux. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+export interface SidecarProcessOptions {
+  dsn: string;
+  /** Value for --probes; undefined attaches the default sets only. */
+  probes: string | undefined;
+  attachTimeoutMs?: number;
+}
+
+/**
+ * `pg-bpf-stats run` as a child process, as an operator would run it. Lives in its own process
+ * group so a Ctrl-C in the terminal reaches only the benchmark, which then stops it in order.
+ */
+export class SidecarProcess {
+  /** Children not yet reaped, for cleanup on errors and signals. */
+  static readonly live = new Set<SidecarProcess>();
+
+  private stderr = '';
+  private readonly exited: Promise<number | null>;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly pid: number,
+  ) {
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.stderr += chunk));
+    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+    SidecarProcess.live.add(this);
+    void this.exited.then(() => SidecarProcess.live.delete(this));
+  }
+
+  /** Spawns the CLI and resolves once it logs "attached probe sets", with the time that took. */
+  static async start(options: SidecarProcessOptions): Promise<{ sidecar: SidecarProcess; attachMs: number }> {
+    const args = [CLI, 'run', '--dsn', options.dsn, '--interval', '1s'];
+    if (options.probes) args.push('--probes', options.probes);
+    const spawnedAt = performance.now();
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+    if (child.pid === undefined) throw new Error('could not spawn the sidecar');
+    const sidecar = new SidecarProcess(child, child.pid);
+    try {
+      await sidecar.waitForAttached(options.attachTimeoutMs ?? 60_000);
+    } catch (error) {
+      await sidecar.stop();
+      throw error;
+    }
+    return { sidecar, attachMs: performance.now() - spawnedAt };
+  }
+
+  private waitForAttached(timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        if (ATTACHED_LINE.test(this.stderr)) done(null);
+      };
+      const timer = setTimeout(() => done(new Error(`sidecar not attached after ${timeoutMs} ms:\n${this.log()}`)), timeoutMs);
+      const onExit = () => done(new Error(`sidecar exited (${this.exitDescription()}) before attaching:\n${this.log()}`));
+      const done = (error: Error | null) => {
+        clearTimeout(timer);
+        this.child.stderr!.off('data', check);
+        this.child.off('exit', onExit);
+        if (error) reject(error);
+        else resolve();
+      };
+      this.child.stderr!.on('data', check);
+      this.child.once('exit', onExit);
+      check();
+    });
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** "code N" or "signal S" once exited. */
+  exitDescription(): string {
+    return this.child.signalCode ? `signal ${this.child.signalCode}` : `code ${this.child.exitCode}`;
+  }
+
+  /** Everything the sidecar logged so far. */
+  log(): string {
+    return this.stderr.trimEnd();
+  }
+
+  /** User plus system CPU time consumed so far, all threads (fields 14 and 15 of /proc/<pid>/stat). */
+  cpuSeconds(): number {
+    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+    // Field 2 (comm) is parenthesised and may contain spaces; field 3 starts after its ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const utime = Number(fields[14 - 3]);
+    const stime = Number(fields[15 - 3]);
+    return (utime + stime) / CLOCK_TICKS_PER_SECOND;
+  }
+
+  /**
+   * Ids of the BPF programs this process holds open (prog_id in /proc/<pid>/fdinfo), so that
+   * another collector running on the host at the same time is never counted as this one.
+   */
+  programIds(): Set<number> {
+    const ids = new Set<number>();
+    for (const fd of readdirSync(`/proc/${this.pid}/fdinfo`)) {
+      try {
+        const id = /^prog_id:\s+(\d+)/m.exec(readFileSync(`/proc/${this.pid}/fdinfo/${fd}`, 'utf8'))?.[1];
+        if (id !== undefined) ids.add(Number(id));
+      } catch {
+        // The fd was closed between the listing and the read.
+      }
+    }
+    return ids;
+  }
+
+  /** Peak resident set size so far (VmHWM), in MB. */
+  peakRssMb(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kb = /^VmHWM:\s+(\d+) kB/m.exec(status)?.[1];
+    if (kb === undefined) throw new Error(`no VmHWM in /proc/${this.pid}/status`);
+    return Number(kb) / 1024;
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`; resolves with the exit code. */
+  async stop(graceMs = 30_000): Promise<number | null> {
+    if (this.running) this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    try {
+      return await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Last resort when the benchmark itself is exiting: no waiting possible. */
+  killNow(): void {
+    if (this.running) this.child.kill('SIGKILL');
+  }
+}
