@@ -167,7 +167,7 @@ static __always_inline bool read_current(struct task_struct *task, struct backen
 		count(COUNTER_STATUS_UNREADABLE);
 		return false;
 	}
-	if (r->wait_event_ptr)
+	if (wait_event && r->wait_event_ptr)
 		bpf_probe_read_user(wait_event, sizeof(*wait_event), (void *)r->wait_event_ptr);
 	key->queryid = queryid;
 	key->userid = r->userid;
@@ -239,7 +239,7 @@ static __always_inline __u32 classify_sleep(struct task_struct *task, bool preem
 {
 	if (preempt || state == TASK_RUNNING || (state & TASK_DEAD))
 		return SLEEP_NONE;
-	if (BPF_CORE_READ_BITFIELD_PROBED(task, in_iowait))
+	if (BPF_CORE_READ_BITFIELD(task, in_iowait))
 		return SLEEP_IO;
 	switch (wait_event & PG_WAIT_CLASS_MASK) {
 	case PG_WAIT_LOCK:
@@ -271,7 +271,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	struct metrics *qm;
 	struct slice s;
 	__u64 sum_exec, run_delay, nvcsw, nivcsw, migrations, minflt, majflt, interval, sleep_ns;
-	bool dead = state & TASK_DEAD;
+	bool dead = state & TASK_DEAD, sleeping;
 
 	r = bpf_map_lookup_elem(&backends, &pid);
 	if (!r) {
@@ -314,7 +314,9 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	sleep_ns = interval > s.on_cpu_ns + s.runq_ns ? interval - s.on_cpu_ns - s.runq_ns : 0;
 
 	/* An exiting task has already dropped its mm: its last known query stands. */
-	if (dead || !read_current(task, r, pid, &key, &wait_event)) {
+	/* The wait event only classifies a sleep: a preempted task is not going to sleep. */
+	sleeping = !preempt && state != TASK_RUNNING && !dead;
+	if (dead || !read_current(task, r, pid, &key, sleeping ? &wait_event : NULL)) {
 		key = r->sleep_key;
 		if (!dead)
 			key.queryid = 0;

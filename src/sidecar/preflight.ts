@@ -9,9 +9,9 @@ export interface HostCheck {
 }
 
 /** What the collector needs from the host before touching Postgres. */
-export function hostChecks(): HostCheck[] {
-  const root = process.getuid?.() === 0;
-  const btf = existsSync('/sys/kernel/btf/vmlinux');
+export function hostChecks(host: { uid?: number; btfPath?: string } = {}): HostCheck[] {
+  const root = (host.uid ?? process.getuid?.()) === 0;
+  const btf = existsSync(host.btfPath ?? '/sys/kernel/btf/vmlinux');
   return [
     {
       name: 'privileges',

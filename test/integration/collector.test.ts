@@ -109,6 +109,28 @@ describe('collector on a real cluster', () => {
     expect(Number(extended.calls)).toBe(30);
   });
 
+  it("folds parallel workers' time into the leader's query", async () => {
+    await admin.query('CREATE TABLE wide AS SELECT g AS id, md5(g::text) AS pad FROM generate_series(1, 2000000) g');
+    await admin.query('ANALYZE wide');
+    const leader = await session(async (c) => {
+      await c.query('SET max_parallel_workers_per_gather = 2');
+      await c.query('SET parallel_setup_cost = 0');
+      await c.query('SET parallel_tuple_cost = 0');
+      const plan = (await c.query("EXPLAIN SELECT count(*) FROM wide WHERE pad LIKE '%abc%'")).rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toMatch(/Workers Planned: 2/);
+      for (let i = 0; i < 3; i++) await c.query("SELECT count(*) FROM wide WHERE pad LIKE '%abc%'");
+      return (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const row = await statsFor('SELECT count(*) FROM wide WHERE pad LIKE $_');
+    const workers = await admin.query('SELECT pid, on_cpu_ms FROM bpf_stats.backend_stats WHERE queryid = $1 AND pid <> $2', [row.queryid, leader]);
+    expect(workers.rows.length).toBeGreaterThanOrEqual(2);
+    // Three processes worked on two cores: the query used more CPU than its wall-clock time.
+    expect(row.on_cpu_ms / row.total_exec_time).toBeGreaterThan(1.3);
+    const workerCpu = workers.rows.reduce((sum, r) => sum + r.on_cpu_ms, 0);
+    expect(workerCpu).toBeGreaterThan(0.3 * row.on_cpu_ms);
+  });
+
   it('shows a running backend through the pid join in bpf_stats.activity', async () => {
     await session(async (c) => {
       const pid = (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;

@@ -1,0 +1,15 @@
+import { describe, expect, it } from 'vitest';
+import { hostChecks } from '../../src/sidecar/preflight.js';
+
+describe('hostChecks', () => {
+  it('passes on this machine: root, kernel BTF', () => {
+    expect(hostChecks().every((c) => c.ok)).toBe(true);
+  });
+
+  it('names a missing BTF and a missing root, each on one line', () => {
+    const checks = hostChecks({ uid: 1000, btfPath: '/nonexistent/vmlinux' });
+    expect(checks.find((c) => c.name === 'btf')).toMatchObject({ ok: false, detail: expect.stringMatching(/^no BTF: .*CONFIG_DEBUG_INFO_BTF=y/) });
+    expect(checks.find((c) => c.name === 'privileges')).toMatchObject({ ok: false, detail: expect.stringMatching(/^not root/) });
+    for (const c of checks) expect(c.detail).not.toMatch(/\n/);
+  });
+});
