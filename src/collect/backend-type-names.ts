@@ -20,6 +20,10 @@ export class BackendTypeNames {
     this.byPid.set(pid, name);
   }
 
+  knows(pid: number): boolean {
+    return this.byPid.has(pid);
+  }
+
   /** Tie a pid's learnt name to the number BPF read for it. */
   learn(pid: number, backendType: number): void {
     const name = this.byPid.get(pid);

@@ -5,6 +5,12 @@ import { DeltaTracker } from './delta-tracker.js';
 import type { BackendRow, FlushBatch, QueryRow } from './flush-batch.js';
 import { METRIC_COLUMNS, toColumnValues, type ProbeSetName } from './metric-columns.js';
 
+/** What the maps held at one moment. */
+export interface CollectorSnapshot {
+  queries: QuerySample[];
+  backends: BackendSample[];
+}
+
 /** Postgres timestamps count microseconds from 2000-01-01. */
 const PG_EPOCH_UNIX_US = 946_684_800_000_000n;
 const IDENTITY_GRACE_NS = 5_000_000_000n;
@@ -40,12 +46,24 @@ export class Collector {
     this.fields = METRIC_COLUMNS.map((c) => c.field);
   }
 
+  /** Reads the BPF maps once; prepare() turns the snapshot into a batch. */
+  read(): CollectorSnapshot {
+    return { queries: this.object.readQueries(this.fields), backends: this.object.readBackends(this.fields) };
+  }
+
+  /** Live backends pg_stat_activity has not named for us yet (BackendTypeNames.observe them first). */
+  unnamed(snapshot: CollectorSnapshot): number[] {
+    return snapshot.backends
+      .filter((s) => s.identityKnown && s.exitedNs === 0n && !this.backendTypes.knows(s.pid))
+      .map((s) => s.pid);
+  }
+
   /** `measured`: the probe sets that were attached at any time since the last flush. */
-  prepare(measured: ReadonlySet<ProbeSetName>): FlushBatch {
+  prepare(snapshot: CollectorSnapshot, measured: ReadonlySet<ProbeSetName>): FlushBatch {
     const monotonicToUnixUs = this.monotonicToUnixUs;
     const commits: Array<() => void> = [];
     const queries: QueryRow[] = [];
-    for (const sample of this.object.readQueries(this.fields)) {
+    for (const sample of snapshot.queries) {
       const key = queryKey(sample);
       const delta = this.queryDeltas.delta(key, sample.metrics);
       if (delta.every((d) => d === 0n)) continue;
@@ -61,7 +79,7 @@ export class Collector {
 
     const backends: BackendRow[] = [];
     const exited: number[] = [];
-    const samples = this.object.readBackends(this.fields);
+    const samples = snapshot.backends;
     for (const sample of samples) this.backendTypes.learn(sample.pid, sample.backendType);
     for (const sample of samples) {
       const key = backendKey(sample);
@@ -99,6 +117,7 @@ export class Collector {
     return {
       queries,
       backends,
+      empty: queries.length === 0 && backends.length === 0,
       commit: () => {
         for (const commit of commits) commit();
         this.object.deleteBackends(exited);

@@ -52,6 +52,10 @@ export class Sidecar {
   private measuring = new Set<ProbeSetName>();
   private readonly overflow = new Map<string, bigint>();
   lastFlush: FlushStatus | null = null;
+  // Declared before `failed`, whose initializer assigns it.
+  private fail: (error: UserError) => void = () => undefined;
+  /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
+  readonly failed: Promise<UserError> = new Promise((resolve) => (this.fail = resolve));
 
   private constructor(
     private readonly options: SidecarOptions,
@@ -73,6 +77,7 @@ export class Sidecar {
     // Until the sidecar adopts it, an error on this connection surfaces through the awaits below.
     control.on('error', () => undefined);
     let object: CollectorObject | null = null;
+    let db: Kysely<BpfStatsDatabase> | null = null;
     try {
       const target = await discoverPostmaster(control);
       log(`postmaster ${target.pid}: ${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`);
@@ -84,17 +89,23 @@ export class Sidecar {
         await observer.end();
       }
       if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
-      await migrateSchema(control);
-
+      // Load (and so verify) the BPF object before touching the schema: a host that cannot run
+      // the programs leaves the database as it found it.
       object = CollectorObject.load({ target, layout });
+      await migrateSchema(control);
       object.exclude(backendPid(control));
       const excluder = object;
+      let checkPostmaster = (_pid: number): void => undefined;
       const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
       // The writer's own backend must not show up in the figures it writes: its pid comes with
       // the connection (BackendKeyData), so it is excluded before it runs anything.
-      pool.on('connect', (client) => excluder.exclude(backendPid(client)));
+      pool.on('connect', (client) => {
+        const pid = backendPid(client);
+        excluder.exclude(pid);
+        checkPostmaster(pid);
+      });
       pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
-      const db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
+      db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
       const sets = new Set<ProbeSetName>([
         ...(Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name)),
         ...(options.probeSets ?? []),
@@ -103,20 +114,17 @@ export class Sidecar {
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
       const sidecar = new Sidecar(options, target, layout, object, new Collector(object, target.pid), db, control);
+      checkPostmaster = (pid) => sidecar.checkPostmaster(pid);
       await sidecar.markVanishedBackends();
       sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
       return sidecar;
     } catch (error) {
       object?.close();
+      await db?.destroy().catch(() => undefined);
       await control.end().catch(() => undefined);
       throw error;
     }
   }
-
-  // Declared before `failed`, whose initializer assigns it.
-  private fail: (error: UserError) => void = () => undefined;
-  /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
-  readonly failed: Promise<UserError> = new Promise((resolve) => (this.fail = resolve));
 
   /** Attaches a probe set now (UserError when this Postgres or host cannot support it). */
   attach(name: ProbeSetName): void {
@@ -140,11 +148,13 @@ export class Sidecar {
     const started = performance.now();
     const at = new Date();
     try {
-      await this.refreshBackendTypes();
       const measured = new Set([...this.measuring, ...this.object.attached()]);
       this.reportOverflow();
-      const batch = this.collector.prepare(measured);
-      const written = await new StatsWriter(this.db).write(batch);
+      const snapshot = this.collector.read();
+      // pg_stat_activity is asked only when a backend we cannot name yet appeared.
+      if (this.collector.unnamed(snapshot).length) await this.refreshBackendTypes();
+      const batch = this.collector.prepare(snapshot, measured);
+      const written = batch.empty ? { queries: 0, backends: 0 } : await new StatsWriter(this.db).write(batch);
       batch.commit();
       this.measuring = new Set(this.object.attached());
       this.lastFlush = { at, ms: performance.now() - started, ...written, error: null };
@@ -179,14 +189,18 @@ export class Sidecar {
     if (this.control) return this.control;
     const client = await connect(this.options.connectionString);
     const pid = backendPid(client);
-    const postmaster = parentPid(pid);
-    if (postmaster !== this.target.pid) {
-      // The probes filter on the old postmaster: nothing new would ever be collected.
-      this.fail(new UserError(`postmaster restarted (pid ${this.target.pid} is gone, backends now come from ${postmaster ?? 'elsewhere'}): start pg-bpf-stats again to attach to it`));
-    }
+    this.checkPostmaster(pid);
     this.object.exclude(pid);
     this.adoptControl(client);
     return client;
+  }
+
+  /** A reconnect that lands on another postmaster means a restart: the probes filter on the old pid. */
+  private checkPostmaster(backend: number): void {
+    const postmaster = parentPid(backend);
+    if (postmaster !== this.target.pid) {
+      this.fail(new UserError(`postmaster restarted (pid ${this.target.pid} is gone, backends now come from ${postmaster ?? 'elsewhere'}): start pg-bpf-stats again to attach to it`));
+    }
   }
 
   private adoptControl(client: pg.Client): void {
