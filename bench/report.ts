@@ -102,25 +102,28 @@ function summarizePrograms(onRuns: OnRun[]): { programs: ProgramSummary[]; idleP
  * time, so the ratio cancels most of the machine's drift, and the median drops the odd pair
  * that a neighbour disturbed. Costs are pooled over all on-runs.
  */
-export function summarize(pairs: PairResult[], cores: number): Summary {
-  const onRuns = pairs.map((p) => p.on);
+/**
+ * Throughput from the pairs (run without bpf_stats timing), exact BPF cost from `costRun` (run
+ * with it), sidecar CPU, attach time and RSS from every on-run.
+ */
+export function summarize(pairs: PairResult[], costRun: OnRun, cores: number): Summary {
+  const onRuns = [...pairs.map((p) => p.on), costRun];
   const ratios = pairs.map((p) => p.ratio);
-  const transactions = sum(onRuns.map((r) => r.transactions));
-  const bpfNs = sum(onRuns.flatMap((r) => r.programs.map((p) => p.runTimeNs)));
-  const events = sum(onRuns.flatMap((r) => r.programs.map((p) => p.runCnt)));
+  const bpfNs = sum(costRun.programs.map((p) => p.runTimeNs));
+  const events = sum(costRun.programs.map((p) => p.runCnt));
   const sidecarSeconds = sum(onRuns.map((r) => r.sidecarCpuSecondsDuringRun));
   const tpsOffMedian = median(pairs.map((p) => p.off.tps));
-  const bpfUsPerTransaction = bpfNs / 1000 / transactions;
-  const sidecarUsPerTransaction = (sidecarSeconds * 1e6) / transactions;
+  const bpfUsPerTransaction = bpfNs / 1000 / costRun.transactions;
+  const sidecarUsPerTransaction = (sidecarSeconds * 1e6) / sum(onRuns.map((r) => r.transactions));
   const budgetUsPerTransaction = (cores * 1e6) / tpsOffMedian;
   return {
     tpsOffMedian,
-    tpsOnMedian: median(onRuns.map((r) => r.tps)),
+    tpsOnMedian: median(pairs.map((p) => p.on.tps)),
     ratioMedian: median(ratios),
     ratioMin: Math.min(...ratios),
     ratioMax: Math.max(...ratios),
-    ...summarizePrograms(onRuns),
-    eventsPerTransaction: events / transactions,
+    ...summarizePrograms([costRun]),
+    eventsPerTransaction: events / costRun.transactions,
     bpfUsPerTransaction,
     sidecarUsPerTransaction,
     sidecarStartupCpuMsMedian: median(onRuns.map((r) => (r.sidecarCpuSeconds - r.sidecarCpuSecondsDuringRun) * 1000)),
