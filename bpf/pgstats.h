@@ -69,7 +69,7 @@ struct backend_record {
 	__s32 backend_type;      /* st_backendType, -1 when the process has no PgBackendStatus */
 	__u32 flags;
 
-	__u64 last_ts;
+	__u64 last_ts;           /* rq->clock at the last switch-out (sched_clock domain) */
 	__u64 last_sum_exec;
 	__u64 last_run_delay;
 	__u64 last_nvcsw;
