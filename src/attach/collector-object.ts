@@ -55,7 +55,7 @@ export function collectorObjectPath(): string {
  * @example
  * const obj = CollectorObject.load({ target, layout });
  * obj.attach('cpu');
- * const queries = obj.readQueries(metricFields);
+ * const queries = obj.readQueries(['on_cpu_ns', 'runq_ns']); // summed over CPUs
  * obj.close();
  */
 export class CollectorObject {
@@ -106,11 +106,6 @@ export class CollectorObject {
       object.close();
       throw error;
     }
-  }
-
-  /** The metric members of struct metrics, in declaration order. */
-  metricFields(): string[] {
-    return this.queryValueLayout.intsUnder('');
   }
 
   attached(): ProbeSetName[] {

@@ -42,11 +42,6 @@ export class RecordLayout {
     return readInt(buffer, base, this.field(name));
   }
 
-  /** The names of the integer fields under `prefix` (e.g. 'm.'), without the prefix. */
-  intsUnder(prefix: string): string[] {
-    return this.fields.filter((f) => f.kind === 'int' && f.name.startsWith(prefix)).map((f) => f.name.slice(prefix.length));
-  }
-
   /**
    * Sums integer fields over the per-CPU copies of one value: `stride` bytes apart, `cpus` of them
    * (the layout the kernel uses for per-CPU maps).

@@ -25,7 +25,7 @@ const BOOT_TIME_UNIX_US = BigInt(/^btime (\d+)$/m.exec(readFileSync('/proc/stat'
  *
  * @example
  * const collector = new Collector(object, target.pid);
- * const batch = collector.prepare(new Set(['cpu']));
+ * const batch = collector.prepare(collector.read(), new Set(['cpu']));
  * await writer.write(batch);
  * batch.commit();
  */
@@ -60,7 +60,6 @@ export class Collector {
 
   /** `measured`: the probe sets that were attached at any time since the last flush. */
   prepare(snapshot: CollectorSnapshot, measured: ReadonlySet<ProbeSetName>): FlushBatch {
-    const monotonicToUnixUs = this.monotonicToUnixUs;
     const commits: Array<() => void> = [];
     const queries: QueryRow[] = [];
     for (const sample of snapshot.queries) {
@@ -101,7 +100,7 @@ export class Collector {
         usesysid: sample.identityKnown && sample.userid ? sample.userid : null,
         queryid: sample.queryid ? BigInt.asIntN(64, sample.queryid).toString() : null,
         values: toColumnValues(delta, measured),
-        exitedAtUs: isExited ? sample.exitedNs / 1000n + monotonicToUnixUs : null,
+        exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       });
       if (isExited) {
         exited.push(sample.pid);

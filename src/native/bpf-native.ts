@@ -13,8 +13,8 @@
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from '../package-root.js';
 
 /** A program of a {@link BpfObject}, as listed by `programs()`. */
 export interface ProgramInfo {
@@ -287,17 +287,6 @@ export function isNativeError(e: unknown): e is NativeError {
     typeof (e as Partial<NativeError>).errno === 'number' &&
     typeof (e as Partial<NativeError>).code === 'string'
   );
-}
-
-/** Directory holding package.json, found by walking up from this file (src/ or dist/src/). */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error(`package.json not found above ${fileURLToPath(import.meta.url)}`);
-    dir = parent;
-  }
 }
 
 /** Absolute path of the built addon. */

@@ -24,10 +24,6 @@ describe('RecordLayout', () => {
     expect(layout.int(record, 0, 'backend_type')).toBe(-1n);
   });
 
-  it('lists the integer members under a prefix', () => {
-    expect(layout.intsUnder('m.')).toEqual(['total_ns', 'calls']);
-  });
-
   it('sums per-CPU copies of a value', () => {
     const stride = 48;
     const values = Buffer.alloc(stride * 3);
