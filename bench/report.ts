@@ -47,6 +47,9 @@ export interface Summary {
   tpsOffMedian: number;
   tpsOnMedian: number;
   ratioMedian: number;
+  /** 95% bootstrap interval of the median ratio: how far the noise lets the headline move. */
+  ratioMedianLow: number;
+  ratioMedianHigh: number;
   ratioMin: number;
   ratioMax: number;
   /** Programs that ran; a program loaded but not attached (an opt-in set not asked for) is in `idlePrograms`. */
@@ -71,6 +74,24 @@ export interface BenchSettings {
   clients: number;
   scale: number;
   cores: number;
+}
+
+/**
+ * Percentile bootstrap of the median: resample the pairs with replacement many times and take
+ * the 2.5th and 97.5th percentiles of the resampled medians. A fixed-seed generator keeps the
+ * report reproducible for the same pairs.
+ */
+export function bootstrapMedianInterval(values: number[], rounds = 4000): { ratioMedianLow: number; ratioMedianHigh: number } {
+  let seed = 0x9e3779b9;
+  const random = () => {
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    return (seed >>> 0) / 0x1_0000_0000;
+  };
+  const medians = Array.from({ length: rounds }, () => median(values.map(() => values[Math.floor(random() * values.length)]!)));
+  medians.sort((a, b) => a - b);
+  return { ratioMedianLow: medians[Math.floor(rounds * 0.025)]!, ratioMedianHigh: medians[Math.floor(rounds * 0.975)]! };
 }
 
 export function median(values: number[]): number {
@@ -120,6 +141,7 @@ export function summarize(pairs: PairResult[], costRun: OnRun, cores: number): S
     tpsOffMedian,
     tpsOnMedian: median(pairs.map((p) => p.on.tps)),
     ratioMedian: median(ratios),
+    ...bootstrapMedianInterval(ratios),
     ratioMin: Math.min(...ratios),
     ratioMax: Math.max(...ratios),
     ...summarizePrograms([costRun]),
@@ -156,6 +178,7 @@ export function humanReport(s: Summary, settings: BenchSettings): string[] {
     row('TPS off (median)', fixed(s.tpsOffMedian, 0)),
     row('TPS on (median)', fixed(s.tpsOnMedian, 0)),
     row('on/off ratio (median)', `${fixed(s.ratioMedian, 3)}  [min ${fixed(s.ratioMin, 3)}, max ${fixed(s.ratioMax, 3)}]  ${target}`),
+    row('median, 95% interval', `${fixed(s.ratioMedianLow, 3)}–${fixed(s.ratioMedianHigh, 3)} (bootstrap over pairs)`),
     ...s.programs.map((p) => row(`BPF ${p.name}`, `${fixed(p.nsPerEvent, 0)} ns/event, ${fixed(p.eventsPerTransaction, 2)} events/txn`)),
     ...(s.idlePrograms.length ? [row('loaded, never ran', s.idlePrograms.join(', '))] : []),
     row('BPF total', `${fixed(s.eventsPerTransaction, 2)} events/txn, ${fixed(s.bpfUsPerTransaction, 2)} µs/txn`),
@@ -190,6 +213,7 @@ export function markdownRow(s: Summary, settings: BenchSettings): string[] {
     fixed(s.tpsOffMedian, 0),
     fixed(s.tpsOnMedian, 0),
     fixed(s.ratioMedian, 3),
+    `${fixed(s.ratioMedianLow, 3)}–${fixed(s.ratioMedianHigh, 3)}`,
     `${fixed(s.ratioMin, 3)}–${fixed(s.ratioMax, 3)}`,
     perProgram((p) => fixed(p.nsPerEvent, 0)),
     perProgram((p) => fixed(p.eventsPerTransaction, 2)),
@@ -200,7 +224,7 @@ export function markdownRow(s: Summary, settings: BenchSettings): string[] {
     fixed(s.peakRssMbMax, 1),
   ];
   const header = [
-    'probes', 'runs', 'TPS off', 'TPS on', 'on/off (median)', 'on/off min–max', 'ns/event', 'events/txn',
+    'probes', 'runs', 'TPS off', 'TPS on', 'on/off (median)', 'median 95% interval', 'on/off min–max', 'ns/event', 'events/txn',
     'BPF µs/txn', 'sidecar µs/txn', '% of CPU budget', 'attach ms', 'peak RSS MB',
   ];
   const line = (values: string[]) => `| ${values.join(' | ')} |`;
