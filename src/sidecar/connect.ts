@@ -7,6 +7,9 @@ import { UserError, oneLine } from '../errors.js';
  */
 export async function connect(connectionString: string | undefined, applicationName = 'pg-bpf-stats'): Promise<pg.Client> {
   const client = new pg.Client({ connectionString, application_name: applicationName });
+  // A socket that breaks (a server shutting down, even while we connect) is reported through the
+  // promise of whatever call hits it; without a listener the 'error' event would kill the process.
+  client.on('error', () => undefined);
   try {
     await client.connect();
   } catch (error) {

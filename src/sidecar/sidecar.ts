@@ -74,8 +74,6 @@ export class Sidecar {
     const log = options.log ?? (() => undefined);
     assertHostReady();
     const control = await connect(options.connectionString);
-    // Until the sidecar adopts it, an error on this connection surfaces through the awaits below.
-    control.on('error', () => undefined);
     let object: CollectorObject | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;
     try {
@@ -100,6 +98,9 @@ export class Sidecar {
       // The writer's own backend must not show up in the figures it writes: its pid comes with
       // the connection (BackendKeyData), so it is excluded before it runs anything.
       pool.on('connect', (client) => {
+        // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
+        // must fail that transaction (it does, through its promise), not kill the process.
+        client.on('error', () => undefined);
         const pid = backendPid(client);
         excluder.exclude(pid);
         checkPostmaster(pid);

@@ -91,7 +91,7 @@ describe('a database that goes away', () => {
       await client.end();
       await target.restart();
 
-      expect(await exited).toBe(2);
+      expect(await exited, stderr).toBe(2);
       expect(stderr.trim().split('\n').at(-1)).toMatch(/^pg-bpf-stats: error: postmaster restarted \(pid \d+ is gone, backends now come from \d+\)/);
       const after = new pg.Client(target.connectionString());
       await after.connect();
