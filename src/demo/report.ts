@@ -2,7 +2,8 @@ import type pg from 'pg';
 
 /** Formats rows as an aligned text table. */
 export function formatTable(rows: Record<string, unknown>[], columns: string[]): string {
-  const cell = (v: unknown) => (v === null || v === undefined ? '' : typeof v === 'number' ? v.toFixed(1) : String(v));
+  const cell = (v: unknown) =>
+    v === null || v === undefined ? '' : typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(1) : String(v);
   const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
   const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
   return [line(columns), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
@@ -21,6 +22,7 @@ export async function printReport(client: pg.Client, print: (line: string) => vo
      WHERE t.query NOT ILIKE '%pg_stat_statements%'
      ORDER BY t.total_time_ms DESC LIMIT 8`);
   print('Where each query spent its time (bpf_stats.query_time joined with pg_stat_statements, ms):');
+  print("(calls come from the opt-in 'query' probe set; pg_stat_statements also counts the collector's own BEGIN/COMMIT, which bpf_stats leaves out)");
   print(formatTable(queries.rows, ['query', 'pgss_calls', 'calls', 'pgss_exec_ms', 'total_time_ms', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'lock_wait_ms', 'lwlock_wait_ms', 'other_wait_ms']));
   const backends = await client.query(`
     SELECT backend_type, count(*)::int AS processes, sum(on_cpu_ms) AS on_cpu_ms, sum(runq_wait_ms) AS runq_wait_ms,
