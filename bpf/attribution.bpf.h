@@ -333,8 +333,10 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	interval = now - r->last_ts;
 	sleep_ns = interval > s.on_cpu_ns + s.runq_ns ? interval - s.on_cpu_ns - s.runq_ns : 0;
 
-	/* An exiting task has already dropped its mm: its last known query stands. */
-	/* The wait event only classifies a sleep: a preempted task is not going to sleep. */
+	/*
+	 * The wait event only classifies a sleep, so it is read only for a task going to sleep. An
+	 * exiting task has already dropped its mm: its last known query stands.
+	 */
 	sleeping = !preempt && state != TASK_RUNNING && !dead;
 	if (dead || !read_current(task, r, pid, &key, sleeping ? &wait_event : NULL)) {
 		key = r->sleep_key;

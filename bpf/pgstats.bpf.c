@@ -36,7 +36,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 SEC("uprobe")
 int BPF_KPROBE(on_query_done)
 {
-	__u32 pid = (__u32)bpf_get_current_pid_tgid(), wait_event = 0;
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
 	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
 	struct query_key key = {};
 	struct metrics *qm;
@@ -44,7 +44,8 @@ int BPF_KPROBE(on_query_done)
 	if (!r || (r->flags & BACKEND_EXCLUDED))
 		return 0;
 	r->m.calls++;
-	if (!read_current(bpf_get_current_task_btf(), r, pid, &key, &wait_event))
+	/* No wait event wanted: a statement ending is not a sleep. */
+	if (!read_current(bpf_get_current_task_btf(), r, pid, &key, NULL))
 		return 0;
 	qm = query_metrics(&key);
 	if (qm)

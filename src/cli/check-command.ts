@@ -89,7 +89,7 @@ function loadCheck(): CheckLine {
     } finally {
       object.close();
     }
-    return { name, ok: true, required: true, detail: 'the collector programs pass the verifier (tp_btf, USDT)' };
+    return { name, ok: true, required: true, detail: 'the collector programs pass the verifier (tp_btf, uprobe)' };
   } catch (error) {
     return { name, ok: false, required: true, detail: oneLine(error).slice(0, 300) };
   }

@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
 import type { BackendSample, CollectorObject, QuerySample } from '../attach/collector-object.js';
 import { BackendTypeNames } from './backend-type-names.js';
 import { DeltaTracker } from './delta-tracker.js';
 import type { BackendRow, FlushBatch, QueryRow } from './flush-batch.js';
+import { bootTimeSeconds } from '../target/proc-stat.js';
 import { METRIC_COLUMNS, toColumnValues, type ProbeSetName } from './metric-columns.js';
 
 /** What the maps held at one moment. */
@@ -18,7 +18,7 @@ const IDENTITY_GRACE_NS = 5_000_000_000n;
  * A process without PgBackendStatus is keyed by its start time as /proc/<pid>/stat shows it
  * (boot time + start), which stays the same across flushes and collector restarts.
  */
-const BOOT_TIME_UNIX_US = BigInt(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1] ?? '0') * 1_000_000n;
+const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
 
 /**
  * Turns the BPF maps' cumulative figures into the increments one flush writes.
@@ -51,11 +51,9 @@ export class Collector {
     return { queries: this.object.readQueries(this.fields), backends: this.object.readBackends(this.fields) };
   }
 
-  /** Live backends pg_stat_activity has not named for us yet (BackendTypeNames.observe them first). */
-  unnamed(snapshot: CollectorSnapshot): number[] {
-    return snapshot.backends
-      .filter((s) => s.identityKnown && s.exitedNs === 0n && !this.backendTypes.knows(s.pid))
-      .map((s) => s.pid);
+  /** A live backend pg_stat_activity has not named for us yet is in the snapshot (observe() it first). */
+  needsNames(snapshot: CollectorSnapshot): boolean {
+    return snapshot.backends.some((s) => s.identityKnown && s.exitedNs === 0n && !this.backendTypes.knows(s.pid));
   }
 
   /** `measured`: the probe sets that were attached at any time since the last flush. */
@@ -116,7 +114,6 @@ export class Collector {
     return {
       queries,
       backends,
-      empty: queries.length === 0 && backends.length === 0,
       commit: () => {
         for (const commit of commits) commit();
         this.object.deleteBackends(exited);

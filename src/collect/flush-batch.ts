@@ -32,7 +32,5 @@ export interface BackendRow {
 export interface FlushBatch {
   queries: QueryRow[];
   backends: BackendRow[];
-  /** Nothing changed since the last flush: no statement needs to run. */
-  empty: boolean;
   commit(): void;
 }

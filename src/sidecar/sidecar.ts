@@ -4,7 +4,6 @@ import { COUNTER_NAMES, CollectorObject } from '../attach/collector-object.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
 import { Collector } from '../collect/collector.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
-import { readFileSync } from 'node:fs';
 import { oneLine, UserError } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
@@ -12,6 +11,7 @@ import { StatsWriter } from '../storage/stats-writer.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import { procStat } from '../target/proc-stat.js';
 import { connect } from './connect.js';
 import { assertHostReady } from './preflight.js';
 
@@ -153,9 +153,9 @@ export class Sidecar {
       this.reportOverflow();
       const snapshot = this.collector.read();
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
-      if (this.collector.unnamed(snapshot).length) await this.refreshBackendTypes();
+      if (this.collector.needsNames(snapshot)) await this.refreshBackendTypes();
       const batch = this.collector.prepare(snapshot, measured);
-      const written = batch.empty ? { queries: 0, backends: 0 } : await new StatsWriter(this.db).write(batch);
+      const written = await new StatsWriter(this.db).write(batch);
       batch.commit();
       this.measuring = new Set(this.object.attached());
       this.lastFlush = { at, ms: performance.now() - started, ...written, error: null };
@@ -198,7 +198,7 @@ export class Sidecar {
 
   /** A reconnect that lands on another postmaster means a restart: the probes filter on the old pid. */
   private checkPostmaster(backend: number): void {
-    const postmaster = parentPid(backend);
+    const postmaster = procStat(backend)?.ppid ?? null;
     if (postmaster !== this.target.pid) {
       this.fail(new UserError(`postmaster restarted (pid ${this.target.pid} is gone, backends now come from ${postmaster ?? 'elsewhere'}): start pg-bpf-stats again to attach to it`));
     }
@@ -257,15 +257,6 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
   status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
 };
-
-function parentPid(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    return null;
-  }
-}
 
 /** The backend pid the server announced at connection start (BackendKeyData). */
 function backendPid(client: pg.ClientBase): number {

@@ -6,8 +6,8 @@ import type { BpfStatsDatabase } from './database.js';
 const PG_TYPE: Record<'ns' | 'count', string> = { ns: 'float8[]', count: 'int8[]' };
 
 /**
- * Writes a flush: one INSERT ... SELECT FROM unnest(...) ON CONFLICT statement per table,
- * whatever the number of rows, inside one transaction. Metric columns accumulate; a NULL
+ * Writes a flush: one INSERT ... SELECT FROM unnest(...) ON CONFLICT statement per table that
+ * has rows, whatever their number, inside one transaction. Metric columns accumulate; a NULL
  * increment (a probe set that is off) leaves the stored value as it was.
  *
  * @example
@@ -18,6 +18,8 @@ export class StatsWriter {
   constructor(private readonly db: Kysely<BpfStatsDatabase>) {}
 
   async write(batch: FlushBatch): Promise<{ queries: number; backends: number }> {
+    // Nothing changed since the last flush: no round trip at all.
+    if (!batch.queries.length && !batch.backends.length) return { queries: 0, backends: 0 };
     await this.db.transaction().execute(async (tx) => {
       if (batch.queries.length) await this.writeQueries(tx, batch);
       if (batch.backends.length) await this.writeBackends(tx, batch);

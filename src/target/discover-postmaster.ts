@@ -1,38 +1,15 @@
-import { existsSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readlinkSync } from 'node:fs';
 import { basename } from 'node:path';
 import type pg from 'pg';
 import { UserError } from '../errors.js';
 import { ElfFile } from './elf-file.js';
 import type { PostmasterTarget } from './postmaster-target.js';
 import { runtimeAddress } from './process-memory.js';
+import { bootTimeSeconds, CLOCK_TICKS, procStat } from './proc-stat.js';
 
 /** Symbols every supported Postgres (14+) exports, with or without USDT. */
 export const REQUIRED_SYMBOLS = ['MyBEEntry', 'my_wait_event_info'] as const;
 
-interface ProcStat {
-  ppid: number;
-  startTicks: number;
-}
-
-function procStat(pid: number): ProcStat | null {
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return null;
-  }
-  // The command name may contain spaces and parentheses: fields start after the last ')'.
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  return { ppid: Number(fields[1]), startTicks: Number(fields[19]) };
-}
-
-function bootTimeSeconds(): number {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('btime '));
-  return Number(line?.split(' ')[1] ?? 0);
-}
-
-/** USER_HZ: /proc/<pid>/stat start times are in these ticks; 100 on every Linux ABI we run on. */
-const CLOCK_TICKS = 100;
 
 /**
  * Finds the postmaster behind a connection: the connection's backend is a process on this

@@ -1,0 +1,35 @@
+import { readFileSync } from 'node:fs';
+
+/** The fields of /proc/<pid>/stat the collector uses. */
+export interface ProcStat {
+  ppid: number;
+  /** Start time in clock ticks after boot. */
+  startTicks: number;
+}
+
+/** USER_HZ: /proc/<pid>/stat start times are in these ticks; 100 on every Linux ABI we run on. */
+export const CLOCK_TICKS = 100;
+
+/**
+ * Reads /proc/<pid>/stat; null when the process does not exist (here).
+ *
+ * @example
+ * procStat(process.pid)?.ppid;
+ */
+export function procStat(pid: number): ProcStat | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // The command name may contain spaces and parentheses: fields start after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { ppid: Number(fields[1]), startTicks: Number(fields[19]) };
+}
+
+/** When the machine booted, in seconds since the Unix epoch (btime of /proc/stat). */
+export function bootTimeSeconds(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('btime '));
+  return Number(line?.split(' ')[1] ?? 0);
+}
