@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findPgBin } from '../../src/cluster/throwaway-cluster.js';
 import {
   isNativeError,
   loadNative,
@@ -18,7 +19,8 @@ import {
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const FIXTURE = join(ROOT, 'test', 'fixtures', 'minimal.bpf.c');
-const POSTGRES = '/usr/lib/postgresql/15/bin/postgres';
+// The system's Debian build (installed by scripts/bootstrap.sh), which has USDT notes.
+const POSTGRES = join(findPgBin(), 'postgres');
 const TRACEFS = '/sys/kernel/tracing';
 
 const BPF_MAP_TYPE_HASH = 1;
@@ -485,7 +487,7 @@ describe('loaded object', () => {
     );
   });
 
-  it.skipIf(!existsSync(POSTGRES))('attaches USDT and uprobes to postgres', () => {
+  it('attaches USDT and uprobes to postgres', () => {
     const usdt = obj.attachUsdt('on_query_start', -1, POSTGRES, 'postgresql', 'query__start', 42n);
     // A USDT link is a set of uprobes: no single fd to expose or pin.
     expect(thrown(() => usdt.fd())).toMatchObject({ code: 'EOPNOTSUPP' });
