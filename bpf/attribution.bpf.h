@@ -62,6 +62,14 @@ struct {
 	__type(value, __u8);
 } excluded_pids SEC(".maps");
 
+/* Log2 latency histograms per (query, kind); see struct hist in pgstats.h. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct hist_key);
+	__type(value, struct hist);
+} histograms SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, COUNTER_MAX);
@@ -208,6 +216,46 @@ static __always_inline struct metrics *query_metrics(const struct query_key *key
 		return NULL;
 	}
 	return bpf_map_lookup_elem(&queries, key);
+}
+
+/* The histogram slot of a duration: floor(log2(microseconds)), clamped to the last slot. */
+static __always_inline __u32 hist_slot(__u64 ns)
+{
+	__u64 us = ns / 1000;
+	__u32 slot = 0;
+
+	if (us >> 32) { us >>= 32; slot += 32; }
+	if (us >> 16) { us >>= 16; slot += 16; }
+	if (us >> 8) { us >>= 8; slot += 8; }
+	if (us >> 4) { us >>= 4; slot += 4; }
+	if (us >> 2) { us >>= 2; slot += 2; }
+	if (us >> 1) slot += 1;
+	return slot < HIST_SLOTS ? slot : HIST_SLOTS - 1;
+}
+
+/* Counts one observation of `ns` in the query's histogram of `kind`. */
+static __always_inline void hist_observe(const struct query_key *q, __u32 kind, __u64 ns)
+{
+	static const struct hist empty_hist = {};
+	struct hist_key key = { .q = *q, .kind = kind };
+	struct hist *h;
+	__u32 slot;
+
+	if (!q->queryid)
+		return;
+	h = bpf_map_lookup_elem(&histograms, &key);
+	if (!h) {
+		if (bpf_map_update_elem(&histograms, &key, &empty_hist, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&histograms, &key)) {
+			count(COUNTER_HISTOGRAMS_FULL);
+			return;
+		}
+		h = bpf_map_lookup_elem(&histograms, &key);
+		if (!h)
+			return;
+	}
+	slot = hist_slot(ns);
+	h->slots[slot & (HIST_SLOTS - 1)]++;
 }
 
 static __always_inline void add_wait(struct metrics *m, __u32 sleep_class, __u64 ns)

@@ -38,6 +38,39 @@ struct metrics {
 	__u64 nvcsw;
 	__u64 nivcsw;
 	__u64 cpu_migrations;
+	/* Families beyond the scheduler's (issue 3); each is filled by its own probe set. */
+	__u64 reclaim_pages;        /* pages reclaimed by this task's direct / memcg reclaim */
+	__u64 compaction_ns;        /* direct compaction stalls */
+	__u64 writeback_throttle_ns; /* balance_dirty_pages pauses */
+	__u64 blk_read_ios;
+	__u64 blk_read_bytes;
+	__u64 blk_write_ios;
+	__u64 blk_write_bytes;
+	__u64 llc_references;
+	__u64 llc_misses;
+	__u64 spinlock_delays;      /* contended spinlock acquisitions that had to back off */
+};
+
+/*
+ * Log2 histograms per query: slot i counts observations of [2^i, 2^(i+1)) microseconds
+ * (slot 0 also takes anything below 1 us), so HIST_SLOTS covers up to ~36 minutes.
+ */
+#define HIST_SLOTS 32
+
+enum hist_kind {
+	HIST_QUERY_LATENCY = 0, /* statement latency */
+	HIST_RUNQ = 1,          /* run-queue waits */
+	HIST_IO = 2,            /* block IO request latency */
+};
+
+struct hist_key {
+	struct query_key q;
+	__u32 kind;
+	__u32 pad;
+};
+
+struct hist {
+	__u64 slots[HIST_SLOTS];
 };
 
 /* What a backend was waiting for when it left the CPU (decides where its sleep goes). */
@@ -89,7 +122,8 @@ enum counter_index {
 	COUNTER_BACKENDS_FULL = 0,   /* a backend could not be tracked: backends map full */
 	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */
 	COUNTER_STATUS_UNREADABLE = 2, /* PgBackendStatus unreadable: time went to the backend only */
-	COUNTER_MAX = 4,
+	COUNTER_HISTOGRAMS_FULL = 3, /* a histogram could not be added: histograms map full */
+	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 
 #endif /* PGSTATS_H */

@@ -39,7 +39,7 @@ export interface QuerySample {
   metrics: bigint[];
 }
 
-export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable'] as const;
+export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable', 'histograms_full'] as const;
 const BACKEND_IDENTITY_KNOWN = 0x1n;
 const BACKEND_EXCLUDED = 0x2n;
 

@@ -27,6 +27,17 @@ export const METRIC_COLUMNS: readonly MetricColumn[] = [
   { column: 'cpu_migrations', field: 'cpu_migrations', unit: 'count', measuredBy: ['cpu'] },
   { column: 'nvcsw', field: 'nvcsw', unit: 'count', measuredBy: ['cpu'] },
   { column: 'nivcsw', field: 'nivcsw', unit: 'count', measuredBy: ['cpu'] },
+  // Issue 3's families: NULL until the probe set that fills each is named here.
+  { column: 'reclaim_pages', field: 'reclaim_pages', unit: 'count', measuredBy: [] },
+  { column: 'compaction_stall_ms', field: 'compaction_ns', unit: 'ns', measuredBy: [] },
+  { column: 'writeback_throttle_ms', field: 'writeback_throttle_ns', unit: 'ns', measuredBy: [] },
+  { column: 'blk_read_ios', field: 'blk_read_ios', unit: 'count', measuredBy: [] },
+  { column: 'blk_read_bytes', field: 'blk_read_bytes', unit: 'count', measuredBy: [] },
+  { column: 'blk_write_ios', field: 'blk_write_ios', unit: 'count', measuredBy: [] },
+  { column: 'blk_write_bytes', field: 'blk_write_bytes', unit: 'count', measuredBy: [] },
+  { column: 'llc_references', field: 'llc_references', unit: 'count', measuredBy: [] },
+  { column: 'llc_misses', field: 'llc_misses', unit: 'count', measuredBy: [] },
+  { column: 'spinlock_delays', field: 'spinlock_delays', unit: 'count', measuredBy: [] },
 ];
 
 /** A column's value for one flush: ms as a number, counts as a bigint, or null when not measured. */

@@ -256,6 +256,7 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
   queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
   status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
+  histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
 };
 
 /** The backend pid the server announced at connection start (BackendKeyData). */

@@ -22,6 +22,10 @@ export interface MetricColumns {
   cpu_migrations: ColumnType<string, number | string, number | string>;
   nvcsw: ColumnType<string, number | string, number | string>;
   nivcsw: ColumnType<string, number | string, number | string>;
+  reclaim_pages: string | null;
+  compaction_stall_ms: number | null;
+  writeback_throttle_ms: number | null;
+  spinlock_delays: string | null;
 }
 
 export interface QueryStatsTable extends MetricColumns {
