@@ -1,11 +1,22 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { collectorObjectPath } from '../src/attach/collector-object.js';
+import { ElfFile } from '../src/target/elf-file.js';
 
 const run = promisify(execFile);
 
-/** The collector's programs, by the name the kernel keeps (at most 15 characters). */
-export const COLLECTOR_PROGRAMS = ['on_sched_switch', 'on_query_done'] as const;
+const STT_FUNC = 2;
+/** The kernel keeps at most 15 characters of a program's name. */
+const KERNEL_NAME_LENGTH = 15;
+
+/**
+ * The collector's programs, by the name the kernel keeps: every function symbol of the built
+ * object, so a program a probe set adds is counted without being listed here.
+ */
+export const COLLECTOR_PROGRAMS: readonly string[] = [...ElfFile.read(collectorObjectPath()).symbols().values()]
+  .filter((s) => s.type === STT_FUNC)
+  .map((s) => s.name.slice(0, KERNEL_NAME_LENGTH));
 
 /** One loaded BPF program and its kernel run statistics (zero while bpf_stats_enabled is 0). */
 export interface ProgramStats {
@@ -37,8 +48,7 @@ export async function listPrograms(): Promise<ProgramStats[]> {
 
 /** How many programs named like the collector's are loaded: another collector on this host, if any. */
 export function countCollectorNamed(programs: ProgramStats[]): number {
-  const names: readonly string[] = COLLECTOR_PROGRAMS;
-  return programs.filter((p) => names.includes(p.name)).length;
+  return programs.filter((p) => COLLECTOR_PROGRAMS.includes(p.name)).length;
 }
 
 /**
@@ -46,8 +56,7 @@ export function countCollectorNamed(programs: ProgramStats[]): number {
  * spawned (`preexisting`), and held open by the sidecar (`owned`).
  */
 export function collectorPrograms(programs: ProgramStats[], preexisting: ReadonlySet<number>, owned: ReadonlySet<number>): ProgramStats[] {
-  const names: readonly string[] = COLLECTOR_PROGRAMS;
-  return programs.filter((p) => names.includes(p.name) && !preexisting.has(p.id) && owned.has(p.id));
+  return programs.filter((p) => COLLECTOR_PROGRAMS.includes(p.name) && !preexisting.has(p.id) && owned.has(p.id));
 }
 
 /** Per-program counter increase from `before` to `after` (matched by id). */

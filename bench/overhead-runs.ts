@@ -1,0 +1,106 @@
+/*
+ * The runs the overhead benchmarks are made of: pgbench -S without the sidecar, and with a
+ * freshly started sidecar that has settled, measured from outside (TPS, the sidecar's CPU and
+ * RSS from /proc, each collector program's run_time_ns/run_cnt from bpftool).
+ */
+import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { collectorPrograms, countCollectorNamed, listPrograms, programDeltas, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
+import { initPgbench, pgbenchVersion, runSelectOnly } from './pgbench.js';
+import type { BenchSettings, OffRun, OnRun } from './report.js';
+import { SidecarProcess } from './sidecar-process.js';
+
+export const WARM_UP_SECONDS = 3;
+export const SIDECAR_SETTLE_MS = 2000;
+
+/** Everything that must be undone however the benchmark ends. */
+export class Resources {
+  cluster: ThrowawayCluster | null = null;
+  /** kernel.bpf_stats_enabled as found, restored after each on-run and at the end. */
+  readonly statsEnabledBefore = readStatsEnabled();
+  private released: Promise<void> | null = null;
+
+  release(): Promise<void> {
+    this.released ??= (async () => {
+      await Promise.all([...SidecarProcess.live].map((s) => s.stop(10_000)));
+      await setStatsEnabled(this.statsEnabledBefore).catch(() => undefined);
+      await this.cluster?.stop();
+    })();
+    return this.released;
+  }
+}
+
+export async function offRun(cluster: ThrowawayCluster, settings: BenchSettings, pair: number): Promise<OffRun> {
+  const otherCollectorPrograms = countCollectorNamed(await listPrograms());
+  const result = await runSelectOnly(cluster, settings);
+  return { pair, mode: 'off', otherCollectorPrograms, ...result };
+}
+
+/** pgbench with the sidecar attached: the collector's programs and the sidecar process around the run. */
+async function measureAttached(
+  cluster: ThrowawayCluster,
+  settings: BenchSettings,
+  sidecar: SidecarProcess,
+  preexisting: ReadonlySet<number>,
+): Promise<Omit<OnRun, 'pair' | 'mode' | 'attachMs' | 'otherCollectorPrograms'>> {
+  const owned = sidecar.programIds();
+  const programsBefore = collectorPrograms(await listPrograms(), preexisting, owned);
+  if (programsBefore.length === 0) throw new Error(`no collector programs loaded after attaching:\n${sidecar.log()}`);
+  const cpuBefore = sidecar.cpuSeconds();
+  const result = await runSelectOnly(cluster, settings);
+  const programsAfter = collectorPrograms(await listPrograms(), preexisting, owned);
+  if (!sidecar.running) throw new Error(`sidecar exited (${sidecar.exitDescription()}) during the pgbench run:\n${sidecar.log()}`);
+  const cpuAfter = sidecar.cpuSeconds();
+  return {
+    ...result,
+    sidecarCpuSeconds: cpuAfter,
+    sidecarCpuSecondsDuringRun: cpuAfter - cpuBefore,
+    peakRssMb: sidecar.peakRssMb(),
+    programs: programDeltas(programsBefore, programsAfter),
+  };
+}
+
+/**
+ * Starts the sidecar, waits until it has attached and settled, measures one pgbench run, and
+ * stops it with SIGTERM, which must end in exit code 0. Only programs loaded after the spawn
+ * count as the collector's. With `withStats`, kernel.bpf_stats_enabled times every program run;
+ * that timing costs something itself, so throughput pairs run without it.
+ */
+export async function onRun(cluster: ThrowawayCluster, settings: BenchSettings, pair: number, statsEnabledBefore: string, withStats: boolean): Promise<OnRun> {
+  if (withStats) await setStatsEnabled('1');
+  try {
+    const loaded = await listPrograms();
+    const preexisting = new Set(loaded.map((p) => p.id));
+    const { sidecar, attachMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: settings.probes });
+    let measured;
+    try {
+      // A collector runs for days: its start-up (JIT, first flush of every backend) is not
+      // part of the steady state this run measures.
+      await new Promise((resolve) => setTimeout(resolve, SIDECAR_SETTLE_MS));
+      measured = await measureAttached(cluster, settings, sidecar, preexisting);
+    } catch (error) {
+      await sidecar.stop();
+      throw error;
+    }
+    const code = await sidecar.stop();
+    if (code !== 0) throw new Error(`sidecar exited with ${sidecar.exitDescription()} after SIGTERM:\n${sidecar.log()}`);
+    return { pair, mode: 'on', attachMs, otherCollectorPrograms: countCollectorNamed(loaded), ...measured };
+  } finally {
+    if (withStats) await setStatsEnabled(statsEnabledBefore);
+  }
+}
+
+export async function prepareCluster(
+  resources: Resources,
+  settings: BenchSettings,
+  print: (line: string) => void,
+): Promise<{ cluster: ThrowawayCluster; version: string }> {
+  const cluster = await ThrowawayCluster.start();
+  resources.cluster = cluster;
+  const version = await pgbenchVersion(cluster);
+  print(`cluster on port ${cluster.port} (${version}); pgbench -i -s ${settings.scale}`);
+  await initPgbench(cluster, settings.scale);
+  const warmUp = await runSelectOnly(cluster, { ...settings, seconds: WARM_UP_SECONDS });
+  print(`warm-up: ${warmUp.tps.toFixed(0)} tps over ${WARM_UP_SECONDS} s`);
+  return { cluster, version };
+}
+
