@@ -1,0 +1,97 @@
+import type { ProbeSetName } from '../collect/metric-columns.js';
+import { ElfFile } from '../target/elf-file.js';
+import type { PostmasterTarget } from '../target/postmaster-target.js';
+import type { ProbeAttachment, ProbeSet, TargetProbe } from './probe-sets.js';
+
+/*
+ * The lock families. Each uses the USDT probes where the build has them (they give the lock
+ * tag or the tranche name for free) and falls back to exported functions otherwise, so the
+ * same sets work on distribution builds without --enable-dtrace.
+ */
+
+function hasUsdt(target: PostmasterTarget, name: string): boolean {
+  return target.usdt.some((n) => n.provider === 'postgresql' && n.name === name);
+}
+
+/** Exported function symbols are looked up once per binary: the ELF read is not free. */
+const symbolCache = new Map<string, Set<string>>();
+function hasSymbol(target: PostmasterTarget, name: string): boolean {
+  let names = symbolCache.get(target.binaryPath);
+  if (!names) {
+    const elf = ElfFile.read(target.binaryPath);
+    names = new Set([...elf.symbols().values()].filter((s) => s.type === 2).map((s) => s.name));
+    symbolCache.set(target.binaryPath, names);
+  }
+  return names.has(name);
+}
+
+/** USDT start/done pair when both exist, else entry + return probes on `symbol`. */
+function startDone(
+  target: PostmasterTarget,
+  usdt: { start: string; done: string; startProgram: string; doneProgram: string },
+  symbol: { name: string; entryProgram: string; returnProgram: string },
+): TargetProbe[] {
+  if (hasUsdt(target, usdt.start) && hasUsdt(target, usdt.done)) {
+    return [
+      { program: usdt.startProgram, usdt: usdt.start },
+      { program: usdt.doneProgram, usdt: usdt.done },
+    ];
+  }
+  return [
+    { program: symbol.entryProgram, symbol: symbol.name, retprobe: false },
+    { program: symbol.returnProgram, symbol: symbol.name, retprobe: true },
+  ];
+}
+
+function unsupported(target: PostmasterTarget, usdt: string, symbol: string): string | null {
+  if (hasUsdt(target, usdt) || hasSymbol(target, symbol)) return null;
+  return `${target.binaryPath} has neither the USDT probe postgresql:${usdt} nor the function ${symbol}`;
+}
+
+const locks: ProbeAttachment = {
+  kind: 'target',
+  probes: (target) =>
+    startDone(
+      target,
+      { start: 'lock__wait__start', done: 'lock__wait__done', startProgram: 'on_lock_wait_start', doneProgram: 'on_lock_wait_done' },
+      { name: 'ProcSleep', entryProgram: 'on_proc_sleep', returnProgram: 'on_proc_sleep_return' },
+    ),
+};
+
+const lwlock: ProbeAttachment = {
+  kind: 'target',
+  probes: (target) =>
+    startDone(
+      target,
+      { start: 'lwlock__wait__start', done: 'lwlock__wait__done', startProgram: 'on_lwlock_wait_start', doneProgram: 'on_lwlock_wait_done' },
+      { name: 'PGSemaphoreLock', entryProgram: 'on_semaphore_lock', returnProgram: 'on_semaphore_lock_return' },
+    ),
+};
+
+export const LOCK_PROBE_SETS: Record<Extract<ProbeSetName, 'locks' | 'lwlock' | 'spinlock'>, ProbeSet> = {
+  locks: {
+    name: 'locks',
+    description: 'heavyweight lock waits by lock type, mode and relation (USDT lock__wait__*, or ProcSleep)',
+    default: false,
+    unsupportedReason: (target) => unsupported(target, 'lock__wait__start', 'ProcSleep'),
+    attachments: [locks],
+    cost: 'two uprobe traps per lock wait (only when a backend really waits); nothing on uncontended locks',
+  },
+  lwlock: {
+    name: 'lwlock',
+    description: 'LWLock waits by tranche (USDT lwlock__wait__*, or PGSemaphoreLock sleeps)',
+    default: false,
+    unsupportedReason: (target) => unsupported(target, 'lwlock__wait__start', 'PGSemaphoreLock'),
+    attachments: [lwlock],
+    cost: 'two uprobe traps per LWLock wait (per semaphore sleep without USDT); nothing on uncontended LWLocks',
+  },
+  spinlock: {
+    name: 'spinlock',
+    description: 'contended spinlock acquisitions (perform_spin_delay)',
+    default: false,
+    unsupportedReason: (target) =>
+      hasSymbol(target, 'perform_spin_delay') ? null : `${target.binaryPath} does not export perform_spin_delay`,
+    attachments: [{ kind: 'target', probes: () => [{ program: 'on_spin_delay', symbol: 'perform_spin_delay', retprobe: false }] }],
+    cost: 'one uprobe trap per spin of a contended spinlock (each failed test-and-set); nothing when uncontended',
+  },
+};
