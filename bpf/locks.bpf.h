@@ -91,14 +91,17 @@ static __always_inline struct backend_record *waiting_backend(__u32 pid)
 	return r;
 }
 
-/* The query the calling backend waits in; false when it has none (no query id). */
+/*
+ * The query the calling backend waits in. Its query id is 0 when the wait came before the
+ * statement had one: relation locks taken during parse analysis (a SELECT queued behind an
+ * ALTER TABLE), utility statements without an id. Those waits are kept under queryid 0 (per
+ * user and database) rather than dropped; false only when the backend is not one we report on.
+ */
 static __always_inline bool waiting_query(__u32 pid, struct query_key *q)
 {
 	struct backend_record *r = waiting_backend(pid);
 
-	if (!r || !read_current(bpf_get_current_task_btf(), r, pid, q, NULL))
-		return false;
-	return q->queryid != 0;
+	return r && read_current(bpf_get_current_task_btf(), r, pid, q, NULL);
 }
 
 static __always_inline void add_totals(void *map, const void *key, __u64 ns, __u32 full_counter)
