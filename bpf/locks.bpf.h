@@ -167,14 +167,14 @@ static __always_inline void lock_wait_end(void)
 
 /* USDT lock__wait__start(field1, field2, field3, field4, locktag_type, mode), PG 14-18. */
 SEC("usdt")
-int BPF_USDT(on_lock_wait_start, __u32 field1, __u32 field2, __u32 field3, __u32 field4, __u32 locktag_type, int mode)
+int BPF_USDT(on_lock_start, __u32 field1, __u32 field2, __u32 field3, __u32 field4, __u32 locktag_type, int mode)
 {
 	lock_wait_begin(field1, field2, locktag_type & 0xff, mode);
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(on_lock_wait_done)
+int BPF_USDT(on_lock_done)
 {
 	lock_wait_end();
 	return 0;
@@ -196,7 +196,7 @@ struct pg_locallock_tag {
 };
 
 SEC("uprobe")
-int BPF_KPROBE(on_proc_sleep, void *locallock)
+int BPF_KPROBE(on_procsleep, void *locallock)
 {
 	struct pg_locallock_tag tag;
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
@@ -212,7 +212,7 @@ int BPF_KPROBE(on_proc_sleep, void *locallock)
 }
 
 SEC("uretprobe")
-int BPF_KRETPROBE(on_proc_sleep_return)
+int BPF_KRETPROBE(on_procsleep_rt)
 {
 	lock_wait_end();
 	return 0;
@@ -267,14 +267,14 @@ static __always_inline void lwlock_wait_end(const char *name, __u32 mode)
 
 /* USDT lwlock__wait__start/done(const char *tranche_name, LWLockMode mode). */
 SEC("usdt")
-int BPF_USDT(on_lwlock_wait_start)
+int BPF_USDT(on_lwlock_start)
 {
 	lwlock_wait_begin(false);
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(on_lwlock_wait_done, const char *tranche, int mode)
+int BPF_USDT(on_lwlock_done, const char *tranche, int mode)
 {
 	lwlock_wait_end(tranche, mode);
 	return 0;
@@ -282,14 +282,14 @@ int BPF_USDT(on_lwlock_wait_done, const char *tranche, int mode)
 
 /* PGSemaphoreLock(PGSemaphore sema): one semaphore sleep (futex) of a backend. */
 SEC("uprobe")
-int BPF_KPROBE(on_semaphore_lock)
+int BPF_KPROBE(on_sema_lock)
 {
 	lwlock_wait_begin(true);
 	return 0;
 }
 
 SEC("uretprobe")
-int BPF_KRETPROBE(on_semaphore_lock_return)
+int BPF_KRETPROBE(on_sema_lock_rt)
 {
 	lwlock_wait_end(NULL, LWLOCK_MODE_UNKNOWN);
 	return 0;

@@ -53,8 +53,8 @@ const locks: ProbeAttachment = {
   probes: (target) =>
     startDone(
       target,
-      { start: 'lock__wait__start', done: 'lock__wait__done', startProgram: 'on_lock_wait_start', doneProgram: 'on_lock_wait_done' },
-      { name: 'ProcSleep', entryProgram: 'on_proc_sleep', returnProgram: 'on_proc_sleep_return' },
+      { start: 'lock__wait__start', done: 'lock__wait__done', startProgram: 'on_lock_start', doneProgram: 'on_lock_done' },
+      { name: 'ProcSleep', entryProgram: 'on_procsleep', returnProgram: 'on_procsleep_rt' },
     ),
 };
 
@@ -63,8 +63,8 @@ const lwlock: ProbeAttachment = {
   probes: (target) =>
     startDone(
       target,
-      { start: 'lwlock__wait__start', done: 'lwlock__wait__done', startProgram: 'on_lwlock_wait_start', doneProgram: 'on_lwlock_wait_done' },
-      { name: 'PGSemaphoreLock', entryProgram: 'on_semaphore_lock', returnProgram: 'on_semaphore_lock_return' },
+      { start: 'lwlock__wait__start', done: 'lwlock__wait__done', startProgram: 'on_lwlock_start', doneProgram: 'on_lwlock_done' },
+      { name: 'PGSemaphoreLock', entryProgram: 'on_sema_lock', returnProgram: 'on_sema_lock_rt' },
     ),
 };
 
