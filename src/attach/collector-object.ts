@@ -97,6 +97,7 @@ export class CollectorObject {
         status_userid_off: layout.useridOffset,
         status_query_id_off: layout.queryIdOffset ?? 0,
         client_read_event: layout.clientReadEvent,
+        client_backend_type: layout.clientBackendType,
         tracking_since_ns: process.hrtime.bigint(),
         ...lockRodata(target),
       });

@@ -85,5 +85,6 @@ export async function calibrateStatusLayout(
     useridOffset: dbidOffset + 4,
     queryIdOffset,
     clientReadEvent: waitEvent,
+    clientBackendType: window.readInt32LE(procpidOffset + 4),
   };
 }

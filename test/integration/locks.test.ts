@@ -102,6 +102,26 @@ for (const target of TARGETS) {
       expect(sidecar.attached().sort()).toEqual(['cpu', 'locks', 'lwlock', 'spinlock']);
     });
 
+    it("keys short-lived connections' queries by their user and database, as pg_stat_statements does", async () => {
+      // PostgreSQL 18 publishes a backend's user and database only after authentication.
+      for (let i = 0; i < 20; i++) {
+        const c = await connect();
+        await c.query('SELECT pg_sleep(0.005)');
+        await c.end();
+      }
+      await sidecar.flush();
+      const id = await queryid('SELECT pg_sleep($1)');
+      const { rows } = await admin.query(
+        `SELECT q.userid, q.dbid, s.userid AS pgss_userid, s.dbid AS pgss_dbid
+           FROM bpf_stats.query_stats q LEFT JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
+          WHERE q.queryid = $1`,
+        [id],
+      );
+      expect(rows).toHaveLength(1);
+      expect(rows[0].pgss_userid).toBe(rows[0].userid);
+      expect(rows[0].pgss_dbid).toBe(rows[0].dbid);
+    });
+
     it('gives a row-lock waiter its wait time (default set and locks set within 25%) under the lock pg_locks shows', async () => {
       const { waited, seen } = await contend(
         ['BEGIN', 'SELECT * FROM accounts WHERE id = 7 FOR UPDATE'],
