@@ -14,11 +14,9 @@ export function attachTargetProbes(object: BpfObject, target: PostmasterTarget, 
   const links: BpfLink[] = [];
   try {
     for (const p of probes) {
-      links.push(
-        'usdt' in p
-          ? object.attachUsdt(p.program, -1, target.binaryPath, 'postgresql', p.usdt)
-          : object.attachUprobe(p.program, p.retprobe, -1, target.binaryPath, p.symbol, 0),
-      );
+      if ('usdt' in p) links.push(object.attachUsdt(p.program, -1, target.binaryPath, 'postgresql', p.usdt));
+      else if ('fileOffset' in p) links.push(object.attachUprobe(p.program, false, -1, target.binaryPath, null, Number(p.fileOffset)));
+      else links.push(object.attachUprobe(p.program, p.retprobe, -1, target.binaryPath, p.symbol, 0));
     }
   } catch (error) {
     for (const link of links) link.destroy();

@@ -1,5 +1,6 @@
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import { ElfFile } from '../target/elf-file.js';
+import { findCallSite } from '../target/find-call-site.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import type { ProbeAttachment, ProbeSet, TargetProbe } from './probe-sets.js';
 
@@ -13,16 +14,23 @@ function hasUsdt(target: PostmasterTarget, name: string): boolean {
   return target.usdt.some((n) => n.provider === 'postgresql' && n.name === name);
 }
 
-/** Exported function symbols are looked up once per binary: the ELF read is not free. */
-const symbolCache = new Map<string, Set<string>>();
-function hasSymbol(target: PostmasterTarget, name: string): boolean {
-  let names = symbolCache.get(target.binaryPath);
-  if (!names) {
+/** What the lock sets need from a binary, read once per binary: the ELF read is not free. */
+const binaryCache = new Map<string, { functions: Set<string>; spinSleep: bigint | null }>();
+function binary(target: PostmasterTarget): { functions: Set<string>; spinSleep: bigint | null } {
+  let info = binaryCache.get(target.binaryPath);
+  if (!info) {
     const elf = ElfFile.read(target.binaryPath);
-    names = new Set([...elf.symbols().values()].filter((s) => s.type === 2).map((s) => s.name));
-    symbolCache.set(target.binaryPath, names);
+    info = {
+      functions: new Set([...elf.symbols().values()].filter((s) => s.type === 2).map((s) => s.name)),
+      spinSleep: findCallSite(elf, 'perform_spin_delay', 'pg_usleep'),
+    };
+    binaryCache.set(target.binaryPath, info);
   }
-  return names.has(name);
+  return info;
+}
+
+function hasSymbol(target: PostmasterTarget, name: string): boolean {
+  return binary(target).functions.has(name);
 }
 
 /** USDT start/done pair when both exist, else entry + return probes on `symbol`. */
@@ -87,11 +95,12 @@ export const LOCK_PROBE_SETS: Record<Extract<ProbeSetName, 'locks' | 'lwlock' | 
   },
   spinlock: {
     name: 'spinlock',
-    description: 'contended spinlock acquisitions (perform_spin_delay)',
+    description: "spinlock delays: the sleeps (pg_usleep, 1 ms and up) a spinlock wait takes once spinning did not get it",
     default: false,
     unsupportedReason: (target) =>
-      hasSymbol(target, 'perform_spin_delay') ? null : `${target.binaryPath} does not export perform_spin_delay`,
-    attachments: [{ kind: 'target', probes: () => [{ program: 'on_spin_delay', symbol: 'perform_spin_delay', retprobe: false }] }],
-    cost: 'one uprobe trap per spin of a contended spinlock (each failed test-and-set); nothing when uncontended',
+      binary(target).spinSleep !== null ? null : `${target.binaryPath}: no direct call of pg_usleep found in perform_spin_delay`,
+    // At the sleep itself, not the function's entry: an entry probe would trap on every spin.
+    attachments: [{ kind: 'target', probes: (target) => [{ program: 'on_spin_delay', fileOffset: binary(target).spinSleep! }] }],
+    cost: 'one uprobe trap per spinlock delay (a sleep of 1 ms or more); nothing while spinning or uncontended',
   },
 };

@@ -12,7 +12,11 @@ export type ProbeAttachment =
   | { kind: 'target'; probes(target: PostmasterTarget): TargetProbe[] };
 
 /** A USDT probe (postgresql provider) or a uprobe/uretprobe on an exported function. */
-export type TargetProbe = { program: string; usdt: string } | { program: string; symbol: string; retprobe: boolean };
+export type TargetProbe =
+  | { program: string; usdt: string }
+  | { program: string; symbol: string; retprobe: boolean }
+  /** A uprobe at one instruction (file offset), e.g. one call site inside a function. */
+  | { program: string; fileOffset: bigint };
 
 export interface ProbeSet {
   name: ProbeSetName;
