@@ -9,12 +9,15 @@
  *   lwlock   LWLock waits by tranche: USDT lwlock__wait__start/done (tranche name and mode),
  *            or PGSemaphoreLock entry + return without USDT (tranche id from the wait event,
  *            which LWLockAcquire sets before it sleeps).
- *   spinlock contended spinlock acquisitions: perform_spin_delay, which Postgres only calls
- *            once a test-and-set failed.
+ *   spinlock spinlock delays: the pg_usleep call inside perform_spin_delay, reached only when
+ *            spinning on a spinlock (s_lock, an LWLock's wait list, a buffer header) did not
+ *            get it.
  *
  * All of them fire only when a backend actually waits, never on an uncontended acquisition.
  * Waits are aggregated here, in bounded hashes keyed by (query key, what was waited for).
- * A wait cut short by an error (lock_timeout, a cancel, a deadlock victim leaving by
+ * Wait time here is wall time from the wait's start to its end probe, so it includes the
+ * run-queue wait after the backend was woken; lock_wait_ms / lwlock_wait_ms count only the
+ * sleep. A wait cut short by an error (lock_timeout, a cancel, a deadlock victim leaving by
  * longjmp) never reaches its end probe: its start record is overwritten by the next wait
  * (LRU-bounded), so it is not counted here, while lock_wait_ms still has its time.
  */
