@@ -17,9 +17,10 @@
  * Waits are aggregated here, in bounded hashes keyed by (query key, what was waited for).
  * Wait time here is wall time from the wait's start to its end probe, so it includes the
  * run-queue wait after the backend was woken; lock_wait_ms / lwlock_wait_ms count only the
- * sleep. A wait cut short by an error (lock_timeout, a cancel, a deadlock victim leaving by
- * longjmp) never reaches its end probe: its start record is overwritten by the next wait
- * (LRU-bounded), so it is not counted here, while lock_wait_ms still has its time.
+ * sleep. A wait cut short by an error (lock_timeout, a cancel: both leave ProcSleep by longjmp;
+ * with USDT also a deadlock, reported before lock__wait__done) never reaches its end probe:
+ * its start record is overwritten by the next wait (LRU-bounded), so it is not counted here,
+ * while lock_wait_ms still has its time.
  */
 #ifndef LOCKS_BPF_H
 #define LOCKS_BPF_H

@@ -3,7 +3,10 @@
 -- Heavyweight lock waits per query (probe set `locks`), by what was waited for, named as
 -- pg_locks names it. `database` / `relation` are the lock tag's when it has them (relation,
 -- extend, page, tuple: both; frozenid, object, advisory, applytransaction: database), else 0.
--- Cumulative; a wait counts once it ended (granted, or woken as a deadlock victim).
+-- Cumulative; a wait counts once it ended without an error: waits cut short by lock_timeout,
+-- statement_timeout or a cancel (and, with USDT, a deadlock) are in lock_wait_ms only.
+-- wait_time_ms is wall time from the wait's start to its end (it includes the run-queue wait
+-- after the backend was woken), so it is a little more than the sleep lock_wait_ms counts.
 CREATE TABLE bpf_stats.query_lock_waits (
   userid       oid              NOT NULL,
   dbid         oid              NOT NULL,
