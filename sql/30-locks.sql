@@ -18,7 +18,8 @@ BEGIN
 
   EXECUTE format($sql$
     CREATE OR REPLACE VIEW bpf_stats.query_lock_detail AS
-    SELECT w.userid, w.dbid, w.toplevel, w.queryid, %s AS query,
+    SELECT w.userid, w.dbid, w.toplevel, w.queryid,
+           CASE WHEN w.queryid = 0 THEN '<before the statement had a query id: parse analysis>' ELSE %s END AS query,
            w.locktype, w.mode,
            -- a relation of this database by name, of another by oid; NULL when the tag has none
            CASE WHEN w.relation = 0 THEN NULL
@@ -34,7 +35,8 @@ BEGIN
 
   EXECUTE format($sql$
     CREATE OR REPLACE VIEW bpf_stats.query_lwlock_detail AS
-    SELECT w.userid, w.dbid, w.toplevel, w.queryid, %s AS query,
+    SELECT w.userid, w.dbid, w.toplevel, w.queryid,
+           CASE WHEN w.queryid = 0 THEN '<before the statement had a query id: parse analysis>' ELSE %s END AS query,
            w.tranche, w.mode, w.waits, w.wait_time_ms,
            w.wait_time_ms / nullif(w.waits, 0) AS mean_wait_ms,
            w.stats_since, w.last_seen

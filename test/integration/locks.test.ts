@@ -177,6 +177,8 @@ for (const target of TARGETS) {
         "SELECT coalesce(sum(waits), 0)::int AS waits FROM bpf_stats.query_lock_detail WHERE queryid = 0 AND relation = 'accounts' AND mode = 'AccessShareLock'",
       );
       expect(after.rows[0].waits - before.rows[0].waits).toBe(1);
+      const label = await admin.query("SELECT DISTINCT query FROM bpf_stats.query_lock_detail WHERE queryid = 0 AND relation = 'accounts'");
+      expect(label.rows).toEqual([{ query: '<before the statement had a query id: parse analysis>' }]);
     });
 
     it('does not count a NOWAIT attempt that failed at once as a wait', async () => {
