@@ -37,6 +37,8 @@ const volatile __u32 status_dbid_off = 0;
 const volatile __u32 status_userid_off = 0;
 const volatile __u32 status_query_id_off = 0;
 const volatile __u32 client_read_event = PG_WAIT_CLIENT;
+/* st_backendType of a client backend in this version (calibrated): it always has a user and a database. */
+const volatile __s32 client_backend_type = -1;
 /* CLOCK_MONOTONIC when collection began: tasks forked later are counted from their fork. */
 const volatile __u64 tracking_since_ns = 0;
 
@@ -162,6 +164,12 @@ static __always_inline bool read_identity(struct backend_record *r, __u32 pid)
 	bpf_probe_read_user(&proc_start, sizeof(proc_start), (void *)(status + status_proc_start_off));
 	bpf_probe_read_user(&ids[0], sizeof(ids[0]), (void *)(status + status_dbid_off));
 	bpf_probe_read_user(&ids[1], sizeof(ids[1]), (void *)(status + status_userid_off));
+	/*
+	 * PostgreSQL 18 publishes st_procpid before authentication and the database and user only
+	 * after it (pgstat_bestart_initial / _final): until both are set, look again next time.
+	 */
+	if (backend_type == client_backend_type && (!ids[0] || !ids[1]))
+		return false;
 	bpf_probe_read_user(&wait_ptr, sizeof(wait_ptr), (void *)my_wait_event_info_addr);
 
 	r->status_ptr = status;

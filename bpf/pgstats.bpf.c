@@ -52,3 +52,6 @@ int BPF_KPROBE(on_query_done)
 		qm->calls++;
 	return 0;
 }
+
+/* Opt-in lock families (`locks`, `lwlock`, `spinlock`). */
+#include "locks.bpf.h"

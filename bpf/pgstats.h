@@ -48,7 +48,7 @@ struct metrics {
 	__u64 blk_write_bytes;
 	__u64 llc_references;
 	__u64 llc_misses;
-	__u64 spinlock_delays;      /* contended spinlock acquisitions that had to back off */
+	__u64 spinlock_delays;      /* spinlock delays: sleeps (1 ms and up) of a spinlock wait that spinning did not end */
 };
 
 /*

@@ -2,11 +2,12 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../errors.js';
 import { RecordLayout } from '../bpf/record-layout.js';
-import { loadNative, type BpfLink as NativeBpfLink, type BpfObject as NativeBpfObject } from '../native/bpf-native.js';
+import { loadNative, type BpfLink as NativeBpfLink, type BpfObject as NativeBpfObject, type MapBatch } from '../native/bpf-native.js';
 import { packageRoot } from '../package-root.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { PROBE_SETS } from './probe-sets.js';
+import { attachTargetProbes, lockRodata } from './attach-target-probes.js';
 
 export interface CollectorObjectOptions {
   target: PostmasterTarget;
@@ -39,7 +40,7 @@ export interface QuerySample {
   metrics: bigint[];
 }
 
-export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable', 'histograms_full'] as const;
+export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable', 'histograms_full', 'lock_waits_full', 'lwlock_waits_full'] as const;
 const BACKEND_IDENTITY_KNOWN = 0x1n;
 const BACKEND_EXCLUDED = 0x2n;
 
@@ -96,7 +97,9 @@ export class CollectorObject {
         status_userid_off: layout.useridOffset,
         status_query_id_off: layout.queryIdOffset ?? 0,
         client_read_event: layout.clientReadEvent,
+        client_backend_type: layout.clientBackendType,
         tracking_since_ns: process.hrtime.bigint(),
+        ...lockRodata(target),
       });
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
@@ -121,7 +124,8 @@ export class CollectorObject {
     const links: NativeBpfLink[] = [];
     try {
       for (const a of set.attachments) {
-        links.push(a.kind === 'auto' ? this.object.attach(a.program) : this.attachStatementEnd(a.program));
+        if (a.kind === 'target') links.push(...attachTargetProbes(this.object, this.target, a.probes(this.target)));
+        else links.push(a.kind === 'auto' ? this.object.attach(a.program) : this.attachStatementEnd(a.program));
       }
     } catch (error) {
       for (const link of links) link.destroy();
@@ -193,6 +197,12 @@ export class CollectorObject {
       });
     }
     return samples;
+  }
+
+  /** Every entry of a map with its BTF key/value layout (for the families' own readers). */
+  readMap(name: string): { batch: MapBatch; key: RecordLayout; value: RecordLayout } {
+    const layout = this.object.mapLayout(name);
+    return { batch: this.object.mapLookupBatch(name), key: new RecordLayout(layout.key, `${name} key`), value: new RecordLayout(layout.value, `${name} value`) };
   }
 
   /** Overflow and failure counters of the BPF side (bpf/pgstats.h, enum counter_index). */

@@ -1,12 +1,22 @@
 import { UserError } from '../errors.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
+import { LOCK_PROBE_SETS } from './lock-probe-sets.js';
 
 /** One attachment a probe set makes: a program of the collector object and where it goes. */
 export type ProbeAttachment =
   | { program: string; kind: 'auto' }
   /** The end of each top-level statement, as discovery located it for this binary. */
-  | { program: string; kind: 'statement-end' };
+  | { program: string; kind: 'statement-end' }
+  /** Probes chosen per target: USDT where the build has it, exported functions otherwise. */
+  | { kind: 'target'; probes(target: PostmasterTarget): TargetProbe[] };
+
+/** A USDT probe (postgresql provider) or a uprobe/uretprobe on an exported function. */
+export type TargetProbe =
+  | { program: string; usdt: string }
+  | { program: string; symbol: string; retprobe: boolean }
+  /** A uprobe at one instruction (file offset), e.g. one call site inside a function. */
+  | { program: string; fileOffset: bigint };
 
 export interface ProbeSet {
   name: ProbeSetName;
@@ -37,6 +47,7 @@ export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
     attachments: [{ program: 'on_query_done', kind: 'statement-end' }],
     cost: 'one uprobe trap per statement (~4 us; ~5 us as a uretprobe on builds without USDT)',
   },
+  ...LOCK_PROBE_SETS,
 };
 
 /**

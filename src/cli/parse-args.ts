@@ -27,7 +27,7 @@ commands:
 options:
   --dsn DSN           libpq connection string (default: PG* environment variables)
   --interval TIME     flush period, e.g. 1s, 500ms (default 1s)
-  --probes SETS       opt-in probe sets to attach too, comma separated (query)
+  --probes SETS       opt-in probe sets to attach too, comma separated (query, locks, lwlock, spinlock)
   --duration TIME     run: stop after TIME; demo: workload length (default 20s)
   -h, --help          this text`;
 

@@ -1,5 +1,5 @@
 /** The probe sets a DBA can switch on; `cpu` is always on. */
-export type ProbeSetName = 'cpu' | 'query';
+export type ProbeSetName = 'cpu' | 'query' | 'locks' | 'lwlock' | 'spinlock';
 
 /** How one column of query_stats / backend_stats is filled from `struct metrics` (bpf/pgstats.h). */
 export interface MetricColumn {
@@ -37,7 +37,7 @@ export const METRIC_COLUMNS: readonly MetricColumn[] = [
   { column: 'blk_write_bytes', field: 'blk_write_bytes', unit: 'count', measuredBy: [] },
   { column: 'llc_references', field: 'llc_references', unit: 'count', measuredBy: [] },
   { column: 'llc_misses', field: 'llc_misses', unit: 'count', measuredBy: [] },
-  { column: 'spinlock_delays', field: 'spinlock_delays', unit: 'count', measuredBy: [] },
+  { column: 'spinlock_delays', field: 'spinlock_delays', unit: 'count', measuredBy: ['spinlock'] },
 ];
 
 /** A column's value for one flush: ms as a number, counts as a bigint, or null when not measured. */

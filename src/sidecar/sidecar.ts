@@ -8,6 +8,9 @@ import { oneLine, UserError } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 import { StatsWriter } from '../storage/stats-writer.js';
+import { LockWaitCollector } from '../collect/lock-wait-collector.js';
+import { LockWaitsWriter } from '../storage/lock-waits-writer.js';
+import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
@@ -51,6 +54,7 @@ export class Sidecar {
   /** Sets attached at any time since the last flush: their columns are measured, not NULL. */
   private measuring = new Set<ProbeSetName>();
   private readonly overflow = new Map<string, bigint>();
+  private readonly lockWaits: LockWaitCollector;
   lastFlush: FlushStatus | null = null;
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
@@ -68,6 +72,7 @@ export class Sidecar {
   ) {
     this.adoptControl(control);
     for (const set of object.attached()) this.measuring.add(set);
+    this.lockWaits = new LockWaitCollector(object, new LwlockTrancheNames(target.pid, target.binaryPath));
   }
 
   static async start(options: SidecarOptions): Promise<Sidecar> {
@@ -157,6 +162,12 @@ export class Sidecar {
       const batch = this.collector.prepare(snapshot, measured);
       const written = await new StatsWriter(this.db).write(batch);
       batch.commit();
+      // The lock families' detail: its own tables and baselines, retried on its own if it fails.
+      const locks = this.lockWaits.prepare(measured);
+      if (locks) {
+        await new LockWaitsWriter(this.db).write(locks);
+        locks.commit();
+      }
       this.measuring = new Set(this.object.attached());
       this.lastFlush = { at, ms: performance.now() - started, ...written, error: null };
     } catch (error) {
@@ -257,6 +268,8 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
   status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
+  lock_waits_full: 'a lock wait could not be added: lock_waits map full; its wait counts in lock_wait_ms only',
+  lwlock_waits_full: 'an LWLock wait could not be added: lwlock_waits map full; its wait counts in lwlock_wait_ms only',
 };
 
 /** The backend pid the server announced at connection start (BackendKeyData). */

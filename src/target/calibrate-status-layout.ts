@@ -24,19 +24,21 @@ export async function calibrateStatusLayout(
   observer: pg.Client,
 ): Promise<StatusLayout> {
   const pid = (await probe.query<{ pid: number }>('SELECT pg_backend_pid() AS pid /* pg-bpf-stats calibration */')).rows[0]!.pid;
-  const { rows } = await observer.query<{
-    start_us: string;
-    datid: number;
-    usesysid: number;
-    query_id: string | null;
-    wait_event: string | null;
-  }>(
-    `SELECT (extract(epoch FROM backend_start) * 1000000)::bigint::text AS start_us,
-            datid, usesysid, query_id::text AS query_id, wait_event
-       FROM pg_stat_activity WHERE pid = $1`,
-    [pid],
-  );
-  const row = rows[0];
+  type Row = { start_us: string; datid: number; usesysid: number; query_id: string | null; wait_event: string | null };
+  // The client has its result before the backend reports ClientRead: on a busy host that takes
+  // a moment, so look again for up to a second before calling the backend odd.
+  let row: Row | undefined;
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const { rows } = await observer.query<Row>(
+      `SELECT (extract(epoch FROM backend_start) * 1000000)::bigint::text AS start_us,
+              datid, usesysid, query_id::text AS query_id, wait_event
+         FROM pg_stat_activity WHERE pid = $1`,
+      [pid],
+    );
+    row = rows[0];
+    if (!row || row.wait_event === 'ClientRead') break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
   if (!row) throw new UserError(`calibration: backend ${pid} vanished from pg_stat_activity`);
 
   const memory = new ProcessMemory(pid);
@@ -85,5 +87,6 @@ export async function calibrateStatusLayout(
     useridOffset: dbidOffset + 4,
     queryIdOffset,
     clientReadEvent: waitEvent,
+    clientBackendType: window.readInt32LE(procpidOffset + 4),
   };
 }

@@ -34,4 +34,6 @@ export interface StatusLayout {
   queryIdOffset: number | null;
   /** The wait_event_info value of an idle backend waiting for its client (ClientRead). */
   clientReadEvent: number;
+  /** st_backendType of a client backend (the enum's values differ between versions). */
+  clientBackendType: number;
 }

@@ -1,0 +1,125 @@
+import type { CollectorObject } from '../attach/collector-object.js';
+import type { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
+import { DeltaTracker } from './delta-tracker.js';
+import { lockModeName, locktypeName, lwlockModeName } from './lock-names.js';
+import type { ProbeSetName } from './metric-columns.js';
+
+/** The query a wait belongs to: pg_stat_statements' key. */
+interface WaitQuery {
+  userid: number;
+  dbid: number;
+  toplevel: boolean;
+  /** Signed, as pg_stat_statements shows it. */
+  queryid: string;
+}
+
+/** One bpf_stats.query_lock_waits row's increments. */
+export interface LockWaitRow extends WaitQuery {
+  locktype: string;
+  mode: string;
+  /** 0 when the lock tag names no database / relation. */
+  database: number;
+  relation: number;
+  waits: bigint;
+  waitMs: number;
+}
+
+/** One bpf_stats.query_lwlock_waits row's increments. */
+export interface LwlockWaitRow extends WaitQuery {
+  tranche: string;
+  mode: string;
+  waits: bigint;
+  waitMs: number;
+}
+
+/** What one flush writes for the lock families; commit() once it is written. */
+export interface LockWaitBatch {
+  locks: LockWaitRow[];
+  lwlocks: LwlockWaitRow[];
+  commit(): void;
+}
+
+/**
+ * Turns the lock families' BPF maps (bpf/locks.h: lock_waits, lwlock_waits; cumulative
+ * waits and wait_ns per key) into per-flush increments, with the same two-step commit as the
+ * main collector: a batch that was not written is sent again at the next flush.
+ *
+ * @example
+ * const locks = new LockWaitCollector(object, trancheNames);
+ * const batch = locks.prepare(new Set(['locks']));
+ * if (batch) { await new LockWaitsWriter(db).write(batch); batch.commit(); }
+ */
+export class LockWaitCollector {
+  private readonly lockDeltas = new DeltaTracker();
+  private readonly lwlockDeltas = new DeltaTracker();
+
+  constructor(
+    private readonly object: CollectorObject,
+    private readonly trancheNames: LwlockTrancheNames,
+  ) {}
+
+  /** null when neither lock set was attached since the last flush. */
+  prepare(measured: ReadonlySet<ProbeSetName>): LockWaitBatch | null {
+    if (!measured.has('locks') && !measured.has('lwlock')) return null;
+    const commits: Array<() => void> = [];
+    const locks: LockWaitRow[] = [];
+    const lwlocks: LwlockWaitRow[] = [];
+
+    if (measured.has('locks')) {
+      const { batch, key, value } = this.object.readMap('lock_waits');
+      for (let i = 0; i < batch.count; i++) {
+        const k = i * batch.keySize;
+        const v = i * batch.valueSize;
+        const row = {
+          ...waitQuery(key, batch.keys, k),
+          locktype: locktypeName(Number(key.int(batch.keys, k, 'locktag_type'))),
+          mode: lockModeName(Number(key.int(batch.keys, k, 'mode'))),
+          database: Number(key.int(batch.keys, k, 'database')),
+          relation: Number(key.int(batch.keys, k, 'relation')),
+        };
+        const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
+        const current = [value.int(batch.values, v, 'waits'), value.int(batch.values, v, 'wait_ns')];
+        const [waits, ns] = this.lockDeltas.delta(id, current) as [bigint, bigint];
+        if (waits === 0n && ns === 0n) continue;
+        locks.push({ ...row, waits, waitMs: Number(ns) / 1e6 });
+        commits.push(() => this.lockDeltas.commit(id, current));
+      }
+    }
+
+    if (measured.has('lwlock')) {
+      const { batch, key, value } = this.object.readMap('lwlock_waits');
+      const nameField = key.field('tranche');
+      for (let i = 0; i < batch.count; i++) {
+        const k = i * batch.keySize;
+        const v = i * batch.valueSize;
+        const raw = batch.keys.subarray(k + nameField.offset, k + nameField.offset + nameField.size);
+        const end = raw.indexOf(0);
+        const probeName = raw.toString('latin1', 0, end < 0 ? raw.length : end);
+        const trancheId = Number(key.int(batch.keys, k, 'tranche_id'));
+        const row = {
+          ...waitQuery(key, batch.keys, k),
+          // The USDT probe passes Postgres' own name; without it the id is named from the binary.
+          tranche: probeName || (trancheId === 0xffffffff ? 'unknown' : this.trancheNames.name(trancheId)),
+          mode: lwlockModeName(Number(key.int(batch.keys, k, 'mode'))),
+        };
+        const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
+        const current = [value.int(batch.values, v, 'waits'), value.int(batch.values, v, 'wait_ns')];
+        const [waits, ns] = this.lwlockDeltas.delta(id, current) as [bigint, bigint];
+        if (waits === 0n && ns === 0n) continue;
+        lwlocks.push({ ...row, waits, waitMs: Number(ns) / 1e6 });
+        commits.push(() => this.lwlockDeltas.commit(id, current));
+      }
+    }
+
+    return { locks, lwlocks, commit: () => commits.forEach((c) => c()) };
+  }
+}
+
+function waitQuery(key: { int(b: Buffer, at: number, name: string): bigint }, keys: Buffer, at: number): WaitQuery {
+  return {
+    userid: Number(key.int(keys, at, 'q.userid')),
+    dbid: Number(key.int(keys, at, 'q.dbid')),
+    toplevel: key.int(keys, at, 'q.toplevel') !== 0n,
+    queryid: BigInt.asIntN(64, key.int(keys, at, 'q.queryid')).toString(),
+  };
+}

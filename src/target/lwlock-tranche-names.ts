@@ -1,0 +1,78 @@
+import { ElfFile } from './elf-file.js';
+import { ProcessMemory, runtimeAddress } from './process-memory.js';
+
+/**
+ * LWLock tranche ids to the names Postgres itself reports (pg_stat_activity.wait_event), read
+ * once from the postmaster's memory: the built-in tables (IndividualLWLockNames, exported in
+ * 14-16; BuiltinTrancheNames, a static table present when the binary keeps .symtab) and the
+ * tranches extensions registered in the postmaster (LWLockTrancheNames). An id none of them
+ * names is shown as "tranche <id>", never guessed.
+ *
+ * @example
+ * const names = new LwlockTrancheNames(target.pid, target.binaryPath);
+ * names.name(72); // 'BufferContent' on 15 (wherever the binary's tables say so)
+ */
+export class LwlockTrancheNames {
+  private table: Map<number, string> | null = null;
+
+  constructor(
+    private readonly pid: number,
+    private readonly binaryPath: string,
+  ) {}
+
+  name(id: number): string {
+    this.table ??= this.load();
+    return this.table.get(id) ?? `tranche ${id}`;
+  }
+
+  private load(): Map<number, string> {
+    const names = new Map<number, string>();
+    try {
+      const elf = ElfFile.read(this.binaryPath);
+      const memory = new ProcessMemory(this.pid);
+      const readTable = (symbol: string): Array<string | null> | null => {
+        const sym = elf.symbol(symbol);
+        if (!sym || sym.size === 0n) return null;
+        const pointers = memory.read(runtimeAddress(this.pid, this.binaryPath, elf, symbol), Number(sym.size));
+        const out: Array<string | null> = [];
+        for (let at = 0; at + 8 <= pointers.length; at += 8) out.push(readString(memory, pointers.readBigUInt64LE(at)));
+        return out;
+      };
+      // 14-16 keep the individual locks apart and number the built-in tranches after them;
+      // 17+ have one table indexed by tranche id.
+      const individual = readTable('IndividualLWLockNames') ?? [];
+      individual.forEach((n, id) => n && names.set(id, n));
+      const builtin = readTable('BuiltinTrancheNames') ?? [];
+      builtin.forEach((n, i) => n && names.set(individual.length + i, n));
+      if (builtin.length) this.readRegistered(elf, memory, individual.length + builtin.length, names);
+    } catch {
+      // Unreadable memory or an unexpected layout: ids stay ids.
+    }
+    return names;
+  }
+
+  /** Tranches registered by extensions loaded into the postmaster (shared_preload_libraries). */
+  private readRegistered(elf: ElfFile, memory: ProcessMemory, firstUserDefined: number, names: Map<number, string>): void {
+    if (!elf.symbol('LWLockTrancheNames') || !elf.symbol('LWLockTrancheNamesAllocated')) return;
+    const array = memory.readU64(runtimeAddress(this.pid, this.binaryPath, elf, 'LWLockTrancheNames'));
+    const allocated = memory.readU32(runtimeAddress(this.pid, this.binaryPath, elf, 'LWLockTrancheNamesAllocated'));
+    if (!array || allocated <= 0 || allocated > 4096) return;
+    const pointers = memory.read(array, allocated * 8);
+    for (let i = 0; i < allocated; i++) {
+      const n = readString(memory, pointers.readBigUInt64LE(i * 8));
+      if (n) names.set(firstUserDefined + i, n);
+    }
+  }
+}
+
+function readString(memory: ProcessMemory, address: bigint): string | null {
+  if (!address) return null;
+  try {
+    const bytes = memory.read(address, 64);
+    const end = bytes.indexOf(0);
+    const s = bytes.toString('latin1', 0, end < 0 ? 64 : end);
+    return /^[\x20-\x7e]+$/.test(s) ? s : null;
+  } catch {
+    return null;
+  }
+}
