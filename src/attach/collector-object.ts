@@ -39,6 +39,16 @@ export interface QuerySample {
   metrics: bigint[];
 }
 
+/** Entries in one bounded map against its capacity (bpf_stats.health.map_fill). */
+export interface MapFill {
+  map: string;
+  entries: number;
+  maxEntries: number;
+}
+
+/** The maps whose capacity bounds what the collector can track. */
+const FILL_MAPS = ['backends', 'queries', 'histograms'];
+
 export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable', 'histograms_full'] as const;
 const BACKEND_IDENTITY_KNOWN = 0x1n;
 const BACKEND_EXCLUDED = 0x2n;
@@ -65,6 +75,8 @@ export class CollectorObject {
   private readonly queryValueLayout: RecordLayout;
   private readonly cpus: number;
   private closed = false;
+  /** Entries of each bounded map at its last full read (for mapFill). */
+  private readonly entries = new Map<string, number>();
 
   private constructor(
     private readonly object: NativeBpfObject,
@@ -154,6 +166,7 @@ export class CollectorObject {
 
   readBackends(metricFields: string[]): BackendSample[] {
     const batch = this.object.mapLookupBatch('backends');
+    this.entries.set('backends', batch.count);
     const layout = this.backendLayout;
     const names = metricFields.map((f) => `m.${f}`);
     const samples: BackendSample[] = [];
@@ -179,6 +192,7 @@ export class CollectorObject {
 
   readQueries(metricFields: string[]): QuerySample[] {
     const batch = this.object.mapLookupBatch('queries');
+    this.entries.set('queries', batch.count);
     const keys = this.queryKeyLayout;
     const stride = batch.valueSize / this.cpus;
     const samples: QuerySample[] = [];
@@ -204,6 +218,19 @@ export class CollectorObject {
       out[name] = this.object.mapLookup('counters', key)?.readBigUInt64LE(0) ?? 0n;
     });
     return out;
+  }
+
+  /**
+   * How full the bounded maps are: entries and capacity of backends and queries as of their
+   * last read (every flush reads them), of histograms now (a batch read of the whole map).
+   */
+  mapFill(): MapFill[] {
+    const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
+    return FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({
+      map: name,
+      entries: this.entries.get(name) ?? this.object.mapLookupBatch(name).count,
+      maxEntries: capacity.get(name)!,
+    }));
   }
 
   /** Forgets processes whose final figures were written. */

@@ -17,12 +17,17 @@ const PG_TYPE: Record<'ns' | 'count', string> = { ns: 'float8[]', count: 'int8[]
 export class StatsWriter {
   constructor(private readonly db: Kysely<BpfStatsDatabase>) {}
 
-  async write(batch: FlushBatch): Promise<{ queries: number; backends: number }> {
-    // Nothing changed since the last flush: no round trip at all.
-    if (!batch.queries.length && !batch.backends.length) return { queries: 0, backends: 0 };
+  /** `also`: more statements of the same flush (history, health), run in its transaction. */
+  async write(batch: FlushBatch, also?: (tx: Kysely<BpfStatsDatabase>) => Promise<void>): Promise<{ queries: number; backends: number }> {
+    // Nothing changed since the last flush: no round trip at all, or only `also`'s.
+    if (!batch.queries.length && !batch.backends.length) {
+      await also?.(this.db);
+      return { queries: 0, backends: 0 };
+    }
     await this.db.transaction().execute(async (tx) => {
       if (batch.queries.length) await this.writeQueries(tx, batch);
       if (batch.backends.length) await this.writeBackends(tx, batch);
+      await also?.(tx);
     });
     return { queries: batch.queries.length, backends: batch.backends.length };
   }
@@ -79,12 +84,12 @@ export class StatsWriter {
   }
 }
 
-function metricColumnNames(): string[] {
+export function metricColumnNames(): string[] {
   return METRIC_COLUMNS.map((c) => c.column);
 }
 
 /** One array parameter per metric column, cast to its column type. */
-function metricArrays(rows: MetricValue[][]): RawBuilder<unknown> {
+export function metricArrays(rows: MetricValue[][]): RawBuilder<unknown> {
   return sql.join(
     METRIC_COLUMNS.map((c, i) => {
       const values = rows.map((v) => {
@@ -107,6 +112,6 @@ function accumulate(table: string, extra: Record<string, RawBuilder<unknown>>): 
   return { ...set, ...extra } as never;
 }
 
-function usToTimestamp(us: RawBuilder<unknown>): RawBuilder<unknown> {
+export function usToTimestamp(us: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`timestamptz 'epoch' + ${us} * interval '1 microsecond'`;
 }
