@@ -48,6 +48,7 @@ export interface MapFill {
 
 /** The maps whose capacity bounds what the collector can track. */
 const FILL_MAPS = ['backends', 'queries', 'histograms'];
+const FILL_MAX_AGE_MS = 10_000;
 
 export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable', 'histograms_full'] as const;
 const BACKEND_IDENTITY_KNOWN = 0x1n;
@@ -77,6 +78,7 @@ export class CollectorObject {
   private closed = false;
   /** Entries of each bounded map at its last full read (for mapFill). */
   private readonly entries = new Map<string, number>();
+  private readonly entriesAt = new Map<string, number>();
 
   private constructor(
     private readonly object: NativeBpfObject,
@@ -167,6 +169,7 @@ export class CollectorObject {
   readBackends(metricFields: string[]): BackendSample[] {
     const batch = this.object.mapLookupBatch('backends');
     this.entries.set('backends', batch.count);
+    this.entriesAt.set('backends', Date.now());
     const layout = this.backendLayout;
     const names = metricFields.map((f) => `m.${f}`);
     const samples: BackendSample[] = [];
@@ -193,6 +196,7 @@ export class CollectorObject {
   readQueries(metricFields: string[]): QuerySample[] {
     const batch = this.object.mapLookupBatch('queries');
     this.entries.set('queries', batch.count);
+    this.entriesAt.set('queries', Date.now());
     const keys = this.queryKeyLayout;
     const stride = batch.valueSize / this.cpus;
     const samples: QuerySample[] = [];
@@ -221,16 +225,20 @@ export class CollectorObject {
   }
 
   /**
-   * How full the bounded maps are: entries and capacity of backends and queries as of their
-   * last read (every flush reads them), of histograms now (a batch read of the whole map).
+   * How full the bounded maps are: entries and capacity as of each map's last read (every
+   * flush reads backends and queries). A map nothing read for FILL_MAX_AGE_MS is counted with
+   * a batch read of its own, no more often than that: a full histograms map takes ~20 ms.
    */
   mapFill(): MapFill[] {
     const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
-    return FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({
-      map: name,
-      entries: this.entries.get(name) ?? this.object.mapLookupBatch(name).count,
-      maxEntries: capacity.get(name)!,
-    }));
+    return FILL_MAPS.filter((name) => capacity.has(name)).map((name) => {
+      const known = this.entries.get(name);
+      if (known === undefined || (this.entriesAt.get(name) ?? 0) < Date.now() - FILL_MAX_AGE_MS) {
+        this.entries.set(name, this.object.mapLookupBatch(name).count);
+        this.entriesAt.set(name, Date.now());
+      }
+      return { map: name, entries: this.entries.get(name)!, maxEntries: capacity.get(name)! };
+    });
   }
 
   /** Forgets processes whose final figures were written. */

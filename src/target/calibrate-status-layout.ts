@@ -24,6 +24,7 @@ export async function calibrateStatusLayout(
   observer: pg.Client,
 ): Promise<StatusLayout> {
   const pid = (await probe.query<{ pid: number }>('SELECT pg_backend_pid() AS pid /* pg-bpf-stats calibration */')).rows[0]!.pid;
+  await waitForClientRead(observer, pid);
   const { rows } = await observer.query<{
     start_us: string;
     datid: number;
@@ -86,4 +87,16 @@ export async function calibrateStatusLayout(
     queryIdOffset,
     clientReadEvent: waitEvent,
   };
+}
+
+/*
+ * The probe's result reaches the client a moment before its backend reports ClientRead; on a
+ * busy machine the observer can look in between. Give it up to a second to go idle.
+ */
+async function waitForClientRead(observer: pg.Client, pid: number): Promise<void> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const { rows } = await observer.query<{ wait_event: string | null }>('SELECT wait_event FROM pg_stat_activity WHERE pid = $1', [pid]);
+    if (rows[0]?.wait_event === 'ClientRead') return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

@@ -84,7 +84,7 @@ describe('bpf_stats.capabilities', () => {
       const row = rows.find((r) => r.probe === probe && (r.kind === 'probe set') === line.name.startsWith('probes '));
       expect(row, line.name).toBeDefined();
       expect(row.available, line.name).toBe(line.ok);
-      if (line.name !== 'postmaster' && line.name !== 'bpf load') expect(row.reason, line.name).toBe(line.detail);
+      expect(row.reason, line.name).toBe(line.detail);
     }
     for (const set of Object.keys(PROBE_SETS)) expect(rows.some((r) => r.kind === 'probe set' && r.probe === set), set).toBe(true);
     const cpu = rows.find((r) => r.kind === 'probe set' && r.probe === 'cpu');
