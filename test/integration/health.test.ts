@@ -233,6 +233,36 @@ describe('history', () => {
     }
   });
 
+  it('recreates partitions someone dropped: one failed flush, shown in health, then history again', async () => {
+    const s = await startSidecar();
+    await s.flush();
+    const { rows: parts } = await admin.query(
+      `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent IN ('bpf_stats.query_stats_history'::regclass, 'bpf_stats.backend_stats_history'::regclass)`,
+    );
+    for (const { relname } of parts) await admin.query(`DROP TABLE bpf_stats.${relname}`);
+    await session((c) => c.query('SELECT pg_sleep(0.05), 7'));
+    const failed = await s.flush();
+    expect(failed.error).toMatch(/no partition/);
+    const pending = (await healthRow()).pending_rows;
+    expect(pending).toBeGreaterThan(0);
+    expect((await s.flush()).error).toBeNull();
+    const row = await healthRow();
+    expect(Number(row.failed_flushes)).toBe(1);
+    expect(row.last_error).toMatch(/no partition/);
+    expect(row.pending_rows).toBe(0);
+    // Nothing was lost: the failed flush's rows went out with the next one, history included.
+    expect(row.last_rows).toBeGreaterThanOrEqual(pending);
+    const { rows } = await admin.query(
+      `SELECT (SELECT count(*) FROM bpf_stats.query_stats_history h, bpf_stats.health x
+                WHERE x.host = $1 AND x.pid = $2 AND h.ts = x.last_flush_at)
+            + (SELECT count(*) FROM bpf_stats.backend_stats_history h, bpf_stats.health x
+                WHERE x.host = $1 AND x.pid = $2 AND h.ts = x.last_flush_at) AS n`,
+      [hostname(), process.pid],
+    );
+    expect(Number(rows[0].n)).toBe(row.last_rows);
+  });
+
   it('drops data older than the retention, whole partitions at a time', async () => {
     // A fresh database, so that no wider partitions of the earlier tests are around.
     await admin.query('CREATE DATABASE retention');
