@@ -23,6 +23,7 @@ CREATE TABLE bpf_stats.health (
   postmaster_pid integer          NOT NULL,
   probe_sets     text[]           NOT NULL,
   started_at     timestamptz      NOT NULL,
+  interval_ms    double precision NOT NULL,
   last_flush_at  timestamptz,
   flush_ms       double precision,
   flushes        bigint           NOT NULL DEFAULT 0,

@@ -10,6 +10,8 @@ import { writeHistory } from './write-history.js';
 
 export interface BookkeepingOptions {
   postmasterPid: number;
+  /** The flush period, shown in health so staleness can be judged. */
+  intervalMs: number;
   /** History retention; null: no history is written. Default 7 days. */
   historyRetentionMs?: number | null;
   /** History partition width (default: a seventh of the retention, 1 s to 1 day). */
@@ -23,7 +25,7 @@ export interface BookkeepingOptions {
  * history's retention, run between flushes when due.
  *
  * @example
- * const books = new FlushBookkeeping(object, { postmasterPid, log });
+ * const books = new FlushBookkeeping(object, { postmasterPid, intervalMs: 1000, log });
  * await books.start(control, db);
  * await writer.write(batch, await books.prepare(db, batch, started)); batch.commit(); books.committed();
  */
@@ -39,7 +41,7 @@ export class FlushBookkeeping {
   ) {
     const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
     this.retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
-    this.health = new HealthReporter({ postmasterPid: options.postmasterPid, probeSets: () => object.attached(), historyRetentionMs: retentionMs });
+    this.health = new HealthReporter({ postmasterPid: options.postmasterPid, intervalMs: options.intervalMs, probeSets: () => object.attached(), historyRetentionMs: retentionMs });
   }
 
   /** The health row, and the history partitions the first flushes need. */

@@ -25,7 +25,7 @@ export interface FlushObservation {
  * database still answers, and always by the next flush that succeeds.
  *
  * @example
- * const health = new HealthReporter({ postmasterPid: 42, probeSets: () => ['cpu'], historyRetentionMs: null });
+ * const health = new HealthReporter({ postmasterPid: 42, intervalMs: 1000, probeSets: () => ['cpu'], historyRetentionMs: null });
  * await health.start(client);
  * await writer.write(batch, (tx) => health.write(tx, observation)); health.committed(observation);
  */
@@ -43,7 +43,7 @@ export class HealthReporter {
   private last: FlushObservation | null = null;
 
   constructor(
-    private readonly settings: { postmasterPid: number; probeSets: () => string[]; historyRetentionMs: number | null },
+    private readonly settings: { postmasterPid: number; intervalMs: number; probeSets: () => string[]; historyRetentionMs: number | null },
   ) {}
 
   /** Inserts this collector's row, and removes rows of this host's collectors that are gone. */
@@ -53,9 +53,9 @@ export class HealthReporter {
     if (gone.length) await client.query('DELETE FROM bpf_stats.health WHERE host = $1 AND pid = ANY($2)', [this.host, gone]);
     await client.query('DELETE FROM bpf_stats.health WHERE host = $1 AND pid = $2', [this.host, this.pid]);
     await client.query(
-      `INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, history_retention)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::interval)`,
-      [this.host, this.pid, VERSION, this.settings.postmasterPid, this.settings.probeSets(), this.startedAt, retention(this.settings.historyRetentionMs)],
+      `INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, history_retention)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8::interval)`,
+      [this.host, this.pid, VERSION, this.settings.postmasterPid, this.settings.probeSets(), this.startedAt, this.settings.intervalMs, retention(this.settings.historyRetentionMs)],
     );
   }
 
@@ -119,11 +119,11 @@ export class HealthReporter {
     const lastFlushAt = state.succeeded ? sql`now()` : sql`NULL::timestamptz`;
     const flushMs = state.succeeded ? flush.ms : null;
     await sql`
-      INSERT INTO bpf_stats.health AS h (host, pid, version, postmaster_pid, probe_sets, started_at, last_flush_at, flush_ms,
+      INSERT INTO bpf_stats.health AS h (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, last_flush_at, flush_ms,
         flushes, rows_written, last_rows, dropped_events, dropped, map_fill_pct, map_fill, pending_rows, failed_flushes,
         last_error, last_error_at, history_retention, updated_at)
       VALUES (${this.host}, ${this.pid}, ${VERSION}, ${this.settings.postmasterPid}, ${this.settings.probeSets()}::text[],
-        ${this.startedAt}, ${lastFlushAt}, ${flushMs}::float8, ${state.flushes}, ${state.rowsWritten}, ${state.lastRows},
+        ${this.startedAt}, ${this.settings.intervalMs}, ${lastFlushAt}, ${flushMs}::float8, ${state.flushes}, ${state.rowsWritten}, ${state.lastRows},
         ${droppedEvents.toString()}::int8, ${JSON.stringify(dropped)}::jsonb, ${fillPct}, ${JSON.stringify(fill)}::jsonb,
         ${state.pendingRows}, ${this.failedFlushes}, ${this.lastError}, ${this.lastErrorAt}::timestamptz,
         ${retention(this.settings.historyRetentionMs)}::interval, now())

@@ -129,7 +129,7 @@ export class Sidecar {
       for (const set of sets) object.attach(set);
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
-      const bookkeeping = new FlushBookkeeping(object, { postmasterPid: target.pid, historyRetentionMs: options.historyRetentionMs, historyPartitionMs: options.historyPartitionMs, log });
+      const bookkeeping = new FlushBookkeeping(object, { postmasterPid: target.pid, intervalMs: options.intervalMs, historyRetentionMs: options.historyRetentionMs, historyPartitionMs: options.historyPartitionMs, log });
       await bookkeeping.start(control, db);
       const sidecar = new Sidecar(options, target, layout, object, new Collector(object, target.pid), db, control, bookkeeping);
       checkPostmaster = (pid) => sidecar.checkPostmaster(pid);

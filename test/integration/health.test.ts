@@ -107,6 +107,7 @@ describe('bpf_stats.health', () => {
     expect(started.version).toBe(JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')).version);
     expect(started.postmaster_pid).toBe(postmasterPid);
     expect(started.probe_sets).toEqual(['cpu']);
+    expect(started.interval_ms).toBe(3_600_000);
 
     const seen = [];
     for (let i = 0; i < 3; i++) {
