@@ -25,8 +25,9 @@ $sync$;
 -- `retention`, and creates partitions `width` wide from now to two widths ahead (aligned to
 -- multiples of `width` since the Unix epoch; named <table>_<from>_<to> in epoch seconds).
 -- Dropping a partition is O(1) and leaves no dead rows to vacuum; rows live between
--- `retention` and `retention + width`. Several sidecars may call it: an advisory lock
--- serialises them, and the shortest retention wins.
+-- `retention` and `retention + width`. After a change of width, empty partitions made ahead
+-- are replaced; the current one keeps its old width until it expires. Several sidecars may
+-- call it: an advisory lock serialises them, and the shortest retention wins.
 CREATE OR REPLACE FUNCTION bpf_stats.maintain_history(retention interval, width interval)
 RETURNS TABLE (created integer, dropped integer)
 LANGUAGE plpgsql AS $fn$
@@ -36,9 +37,11 @@ DECLARE
   keep_from bigint := floor(extract(epoch FROM clock_timestamp() - retention))::bigint;
   parent text;
   part record;
-  top bigint;
-  lo bigint;
+  los bigint[];
+  his bigint[];
+  cursor_s bigint;
   hi bigint;
+  empty boolean;
 BEGIN
   IF w < 1 THEN
     RAISE EXCEPTION 'history partition width must be at least 1 second, not %', width;
@@ -47,28 +50,46 @@ BEGIN
   dropped := 0;
   PERFORM pg_advisory_xact_lock(hashtext('bpf_stats.history'));
   FOREACH parent IN ARRAY ARRAY['query_stats_history', 'backend_stats_history'] LOOP
-    top := NULL;
+    los := '{}';
+    his := '{}';
     FOR part IN
-      SELECT c.relname, regexp_match(c.relname, '_(\d+)_(\d+)$') AS b
-        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-       WHERE i.inhparent = format('bpf_stats.%I', parent)::regclass
+      SELECT c.relname, m[1]::bigint AS lo, m[2]::bigint AS hi
+        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,
+             regexp_match(c.relname, '_(\d+)_(\d+)$') AS m
+       WHERE i.inhparent = format('bpf_stats.%I', parent)::regclass AND m IS NOT NULL
     LOOP
-      CONTINUE WHEN part.b IS NULL;
-      IF part.b[2]::bigint <= keep_from THEN
+      IF part.hi <= keep_from THEN
         EXECUTE format('DROP TABLE bpf_stats.%I', part.relname);
         dropped := dropped + 1;
-      ELSE
-        top := greatest(top, part.b[2]::bigint);
+        CONTINUE;
       END IF;
+      IF part.lo > now_s AND part.hi - part.lo <> w THEN
+        -- Made ahead under another width (the retention changed): replace it while it is empty.
+        EXECUTE format('SELECT NOT EXISTS (SELECT FROM bpf_stats.%I)', part.relname) INTO empty;
+        IF empty THEN
+          EXECUTE format('DROP TABLE bpf_stats.%I', part.relname);
+          CONTINUE;
+        END IF;
+      END IF;
+      los := los || part.lo;
+      his := his || part.hi;
     END LOOP;
-    lo := (now_s / w) * w;
-    IF top > lo THEN lo := top; END IF;
-    WHILE lo < now_s + 2 * w LOOP
-      hi := (lo / w + 1) * w;
+    -- Cover [now, now + 2 widths) with partitions on multiples of the width, filling only the
+    -- gaps between the partitions that exist.
+    cursor_s := (now_s / w) * w;
+    WHILE cursor_s < now_s + 2 * w LOOP
+      SELECT max(h) INTO hi FROM unnest(los, his) AS r(l, h) WHERE l <= cursor_s AND cursor_s < h;
+      IF hi IS NOT NULL THEN
+        cursor_s := hi;
+        CONTINUE;
+      END IF;
+      SELECT least((cursor_s / w + 1) * w, min(l)) INTO hi FROM unnest(los) AS r(l) WHERE l > cursor_s;
       EXECUTE format('CREATE TABLE bpf_stats.%I PARTITION OF bpf_stats.%I FOR VALUES FROM (%L) TO (%L)',
-                     parent || '_' || lo || '_' || hi, parent, to_timestamp(lo), to_timestamp(hi));
+                     parent || '_' || cursor_s || '_' || hi, parent, to_timestamp(cursor_s), to_timestamp(hi));
       created := created + 1;
-      lo := hi;
+      los := los || cursor_s;
+      his := his || hi;
+      cursor_s := hi;
     END LOOP;
   END LOOP;
   RETURN NEXT;

@@ -9,6 +9,7 @@ import { PROBE_SETS } from '../../src/attach/probe-sets.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { METRIC_COLUMNS } from '../../src/collect/metric-columns.js';
 import { packageRoot } from '../../src/package-root.js';
+import { migrateSchema } from '../../src/storage/migrate-schema.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
 
 /*
@@ -290,6 +291,45 @@ describe('history', () => {
       // Kept: up to retention/width + 1 behind, 2 ahead, the current one.
       expect(Number(rows[0].partitions)).toBeLessThanOrEqual(3 + 1 + 2 + 1);
       expect((await healthRow(db)).history_retention).toMatchObject({ seconds: 3 });
+    } finally {
+      await db.end();
+    }
+  });
+
+  it('replaces partitions made ahead when the width changes, and covers the next two widths', async () => {
+    await admin.query('CREATE DATABASE widths');
+    const db = new pg.Client(cluster.connectionString('widths'));
+    await db.connect();
+    try {
+      await migrateSchema(db);
+      const partitions = async () =>
+        (
+          await db.query(`
+            SELECT (regexp_match(c.relname, '_(\\d+)_(\\d+)$'))[1]::bigint AS lo, (regexp_match(c.relname, '_(\\d+)_(\\d+)$'))[2]::bigint AS hi
+              FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = 'bpf_stats.query_stats_history'::regclass ORDER BY 1`)
+        ).rows.map((r) => ({ lo: Number(r.lo), hi: Number(r.hi) }));
+      const covers = (parts: Array<{ lo: number; hi: number }>, from: number, to: number) => {
+        for (let t = from; t < to; t++) if (!parts.some((p) => p.lo <= t && t < p.hi)) return false;
+        return true;
+      };
+      await db.query("SELECT * FROM bpf_stats.maintain_history('7 days', '1 day')");
+      const now = Math.floor(Date.now() / 1000);
+      const daily = await partitions();
+      expect(daily.every((p) => p.hi - p.lo === 86_400 && p.lo % 86_400 === 0)).toBe(true);
+      expect(daily).toHaveLength(3);
+      expect(covers(daily, now, now + 2 * 86_400)).toBe(true);
+
+      // A row in the day after tomorrow: that partition is not empty and must survive.
+      await db.query(`INSERT INTO bpf_stats.query_stats_history (ts, userid, dbid, toplevel, queryid) VALUES (to_timestamp($1), 1, 1, true, 1)`, [daily[2]!.lo + 10]);
+      await db.query("SELECT * FROM bpf_stats.maintain_history('1 hour', '600 seconds')");
+      const after = await partitions();
+      const later = Math.floor(Date.now() / 1000);
+      expect(after).toContainEqual(daily[0]); // the current day keeps its width until it expires
+      expect(after).not.toContainEqual(daily[1]); // empty, made ahead: replaced
+      expect(after).toContainEqual(daily[2]); // holds a row
+      expect(covers(after, later, later + 2 * 600)).toBe(true);
+      expect(after.filter((p) => p.hi - p.lo !== 86_400).every((p) => p.hi - p.lo <= 600)).toBe(true);
     } finally {
       await db.end();
     }
