@@ -110,20 +110,19 @@ async function main(): Promise<void> {
 /** Server-side time per call of each bpf_stats statement the flushes ran (pg_stat_statements). */
 async function statementCosts(client: pg.Client): Promise<void> {
   const { rows } = await client.query(`
-    SELECT CASE WHEN query LIKE 'INSERT INTO bpf_stats.query_stats_history%' THEN 'history insert, queries'
-                WHEN query LIKE 'INSERT INTO bpf_stats.backend_stats_history%' THEN 'history insert, backends'
+    SELECT CASE WHEN query ~ '^\\s*WITH "before_' THEN 'history inserts + health upsert'
                 WHEN query LIKE 'insert into "bpf_stats"."query_stats"%' THEN 'cumulative upsert, queries'
                 WHEN query LIKE 'insert into "bpf_stats"."backend_stats"%' THEN 'cumulative upsert, backends'
-                WHEN query LIKE 'INSERT INTO bpf_stats.health%' THEN 'health upsert'
+                WHEN query ~ '^\\s*INSERT INTO bpf_stats.health' THEN 'health upsert (no history rows)'
                 WHEN query LIKE '%maintain_history%' THEN 'retention (maintain_history)'
                 ELSE 'start-up (capabilities, health row)' END AS statement,
            sum(calls) AS calls, sum(total_exec_time) / sum(calls) AS mean_ms, sum(rows)::float8 / sum(calls) AS rows_per_call
       FROM pg_stat_statements
-     WHERE query ~* '^\\s*(insert into "?bpf_stats|select .*maintain_history)'
+     WHERE query ~* '^\\s*(with "before_|insert into "?bpf_stats|select .*maintain_history)'
      GROUP BY 1 ORDER BY 1`);
-  print('statement                        calls   mean ms   rows/call');
+  print('statement                           calls   mean ms   rows/call');
   for (const r of rows) {
-    print(`${String(r.statement).padEnd(30)} ${String(r.calls).padStart(7)}  ${Number(r.mean_ms).toFixed(3).padStart(8)}  ${Number(r.rows_per_call).toFixed(1).padStart(10)}`);
+    print(`${String(r.statement).padEnd(33)} ${String(r.calls).padStart(7)}  ${Number(r.mean_ms).toFixed(3).padStart(8)}  ${Number(r.rows_per_call).toFixed(1).padStart(10)}`);
   }
 }
 

@@ -6,7 +6,7 @@ import { oneLine } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import { HealthReporter, type FlushObservation } from './health-reporter.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from './history-retention.js';
-import { writeHistory } from './write-history.js';
+import { historyInserts } from './history-inserts.js';
 
 export interface BookkeepingOptions {
   postmasterPid: number;
@@ -63,10 +63,10 @@ export class FlushBookkeeping {
       fill: this.object.mapFill(),
     };
     this.observation = observation;
+    const history = this.retention ? historyInserts(batch) : [];
     return async (tx) => {
-      if (this.retention) await writeHistory(tx, batch);
       observation.ms = performance.now() - startedMs;
-      await this.health.write(tx, observation);
+      await this.health.write(tx, observation, history);
     };
   }
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type pg from 'pg';
 import type { MapFill } from '../attach/collector-object.js';
 import { packageRoot } from '../package-root.js';
@@ -59,9 +59,12 @@ export class HealthReporter {
     );
   }
 
-  /** The flush's health statement; call committed() once its transaction committed. */
-  async write(tx: Kysely<BpfStatsDatabase>, flush: FlushObservation): Promise<void> {
-    await this.upsert(tx, flush, {
+  /**
+   * The flush's health statement, with `before` (the history inserts) as data-modifying CTEs
+   * of the same statement; call committed() once the flush's transaction committed.
+   */
+  async write(tx: Kysely<BpfStatsDatabase>, flush: FlushObservation, before: RawBuilder<unknown>[] = []): Promise<void> {
+    await this.upsert(tx, flush, before, {
       flushes: this.flushes + 1,
       rowsWritten: this.rowsWritten + flush.rows,
       lastRows: flush.rows,
@@ -89,7 +92,7 @@ export class HealthReporter {
     this.lastErrorAt = new Date();
     if (pending !== null) this.pendingRows = pending;
     const flush = observed ?? this.last ?? { rows: 0, ms: 0, counters: {}, fill: [] };
-    await this.upsert(db, flush, {
+    await this.upsert(db, flush, [], {
       flushes: this.flushes,
       rowsWritten: this.rowsWritten,
       lastRows: this.lastRows,
@@ -108,6 +111,7 @@ export class HealthReporter {
   private async upsert(
     db: Kysely<BpfStatsDatabase>,
     flush: FlushObservation,
+    before: RawBuilder<unknown>[],
     state: { flushes: number; rowsWritten: number; lastRows: number; pendingRows: number; succeeded: boolean },
   ): Promise<void> {
     const dropped = Object.fromEntries(Object.entries(flush.counters).map(([k, v]) => [k, Number(v)]));
@@ -118,7 +122,9 @@ export class HealthReporter {
     // a failure report leaves last_flush_at and flush_ms as the last success set them.
     const lastFlushAt = state.succeeded ? sql`now()` : sql`NULL::timestamptz`;
     const flushMs = state.succeeded ? flush.ms : null;
+    const ctes = before.length ? sql`WITH ${sql.join(before.map((s, i) => sql`${sql.id(`before_${i}`)} AS (${s})`))}` : sql``;
     await sql`
+      ${ctes}
       INSERT INTO bpf_stats.health AS h (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, last_flush_at, flush_ms,
         flushes, rows_written, last_rows, dropped_events, dropped, map_fill_pct, map_fill, pending_rows, failed_flushes,
         last_error, last_error_at, history_retention, updated_at)
