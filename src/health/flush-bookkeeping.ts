@@ -48,6 +48,11 @@ export class FlushBookkeeping {
   async start(control: pg.ClientBase, db: Kysely<BpfStatsDatabase>): Promise<void> {
     await this.health.start(control);
     await this.retention?.maintain(db);
+    this.options.log(
+      this.retention
+        ? `history: each flush's increments kept ${seconds(this.retention.retentionMs)} in partitions of ${seconds(this.retention.widthMs)}`
+        : 'history: off (--history-retention off)',
+    );
   }
 
   /**
@@ -100,4 +105,8 @@ export class FlushBookkeeping {
       this.lastMaintenanceError = message;
     }
   }
+}
+
+function seconds(ms: number): string {
+  return ms % 86_400_000 === 0 ? `${ms / 86_400_000} d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000} h` : `${ms / 1000} s`;
 }
