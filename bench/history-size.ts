@@ -98,6 +98,7 @@ async function main(): Promise<void> {
       }
     }
     await statementCosts(client);
+    if (retentionMs !== null) await extrapolate(client, intervalMs);
     const flushMs = samples.map((s) => s.flushMs).filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
     if (flushMs.length) print(`flush_ms (sampled): median ${flushMs[Math.floor(flushMs.length / 2)]!.toFixed(2)}, max ${flushMs.at(-1)!.toFixed(2)}`);
   } finally {
@@ -124,6 +125,26 @@ async function statementCosts(client: pg.Client): Promise<void> {
   for (const r of rows) {
     print(`${String(r.statement).padEnd(33)} ${String(r.calls).padStart(7)}  ${Number(r.mean_ms).toFixed(3).padStart(8)}  ${Number(r.rows_per_call).toFixed(1).padStart(10)}`);
   }
+}
+
+/**
+ * Bytes per history row as stored now (heap and indexes of the partitions that hold rows, page
+ * rounding included, so an upper bound for long partitions), and what the default retention
+ * would hold at this run's rows per flush.
+ */
+async function extrapolate(client: pg.Client, intervalMs: number): Promise<void> {
+  const { rows } = await client.query(`
+    SELECT sum(pg_total_relation_size(relid)) AS bytes
+      FROM (SELECT * FROM pg_partition_tree('bpf_stats.query_stats_history')
+            UNION ALL SELECT * FROM pg_partition_tree('bpf_stats.backend_stats_history')) p
+     WHERE isleaf AND pg_relation_size(relid) > 0`);
+  const stored = Number((await client.query('SELECT (SELECT count(*) FROM bpf_stats.query_stats_history) + (SELECT count(*) FROM bpf_stats.backend_stats_history) AS n')).rows[0].n);
+  const health = (await client.query('SELECT rows_written, flushes FROM bpf_stats.health WHERE pid = $1', [process.pid])).rows[0];
+  const perRow = Number(rows[0].bytes) / stored;
+  const perFlush = Number(health.rows_written) / Number(health.flushes);
+  const week = (perRow * perFlush * (7 * 86_400_000)) / intervalMs;
+  print(`bytes per history row: ${perRow.toFixed(0)} (upper bound: page rounding of short partitions); rows per flush: ${perFlush.toFixed(1)}; ` +
+    `the default 7 d retention at this rate and interval: ~${(week / 1e9).toFixed(2)} GB`);
 }
 
 main().catch((error: unknown) => {
