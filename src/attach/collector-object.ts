@@ -40,7 +40,19 @@ export interface QuerySample {
   metrics: bigint[];
 }
 
+/** Entries in one bounded map against its capacity (bpf_stats.health.map_fill). */
+export interface MapFill {
+  map: string;
+  entries: number;
+  maxEntries: number;
+}
+
+/** The maps whose capacity bounds what the collector can track. */
+const FILL_MAPS = ['backends', 'queries', 'histograms'];
+const FILL_MAX_AGE_MS = 10_000;
+
 export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable', 'histograms_full', 'lock_waits_full', 'lwlock_waits_full'] as const;
+
 const BACKEND_IDENTITY_KNOWN = 0x1n;
 const BACKEND_EXCLUDED = 0x2n;
 
@@ -66,6 +78,9 @@ export class CollectorObject {
   private readonly queryValueLayout: RecordLayout;
   private readonly cpus: number;
   private closed = false;
+  /** Entries of each bounded map at its last full read (for mapFill). */
+  private readonly entries = new Map<string, number>();
+  private readonly entriesAt = new Map<string, number>();
 
   private constructor(
     private readonly object: NativeBpfObject,
@@ -158,6 +173,8 @@ export class CollectorObject {
 
   readBackends(metricFields: string[]): BackendSample[] {
     const batch = this.object.mapLookupBatch('backends');
+    this.entries.set('backends', batch.count);
+    this.entriesAt.set('backends', Date.now());
     const layout = this.backendLayout;
     const names = metricFields.map((f) => `m.${f}`);
     const samples: BackendSample[] = [];
@@ -183,6 +200,8 @@ export class CollectorObject {
 
   readQueries(metricFields: string[]): QuerySample[] {
     const batch = this.object.mapLookupBatch('queries');
+    this.entries.set('queries', batch.count);
+    this.entriesAt.set('queries', Date.now());
     const keys = this.queryKeyLayout;
     const stride = batch.valueSize / this.cpus;
     const samples: QuerySample[] = [];
@@ -214,6 +233,23 @@ export class CollectorObject {
       out[name] = this.object.mapLookup('counters', key)?.readBigUInt64LE(0) ?? 0n;
     });
     return out;
+  }
+
+  /**
+   * How full the bounded maps are: entries and capacity as of each map's last read (every
+   * flush reads backends and queries). A map nothing read for FILL_MAX_AGE_MS is counted with
+   * a batch read of its own, no more often than that: a full histograms map takes ~20 ms.
+   */
+  mapFill(): MapFill[] {
+    const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
+    return FILL_MAPS.filter((name) => capacity.has(name)).map((name) => {
+      const known = this.entries.get(name);
+      if (known === undefined || (this.entriesAt.get(name) ?? 0) < Date.now() - FILL_MAX_AGE_MS) {
+        this.entries.set(name, this.object.mapLookupBatch(name).count);
+        this.entriesAt.set(name, Date.now());
+      }
+      return { map: name, entries: this.entries.get(name)!, maxEntries: capacity.get(name)! };
+    });
   }
 
   /** Forgets processes whose final figures were written. */

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { parseProbeSets } from '../attach/probe-sets.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import { UserError } from '../errors.js';
+import { parseRetention } from './parse-retention.js';
 
 export type CommandName = 'run' | 'demo' | 'check' | 'migrate';
 const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate'];
@@ -14,6 +15,8 @@ export interface CliOptions {
   probeSets: ProbeSetName[];
   /** run: stop after this long (default: until SIGINT/SIGTERM). demo: workload length. */
   durationMs: number | undefined;
+  /** run: --history-retention; null: off; absent: the default (7 days). */
+  historyRetentionMs?: number | null;
 }
 
 export const USAGE = `usage: pg-bpf-stats <command> [options]
@@ -29,6 +32,8 @@ options:
   --interval TIME     flush period, e.g. 1s, 500ms (default 1s)
   --probes SETS       opt-in probe sets to attach too, comma separated (query, locks, lwlock, spinlock)
   --duration TIME     run: stop after TIME; demo: workload length (default 20s)
+  --history-retention TIME
+                      run: keep per-interval history this long, e.g. 7d, 12h, or off (default 7d)
   -h, --help          this text`;
 
 /**
@@ -57,6 +62,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
         interval: { type: 'string' },
         probes: { type: 'string' },
         duration: { type: 'string' },
+        'history-retention': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -76,5 +82,6 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
     intervalMs: values.interval === undefined ? 1000 : parseDuration(values.interval, '--interval'),
     probeSets: values.probes === undefined ? [] : parseProbeSets(values.probes),
     durationMs: values.duration === undefined ? undefined : parseDuration(values.duration, '--duration'),
+    ...(values['history-retention'] !== undefined && { historyRetentionMs: parseRetention(values['history-retention']) }),
   };
 }

@@ -8,6 +8,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
     connectionString: options.dsn,
     intervalMs: options.intervalMs,
     probeSets: options.probeSets,
+    historyRetentionMs: options.historyRetentionMs,
     log,
   });
   log(`collecting every ${options.intervalMs} ms; SIGINT or SIGTERM stops`);

@@ -3,6 +3,10 @@ import pg from 'pg';
 import { COUNTER_NAMES, CollectorObject } from '../attach/collector-object.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
 import { Collector } from '../collect/collector.js';
+import type { FlushBatch } from '../collect/flush-batch.js';
+import { probeCapabilities } from '../capabilities/probe-capabilities.js';
+import { writeCapabilities } from '../capabilities/write-capabilities.js';
+import { FlushBookkeeping } from '../health/flush-bookkeeping.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import { oneLine, UserError } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
@@ -26,6 +30,13 @@ export interface SidecarOptions {
   /** Opt-in probe sets to attach besides the default ones. */
   probeSets?: ProbeSetName[];
   log?: (line: string) => void;
+  /** History retention (default 7 days); null: no history is written. */
+  historyRetentionMs?: number | null;
+  /** History partition width (default: a seventh of the retention, 1 s to 1 day). */
+  historyPartitionMs?: number;
+  /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
+  maxBackends?: number;
+  maxQueries?: number;
 }
 
 /** What the last flush did (for logs, tests, and later bpf_stats.health). */
@@ -69,6 +80,8 @@ export class Sidecar {
     private readonly collector: Collector,
     private readonly db: Kysely<BpfStatsDatabase>,
     control: pg.Client,
+    /** History and bpf_stats.health, written with each flush. */
+    private readonly bookkeeping: FlushBookkeeping,
   ) {
     this.adoptControl(control);
     for (const set of object.attached()) this.measuring.add(set);
@@ -94,8 +107,10 @@ export class Sidecar {
       if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
       // Load (and so verify) the BPF object before touching the schema: a host that cannot run
       // the programs leaves the database as it found it.
-      object = CollectorObject.load({ target, layout });
+      object = CollectorObject.load({ target, layout, maxBackends: options.maxBackends, maxQueries: options.maxQueries });
       await migrateSchema(control);
+      // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
+      await writeCapabilities(control, await probeCapabilities({ target, loaded: true }));
       object.exclude(backendPid(control));
       const excluder = object;
       let checkPostmaster = (_pid: number): void => undefined;
@@ -119,7 +134,9 @@ export class Sidecar {
       for (const set of sets) object.attach(set);
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
-      const sidecar = new Sidecar(options, target, layout, object, new Collector(object, target.pid), db, control);
+      const bookkeeping = new FlushBookkeeping(object, { postmasterPid: target.pid, intervalMs: options.intervalMs, historyRetentionMs: options.historyRetentionMs, historyPartitionMs: options.historyPartitionMs, log });
+      await bookkeeping.start(control, db);
+      const sidecar = new Sidecar(options, target, layout, object, new Collector(object, target.pid), db, control, bookkeeping);
       checkPostmaster = (pid) => sidecar.checkPostmaster(pid);
       await sidecar.markVanishedBackends();
       sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
@@ -153,15 +170,17 @@ export class Sidecar {
   private async flushOnce(): Promise<FlushStatus> {
     const started = performance.now();
     const at = new Date();
+    let prepared: FlushBatch | null = null;
     try {
       const measured = new Set([...this.measuring, ...this.object.attached()]);
       this.reportOverflow();
       const snapshot = this.collector.read();
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
       if (this.collector.needsNames(snapshot)) await this.refreshBackendTypes();
-      const batch = this.collector.prepare(snapshot, measured);
-      const written = await new StatsWriter(this.db).write(batch);
+      const batch = (prepared = this.collector.prepare(snapshot, measured));
+      const written = await new StatsWriter(this.db).write(batch, await this.bookkeeping.prepare(this.db, batch, started));
       batch.commit();
+      this.bookkeeping.committed();
       // The lock families' detail: its own tables and baselines, retried on its own if it fails.
       const locks = this.lockWaits.prepare(measured);
       if (locks) {
@@ -176,6 +195,7 @@ export class Sidecar {
       this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: oneLine(error) };
       // One line per distinct failure, not one per interval while the database is away.
       if (!repeated) this.options.log?.(`flush failed, will retry every interval: ${this.lastFlush.error}`);
+      await this.bookkeeping.failed(this.db, error, prepared);
     }
     return this.lastFlush;
   }
@@ -191,6 +211,7 @@ export class Sidecar {
       if (!(await this.flush()).error) break;
       if (attempt < FINAL_FLUSH_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, 1000));
     }
+    await this.bookkeeping.stopped(this.db);
     this.object.close();
     await this.db.destroy().catch(() => undefined);
     await this.control?.end().catch(() => undefined);

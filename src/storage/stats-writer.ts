@@ -6,7 +6,7 @@ import type { BpfStatsDatabase } from './database.js';
 const PG_TYPE: Record<'ns' | 'count', string> = { ns: 'float8[]', count: 'int8[]' };
 
 /** One table's part of a flush: an INSERT that runs as a data-modifying CTE. */
-type FlushPart = (qc: QueryCreator<BpfStatsDatabase>) => { execute(): Promise<unknown> };
+type FlushPart = (qc: QueryCreator<BpfStatsDatabase>) => { toOperationNode(): unknown };
 
 /**
  * Writes a flush as ONE statement: each table's rows are one INSERT ... SELECT FROM
@@ -22,11 +22,17 @@ type FlushPart = (qc: QueryCreator<BpfStatsDatabase>) => { execute(): Promise<un
 export class StatsWriter {
   constructor(private readonly db: Kysely<BpfStatsDatabase>) {}
 
-  async write(batch: FlushBatch): Promise<{ queries: number; backends: number }> {
+  /**
+   * `more`: further statements of the same flush (history rows, the health row), run as more
+   * data-modifying CTEs of the same statement; called just before it is sent.
+   */
+  async write(batch: FlushBatch, more?: () => RawBuilder<unknown>[]): Promise<{ queries: number; backends: number }> {
     const parts: Array<[string, FlushPart]> = [];
     if (batch.queries.length) parts.push(['query_rows', (qc) => this.writeQueries(qc, batch)]);
     if (batch.backends.length) parts.push(['backend_rows', (qc) => this.writeBackends(qc, batch)]);
-    // Nothing changed since the last flush: no round trip at all.
+    // kysely puts a raw CTE body in as it is: the parentheses are ours.
+    (more?.() ?? []).forEach((statement, i) => parts.push([`more_${i}`, () => sql`(${statement})`]));
+    // Nothing to write: no round trip at all.
     if (!parts.length) return { queries: 0, backends: 0 };
     let creator = this.db as unknown as QueryCreator<BpfStatsDatabase>;
     for (const [name, part] of parts) creator = creator.with(name, part as never) as unknown as QueryCreator<BpfStatsDatabase>;
@@ -84,12 +90,12 @@ export class StatsWriter {
   }
 }
 
-function metricColumnNames(): string[] {
+export function metricColumnNames(): string[] {
   return METRIC_COLUMNS.map((c) => c.column);
 }
 
 /** One array parameter per metric column, cast to its column type. */
-function metricArrays(rows: MetricValue[][]): RawBuilder<unknown> {
+export function metricArrays(rows: MetricValue[][]): RawBuilder<unknown> {
   return sql.join(
     METRIC_COLUMNS.map((c, i) => {
       const values = rows.map((v) => {
@@ -112,6 +118,6 @@ function accumulate(table: string, extra: Record<string, RawBuilder<unknown>>): 
   return { ...set, ...extra } as never;
 }
 
-function usToTimestamp(us: RawBuilder<unknown>): RawBuilder<unknown> {
+export function usToTimestamp(us: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`timestamptz 'epoch' + ${us} * interval '1 microsecond'`;
 }

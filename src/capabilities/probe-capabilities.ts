@@ -1,0 +1,132 @@
+import { release } from 'node:os';
+import { collectorObjectPath } from '../attach/collector-object.js';
+import { PROBE_SETS } from '../attach/probe-sets.js';
+import { oneLine } from '../errors.js';
+import { loadNative } from '../native/bpf-native.js';
+import { connect } from '../sidecar/connect.js';
+import { hostChecks } from '../sidecar/preflight.js';
+import { discoverPostmaster } from '../target/discover-postmaster.js';
+import type { PostmasterTarget } from '../target/postmaster-target.js';
+
+const PERF_TYPE_HARDWARE = 0;
+const PERF_COUNT_HW_CACHE_MISSES = 3;
+
+/** One capability: a host requirement, a feature of this Postgres, or a probe set. */
+export interface CheckLine {
+  /** As `check` prints it, e.g. 'btf', 'probes cpu', 'llc'. */
+  name: string;
+  /** bpf_stats.capabilities.probe: the probe set's own name for sets, else `name`. */
+  probe: string;
+  /** 'requirement' (the sidecar needs it), 'feature' (optional), 'probe set' (a PROBE_SETS entry). */
+  kind: 'requirement' | 'feature' | 'probe set';
+  ok: boolean;
+  /** false for families that are optional: the sidecar runs without them. */
+  required: boolean;
+  detail: string;
+}
+
+/** Where the postmaster comes from: a DSN to discover it (check), or the sidecar's own discovery. */
+export type CapabilitySource =
+  | { dsn: string | undefined }
+  /** `loaded`: the sidecar loaded the collector object itself, so the verifier's verdict is known. */
+  | { target: PostmasterTarget; loaded: true };
+
+/**
+ * What this host and this Postgres support: the checks behind both `pg-bpf-stats check` and
+ * bpf_stats.capabilities, so the two cannot disagree. Every PROBE_SETS entry gets a line.
+ *
+ * @example
+ * const lines = await probeCapabilities({ dsn: 'postgresql://postgres@/postgres' });
+ * lines.find((l) => l.probe === 'llc')?.ok; // false on a host without a hardware PMU
+ */
+export async function probeCapabilities(source: CapabilitySource): Promise<CheckLine[]> {
+  const lines: CheckLine[] = hostChecks().map((c) => ({ ...c, probe: c.name, kind: 'requirement', required: true }));
+  lines.push(requirement('kernel', true, `Linux ${release()}`));
+  const native = loadNative();
+  if ('loaded' in source) lines.push(requirement('bpf load', true, LOADED));
+  else lines.push(lines.every((l) => l.ok) ? loadCheck() : requirement('bpf load', false, 'skipped: host requirements unmet'));
+
+  let target: PostmasterTarget | null = null;
+  try {
+    target = 'target' in source ? source.target : await discover(source.dsn);
+    lines.push(requirement('postmaster', true, `pid ${target.pid}, ${target.binaryPath}, PostgreSQL ${target.majorVersion}, data ${target.dataDir}`));
+    const usdt = target.usdt.filter((n) => n.provider === 'postgresql').length;
+    lines.push(
+      feature(
+        'usdt',
+        usdt > 0,
+        usdt
+          ? `${usdt} postgresql USDT probe sites`
+          : 'none (built without --enable-dtrace): the query set falls back to a uretprobe on PortalRun',
+      ),
+    );
+    const ids = target.computeQueryId !== 'off' && (target.computeQueryId !== 'auto' || target.pgStatStatementsLoaded);
+    lines.push(
+      feature(
+        'query ids',
+        ids,
+        ids
+          ? `compute_query_id = ${target.computeQueryId}${target.pgStatStatementsInstalled ? ', pg_stat_statements installed' : ', pg_stat_statements not installed in this database (no query text in views)'}`
+          : `compute_query_id = ${target.computeQueryId}: figures are per backend only (set compute_query_id = on)`,
+      ),
+    );
+  } catch (error) {
+    lines.push(requirement('postmaster', false, oneLine(error)));
+  }
+
+  for (const set of Object.values(PROBE_SETS)) {
+    const reason = target ? set.unsupportedReason(target) : 'no postmaster';
+    lines.push({
+      name: `probes ${set.name}`,
+      probe: set.name,
+      kind: 'probe set',
+      ok: reason === null,
+      required: set.default,
+      detail: reason === null ? `${set.default ? 'default' : 'opt-in'}: ${set.description}; cost: ${set.cost}` : `unsupported: ${reason}`,
+    });
+  }
+
+  const pmu = native.probePerfEvent(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES);
+  lines.push(
+    feature(
+      'llc',
+      pmu.ok,
+      pmu.ok ? 'hardware cache-miss events available' : `unsupported: no hardware PMU (perf_event_open cache-misses: errno ${pmu.errno})`,
+    ),
+  );
+  return lines;
+}
+
+const LOADED = 'the collector programs pass the verifier (tp_btf, uprobe)';
+
+function requirement(name: string, ok: boolean, detail: string): CheckLine {
+  return { name, probe: name, kind: 'requirement', ok, required: true, detail };
+}
+
+function feature(name: string, ok: boolean, detail: string): CheckLine {
+  return { name, probe: name, kind: 'feature', ok, required: false, detail };
+}
+
+async function discover(dsn: string | undefined): Promise<PostmasterTarget> {
+  const client = await connect(dsn);
+  try {
+    return await discoverPostmaster(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Loads the collector object once (the verifier's verdict on this kernel), attaching nothing. */
+function loadCheck(): CheckLine {
+  try {
+    const object = new (loadNative().BpfObject)(collectorObjectPath());
+    try {
+      object.load();
+    } finally {
+      object.close();
+    }
+    return requirement('bpf load', true, LOADED);
+  } catch (error) {
+    return requirement('bpf load', false, oneLine(error).slice(0, 300));
+  }
+}

@@ -1,0 +1,337 @@
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { PROBE_SETS } from '../../src/attach/probe-sets.js';
+import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { METRIC_COLUMNS } from '../../src/collect/metric-columns.js';
+import { packageRoot } from '../../src/package-root.js';
+import { migrateSchema } from '../../src/storage/migrate-schema.js';
+import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
+
+/*
+ * bpf_stats.capabilities, bpf_stats.health and the history tables against a real cluster and
+ * real BPF. Ground truth: the `check` command's output, the rows the flush statements really
+ * touched, calls counted by the workload itself and by pg_stat_statements, map capacities
+ * chosen by the test, the wall clock.
+ */
+const run = promisify(execFile);
+let cluster: ThrowawayCluster;
+let admin: pg.Client;
+let sidecar: Sidecar | null = null;
+
+async function startSidecar(options: Partial<SidecarOptions> = {}, database = 'postgres'): Promise<Sidecar> {
+  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(database), intervalMs: 3_600_000, ...options });
+  return sidecar;
+}
+
+async function session<T>(fn: (client: pg.Client) => Promise<T>, database = 'postgres'): Promise<T> {
+  const client = new pg.Client(cluster.connectionString(database));
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+async function healthRow(client: pg.Client = admin) {
+  const { rows } = await client.query('SELECT * FROM bpf_stats.health WHERE host = $1 AND pid = $2', [hostname(), process.pid]);
+  expect(rows).toHaveLength(1);
+  return rows[0];
+}
+
+beforeAll(async () => {
+  cluster = await ThrowawayCluster.start();
+  admin = new pg.Client(cluster.connectionString());
+  await admin.connect();
+  await admin.query('CREATE EXTENSION pg_stat_statements');
+});
+
+afterEach(async () => {
+  await sidecar?.stop();
+  sidecar = null;
+});
+
+afterAll(async () => {
+  await sidecar?.stop();
+  await admin?.end();
+  await cluster?.stop();
+});
+
+describe('bpf_stats.capabilities', () => {
+  it('holds what `pg-bpf-stats check` prints, one row per line, replacing only this host\'s rows', async () => {
+    // Rows of an earlier run on this host must go; another host's rows must stay.
+    await startSidecar();
+    await sidecar!.stop();
+    await admin.query(`INSERT INTO bpf_stats.capabilities (host, kind, probe, available, required, reason)
+                       VALUES ($1, 'feature', 'stale', true, false, 'from an older version'), ('other-host', 'probe set', 'cpu', false, true, 'elsewhere')`, [hostname()]);
+    await startSidecar();
+
+    const cli = join(packageRoot(), 'dist/src/cli/main.js');
+    const { stdout } = await run(process.execPath, [cli, 'check', '--dsn', cluster.connectionString()], { timeout: 60_000 });
+    const printed = stdout.trim().split('\n').map((line) => {
+      const match = /^(ok  |FAIL|no  ) (.+?)\s{2,}(.*)$/.exec(line);
+      expect(match, line).not.toBeNull();
+      return { ok: match![1] === 'ok  ', name: match![2]!.trim(), detail: match![3]! };
+    });
+    const { rows } = await admin.query('SELECT kind, probe, available, reason FROM bpf_stats.capabilities WHERE host = $1', [hostname()]);
+    expect(rows).toHaveLength(printed.length);
+    for (const line of printed) {
+      const probe = line.name.startsWith('probes ') ? line.name.slice('probes '.length) : line.name;
+      const row = rows.find((r) => r.probe === probe && (r.kind === 'probe set') === line.name.startsWith('probes '));
+      expect(row, line.name).toBeDefined();
+      expect(row.available, line.name).toBe(line.ok);
+      expect(row.reason, line.name).toBe(line.detail);
+    }
+    for (const set of Object.keys(PROBE_SETS)) expect(rows.some((r) => r.kind === 'probe set' && r.probe === set), set).toBe(true);
+    const cpu = rows.find((r) => r.kind === 'probe set' && r.probe === 'cpu');
+    expect(cpu.available).toBe(true);
+    // This machine has no hardware PMU (perf stat shows no cache-misses): never a fake true.
+    const llc = rows.find((r) => r.kind === 'feature' && r.probe === 'llc');
+    expect(llc.available).toBe(false);
+    expect(llc.reason).toMatch(/no hardware PMU/);
+
+    const others = await admin.query('SELECT host, probe FROM bpf_stats.capabilities WHERE host <> $1 OR probe = $2', [hostname(), 'stale']);
+    expect(others.rows).toEqual([{ host: 'other-host', probe: 'cpu' }]);
+  });
+});
+
+describe('bpf_stats.health', () => {
+  it('is written by every flush, with the rows that flush really wrote', async () => {
+    const s = await startSidecar();
+    const postmasterPid = Number(readFileSync(join(cluster.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const started = await healthRow();
+    expect(started.version).toBe(JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')).version);
+    expect(started.postmaster_pid).toBe(postmasterPid);
+    expect(started.probe_sets).toEqual(['cpu']);
+    expect(started.interval_ms).toBe(3_600_000);
+
+    const seen = [];
+    for (let i = 0; i < 3; i++) {
+      await session((c) => c.query(`SELECT pg_sleep(0.05), ${i}`));
+      expect((await s.flush()).error).toBeNull();
+      const row = await healthRow();
+      // The rows whose last_seen is this flush's transaction time are the ones it wrote.
+      // (Compared in SQL: a JS Date would drop the microseconds.)
+      const { rows: touched } = await admin.query(
+        `WITH f AS (SELECT last_flush_at AS t FROM bpf_stats.health WHERE host = $1 AND pid = $2)
+         SELECT (SELECT count(*) FROM bpf_stats.query_stats, f WHERE last_seen = f.t)
+              + (SELECT count(*) FROM bpf_stats.backend_stats, f WHERE last_seen = f.t) AS n`,
+        [hostname(), process.pid],
+      );
+      expect(row.last_rows).toBeGreaterThan(0);
+      expect(row.last_rows).toBe(Number(touched[0].n));
+      expect(row.flush_ms).toBeGreaterThan(0);
+      expect(row.flush_ms).toBeLessThan(5000);
+      seen.push(row);
+    }
+    for (let i = 1; i < seen.length; i++) {
+      expect(seen[i].last_flush_at.getTime()).toBeGreaterThan(seen[i - 1].last_flush_at.getTime());
+      expect(Number(seen[i].flushes)).toBe(Number(seen[i - 1].flushes) + 1);
+      expect(Number(seen[i].rows_written)).toBe(Number(seen[i - 1].rows_written) + seen[i].last_rows);
+    }
+    expect(seen[2].dropped_events).toBe('0');
+    expect(seen[2].map_fill.queries.max_entries).toBe(8192);
+    expect(seen[2].pending_rows).toBe(0);
+
+    await s.stop();
+    expect((await healthRow()).stopped_at).not.toBeNull();
+  });
+
+  it('shows a failed flush: its error and the rows it could not write, then the recovery', async () => {
+    const s = await startSidecar();
+    await s.flush();
+    // Every row of query_stats now violates a constraint: the flush's transaction fails whole.
+    await admin.query('ALTER TABLE bpf_stats.query_stats ADD CONSTRAINT refuse_all CHECK (queryid IS NULL) NOT VALID');
+    try {
+      await session((c) => c.query('SELECT pg_sleep(0.05), 42'));
+      const failed = await s.flush();
+      expect(failed.error).toMatch(/refuse_all/);
+      const row = await healthRow();
+      expect(Number(row.failed_flushes)).toBe(1);
+      expect(row.last_error).toMatch(/refuse_all/);
+      expect(row.pending_rows).toBeGreaterThan(0);
+    } finally {
+      await admin.query('ALTER TABLE bpf_stats.query_stats DROP CONSTRAINT refuse_all');
+    }
+    const before = await healthRow();
+    expect((await s.flush()).error).toBeNull();
+    const after = await healthRow();
+    expect(after.pending_rows).toBe(0);
+    expect(after.last_rows).toBeGreaterThanOrEqual(before.pending_rows);
+    expect(after.last_flush_at.getTime()).toBeGreaterThan(before.last_flush_at.getTime());
+    expect(after.last_error).toMatch(/refuse_all/); // kept, with its time, until a new one
+  });
+
+  it('makes a full queries map visible: dropped events counted and 100% fill', async () => {
+    const s = await startSidecar({ maxQueries: 4 });
+    // Twelve statements with twelve distinct query ids (the number of target columns differs).
+    await session(async (c) => {
+      for (let k = 1; k <= 12; k++) await c.query(`SELECT ${Array.from({ length: k }, (_, i) => i).join(', ')}`);
+    });
+    await s.flush();
+    const row = await healthRow();
+    expect(row.map_fill.queries).toEqual({ entries: 4, max_entries: 4 });
+    expect(row.map_fill_pct).toBe(100);
+    expect(Number(row.dropped.queries_full)).toBeGreaterThan(0);
+    expect(Number(row.dropped_events)).toBeGreaterThanOrEqual(Number(row.dropped.queries_full));
+  });
+
+  it('makes a full backends map visible too', async () => {
+    // The postmaster, its background processes and a few sessions: more than 3 processes.
+    const s = await startSidecar({ maxBackends: 3 });
+    await Promise.all([1, 2, 3].map(() => session((c) => c.query('SELECT pg_sleep(0.1)'))));
+    await s.flush();
+    const row = await healthRow();
+    expect(row.map_fill.backends).toEqual({ entries: 3, max_entries: 3 });
+    expect(row.map_fill_pct).toBe(100);
+    expect(Number(row.dropped.backends_full)).toBeGreaterThan(0);
+  });
+});
+
+describe('history', () => {
+  it('keeps per-interval increments that add up to the cumulative figures', async () => {
+    const s = await startSidecar({ probeSets: ['query'] });
+    await s.flush();
+    const chunks = [10, 15, 7];
+    const flushes = [];
+    for (const n of chunks) {
+      await session(async (c) => {
+        for (let i = 0; i < n; i++) await c.query('SELECT 31337 + $1::int AS history_probe', [i]);
+      });
+      expect((await s.flush()).error).toBeNull();
+      flushes.push((await healthRow()).last_flush_at);
+    }
+    const { rows: pgss } = await admin.query("SELECT queryid, calls FROM pg_stat_statements WHERE query LIKE '%history_probe%'");
+    expect(pgss).toHaveLength(1);
+    const { rows: intervals } = await admin.query(
+      'SELECT ts, calls FROM bpf_stats.query_stats_history WHERE queryid = $1 AND calls > 0 ORDER BY ts',
+      [pgss[0].queryid],
+    );
+    // One row per flush, each with that interval's calls, stamped with that flush's time.
+    expect(intervals.map((r) => Number(r.calls))).toEqual(chunks);
+    expect(intervals.map((r) => r.ts.getTime())).toEqual(flushes.map((t) => t.getTime()));
+    expect(chunks.reduce((a, b) => a + b)).toBe(Number(pgss[0].calls));
+
+    // For every key and every metric column: the history sums to the cumulative row.
+    for (const [table, key] of [
+      ['query_stats', 'userid, dbid, toplevel, queryid'],
+      ['backend_stats', 'pid, backend_start'],
+    ] as const) {
+      const mismatches = METRIC_COLUMNS.map(
+        ({ column: c }) => `(c.${c} IS DISTINCT FROM h.${c} AND abs(coalesce(c.${c}, 0) - coalesce(h.${c}, 0)) > 1e-6 * greatest(abs(c.${c}), 1))`,
+      ).join(' OR ');
+      const sums = METRIC_COLUMNS.map(({ column: c }) => `sum(${c}) AS ${c}`).join(', ');
+      const { rows } = await admin.query(`
+        WITH h AS (SELECT ${key}, ${sums} FROM bpf_stats.${table}_history GROUP BY ${key})
+        SELECT count(*) AS keys, count(*) FILTER (WHERE h IS NULL OR ${mismatches}) AS bad
+          FROM bpf_stats.${table} c LEFT JOIN h USING (${key})`);
+      expect(Number(rows[0].keys), table).toBeGreaterThan(0);
+      expect(Number(rows[0].bad), table).toBe(0);
+    }
+  });
+
+  it('recreates partitions someone dropped: one failed flush, shown in health, then history again', async () => {
+    const s = await startSidecar();
+    await s.flush();
+    const { rows: parts } = await admin.query(
+      `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent IN ('bpf_stats.query_stats_history'::regclass, 'bpf_stats.backend_stats_history'::regclass)`,
+    );
+    for (const { relname } of parts) await admin.query(`DROP TABLE bpf_stats.${relname}`);
+    await session((c) => c.query('SELECT pg_sleep(0.05), 7'));
+    const failed = await s.flush();
+    expect(failed.error).toMatch(/no partition/);
+    const pending = (await healthRow()).pending_rows;
+    expect(pending).toBeGreaterThan(0);
+    expect((await s.flush()).error).toBeNull();
+    const row = await healthRow();
+    expect(Number(row.failed_flushes)).toBe(1);
+    expect(row.last_error).toMatch(/no partition/);
+    expect(row.pending_rows).toBe(0);
+    // Nothing was lost: the failed flush's rows went out with the next one, history included.
+    expect(row.last_rows).toBeGreaterThanOrEqual(pending);
+    const { rows } = await admin.query(
+      `SELECT (SELECT count(*) FROM bpf_stats.query_stats_history h, bpf_stats.health x
+                WHERE x.host = $1 AND x.pid = $2 AND h.ts = x.last_flush_at)
+            + (SELECT count(*) FROM bpf_stats.backend_stats_history h, bpf_stats.health x
+                WHERE x.host = $1 AND x.pid = $2 AND h.ts = x.last_flush_at) AS n`,
+      [hostname(), process.pid],
+    );
+    expect(Number(rows[0].n)).toBe(row.last_rows);
+  });
+
+  it('drops data older than the retention, whole partitions at a time', async () => {
+    // A fresh database, so that no wider partitions of the earlier tests are around.
+    await admin.query('CREATE DATABASE retention');
+    const s = await startSidecar({ historyRetentionMs: 3000, historyPartitionMs: 1000, intervalMs: 250 }, 'retention');
+    const db = new pg.Client(cluster.connectionString('retention'));
+    await db.connect();
+    try {
+      await session((c) => c.query('SELECT pg_sleep(0.05)'), 'retention');
+      await s.flush();
+      const first = (await db.query('SELECT min(ts) AS ts, count(*) AS n FROM bpf_stats.backend_stats_history')).rows[0];
+      expect(Number(first.n)).toBeGreaterThan(0);
+      // Background processes keep producing rows every flush meanwhile.
+      await new Promise((resolve) => setTimeout(resolve, 6000));
+      const { rows } = await db.query(`
+        SELECT (SELECT count(*) FROM bpf_stats.backend_stats_history WHERE ts <= $1) AS old,
+               (SELECT count(*) FROM bpf_stats.backend_stats_history WHERE ts > now() - interval '2 seconds') AS recent,
+               (SELECT extract(epoch FROM now() - min(ts)) FROM bpf_stats.backend_stats_history) AS oldest_s,
+               (SELECT count(*) FROM pg_inherits WHERE inhparent = 'bpf_stats.backend_stats_history'::regclass) AS partitions`,
+        [first.ts]);
+      expect(Number(rows[0].old)).toBe(0);
+      expect(Number(rows[0].recent)).toBeGreaterThan(0);
+      // retention + one partition + one maintenance period (a quarter partition) + a flush.
+      expect(Number(rows[0].oldest_s)).toBeLessThan(3 + 1 + 0.25 + 0.5);
+      // Kept: up to retention/width + 1 behind, 2 ahead, the current one.
+      expect(Number(rows[0].partitions)).toBeLessThanOrEqual(3 + 1 + 2 + 1);
+      expect((await healthRow(db)).history_retention).toMatchObject({ seconds: 3 });
+    } finally {
+      await db.end();
+    }
+  });
+
+  it('replaces partitions made ahead when the width changes, and covers the next two widths', async () => {
+    await admin.query('CREATE DATABASE widths');
+    const db = new pg.Client(cluster.connectionString('widths'));
+    await db.connect();
+    try {
+      await migrateSchema(db);
+      const partitions = async () =>
+        (
+          await db.query(`
+            SELECT (regexp_match(c.relname, '_(\\d+)_(\\d+)$'))[1]::bigint AS lo, (regexp_match(c.relname, '_(\\d+)_(\\d+)$'))[2]::bigint AS hi
+              FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = 'bpf_stats.query_stats_history'::regclass ORDER BY 1`)
+        ).rows.map((r) => ({ lo: Number(r.lo), hi: Number(r.hi) }));
+      const covers = (parts: Array<{ lo: number; hi: number }>, from: number, to: number) => {
+        for (let t = from; t < to; t++) if (!parts.some((p) => p.lo <= t && t < p.hi)) return false;
+        return true;
+      };
+      await db.query("SELECT * FROM bpf_stats.maintain_history('7 days', '1 day')");
+      const now = Math.floor(Date.now() / 1000);
+      const daily = await partitions();
+      expect(daily.every((p) => p.hi - p.lo === 86_400 && p.lo % 86_400 === 0)).toBe(true);
+      expect(daily).toHaveLength(3);
+      expect(covers(daily, now, now + 2 * 86_400)).toBe(true);
+
+      // A row in the day after tomorrow: that partition is not empty and must survive.
+      await db.query(`INSERT INTO bpf_stats.query_stats_history (ts, userid, dbid, toplevel, queryid) VALUES (to_timestamp($1), 1, 1, true, 1)`, [daily[2]!.lo + 10]);
+      await db.query("SELECT * FROM bpf_stats.maintain_history('1 hour', '600 seconds')");
+      const after = await partitions();
+      const later = Math.floor(Date.now() / 1000);
+      expect(after).toContainEqual(daily[0]); // the current day keeps its width until it expires
+      expect(after).not.toContainEqual(daily[1]); // empty, made ahead: replaced
+      expect(after).toContainEqual(daily[2]); // holds a row
+      expect(covers(after, later, later + 2 * 600)).toBe(true);
+      expect(after.filter((p) => p.hi - p.lo !== 86_400).every((p) => p.hi - p.lo <= 600)).toBe(true);
+    } finally {
+      await db.end();
+    }
+  });
+});
