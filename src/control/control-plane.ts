@@ -81,7 +81,12 @@ export class ControlPlane {
     const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats control' });
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
-      host.excludeBackend((client as unknown as { processID: number }).processID);
+      const pid = (client as unknown as { processID: number }).processID;
+      try {
+        host.excludeBackend(pid);
+      } catch (error) {
+        log(`control connection: cannot exclude backend ${pid}: ${oneLine(error)}`);
+      }
     });
     pool.on('error', (error) => log(`control connection lost: ${oneLine(error)}`));
     // pg-listen is CommonJS with an ES-style default export.
@@ -209,13 +214,15 @@ export class ControlPlane {
       await this.saveEnd(id, end.status, end.error);
       this.unsaved.delete(id);
     }
+    const limit = BATCH + this.running.size;
     const { rows } = await this.pool.query<CollectionRow & { id: string; status: string; elapsed_ms: number | null }>(
       `SELECT id, probes, extract(epoch FROM duration)::float8 AS duration_s, status,
               extract(epoch FROM now() - started_at)::float8 * 1000 AS elapsed_ms
          FROM bpf_stats.collections
         WHERE status IN ('pending', 'running') OR id = ANY($1::int8[])
-        ORDER BY id LIMIT ${BATCH}`,
-      [[...this.running.keys()]],
+        -- ours first, so that a long queue never hides how they stand
+        ORDER BY id = ANY($1::int8[]) DESC, id LIMIT $2`,
+      [[...this.running.keys()], limit],
     );
     // Ours that ended elsewhere: bpf_stats.stop(), or a row changed or deleted by hand.
     for (const id of [...this.running.keys()]) {
@@ -227,7 +234,7 @@ export class ControlPlane {
       if (row.status === 'running' && !this.running.has(row.id)) await this.resume(row);
       if (row.status === 'pending') await this.begin(row);
     }
-    return rows.length === BATCH;
+    return rows.length === limit;
   }
 
   private async begin(row: CollectionRow & { id: string }): Promise<void> {
@@ -323,9 +330,12 @@ export class ControlPlane {
   }
 }
 
-/** The bpf_stats_status payload; ids are bigint, written as JSON numbers from their digits. */
+/**
+ * The bpf_stats_status payload; ids are bigint, written as JSON numbers from their digits. The
+ * error is cut to 1000 characters: NOTIFY payloads must stay under 8000 bytes.
+ */
 function statusPayload(id: string, status: string, error: string | null): string {
-  const body = JSON.stringify({ status, ...(error ? { error: error.slice(0, 2000) } : {}) });
+  const body = JSON.stringify({ status, ...(error ? { error: error.slice(0, 1000) } : {}) });
   return `{"id":${/^\d+$/.test(id) ? id : JSON.stringify(id)},${body.slice(1)}`;
 }
 

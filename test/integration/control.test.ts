@@ -332,3 +332,38 @@ describe('control plane', () => {
     expect(sidecar.attached()).toEqual([]);
   });
 });
+
+describe('the least-privileged sidecar role', () => {
+  it('runs as a LOGIN role in pg_monitor with CREATE on its database, bpf_stats_admin made by a DBA', async () => {
+    // As a DBA would set it up (bpf_stats_admin exists cluster-wide already, made above).
+    await admin.query('CREATE ROLE collector LOGIN IN ROLE pg_monitor');
+    await admin.query('CREATE DATABASE least_priv');
+    await admin.query('GRANT CREATE ON DATABASE least_priv TO collector');
+    const dsn = (user: string) => cluster.connectionString('least_priv').replace('postgres@', `${user}@`);
+    const lines: string[] = [];
+    const restricted = await Sidecar.start({ connectionString: dsn('collector'), intervalMs: 500, log: (l) => lines.push(l) });
+    const requester = new pg.Client(dsn('dba'));
+    await requester.connect();
+    const listener = new pg.Client(dsn('watcher'));
+    await listener.connect();
+    const seen: string[] = [];
+    listener.on('notification', (n) => seen.push(n.payload!));
+    await listener.query('LISTEN bpf_stats_status');
+    try {
+      const owner = await requester.query("SELECT r.rolsuper, r.rolcreaterole FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner WHERE n.nspname = 'bpf_stats'");
+      expect(owner.rows).toEqual([{ rolsuper: false, rolcreaterole: false }]);
+      const id = Number((await requester.query("SELECT bpf_stats.collect('{query}', '1 s') AS id")).rows[0].id);
+      const deadline = Date.now() + 6000;
+      while (!seen.includes(JSON.stringify({ id, status: 'done' })) && Date.now() < deadline) await sleep(50);
+      expect(seen).toEqual([JSON.stringify({ id, status: 'running' }), JSON.stringify({ id, status: 'done' })]);
+      await restricted.flush();
+      expect(restricted.lastFlush!.error).toBeNull();
+      expect(Number((await listener.query('SELECT count(*) FROM bpf_stats.backend_stats')).rows[0].count)).toBeGreaterThan(0);
+    } finally {
+      await restricted.stop();
+      await requester.end();
+      await listener.end();
+    }
+    expect(lines.filter((l) => /failed|cannot|lost/.test(l))).toEqual([]);
+  });
+});
