@@ -89,6 +89,7 @@ export class ControlPlane {
       }
     });
     pool.on('error', (error) => log(`control connection lost: ${oneLine(error)}`));
+    let plane: ControlPlane | undefined;
     // pg-listen is CommonJS with an ES-style default export.
     const subscriber = pgListen.default(
       {
@@ -97,25 +98,36 @@ export class ControlPlane {
         // pg calls this as a method of each new Connection: the backend's pid (BackendKeyData)
         // is excluded the moment it arrives, before LISTEN or any other statement runs.
         stream: function (this: unknown) {
-          excludeOnKeyData(this, host, log);
+          // (after stop() the BPF object is gone, and so is the need)
+          excludeOnKeyData(this, (pid) => plane?.closed || host.excludeBackend(pid), log);
           return new Socket();
         } as unknown as () => Socket,
       },
       {
         parse: (payload: string) => payload,
         serialize: (payload: unknown) => String(payload),
-        // Never give up: the database may be away for a while.
+        // Never give up while we run: the database may be away for a while. pg-listen's retry
+        // loop does not look at close(): throwing here is what ends it after stop().
         retryTimeout: 0,
-        retryInterval: (attempt: number) => Math.min(5000, 250 * 2 ** attempt),
+        retryInterval: (attempt: number) => {
+          if (plane?.closed) throw new Error('closed');
+          return Math.min(5000, 250 * 2 ** attempt);
+        },
       },
     );
-    const plane = new ControlPlane(options, pool, subscriber);
-    subscriber.events.on('error', (error) => plane.reportError(`listener: ${oneLine(error)}`));
+    plane = new ControlPlane(options, pool, subscriber);
+    subscriber.events.on('error', (error) => {
+      if (!plane?.closed) plane?.reportError(`listener: ${oneLine(error)}`);
+    });
     subscriber.events.on('reconnect', (attempt) => {
       if (attempt === 1) log('control listener lost its connection: reconnecting');
     });
-    subscriber.events.on('connected', () => plane.requestReconcile());
-    subscriber.events.on('notification', (n) => plane.onNotification(n.channel, n.payload));
+    subscriber.events.on('connected', () => {
+      // A reconnect that succeeded after stop() would keep a connection (and the process) alive.
+      if (plane?.closed) void subscriber.close().catch(() => undefined);
+      else plane?.requestReconcile();
+    });
+    subscriber.events.on('notification', (n) => plane?.onNotification(n.channel, n.payload));
     try {
       await subscriber.connect();
       await subscriber.listenTo(CONTROL_CHANNEL);
@@ -126,9 +138,10 @@ export class ControlPlane {
     }
     // 'connected' fired before LISTEN on the first connection: look at what is waiting now.
     plane.requestReconcile();
-    plane.poll = setInterval(() => plane.requestReconcile(), options.pollMs ?? 15_000);
-    plane.poll.unref();
-    return plane;
+    const ready = plane;
+    ready.poll = setInterval(() => plane.requestReconcile(), options.pollMs ?? 15_000);
+    ready.poll.unref();
+    return ready;
   }
 
   /** Request ids this sidecar is collecting for now. */
@@ -340,7 +353,7 @@ function statusPayload(id: string, status: string, error: string | null): string
 }
 
 /** Excludes a pg Connection's backend when its BackendKeyData arrives. */
-function excludeOnKeyData(connection: unknown, host: ProbeSetHost, log: (line: string) => void): void {
+function excludeOnKeyData(connection: unknown, exclude: (pid: number) => void, log: (line: string) => void): void {
   const emitter = connection as { once?: (event: string, fn: (msg: { processID: number }) => void) => void };
   if (typeof emitter?.once !== 'function') {
     log("control listener: cannot see its backend pid (pg changed how it opens streams): its own backend is not excluded");
@@ -348,7 +361,7 @@ function excludeOnKeyData(connection: unknown, host: ProbeSetHost, log: (line: s
   }
   emitter.once('backendKeyData', (msg) => {
     try {
-      host.excludeBackend(msg.processID);
+      exclude(msg.processID);
     } catch (error) {
       log(`control listener: cannot exclude backend ${msg.processID}: ${oneLine(error)}`);
     }

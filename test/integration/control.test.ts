@@ -359,11 +359,27 @@ describe('the least-privileged sidecar role', () => {
       await restricted.flush();
       expect(restricted.lastFlush!.error).toBeNull();
       expect(Number((await listener.query('SELECT count(*) FROM bpf_stats.backend_stats')).rows[0].count)).toBeGreaterThan(0);
+
+      // Stopped while its listener retries against a database nobody may connect to: it stops,
+      // and no listener comes back once connections are allowed again.
+      const ownListener = "SELECT pid FROM pg_stat_activity WHERE application_name = 'pg-bpf-stats listener' AND datname = 'least_priv'";
+      const old = (await admin.query(ownListener)).rows[0].pid;
+      await admin.query('ALTER DATABASE least_priv WITH ALLOW_CONNECTIONS false');
+      try {
+        await admin.query('SELECT pg_terminate_backend($1, 5000)', [old]);
+        await sleep(800);
+        await restricted.stop();
+      } finally {
+        await admin.query('ALTER DATABASE least_priv WITH ALLOW_CONNECTIONS true');
+      }
+      await sleep(2500);
+      expect((await admin.query(ownListener)).rows).toEqual([]);
     } finally {
       await restricted.stop();
       await requester.end();
       await listener.end();
     }
-    expect(lines.filter((l) => /failed|cannot|lost/.test(l))).toEqual([]);
+    expect(lines.filter((l) => /failed|cannot|control plane/.test(l))).toEqual([]);
+    expect(lines.filter((l) => /lost/.test(l))).toEqual(['control listener lost its connection: reconnecting']);
   });
 });
