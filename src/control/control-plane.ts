@@ -39,6 +39,8 @@ interface Running {
 const BATCH = 200;
 /** A doorbell payload we expect: what bpf_stats.collect/stop send (the id), or nothing. */
 const DOORBELL = /^\d{1,19}$/;
+/** How long finished requests stay in bpf_stats.collections. */
+const RETENTION = '30 days';
 /** At most one line per this period about junk on the control channel. */
 const JUNK_LOG_MS = 60_000;
 
@@ -136,6 +138,10 @@ export class ControlPlane {
       await pool.end().catch(() => undefined);
       throw error;
     }
+    // Bounded: finished requests are kept for RETENTION, then forgotten (once per start).
+    void plane.serial(async () => {
+      await pool.query(`DELETE FROM bpf_stats.collections WHERE finished_at < now() - interval '${RETENTION}'`);
+    });
     // 'connected' fired before LISTEN on the first connection: look at what is waiting now.
     plane.requestReconcile();
     const ready = plane;

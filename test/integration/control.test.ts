@@ -331,6 +331,24 @@ describe('control plane', () => {
     expect(r.error).toMatch(/the sidecar shut down/);
     expect(sidecar.attached()).toEqual([]);
   });
+
+  it('takes at start-up what was requested while no sidecar ran, and forgets requests finished 30 days ago', async () => {
+    const pending = await collect('{query}', '1 s');
+    const old = Number((await admin.query(
+      "INSERT INTO bpf_stats.collections (probes, duration, status, finished_at) VALUES ('{query}', '1 s', 'done', now() - interval '31 days') RETURNING id",
+    )).rows[0].id);
+    const recent = Number((await admin.query(
+      "INSERT INTO bpf_stats.collections (probes, duration, status, finished_at) VALUES ('{query}', '1 s', 'done', now() - interval '29 days') RETURNING id",
+    )).rows[0].id);
+    await sleep(300);
+    expect((await row(pending)).status).toBe('pending');
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 500, controlPollMs: 3_600_000, log: (line) => logs.push(line) });
+    await statusOf(pending, 'running');
+    await statusOf(pending, 'done');
+    expect(await row(old)).toBeUndefined();
+    expect((await row(recent)).status).toBe('done');
+    await sidecar.stop();
+  });
 });
 
 describe('the least-privileged sidecar role', () => {
