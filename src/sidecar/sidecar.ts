@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { COUNTER_NAMES, CollectorObject } from '../attach/collector-object.js';
+import { ControlPlane } from '../control/control-plane.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
 import { Collector } from '../collect/collector.js';
 import type { FlushBatch } from '../collect/flush-batch.js';
@@ -37,6 +38,10 @@ export interface SidecarOptions {
   /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
   maxBackends?: number;
   maxQueries?: number;
+  /** Listen for bpf_stats.collect()/stop() requests (default true). */
+  control?: boolean;
+  /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
+  controlPollMs?: number;
 }
 
 /** What the last flush did (for logs, tests, and later bpf_stats.health). */
@@ -62,6 +67,8 @@ export class Sidecar {
   private flushing: Promise<FlushStatus> | null = null;
   private stopped = false;
   private control: pg.Client | null = null;
+  /** The LISTEN/NOTIFY control plane (src/control/), when enabled. */
+  controlPlane: ControlPlane | null = null;
   /** Sets attached at any time since the last flush: their columns are measured, not NULL. */
   private measuring = new Set<ProbeSetName>();
   private readonly overflow = new Map<string, bigint>();
@@ -140,6 +147,14 @@ export class Sidecar {
       checkPostmaster = (pid) => sidecar.checkPostmaster(pid);
       await sidecar.markVanishedBackends();
       sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
+      if (options.control ?? true) {
+        try {
+          sidecar.controlPlane = await ControlPlane.start({ connectionString: options.connectionString, host: sidecar, log, pollMs: options.controlPollMs });
+        } catch (error) {
+          await sidecar.stop();
+          throw error;
+        }
+      }
       return sidecar;
     } catch (error) {
       object?.close();
@@ -154,6 +169,27 @@ export class Sidecar {
     this.object.attach(name);
     this.measuring.add(name);
     this.options.log?.(`attached probe set ${name}`);
+  }
+
+  /**
+   * Detaches an opt-in probe set. The default sets and the sets given at start stay attached:
+   * this does nothing for them. The set's columns still count as measured until the next flush.
+   */
+  detach(name: ProbeSetName): void {
+    if (PROBE_SETS[name].default || this.options.probeSets?.includes(name)) return;
+    if (!this.object.attached().includes(name)) return;
+    this.object.detach(name);
+    this.options.log?.(`detached probe set ${name}`);
+  }
+
+  /**
+   * Leaves another of the sidecar's own backends out of the figures (the control plane's
+   * connections). A live backend of another postmaster means a restart, as for the writer; a
+   * backend already gone (terminated right after connecting) says nothing about that.
+   */
+  excludeBackend(pid: number): void {
+    this.object.exclude(pid);
+    if (procStat(pid)) this.checkPostmaster(pid);
   }
 
   /** Probe sets attached now. */
@@ -205,6 +241,7 @@ export class Sidecar {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    await this.controlPlane?.stop();
     for (const set of this.object.attached()) this.object.detach(set);
     // The last figures are only in the BPF maps: give a database that is away a few chances.
     for (let attempt = 1; attempt <= FINAL_FLUSH_ATTEMPTS; attempt++) {

@@ -1,0 +1,67 @@
+-- The control plane's SQL API (re-applied on every start). Both functions run as their owner
+-- (the sidecar's role) with a fixed search_path; EXECUTE is granted to bpf_stats_admin only
+-- (sql/99-grants.sql) and each checks membership again, so an accidental GRANT to PUBLIC
+-- still lets nobody else in. The NOTIFY is a doorbell: the sidecar reads the rows.
+
+-- Asks the sidecar to attach probe sets for a while; returns the request id to watch in
+-- bpf_stats.collections (or LISTEN bpf_stats_status). 'default' means the always-on sets.
+-- duration NULL: until bpf_stats.stop(id), at most 24 hours.
+CREATE OR REPLACE FUNCTION bpf_stats.collect(probes text[] DEFAULT '{default}', duration interval DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  request_id bigint;
+BEGIN
+  IF NOT pg_has_role(session_user, 'bpf_stats_admin', 'MEMBER') THEN
+    RAISE EXCEPTION 'permission denied: % is not a member of bpf_stats_admin', session_user
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF probes IS NULL OR cardinality(probes) = 0 OR cardinality(probes) > 32 OR array_position(probes, NULL) IS NOT NULL THEN
+    RAISE EXCEPTION 'probes must name 1 to 32 probe sets, e.g. ''{query}'' or ''{default}'''
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF EXISTS (SELECT 1 FROM unnest(probes) p WHERE length(p) NOT BETWEEN 1 AND 63) THEN
+    RAISE EXCEPTION 'probe set names are 1 to 63 characters' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF duration IS NOT NULL AND (duration <= interval '0' OR duration > interval '24 hours') THEN
+    RAISE EXCEPTION 'duration % is out of range: more than 0 and at most 24 hours (NULL: until bpf_stats.stop)', duration
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  INSERT INTO bpf_stats.collections (requested_by, probes, duration)
+  VALUES (session_user, probes, duration)
+  RETURNING id INTO request_id;
+  PERFORM pg_notify('bpf_stats_control', request_id::text);
+  RETURN request_id;
+END
+$fn$;
+
+-- Ends a request: a pending one never starts, a running one is detached by the sidecar (a set
+-- stays attached while another running request wants it). Returns false when it had ended.
+CREATE OR REPLACE FUNCTION bpf_stats.stop(id bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  found_status text;
+BEGIN
+  IF NOT pg_has_role(session_user, 'bpf_stats_admin', 'MEMBER') THEN
+    RAISE EXCEPTION 'permission denied: % is not a member of bpf_stats_admin', session_user
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  SELECT c.status INTO found_status FROM bpf_stats.collections c WHERE c.id = stop.id FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'no collection request %', stop.id USING ERRCODE = 'no_data_found';
+  END IF;
+  IF found_status NOT IN ('pending', 'running') THEN
+    RETURN false;
+  END IF;
+  UPDATE bpf_stats.collections c SET status = 'stopped', finished_at = now() WHERE c.id = stop.id;
+  PERFORM pg_notify('bpf_stats_control', stop.id::text);
+  RETURN true;
+END
+$fn$;
