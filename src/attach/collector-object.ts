@@ -6,6 +6,7 @@ import { loadNative, type BpfLink as NativeBpfLink, type BpfObject as NativeBpfO
 import { packageRoot } from '../package-root.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import { KernelFeatures } from './kernel-features.js';
 import { PROBE_SETS } from './probe-sets.js';
 
 export interface CollectorObjectOptions {
@@ -39,7 +40,15 @@ export interface QuerySample {
   metrics: bigint[];
 }
 
-export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable', 'histograms_full'] as const;
+export const COUNTER_NAMES = [
+  'backends_full',
+  'queries_full',
+  'status_unreadable',
+  'histograms_full',
+  'mem_stalls_full',
+  'io_inflight_full',
+  'memio_untracked',
+] as const;
 const BACKEND_IDENTITY_KNOWN = 0x1n;
 const BACKEND_EXCLUDED = 0x2n;
 
@@ -98,6 +107,7 @@ export class CollectorObject {
         client_read_event: layout.clientReadEvent,
         tracking_since_ns: process.hrtime.bigint(),
       });
+      configureForKernel(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.load();
@@ -235,4 +245,17 @@ function writeRodata(object: NativeBpfObject, values: Record<string, number | bi
     else throw new Error(`BPF setting ${name} has unsupported size ${v.size}`);
     object.setRodata(v.offset, bytes);
   }
+}
+
+/**
+ * A tp_btf program whose tracepoint this kernel lacks would fail the whole object's load: it
+ * is left unloaded instead, and the probe set that needs it reports itself unsupported.
+ */
+function configureForKernel(object: NativeBpfObject, kernel: KernelFeatures): void {
+  for (const program of object.programs()) {
+    const tracepoint = program.section.startsWith('tp_btf/') ? program.section.slice('tp_btf/'.length) : null;
+    if (tracepoint && !kernel.hasTracepoint(tracepoint)) object.setAutoload(program.name, false);
+  }
+  const hz = kernel.hz();
+  if (object.rodata().some((v) => v.name === 'jiffy_ns')) writeRodata(object, { jiffy_ns: hz ? Math.round(1e9 / hz) : 0 });
 }

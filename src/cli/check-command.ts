@@ -64,7 +64,7 @@ export async function runChecks(dsn: string | undefined): Promise<CheckLine[]> {
     lines.push({
       name: `probes ${set.name}`,
       ok: reason === null,
-      required: set.default,
+      required: set.default && !set.whereSupported,
       detail: reason === null ? `${set.default ? 'default' : 'opt-in'}: ${set.description}; cost: ${set.cost}` : `unsupported: ${reason}`,
     });
   }

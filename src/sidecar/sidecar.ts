@@ -107,8 +107,11 @@ export class Sidecar {
       });
       pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
+      const defaults = Object.values(PROBE_SETS).filter((s) => s.default);
+      const skipped = defaults.filter((s) => s.whereSupported && s.unsupportedReason(target) !== null);
+      for (const s of skipped) log(`probe set ${s.name} is not supported here, collecting without it: ${s.unsupportedReason(target)}`);
       const sets = new Set<ProbeSetName>([
-        ...(Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name)),
+        ...defaults.filter((s) => !skipped.includes(s)).map((s) => s.name),
         ...(options.probeSets ?? []),
       ]);
       for (const set of sets) object.attach(set);
@@ -257,6 +260,9 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
   status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
+  mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
+  io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
+  memio_untracked: 'a stall or block request of a backend not tracked yet (before its first context switch) was not attributed',
 };
 
 /** The backend pid the server announced at connection start (BackendKeyData). */

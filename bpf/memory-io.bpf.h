@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The memory and IO families (issue 3): stalls a backend suffers inside the kernel's memory
+ * management, and the block IO it causes. Included once, by pgstats.bpf.c, after the
+ * attribution core.
+ *
+ * Memory ("memory" set). Direct reclaim, memcg reclaim and direct compaction run in the
+ * context of the task that allocates, so `current` is the backend: begin stores a timestamp
+ * per task (mem_stalls, keyed by pid), end adds the elapsed time. These are OVERLAY figures:
+ * the stall is wall time the cpu set has already put into on_cpu_ms (reclaim mostly runs) or
+ * into a wait (it may sleep on writeback or congestion), so reclaim_ns / compaction_ns are
+ * "of which" amounts inside total_ns, not extra components of its partition.
+ *
+ * IO ("io" set). A block request is created in the submitter's context (block_io_start, from
+ * blk_mq_bio_to_request, Linux 6.5+), but it may be issued by kblockd and is completed in
+ * softirq/hardirq context on whatever task happens to be running. So the owner (pid and query
+ * key) is remembered per struct request at creation, in a bounded hash, and bytes, ios and
+ * latency are charged to it at block_rq_complete. Request structs are preallocated per tag
+ * and reused, so an entry that was never completed (a request merged into another one) is
+ * replaced or deleted the next time its struct is started, by anyone.
+ *
+ * Writeback throttling (balance_dirty_pages) is also in the "io" set: the pause the kernel
+ * imposes on a task that dirties pages faster than they are written back. Like the stalls
+ * above it is an overlay: the pause is an io_schedule_timeout, which the cpu set counts in
+ * io_wait_ms.
+ */
+#ifndef MEMORY_IO_BPF_H
+#define MEMORY_IO_BPF_H
+
+#include "attribution.bpf.h"
+
+/* Nanoseconds per jiffy (1e9 / CONFIG_HZ), written by the collector; 0 = unknown. */
+const volatile __u64 jiffy_ns = 0;
+
+/* A task inside reclaim and/or compaction. */
+struct mem_stall {
+	__u64 reclaim_start_ns;
+	__u64 compaction_start_ns;
+	__u32 reclaim_depth; /* direct and memcg reclaim do not nest today; be safe if they ever do */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct mem_stall);
+} mem_stalls SEC(".maps");
+
+/* Who a block request belongs to, from its creation to its completion. */
+struct io_owner {
+	struct query_key key;
+	__u64 start_ns;
+	__u32 pid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct io_owner);
+} io_inflight SEC(".maps");
+
+#define REQ_OP_MASK_ 0xffu /* (1 << REQ_OP_BITS) - 1 */
+
+/*
+ * The backend record and current query key of `current`, a postmaster child. The key's
+ * queryid is 0 when the backend is between queries (the figure then counts per backend only).
+ */
+static __always_inline struct backend_record *memio_backend(struct task_struct *task, __u32 pid,
+							     struct query_key *key)
+{
+	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
+
+	if (!r) {
+		/* Not switched out once since we attached: nothing to attribute to yet. */
+		count(COUNTER_MEMIO_UNTRACKED);
+		return NULL;
+	}
+	if (r->flags & BACKEND_EXCLUDED)
+		return NULL;
+	if (!read_current(task, r, pid, key, NULL))
+		key->queryid = 0;
+	return r;
+}
+
+static __always_inline struct mem_stall *stall_of(__u32 pid, bool create)
+{
+	static const struct mem_stall empty_stall = {};
+	struct mem_stall *s = bpf_map_lookup_elem(&mem_stalls, &pid);
+
+	if (s || !create)
+		return s;
+	if (bpf_map_update_elem(&mem_stalls, &pid, &empty_stall, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&mem_stalls, &pid)) {
+		count(COUNTER_MEM_STALLS_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&mem_stalls, &pid);
+}
+
+static __always_inline void stall_done(__u32 pid, struct mem_stall *s)
+{
+	if (!s->reclaim_depth && !s->compaction_start_ns)
+		bpf_map_delete_elem(&mem_stalls, &pid);
+}
+
+static __always_inline void reclaim_begin(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct mem_stall *s;
+
+	if (!is_postmaster_family(task))
+		return;
+	s = stall_of(task->pid, true);
+	if (s && !s->reclaim_depth++)
+		s->reclaim_start_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline void reclaim_end(__u64 nr_reclaimed)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct backend_record *r;
+	struct query_key key = {};
+	struct mem_stall *s;
+	struct metrics *qm;
+	__u32 pid;
+	__u64 ns = 0;
+
+	if (!is_postmaster_family(task))
+		return;
+	pid = task->pid;
+	s = stall_of(pid, false);
+	if (!s || !s->reclaim_depth)
+		return; /* began before we attached */
+	if (!--s->reclaim_depth) {
+		ns = bpf_ktime_get_ns() - s->reclaim_start_ns;
+		s->reclaim_start_ns = 0;
+	}
+	stall_done(pid, s);
+
+	r = memio_backend(task, pid, &key);
+	if (!r)
+		return;
+	r->m.reclaim_ns += ns;
+	r->m.reclaim_pages += nr_reclaimed;
+	qm = query_metrics(&key);
+	if (qm) {
+		qm->reclaim_ns += ns;
+		qm->reclaim_pages += nr_reclaimed;
+	}
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(on_direct_reclaim_begin)
+{
+	reclaim_begin();
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_end")
+int BPF_PROG(on_direct_reclaim_end, unsigned long nr_reclaimed)
+{
+	reclaim_end(nr_reclaimed);
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
+int BPF_PROG(on_memcg_reclaim_begin)
+{
+	reclaim_begin();
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
+int BPF_PROG(on_memcg_reclaim_end, unsigned long nr_reclaimed)
+{
+	reclaim_end(nr_reclaimed);
+	return 0;
+}
+
+/* compact_zone(): direct compaction when a backend runs it (kcompactd is no postmaster child). */
+SEC("tp_btf/mm_compaction_begin")
+int BPF_PROG(on_compaction_begin)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct mem_stall *s;
+
+	if (!is_postmaster_family(task))
+		return 0;
+	s = stall_of(task->pid, true);
+	if (s)
+		s->compaction_start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/mm_compaction_end")
+int BPF_PROG(on_compaction_end)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct backend_record *r;
+	struct query_key key = {};
+	struct mem_stall *s;
+	struct metrics *qm;
+	__u32 pid;
+	__u64 ns;
+
+	if (!is_postmaster_family(task))
+		return 0;
+	pid = task->pid;
+	s = stall_of(pid, false);
+	if (!s || !s->compaction_start_ns)
+		return 0;
+	ns = bpf_ktime_get_ns() - s->compaction_start_ns;
+	s->compaction_start_ns = 0;
+	stall_done(pid, s);
+
+	r = memio_backend(task, pid, &key);
+	if (!r)
+		return 0;
+	r->m.compaction_ns += ns;
+	qm = query_metrics(&key);
+	if (qm)
+		qm->compaction_ns += ns;
+	return 0;
+}
+
+/*
+ * One round of balance_dirty_pages(). `pause` > 0 (jiffies) means the task is about to sleep
+ * that long in io_schedule_timeout(); rounds that only adjust the rate have pause <= 0.
+ */
+SEC("tp_btf/balance_dirty_pages")
+int BPF_PROG(on_balance_dirty_pages, struct bdi_writeback *wb, struct dirty_throttle_control *dtc,
+	     unsigned long dirty_ratelimit, unsigned long task_ratelimit, unsigned long dirtied,
+	     unsigned long period, long pause)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct backend_record *r;
+	struct query_key key = {};
+	struct metrics *qm;
+	__u64 ns;
+
+	if (pause <= 0 || !is_postmaster_family(task))
+		return 0;
+	ns = (__u64)pause * jiffy_ns;
+	r = memio_backend(task, task->pid, &key);
+	if (!r)
+		return 0;
+	r->m.writeback_throttle_ns += ns;
+	qm = query_metrics(&key);
+	if (qm)
+		qm->writeback_throttle_ns += ns;
+	return 0;
+}
+
+/* A request is created from a bio, in the context of the task that submitted the bio. */
+SEC("tp_btf/block_io_start")
+int BPF_PROG(on_block_io_start, struct request *rq)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 id = (__u64)rq;
+	struct backend_record *r;
+	struct io_owner owner = {};
+
+	if (!is_postmaster_family(task)) {
+		/* This struct may still carry an owner from a request that never completed. */
+		bpf_map_delete_elem(&io_inflight, &id);
+		return 0;
+	}
+	owner.pid = task->pid;
+	r = memio_backend(task, owner.pid, &owner.key);
+	if (!r) {
+		bpf_map_delete_elem(&io_inflight, &id);
+		return 0;
+	}
+	owner.start_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&io_inflight, &id, &owner, BPF_ANY))
+		count(COUNTER_IO_INFLIGHT_FULL);
+	return 0;
+}
+
+/*
+ * (Part of) a request completed: softirq or hardirq context, `current` is unrelated. Bytes
+ * count as they complete; the request counts once, when its last bytes complete.
+ */
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 id = (__u64)rq, ns = 0;
+	struct backend_record *r;
+	struct io_owner *owner;
+	struct metrics *qm;
+	__u32 op;
+	bool done, write;
+
+	owner = bpf_map_lookup_elem(&io_inflight, &id);
+	if (!owner)
+		return 0;
+	op = rq->cmd_flags & REQ_OP_MASK_;
+	done = nr_bytes >= rq->__data_len;
+	write = op == REQ_OP_WRITE;
+	if (done)
+		ns = bpf_ktime_get_ns() - owner->start_ns;
+	if (op == REQ_OP_READ || op == REQ_OP_WRITE) {
+		/* The backend record is shared across CPUs: completions on two CPUs must not race. */
+		r = bpf_map_lookup_elem(&backends, &owner->pid);
+		if (r) {
+			if (write) {
+				__sync_fetch_and_add(&r->m.blk_write_bytes, nr_bytes);
+				if (done)
+					__sync_fetch_and_add(&r->m.blk_write_ios, 1);
+			} else {
+				__sync_fetch_and_add(&r->m.blk_read_bytes, nr_bytes);
+				if (done)
+					__sync_fetch_and_add(&r->m.blk_read_ios, 1);
+			}
+		}
+		/* Per-CPU values: this CPU's copy, which no other program touches meanwhile. */
+		qm = query_metrics(&owner->key);
+		if (qm) {
+			if (write) {
+				qm->blk_write_bytes += nr_bytes;
+				qm->blk_write_ios += done;
+			} else {
+				qm->blk_read_bytes += nr_bytes;
+				qm->blk_read_ios += done;
+			}
+		}
+		if (done)
+			hist_observe(&owner->key, HIST_IO, ns);
+	}
+	if (done)
+		bpf_map_delete_elem(&io_inflight, &id);
+	return 0;
+}
+
+#endif /* MEMORY_IO_BPF_H */

@@ -1,0 +1,255 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, statfsSync, statSync, writeFileSync } from 'node:fs';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KernelFeatures } from '../../src/attach/kernel-features.js';
+import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { MemoryCgroup } from '../support/memory-cgroup.js';
+import { TraceInstance, type TraceEvent } from '../support/trace-instance.js';
+
+/*
+ * The memory and IO families against a real cluster, checked against the kernel's own
+ * accounting, never against the collector: a memcg's limit and its uncharge counter, ftrace's
+ * block and writeback events (a separate mechanism from the BPF programs), and the relation's
+ * size from pg_relation_size.
+ */
+let cluster: ThrowawayCluster;
+let sidecar: Sidecar;
+let admin: pg.Client;
+let relationBytes = 0;
+const TMPFS_MAGIC = 0x01021994;
+const MB = 1024 * 1024;
+
+async function connect(): Promise<pg.Client> {
+  const client = new pg.Client(cluster.connectionString());
+  await client.connect();
+  // One process per statement: the ground truths below follow one pid.
+  await client.query('SET max_parallel_workers_per_gather = 0');
+  return client;
+}
+
+async function backendPid(client: pg.Client): Promise<number> {
+  return (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+}
+
+/** query_stats (and pg_stat_statements' figures) for the one statement matching `pattern`. */
+async function statsFor(pattern: string) {
+  await sidecar.flush();
+  const { rows } = await admin.query(
+    `SELECT s.calls AS pgss_calls, s.total_exec_time, q.*
+       FROM pg_stat_statements s
+       JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+      WHERE s.query LIKE $1`,
+    [pattern],
+  );
+  expect(rows, `exactly one statement matches ${pattern}`).toHaveLength(1);
+  return rows[0];
+}
+
+async function backendThrottle(pid: number): Promise<number> {
+  const { rows } = await admin.query('SELECT writeback_throttle_ms FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start DESC LIMIT 1', [pid]);
+  expect(rows).toHaveLength(1);
+  return rows[0].writeback_throttle_ms;
+}
+
+/** Empties the page cache, so the next read of the table comes from the disk. */
+function dropCaches(): void {
+  execFileSync('sync');
+  writeFileSync('/proc/sys/vm/drop_caches', '3');
+}
+
+/** "major,minor" of the block device holding `path`, as block events print it. */
+function blockDevice(path: string): string {
+  const dev = statSync(path).dev;
+  return `${(dev >> 8) & 0xfff},${(dev & 0xff) | ((dev >> 12) & 0xfff00)}`;
+}
+
+beforeAll(async () => {
+  // A small shared_buffers, so a table scan is mostly reads from the kernel.
+  cluster = await ThrowawayCluster.start({ settings: { shared_buffers: "'16MB'" } });
+  expect(statfsSync(cluster.dataDir).type, 'the data directory must be on a real disk, not tmpfs').not.toBe(TMPFS_MAGIC);
+  admin = new pg.Client(cluster.connectionString());
+  await admin.connect();
+  await admin.query('CREATE EXTENSION pg_stat_statements');
+  await admin.query("CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 400000) g");
+  // Hint bits set now, so the measured scans only read (no dirtied pages written back).
+  await admin.query('VACUUM (FREEZE) cold');
+  await admin.query('CREATE TABLE dirty (id int, pad text)');
+  await admin.query('CHECKPOINT');
+  relationBytes = Number((await admin.query("SELECT pg_relation_size('cold') AS n")).rows[0].n);
+  await admin.end();
+  // An empty shared_buffers: the scans below have to ask the kernel for every page.
+  await cluster.restart();
+  admin = new pg.Client(cluster.connectionString());
+  await admin.connect();
+  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000 });
+});
+
+afterAll(async () => {
+  await sidecar?.stop();
+  await admin?.end();
+  await cluster?.stop();
+});
+
+describe('memory and IO families on a real cluster', () => {
+  it('attaches both sets by default on this kernel', () => {
+    expect(KernelFeatures.host().missingTracepoint(['block_io_start', 'mm_vmscan_memcg_reclaim_end', 'balance_dirty_pages'])).toBeNull();
+    expect(sidecar.attached()).toEqual(expect.arrayContaining(['cpu', 'memory', 'io']));
+  });
+
+  it("charges a cold scan's block reads to its query, as ftrace saw them, even when completed in other contexts", async () => {
+    const client = await connect();
+    try {
+      const pid = await backendPid(client);
+      await client.query('EXPLAIN SELECT count(*) FROM cold'); // catalogs cached before the caches go
+      dropCaches();
+      const device = blockDevice(cluster.dataDir);
+      const trace = TraceInstance.create('pgbpf-io', ['block/block_io_start', 'block/block_rq_complete'], 16384);
+      let events: TraceEvent[];
+      try {
+        await client.query('SELECT count(*) FROM cold');
+      } finally {
+        events = trace.stop();
+      }
+      // Ground truth: requests this backend started on the data disk, completed bytes per request.
+      const started = new Set<string>();
+      for (const e of events) {
+        const m = e.event === 'block_io_start' && e.pid === pid && e.fields.match(/^(\d+,\d+) (\S+) \d+ \(.*?\) (\d+) \+ \d+/);
+        if (m && m[1] === device && m[2]!.includes('R')) started.add(m[3]!);
+      }
+      let traceBytes = 0;
+      let elsewhere = 0;
+      for (const e of events) {
+        const m = e.event === 'block_rq_complete' && e.fields.match(/^(\d+,\d+) (\S+) \(.*?\) (\d+) \+ (\d+)/);
+        if (m && m[1] === device && started.has(m[3]!)) {
+          traceBytes += Number(m[4]) * 512;
+          if (e.pid !== pid) elsewhere++;
+        }
+      }
+
+      const row = await statsFor('SELECT count(*) FROM cold');
+      const read = Number(row.blk_read_bytes);
+      console.log(`cold scan: relation ${relationBytes} B, blk_read_bytes ${read} in ${row.blk_read_ios} requests, ` +
+        `ftrace ${traceBytes} B over ${started.size} requests (${elsewhere} completed in another task's context), io_wait_ms ${row.io_wait_ms.toFixed(1)}`);
+      // The whole relation had to come from the disk (shared_buffers empty, page cache dropped)...
+      expect(read).toBeGreaterThan(0.9 * relationBytes);
+      // ...and not much more: readahead stops at the end of the file, so the slack is the few
+      // catalog and free-space-map pages the executor touched.
+      expect(read).toBeLessThan(1.1 * relationBytes + 2 * MB);
+      expect(Math.abs(read - traceBytes)).toBeLessThan(0.01 * traceBytes + 256 * 1024);
+      expect(Number(row.blk_read_ios)).toBeGreaterThanOrEqual(started.size * 0.99);
+      // Completions ran in interrupt context on whatever task was current, yet were charged here.
+      expect(elsewhere).toBeGreaterThan(0);
+      expect(row.io_wait_ms).toBeGreaterThan(0);
+      expect(Number(row.blk_write_bytes)).toBe(0);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('gives a scan bigger than its memory cgroup reclaim time and the pages the memcg gave back', async () => {
+    expect(MemoryCgroup.available(), 'cgroup v1 memory controller').toBe(true);
+    const client = await connect();
+    const limit = 64 * MB;
+    const cgroup = MemoryCgroup.create('pgbpf-memcg', limit);
+    try {
+      await client.query('EXPLAIN SELECT sum(length(pad)) FROM cold');
+      cgroup.add(await backendPid(client));
+      dropCaches();
+      const usageBefore = cgroup.usage();
+      const failsBefore = cgroup.failcnt();
+      const started = performance.now();
+      await client.query('SELECT sum(length(pad)) FROM cold');
+      const wallMs = performance.now() - started;
+      // The whole relation was read into the page cache and charged to the memcg; what it holds
+      // now beyond what it held before is what was not reclaimed.
+      const grown = cgroup.usage() - usageBefore;
+      const expected = (relationBytes - grown) / 4096;
+
+      const row = await statsFor('SELECT sum(length(pad)) FROM cold');
+      const pages = Number(row.reclaim_pages);
+      console.log(`memcg ${limit / MB} MB, relation ${(relationBytes / MB).toFixed(0)} MB, memcg grew ${(grown / MB).toFixed(1)} MB, ` +
+        `limit hit ${cgroup.failcnt() - failsBefore} times: reclaim_pages ${pages} (expected ~${expected.toFixed(0)}), ` +
+        `reclaim_ms ${row.reclaim_ms.toFixed(1)} of ${wallMs.toFixed(0)} ms wall, on_cpu_ms ${row.on_cpu_ms.toFixed(1)}`);
+      expect(cgroup.failcnt()).toBeGreaterThan(failsBefore);
+      // Pages reclaimed = pages charged (the relation, plus a little private memory) - growth.
+      expect(pages).toBeGreaterThan(0.9 * expected);
+      expect(pages).toBeLessThan(1.1 * expected + 512);
+      expect(row.reclaim_ms).toBeGreaterThan(0);
+      // An overlay inside the statement's time, not an extra component of it.
+      expect(row.reclaim_ms).toBeLessThan(row.total_time_ms);
+      expect(row.reclaim_ms).toBeLessThan(wallMs);
+    } finally {
+      await client.end();
+      cgroup.remove();
+    }
+  });
+
+  it('gives a heavy writer the writeback throttling pauses the kernel imposed on it', async () => {
+    const client = await connect();
+    const pid = await backendPid(client);
+    // pg_stat_statements writes a new statement's text to a file before the query id is
+    // published, and that write may be throttled too (it then counts for the backend only):
+    // the statement runs once first, so the measured run is all query.
+    await client.query("INSERT INTO dirty SELECT g, repeat('y', 200) FROM generate_series(1, 10) g");
+    const queryBefore = (await statsFor('INSERT INTO dirty SELECT g, repeat($1, $2) FROM generate_series($3, $4) g')).writeback_throttle_ms;
+    const backendBefore = await backendThrottle(pid);
+    const dirtyRatio = readFileSync('/proc/sys/vm/dirty_ratio', 'utf8').trim();
+    const dirtyBytes = readFileSync('/proc/sys/vm/dirty_bytes', 'utf8').trim();
+    const backgroundRatio = readFileSync('/proc/sys/vm/dirty_background_ratio', 'utf8').trim();
+    const backgroundBytes = readFileSync('/proc/sys/vm/dirty_background_bytes', 'utf8').trim();
+    const trace = TraceInstance.create('pgbpf-wb', ['writeback/balance_dirty_pages'], 4096, {
+      'writeback/balance_dirty_pages': `common_pid == ${pid}`,
+    });
+    let events: TraceEvent[] = [];
+    let wallMs = 0;
+    try {
+      // A tiny dirty limit for a few seconds, so the writer outruns writeback; restored below.
+      writeFileSync('/proc/sys/vm/dirty_bytes', String(4 * MB));
+      writeFileSync('/proc/sys/vm/dirty_background_bytes', String(1 * MB));
+      const started = performance.now();
+      await client.query("INSERT INTO dirty SELECT g, repeat('y', 200) FROM generate_series(1, 400000) g");
+      wallMs = performance.now() - started;
+    } finally {
+      // Writing a ratio resets the bytes form and vice versa: restore whichever was in force.
+      writeFileSync('/proc/sys/vm/' + (dirtyBytes !== '0' ? 'dirty_bytes' : 'dirty_ratio'), dirtyBytes !== '0' ? dirtyBytes : dirtyRatio);
+      writeFileSync('/proc/sys/vm/' + (backgroundBytes !== '0' ? 'dirty_background_bytes' : 'dirty_background_ratio'), backgroundBytes !== '0' ? backgroundBytes : backgroundRatio);
+      events = trace.stop();
+      await client.end();
+    }
+    // The tracepoint prints each pause in milliseconds (pause * 1000 / HZ).
+    const pausedMs = events
+      .map((e) => Number(e.fields.match(/ pause=(-?\d+) /)?.[1] ?? 0))
+      .filter((ms) => ms > 0)
+      .reduce((a, b) => a + b, 0);
+    const row = await statsFor('INSERT INTO dirty SELECT g, repeat($1, $2) FROM generate_series($3, $4) g');
+    const queryMs = row.writeback_throttle_ms - queryBefore;
+    const backendMs = (await backendThrottle(pid)) - backendBefore;
+    console.log(`writer: writeback_throttle_ms query ${queryMs.toFixed(1)}, backend ${backendMs.toFixed(1)}; ftrace pauses ${pausedMs} ms in ` +
+      `${events.length} rounds; io_wait_ms ${row.io_wait_ms.toFixed(1)}, wall ${wallMs.toFixed(0)} ms`);
+    expect(pausedMs, 'the kernel throttled the writer').toBeGreaterThan(20);
+    // Each pause is a whole number of jiffies, which ftrace prints in ms: equal up to rounding.
+    expect(Math.abs(backendMs - pausedMs)).toBeLessThan(0.02 * pausedMs + 8);
+    expect(Math.abs(queryMs - pausedMs)).toBeLessThan(0.02 * pausedMs + 8);
+    expect(queryMs).toBeLessThan(wallMs);
+    // The pauses are IO sleeps: the cpu set's io_wait_ms already holds them (an overlay).
+    expect(row.io_wait_ms).toBeGreaterThan(0.8 * queryMs);
+  });
+
+  it('shows the families in query_memory and query_io with the query text', async () => {
+    await sidecar.flush();
+    const memory = await admin.query("SELECT * FROM bpf_stats.query_memory WHERE query LIKE 'SELECT sum(length(pad)) FROM cold%'");
+    expect(memory.rows).toHaveLength(1);
+    expect(Number(memory.rows[0].reclaim_pages)).toBeGreaterThan(0);
+    expect(memory.rows[0].reclaim_fraction).toBeGreaterThan(0);
+    const io = await admin.query("SELECT * FROM bpf_stats.query_io WHERE query = 'SELECT count(*) FROM cold'");
+    expect(io.rows).toHaveLength(1);
+    // Average request size: at most the device's largest request.
+    const sys = `/sys/dev/block/${blockDevice(cluster.dataDir).replace(',', ':')}`;
+    const queue = existsSync(`${sys}/queue`) ? `${sys}/queue` : `${sys}/../queue`; // a partition's disk
+    const maxKb = Number(readFileSync(`${queue}/max_sectors_kb`, 'utf8'));
+    expect(io.rows[0].avg_read_bytes).toBeGreaterThan(4096);
+    expect(io.rows[0].avg_read_bytes).toBeLessThanOrEqual(maxKb * 1024);
+  });
+});
