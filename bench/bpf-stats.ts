@@ -5,7 +5,20 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 
 /** The collector's programs, by the name the kernel keeps (at most 15 characters). */
-export const COLLECTOR_PROGRAMS = ['on_sched_switch', 'on_query_done'] as const;
+export const COLLECTOR_PROGRAMS = [
+  'on_sched_switch',
+  'on_query_done',
+  // memory and io sets (bpf/memory-io.bpf.h)
+  'on_dreclaim_beg',
+  'on_dreclaim_end',
+  'on_mreclaim_beg',
+  'on_mreclaim_end',
+  'on_compact_beg',
+  'on_compact_end',
+  'on_dirty_pause',
+  'on_blk_start',
+  'on_blk_complete',
+] as const;
 
 /** One loaded BPF program and its kernel run statistics (zero while bpf_stats_enabled is 0). */
 export interface ProgramStats {

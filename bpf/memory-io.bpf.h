@@ -153,28 +153,28 @@ static __always_inline void reclaim_end(__u64 nr_reclaimed)
 }
 
 SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
-int BPF_PROG(on_direct_reclaim_begin)
+int BPF_PROG(on_dreclaim_beg)
 {
 	reclaim_begin();
 	return 0;
 }
 
 SEC("tp_btf/mm_vmscan_direct_reclaim_end")
-int BPF_PROG(on_direct_reclaim_end, unsigned long nr_reclaimed)
+int BPF_PROG(on_dreclaim_end, unsigned long nr_reclaimed)
 {
 	reclaim_end(nr_reclaimed);
 	return 0;
 }
 
 SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
-int BPF_PROG(on_memcg_reclaim_begin)
+int BPF_PROG(on_mreclaim_beg)
 {
 	reclaim_begin();
 	return 0;
 }
 
 SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
-int BPF_PROG(on_memcg_reclaim_end, unsigned long nr_reclaimed)
+int BPF_PROG(on_mreclaim_end, unsigned long nr_reclaimed)
 {
 	reclaim_end(nr_reclaimed);
 	return 0;
@@ -182,7 +182,7 @@ int BPF_PROG(on_memcg_reclaim_end, unsigned long nr_reclaimed)
 
 /* compact_zone(): direct compaction when a backend runs it (kcompactd is no postmaster child). */
 SEC("tp_btf/mm_compaction_begin")
-int BPF_PROG(on_compaction_begin)
+int BPF_PROG(on_compact_beg)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct mem_stall *s;
@@ -196,7 +196,7 @@ int BPF_PROG(on_compaction_begin)
 }
 
 SEC("tp_btf/mm_compaction_end")
-int BPF_PROG(on_compaction_end)
+int BPF_PROG(on_compact_end)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct backend_record *r;
@@ -231,7 +231,7 @@ int BPF_PROG(on_compaction_end)
  * that long in io_schedule_timeout(); rounds that only adjust the rate have pause <= 0.
  */
 SEC("tp_btf/balance_dirty_pages")
-int BPF_PROG(on_balance_dirty_pages, struct bdi_writeback *wb, struct dirty_throttle_control *dtc,
+int BPF_PROG(on_dirty_pause, struct bdi_writeback *wb, struct dirty_throttle_control *dtc,
 	     unsigned long dirty_ratelimit, unsigned long task_ratelimit, unsigned long dirtied,
 	     unsigned long period, long pause)
 {
@@ -254,9 +254,22 @@ int BPF_PROG(on_balance_dirty_pages, struct bdi_writeback *wb, struct dirty_thro
 	return 0;
 }
 
+/*
+ * Entries in io_inflight. Every block request on the host passes both programs below; while no
+ * Postgres request is in flight (a cached OLTP load) they stop at this one load instead of
+ * touching the hash.
+ */
+__u64 io_tracked = 0;
+
+static __always_inline void inflight_forget(__u64 id)
+{
+	if (!bpf_map_delete_elem(&io_inflight, &id))
+		__sync_fetch_and_add(&io_tracked, -1);
+}
+
 /* A request is created from a bio, in the context of the task that submitted the bio. */
 SEC("tp_btf/block_io_start")
-int BPF_PROG(on_block_io_start, struct request *rq)
+int BPF_PROG(on_blk_start, struct request *rq)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 id = (__u64)rq;
@@ -265,17 +278,24 @@ int BPF_PROG(on_block_io_start, struct request *rq)
 
 	if (!is_postmaster_family(task)) {
 		/* This struct may still carry an owner from a request that never completed. */
-		bpf_map_delete_elem(&io_inflight, &id);
+		if (io_tracked)
+			inflight_forget(id);
 		return 0;
 	}
 	owner.pid = task->pid;
 	r = memio_backend(task, owner.pid, &owner.key);
 	if (!r) {
-		bpf_map_delete_elem(&io_inflight, &id);
+		if (io_tracked)
+			inflight_forget(id);
 		return 0;
 	}
 	owner.start_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&io_inflight, &id, &owner, BPF_ANY))
+	if (!bpf_map_update_elem(&io_inflight, &id, &owner, BPF_NOEXIST)) {
+		__sync_fetch_and_add(&io_tracked, 1);
+		return 0;
+	}
+	/* A stale entry for this struct is replaced; a full map is counted. */
+	if (bpf_map_update_elem(&io_inflight, &id, &owner, BPF_EXIST))
 		count(COUNTER_IO_INFLIGHT_FULL);
 	return 0;
 }
@@ -285,7 +305,7 @@ int BPF_PROG(on_block_io_start, struct request *rq)
  * count as they complete; the request counts once, when its last bytes complete.
  */
 SEC("tp_btf/block_rq_complete")
-int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+int BPF_PROG(on_blk_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	__u64 id = (__u64)rq, ns = 0;
 	struct backend_record *r;
@@ -294,6 +314,8 @@ int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsig
 	__u32 op;
 	bool done, write;
 
+	if (!io_tracked)
+		return 0;
 	owner = bpf_map_lookup_elem(&io_inflight, &id);
 	if (!owner)
 		return 0;
@@ -316,7 +338,7 @@ int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsig
 					__sync_fetch_and_add(&r->m.blk_read_ios, 1);
 			}
 		}
-		/* Per-CPU values: this CPU's copy, which no other program touches meanwhile. */
+		/* Per-CPU values: this CPU's copy; no other program adds to these fields. */
 		qm = query_metrics(&owner->key);
 		if (qm) {
 			if (write) {
@@ -331,7 +353,7 @@ int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsig
 			hist_observe(&owner->key, HIST_IO, ns);
 	}
 	if (done)
-		bpf_map_delete_elem(&io_inflight, &id);
+		inflight_forget(id);
 	return 0;
 }
 

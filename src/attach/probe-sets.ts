@@ -27,18 +27,18 @@ export interface ProbeSet {
 }
 
 const MEMORY_PROGRAMS: Record<string, string> = {
-  mm_vmscan_direct_reclaim_begin: 'on_direct_reclaim_begin',
-  mm_vmscan_direct_reclaim_end: 'on_direct_reclaim_end',
-  mm_vmscan_memcg_reclaim_begin: 'on_memcg_reclaim_begin',
-  mm_vmscan_memcg_reclaim_end: 'on_memcg_reclaim_end',
-  mm_compaction_begin: 'on_compaction_begin',
-  mm_compaction_end: 'on_compaction_end',
+  mm_vmscan_direct_reclaim_begin: 'on_dreclaim_beg',
+  mm_vmscan_direct_reclaim_end: 'on_dreclaim_end',
+  mm_vmscan_memcg_reclaim_begin: 'on_mreclaim_beg',
+  mm_vmscan_memcg_reclaim_end: 'on_mreclaim_end',
+  mm_compaction_begin: 'on_compact_beg',
+  mm_compaction_end: 'on_compact_end',
 };
 const MEMORY_TRACEPOINTS = Object.keys(MEMORY_PROGRAMS);
 const IO_PROGRAMS: Record<string, string> = {
-  block_io_start: 'on_block_io_start',
-  block_rq_complete: 'on_block_rq_complete',
-  balance_dirty_pages: 'on_balance_dirty_pages',
+  block_io_start: 'on_blk_start',
+  block_rq_complete: 'on_blk_complete',
+  balance_dirty_pages: 'on_dirty_pause',
 };
 const IO_TRACEPOINTS = Object.keys(IO_PROGRAMS);
 
