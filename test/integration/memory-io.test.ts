@@ -53,6 +53,30 @@ async function backendThrottle(pid: number): Promise<number> {
   return rows[0].writeback_throttle_ms;
 }
 
+/**
+ * Ground truth from ftrace: the requests `pid` started on `device` whose rwbs has `op` ('R' or
+ * 'W'), the bytes completed for them, and how many completions ran in another task's context.
+ */
+function requestBytes(events: TraceEvent[], pid: number, device: string, op: 'R' | 'W') {
+  const started = new Set<string>();
+  for (const e of events) {
+    const m = e.event === 'block_io_start' && e.pid === pid && e.fields.match(/^(\d+,\d+) (\S+) \d+ \(.*?\) (\d+) \+ \d+/);
+    if (m && m[1] === device && m[2]!.includes(op)) started.add(m[3]!);
+  }
+  let bytes = 0;
+  let elsewhere = 0;
+  let requests = 0;
+  for (const e of events) {
+    const m = e.event === 'block_rq_complete' && e.fields.match(/^(\d+,\d+) (\S+) \(.*?\) (\d+) \+ (\d+)/);
+    if (m && m[1] === device && started.has(m[3]!)) {
+      bytes += Number(m[4]) * 512;
+      requests++;
+      if (e.pid !== pid) elsewhere++;
+    }
+  }
+  return { bytes, requests, elsewhere };
+}
+
 /** Empties the page cache, so the next read of the table comes from the disk. */
 function dropCaches(): void {
   execFileSync('sync');
@@ -66,8 +90,9 @@ function blockDevice(path: string): string {
 }
 
 beforeAll(async () => {
-  // A small shared_buffers, so a table scan is mostly reads from the kernel.
-  cluster = await ThrowawayCluster.start({ settings: { shared_buffers: "'16MB'" } });
+  // A small shared_buffers, so a table scan is mostly reads from the kernel; fsync on, so a
+  // commit makes the backend write its WAL to the disk itself.
+  cluster = await ThrowawayCluster.start({ settings: { shared_buffers: "'16MB'", fsync: 'on' } });
   expect(statfsSync(cluster.dataDir).type, 'the data directory must be on a real disk, not tmpfs').not.toBe(TMPFS_MAGIC);
   admin = new pg.Client(cluster.connectionString());
   await admin.connect();
@@ -112,37 +137,50 @@ describe('memory and IO families on a real cluster', () => {
       } finally {
         events = trace.stop();
       }
-      // Ground truth: requests this backend started on the data disk, completed bytes per request.
-      const started = new Set<string>();
-      for (const e of events) {
-        const m = e.event === 'block_io_start' && e.pid === pid && e.fields.match(/^(\d+,\d+) (\S+) \d+ \(.*?\) (\d+) \+ \d+/);
-        if (m && m[1] === device && m[2]!.includes('R')) started.add(m[3]!);
-      }
-      let traceBytes = 0;
-      let elsewhere = 0;
-      for (const e of events) {
-        const m = e.event === 'block_rq_complete' && e.fields.match(/^(\d+,\d+) (\S+) \(.*?\) (\d+) \+ (\d+)/);
-        if (m && m[1] === device && started.has(m[3]!)) {
-          traceBytes += Number(m[4]) * 512;
-          if (e.pid !== pid) elsewhere++;
-        }
-      }
+      const { bytes: traceBytes, requests, elsewhere } = requestBytes(events, pid, device, 'R');
 
       const row = await statsFor('SELECT count(*) FROM cold');
       const read = Number(row.blk_read_bytes);
       console.log(`cold scan: relation ${relationBytes} B, blk_read_bytes ${read} in ${row.blk_read_ios} requests, ` +
-        `ftrace ${traceBytes} B over ${started.size} requests (${elsewhere} completed in another task's context), io_wait_ms ${row.io_wait_ms.toFixed(1)}`);
+        `ftrace ${traceBytes} B over ${requests} requests (${elsewhere} completed in another task's context), io_wait_ms ${row.io_wait_ms.toFixed(1)}`);
       // The whole relation had to come from the disk (shared_buffers empty, page cache dropped)...
       expect(read).toBeGreaterThan(0.9 * relationBytes);
       // ...and not much more: readahead stops at the end of the file, so the slack is the few
       // catalog and free-space-map pages the executor touched.
       expect(read).toBeLessThan(1.1 * relationBytes + 2 * MB);
       expect(Math.abs(read - traceBytes)).toBeLessThan(0.01 * traceBytes + 256 * 1024);
-      expect(Number(row.blk_read_ios)).toBeGreaterThanOrEqual(started.size * 0.99);
+      expect(Number(row.blk_read_ios)).toBeGreaterThanOrEqual(Math.floor(requests * 0.95));
       // Completions ran in interrupt context on whatever task was current, yet were charged here.
       expect(elsewhere).toBeGreaterThan(0);
       expect(row.io_wait_ms).toBeGreaterThan(0);
       expect(Number(row.blk_write_bytes)).toBe(0);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("charges the WAL a committing backend flushes to its statement's block writes, as ftrace saw them", async () => {
+    const client = await connect();
+    try {
+      const pid = await backendPid(client);
+      await client.query('CREATE TABLE IF NOT EXISTS journal (id int, note text)');
+      const device = blockDevice(cluster.dataDir);
+      const trace = TraceInstance.create('pgbpf-wr', ['block/block_io_start', 'block/block_rq_complete'], 8192);
+      let events: TraceEvent[];
+      try {
+        await client.query("INSERT INTO journal SELECT g, md5(g::text) FROM generate_series(1, 20000) g");
+      } finally {
+        events = trace.stop();
+      }
+      const traced = requestBytes(events, pid, device, 'W');
+      const row = await statsFor('INSERT INTO journal SELECT g, md5(g::text) FROM generate_series($1, $2) g');
+      const written = Number(row.blk_write_bytes);
+      console.log(`commit: blk_write_bytes ${written} in ${row.blk_write_ios} requests, ftrace ${traced.bytes} B over ${traced.requests} requests ` +
+        `(${traced.elsewhere} completed in another task's context)`);
+      // The commit's fdatasync wrote at least one WAL page from this backend.
+      expect(traced.bytes).toBeGreaterThanOrEqual(8192);
+      expect(Math.abs(written - traced.bytes)).toBeLessThan(0.01 * traced.bytes + 64 * 1024);
+      expect(Number(row.blk_write_ios)).toBeGreaterThanOrEqual(Math.floor(traced.requests * 0.95));
     } finally {
       await client.end();
     }
