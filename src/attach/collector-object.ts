@@ -6,6 +6,7 @@ import { loadNative, type BpfLink as NativeBpfLink, type BpfObject as NativeBpfO
 import { packageRoot } from '../package-root.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
 import { KernelFeatures } from './kernel-features.js';
 import { PROBE_SETS } from './probe-sets.js';
 
@@ -106,8 +107,9 @@ export class CollectorObject {
         status_query_id_off: layout.queryIdOffset ?? 0,
         client_read_event: layout.clientReadEvent,
         tracking_since_ns: process.hrtime.bigint(),
+        jiffy_ns: jiffyNs(),
       });
-      configureForKernel(object, KernelFeatures.host());
+      disableMissingTracepoints(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.load();
@@ -247,15 +249,8 @@ function writeRodata(object: NativeBpfObject, values: Record<string, number | bi
   }
 }
 
-/**
- * A tp_btf program whose tracepoint this kernel lacks would fail the whole object's load: it
- * is left unloaded instead, and the probe set that needs it reports itself unsupported.
- */
-function configureForKernel(object: NativeBpfObject, kernel: KernelFeatures): void {
-  for (const program of object.programs()) {
-    const tracepoint = program.section.startsWith('tp_btf/') ? program.section.slice('tp_btf/'.length) : null;
-    if (tracepoint && !kernel.hasTracepoint(tracepoint)) object.setAutoload(program.name, false);
-  }
-  const hz = kernel.hz();
-  if (object.rodata().some((v) => v.name === 'jiffy_ns')) writeRodata(object, { jiffy_ns: hz ? Math.round(1e9 / hz) : 0 });
+/** Nanoseconds per jiffy, or 0 when the tick rate is unknown (the io set is then unsupported). */
+function jiffyNs(): number {
+  const hz = KernelFeatures.host().hz();
+  return hz ? Math.round(1e9 / hz) : 0;
 }

@@ -1,5 +1,7 @@
 import { release } from 'node:os';
 import { collectorObjectPath } from '../attach/collector-object.js';
+import { disableMissingTracepoints } from '../attach/disable-missing-tracepoints.js';
+import { KernelFeatures } from '../attach/kernel-features.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
 import { oneLine } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
@@ -85,6 +87,8 @@ function loadCheck(): CheckLine {
   try {
     const object = new (loadNative().BpfObject)(collectorObjectPath());
     try {
+      // Programs for tracepoints this kernel lacks stay off; their sets say so below.
+      disableMissingTracepoints(object, KernelFeatures.host());
       object.load();
     } finally {
       object.close();
