@@ -6,6 +6,7 @@ import { KernelFeatures } from '../../src/attach/kernel-features.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { MemoryCgroup } from '../support/memory-cgroup.js';
+import { dumpOwnMap } from '../support/own-bpf-map.js';
 import { TraceInstance, type TraceEvent } from '../support/trace-instance.js';
 
 /*
@@ -75,6 +76,26 @@ function requestBytes(events: TraceEvent[], pid: number, device: string, op: 'R'
     }
   }
   return { bytes, requests, elsewhere };
+}
+
+const HIST_IO = 2; // enum hist_kind in bpf/pgstats.h
+
+/** Observations in the query's block IO latency histogram (struct hist_key / struct hist), all CPUs. */
+function ioLatencyObservations(queryid: bigint): number {
+  let n = 0;
+  for (const { key, values } of dumpOwnMap('histograms')) {
+    if (key.readBigInt64LE(0) !== queryid || key.readUInt32LE(24) !== HIST_IO) continue;
+    for (const v of values) for (let slot = 0; slot < v.length / 8; slot++) n += Number(v.readBigUInt64LE(slot * 8));
+  }
+  return n;
+}
+
+/** A backend's own row (its latest incarnation of `pid`). */
+async function backendRow(pid: number) {
+  await sidecar.flush();
+  const { rows } = await admin.query('SELECT * FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start DESC LIMIT 1', [pid]);
+  expect(rows).toHaveLength(1);
+  return rows[0];
 }
 
 /** Empties the page cache, so the next read of the table comes from the disk. */
@@ -154,6 +175,12 @@ describe('memory and IO families on a real cluster', () => {
       expect(elsewhere).toBeGreaterThan(0);
       expect(row.io_wait_ms).toBeGreaterThan(0);
       expect(Number(row.blk_write_bytes)).toBe(0);
+      // Each completed read was one observation of the query's IO latency histogram.
+      expect(ioLatencyObservations(BigInt(row.queryid))).toBe(Number(row.blk_read_ios));
+      // The backend's own row holds the same reads (and at most the few before the trace).
+      const backend = await backendRow(pid);
+      expect(Number(backend.blk_read_bytes)).toBeGreaterThanOrEqual(traceBytes);
+      expect(Number(backend.blk_read_bytes)).toBeLessThan(traceBytes + 2 * MB);
     } finally {
       await client.end();
     }
@@ -193,7 +220,8 @@ describe('memory and IO families on a real cluster', () => {
     const cgroup = MemoryCgroup.create('pgbpf-memcg', limit);
     try {
       await client.query('EXPLAIN SELECT sum(length(pad)) FROM cold');
-      cgroup.add(await backendPid(client));
+      const pid = await backendPid(client);
+      cgroup.add(pid);
       dropCaches();
       const usageBefore = cgroup.usage();
       const failsBefore = cgroup.failcnt();
@@ -218,6 +246,10 @@ describe('memory and IO families on a real cluster', () => {
       // An overlay inside the statement's time, not an extra component of it.
       expect(row.reclaim_ms).toBeLessThan(row.total_time_ms);
       expect(row.reclaim_ms).toBeLessThan(wallMs);
+      // The session reclaimed nothing before it joined the cgroup: its backend row says the same.
+      const backend = await backendRow(pid);
+      expect(Number(backend.reclaim_pages)).toBe(pages);
+      expect(backend.reclaim_ms).toBeCloseTo(row.reclaim_ms, 6);
     } finally {
       await client.end();
       cgroup.remove();
