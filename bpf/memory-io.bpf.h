@@ -36,8 +36,6 @@ const volatile __u64 jiffy_ns = 0;
 struct mem_stall {
 	__u64 reclaim_start_ns;
 	__u64 compaction_start_ns;
-	__u32 reclaim_depth; /* direct and memcg reclaim do not nest today; be safe if they ever do */
-	__u32 pad;
 };
 
 struct {
@@ -102,7 +100,7 @@ static __always_inline struct mem_stall *stall_of(__u32 pid, bool create)
 
 static __always_inline void stall_done(__u32 pid, struct mem_stall *s)
 {
-	if (!s->reclaim_depth && !s->compaction_start_ns)
+	if (!s->reclaim_start_ns && !s->compaction_start_ns)
 		bpf_map_delete_elem(&mem_stalls, &pid);
 }
 
@@ -113,8 +111,12 @@ static __always_inline void reclaim_begin(void)
 
 	if (!is_postmaster_family(task))
 		return;
+	/*
+	 * Reclaim does not nest (PF_MEMALLOC keeps a reclaiming task out of reclaim), so a start
+	 * left by a stall whose end we missed (detached in between) is simply overwritten.
+	 */
 	s = stall_of(task->pid, true);
-	if (s && !s->reclaim_depth++)
+	if (s)
 		s->reclaim_start_ns = bpf_ktime_get_ns();
 }
 
@@ -126,18 +128,16 @@ static __always_inline void reclaim_end(__u64 nr_reclaimed)
 	struct mem_stall *s;
 	struct metrics *qm;
 	__u32 pid;
-	__u64 ns = 0;
+	__u64 ns;
 
 	if (!is_postmaster_family(task))
 		return;
 	pid = task->pid;
 	s = stall_of(pid, false);
-	if (!s || !s->reclaim_depth)
+	if (!s || !s->reclaim_start_ns)
 		return; /* began before we attached */
-	if (!--s->reclaim_depth) {
-		ns = bpf_ktime_get_ns() - s->reclaim_start_ns;
-		s->reclaim_start_ns = 0;
-	}
+	ns = bpf_ktime_get_ns() - s->reclaim_start_ns;
+	s->reclaim_start_ns = 0;
 	stall_done(pid, s);
 
 	r = memio_backend(task, pid, &key);
@@ -324,7 +324,8 @@ int BPF_PROG(on_blk_complete, struct request *rq, blk_status_t error, unsigned i
 	write = op == REQ_OP_WRITE;
 	if (done)
 		ns = bpf_ktime_get_ns() - owner->start_ns;
-	if (op == REQ_OP_READ || op == REQ_OP_WRITE) {
+	/* Data only: an empty write is a cache flush (fsync's REQ_PREFLUSH), not an IO of its own. */
+	if ((op == REQ_OP_READ || op == REQ_OP_WRITE) && nr_bytes) {
 		/* The backend record is shared across CPUs: completions on two CPUs must not race. */
 		r = bpf_map_lookup_elem(&backends, &owner->pid);
 		if (r) {
