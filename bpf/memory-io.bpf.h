@@ -62,25 +62,43 @@ struct {
 
 #define REQ_OP_MASK_ 0xffu /* (1 << REQ_OP_BITS) - 1 */
 
+/* Room to read a backend's identity when it has no record yet (see memio_backend). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct backend_record);
+} memio_scratch SEC(".maps");
+
 /*
- * The backend record and current query key of `current`, a postmaster child. The key's
- * queryid is 0 when the backend is between queries (the figure then counts per backend only).
+ * Who `current` (a postmaster child) is: its query key, and its backend record to add to.
+ * Returns false when the figure belongs to no one we report (an excluded connection). The
+ * key's queryid is 0 when the backend is between queries (the figure then counts per backend
+ * only). *rp is NULL for a backend with no record yet: one that has not left the CPU since we
+ * attached (a process asleep at attach time that just woke up). Its identity is then read into
+ * a scratch record, so the query still gets the figure; only its backend row misses it.
  */
-static __always_inline struct backend_record *memio_backend(struct task_struct *task, __u32 pid,
-							     struct query_key *key)
+static __always_inline bool memio_backend(struct task_struct *task, __u32 pid, struct backend_record **rp,
+					  struct query_key *key)
 {
 	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
+	__u32 zero = 0;
 
+	*rp = r;
 	if (!r) {
-		/* Not switched out once since we attached: nothing to attribute to yet. */
+		if (bpf_map_lookup_elem(&excluded_pids, &pid))
+			return false;
+		r = bpf_map_lookup_elem(&memio_scratch, &zero);
+		if (!r)
+			return false;
+		r->flags = 0;
 		count(COUNTER_MEMIO_UNTRACKED);
-		return NULL;
+	} else if (r->flags & BACKEND_EXCLUDED) {
+		return false;
 	}
-	if (r->flags & BACKEND_EXCLUDED)
-		return NULL;
 	if (!read_current(task, r, pid, key, NULL))
 		key->queryid = 0;
-	return r;
+	return true;
 }
 
 static __always_inline struct mem_stall *stall_of(__u32 pid, bool create)
@@ -140,11 +158,12 @@ static __always_inline void reclaim_end(__u64 nr_reclaimed)
 	s->reclaim_start_ns = 0;
 	stall_done(pid, s);
 
-	r = memio_backend(task, pid, &key);
-	if (!r)
+	if (!memio_backend(task, pid, &r, &key))
 		return;
-	r->m.reclaim_ns += ns;
-	r->m.reclaim_pages += nr_reclaimed;
+	if (r) {
+		r->m.reclaim_ns += ns;
+		r->m.reclaim_pages += nr_reclaimed;
+	}
 	qm = query_metrics(&key);
 	if (qm) {
 		qm->reclaim_ns += ns;
@@ -216,10 +235,10 @@ int BPF_PROG(on_compact_end)
 	s->compaction_start_ns = 0;
 	stall_done(pid, s);
 
-	r = memio_backend(task, pid, &key);
-	if (!r)
+	if (!memio_backend(task, pid, &r, &key))
 		return 0;
-	r->m.compaction_ns += ns;
+	if (r)
+		r->m.compaction_ns += ns;
 	qm = query_metrics(&key);
 	if (qm)
 		qm->compaction_ns += ns;
@@ -244,10 +263,10 @@ int BPF_PROG(on_dirty_pause, struct bdi_writeback *wb, struct dirty_throttle_con
 	if (pause <= 0 || !is_postmaster_family(task))
 		return 0;
 	ns = (__u64)pause * jiffy_ns;
-	r = memio_backend(task, task->pid, &key);
-	if (!r)
+	if (!memio_backend(task, task->pid, &r, &key))
 		return 0;
-	r->m.writeback_throttle_ns += ns;
+	if (r)
+		r->m.writeback_throttle_ns += ns;
 	qm = query_metrics(&key);
 	if (qm)
 		qm->writeback_throttle_ns += ns;
@@ -283,8 +302,7 @@ int BPF_PROG(on_blk_start, struct request *rq)
 		return 0;
 	}
 	owner.pid = task->pid;
-	r = memio_backend(task, owner.pid, &owner.key);
-	if (!r) {
+	if (!memio_backend(task, owner.pid, &r, &owner.key)) {
 		if (io_tracked)
 			inflight_forget(id);
 		return 0;

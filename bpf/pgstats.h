@@ -125,7 +125,7 @@ enum counter_index {
 	COUNTER_HISTOGRAMS_FULL = 3, /* a histogram could not be added: histograms map full */
 	COUNTER_MEM_STALLS_FULL = 4, /* a reclaim/compaction stall could not be timed: mem_stalls full */
 	COUNTER_IO_INFLIGHT_FULL = 5, /* a block request's owner could not be kept: io_inflight full */
-	COUNTER_MEMIO_UNTRACKED = 6, /* a stall or request of a backend not yet tracked (no switch-out yet) */
+	COUNTER_MEMIO_UNTRACKED = 6, /* a stall or request of a backend with no record yet: its query got it, its backend row not */
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 

@@ -262,7 +262,7 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
   io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
-  memio_untracked: 'a stall or block request of a backend not tracked yet (before its first context switch) was not attributed',
+  memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
 };
 
 /** The backend pid the server announced at connection start (BackendKeyData). */

@@ -19,6 +19,10 @@ let cluster: ThrowawayCluster;
 let sidecar: Sidecar;
 let admin: pg.Client;
 let relationBytes = 0;
+/** A session that was already idle when the collector attached. */
+let early: pg.Client;
+let earlyPid = 0;
+const logged: string[] = [];
 const TMPFS_MAGIC = 0x01021994;
 const MB = 1024 * 1024;
 
@@ -99,6 +103,14 @@ async function backendRow(pid: number) {
   return rows[0];
 }
 
+/** Sum of the balance_dirty_pages pauses ftrace recorded; it prints each in ms (pause * 1000 / HZ). */
+function pausedMs(events: TraceEvent[]): number {
+  return events
+    .map((e) => Number(e.fields.match(/ pause=(-?\d+) /)?.[1] ?? 0))
+    .filter((ms) => ms > 0)
+    .reduce((a, b) => a + b, 0);
+}
+
 /** Empties the page cache, so the next read of the table comes from the disk. */
 function dropCaches(): void {
   execFileSync('sync');
@@ -130,10 +142,14 @@ beforeAll(async () => {
   await cluster.restart();
   admin = new pg.Client(cluster.connectionString());
   await admin.connect();
-  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000 });
+  early = await connect();
+  earlyPid = await backendPid(early);
+  await early.query('EXPLAIN SELECT count(id) FROM cold');
+  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, log: (line) => logged.push(line) });
 });
 
 afterAll(async () => {
+  await early?.end();
   await sidecar?.stop();
   await admin?.end();
   await cluster?.stop();
@@ -185,6 +201,28 @@ describe('memory and IO families on a real cluster', () => {
     } finally {
       await client.end();
     }
+  });
+
+  it('charges the first request of a backend that slept through the attach, before it has a record', async () => {
+    const pid = earlyPid;
+    const device = blockDevice(cluster.dataDir);
+    dropCaches();
+    // A backend idle since before the collector attached, and not switched out since: the
+    // programs learn who it is only when it wakes for this query and submits its first read.
+    const trace = TraceInstance.create('pgbpf-early', ['block/block_io_start', 'block/block_rq_complete'], 16384);
+    let events: TraceEvent[];
+    try {
+      await early.query('SELECT count(id) FROM cold');
+    } finally {
+      events = trace.stop();
+    }
+    const traced = requestBytes(events, pid, device, 'R');
+    const row = await statsFor('SELECT count(id) FROM cold');
+    expect(traced.bytes).toBeGreaterThan(0.9 * relationBytes);
+    expect(Number(row.blk_read_bytes)).toBe(traced.bytes);
+    expect(Number(row.blk_read_ios)).toBe(traced.requests);
+    // It did take the path for processes without a record (the flush logs that counter).
+    expect(logged.join('\n')).toMatch(/memio_untracked: [1-9]/);
   });
 
   it("charges the WAL a committing backend flushes to its statement's block writes, as ftrace saw them", async () => {
@@ -275,13 +313,19 @@ describe('memory and IO families on a real cluster', () => {
     });
     let events: TraceEvent[] = [];
     let wallMs = 0;
+    let runs = 0;
     try {
       // A tiny dirty limit for a few seconds, so the writer outruns writeback; restored below.
+      // The flusher starts late (background 3 of 4 MB), so the writer soon meets the limit.
       writeFileSync('/proc/sys/vm/dirty_bytes', String(4 * MB));
-      writeFileSync('/proc/sys/vm/dirty_background_bytes', String(1 * MB));
-      const started = performance.now();
-      await client.query("INSERT INTO dirty SELECT g, repeat('y', 200) FROM generate_series(1, 400000) g");
-      wallMs = performance.now() - started;
+      writeFileSync('/proc/sys/vm/dirty_background_bytes', String(3 * MB));
+      // How fast this shared disk drains varies: write again (at most 4 times) until throttled.
+      while (runs < 4 && pausedMs(trace.events()) < 50) {
+        const started = performance.now();
+        await client.query("INSERT INTO dirty SELECT g, repeat('y', 200) FROM generate_series(1, 400000) g");
+        wallMs += performance.now() - started;
+        runs++;
+      }
     } finally {
       // Writing a ratio resets the bytes form and vice versa: restore whichever was in force.
       writeFileSync('/proc/sys/vm/' + (dirtyBytes !== '0' ? 'dirty_bytes' : 'dirty_ratio'), dirtyBytes !== '0' ? dirtyBytes : dirtyRatio);
@@ -289,20 +333,16 @@ describe('memory and IO families on a real cluster', () => {
       events = trace.stop();
       await client.end();
     }
-    // The tracepoint prints each pause in milliseconds (pause * 1000 / HZ).
-    const pausedMs = events
-      .map((e) => Number(e.fields.match(/ pause=(-?\d+) /)?.[1] ?? 0))
-      .filter((ms) => ms > 0)
-      .reduce((a, b) => a + b, 0);
+    const paused = pausedMs(events);
     const row = await statsFor('INSERT INTO dirty SELECT g, repeat($1, $2) FROM generate_series($3, $4) g');
     const queryMs = row.writeback_throttle_ms - queryBefore;
     const backendMs = (await backendThrottle(pid)) - backendBefore;
-    console.log(`writer: writeback_throttle_ms query ${queryMs.toFixed(1)}, backend ${backendMs.toFixed(1)}; ftrace pauses ${pausedMs} ms in ` +
+    console.log(`writer (${runs} runs): writeback_throttle_ms query ${queryMs.toFixed(1)}, backend ${backendMs.toFixed(1)}; ftrace pauses ${paused} ms in ` +
       `${events.length} rounds; io_wait_ms ${row.io_wait_ms.toFixed(1)}, wall ${wallMs.toFixed(0)} ms`);
-    expect(pausedMs, 'the kernel throttled the writer').toBeGreaterThan(20);
+    expect(paused, 'the kernel throttled the writer').toBeGreaterThan(20);
     // Each pause is a whole number of jiffies, which ftrace prints in ms: equal up to rounding.
-    expect(Math.abs(backendMs - pausedMs)).toBeLessThan(0.02 * pausedMs + 8);
-    expect(Math.abs(queryMs - pausedMs)).toBeLessThan(0.02 * pausedMs + 8);
+    expect(Math.abs(backendMs - paused)).toBeLessThan(0.02 * paused + 8);
+    expect(Math.abs(queryMs - paused)).toBeLessThan(0.02 * paused + 8);
     expect(queryMs).toBeLessThan(wallMs);
     // The pauses are IO sleeps: the cpu set's io_wait_ms already holds them (an overlay).
     expect(row.io_wait_ms).toBeGreaterThan(0.8 * queryMs);

@@ -45,8 +45,14 @@ export class TraceInstance {
   /** Stops tracing and returns the events recorded; the instance is removed. */
   stop(): TraceEvent[] {
     writeFileSync(join(this.dir, 'tracing_on'), '0');
-    const text = readFileSync(join(this.dir, 'trace'), 'utf8');
+    const events = this.events();
     this.remove();
+    return events;
+  }
+
+  /** The events recorded so far (tracing goes on). */
+  events(): TraceEvent[] {
+    const text = readFileSync(join(this.dir, 'trace'), 'utf8');
     const events: TraceEvent[] = [];
     for (const line of text.split('\n')) {
       const m = line.match(/^\s*(.*)-(\d+)\s+\[\d+\]\s+\S+\s+[\d.]+: (\w+): (.*)$/);
