@@ -50,7 +50,7 @@ struct io_owner {
 	struct query_key key;
 	__u64 start_ns;
 	__u32 pid;
-	__u32 pad;
+	__u32 seen_remaining; /* rq->__data_len at the completion event handled last (see blk_done) */
 };
 
 struct {
@@ -308,6 +308,7 @@ int BPF_PROG(on_blk_start, struct request *rq)
 		return 0;
 	}
 	owner.start_ns = bpf_ktime_get_ns();
+	owner.seen_remaining = ~0u;
 	if (!bpf_map_update_elem(&io_inflight, &id, &owner, BPF_NOEXIST)) {
 		__sync_fetch_and_add(&io_tracked, 1);
 		return 0;
@@ -318,61 +319,106 @@ int BPF_PROG(on_blk_start, struct request *rq)
 	return 0;
 }
 
+/* hist_observe() for a caller that may be interrupted by itself: atomic increments. */
+static __always_inline void hist_observe_atomic(const struct query_key *q, __u32 kind, __u64 ns)
+{
+	static const struct hist empty_hist = {};
+	struct hist_key key = { .q = *q, .kind = kind };
+	struct hist *h;
+
+	if (!q->queryid)
+		return;
+	h = bpf_map_lookup_elem(&histograms, &key);
+	if (!h) {
+		if (bpf_map_update_elem(&histograms, &key, &empty_hist, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&histograms, &key)) {
+			count(COUNTER_HISTOGRAMS_FULL);
+			return;
+		}
+		h = bpf_map_lookup_elem(&histograms, &key);
+		if (!h)
+			return;
+	}
+	__sync_fetch_and_add(&h->slots[hist_slot(ns) & (HIST_SLOTS - 1)], 1);
+}
+
 /*
  * (Part of) a request completed: softirq or hardirq context, `current` is unrelated. Bytes
  * count as they complete; the request counts once, when its last bytes complete.
+ *
+ * Completions nest: virtio-blk, for one, completes a batch in hardirq context while a softirq
+ * on the same CPU is completing another request, and the kernel skips a BPF program that is
+ * already running on this CPU (per-program recursion protection). So two identical programs
+ * are attached: for each event both run, the first to see it handles it and records that in
+ * the request's entry (seen_remaining, or the entry is gone), the other finds it handled. When
+ * one is skipped for recursion, the other still runs. Adds to shared values are atomic for the
+ * same reason: a nested completion may add to the same query on the same CPU.
  */
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(on_blk_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+static __always_inline void blk_done(struct request *rq, unsigned int nr_bytes)
 {
 	__u64 id = (__u64)rq, ns = 0;
 	struct backend_record *r;
 	struct io_owner *owner;
 	struct metrics *qm;
-	__u32 op;
+	__u32 op, remaining;
 	bool done, write;
 
 	if (!io_tracked)
-		return 0;
+		return;
 	owner = bpf_map_lookup_elem(&io_inflight, &id);
 	if (!owner)
-		return 0;
+		return;
+	remaining = rq->__data_len;
+	if (owner->seen_remaining == remaining)
+		return; /* the other program handled this event */
+	owner->seen_remaining = remaining;
 	op = rq->cmd_flags & REQ_OP_MASK_;
-	done = nr_bytes >= rq->__data_len;
+	done = nr_bytes >= remaining;
 	write = op == REQ_OP_WRITE;
 	if (done)
 		ns = bpf_ktime_get_ns() - owner->start_ns;
 	/* Data only: an empty write is a cache flush (fsync's REQ_PREFLUSH), not an IO of its own. */
 	if ((op == REQ_OP_READ || op == REQ_OP_WRITE) && nr_bytes) {
-		/* The backend record is shared across CPUs: completions on two CPUs must not race. */
 		r = bpf_map_lookup_elem(&backends, &owner->pid);
-		if (r) {
-			if (write) {
-				__sync_fetch_and_add(&r->m.blk_write_bytes, nr_bytes);
-				if (done)
-					__sync_fetch_and_add(&r->m.blk_write_ios, 1);
-			} else {
-				__sync_fetch_and_add(&r->m.blk_read_bytes, nr_bytes);
-				if (done)
-					__sync_fetch_and_add(&r->m.blk_read_ios, 1);
-			}
-		}
-		/* Per-CPU values: this CPU's copy; no other program adds to these fields. */
 		qm = query_metrics(&owner->key);
-		if (qm) {
-			if (write) {
-				qm->blk_write_bytes += nr_bytes;
-				qm->blk_write_ios += done;
-			} else {
-				qm->blk_read_bytes += nr_bytes;
-				qm->blk_read_ios += done;
-			}
+		if (write) {
+			if (r)
+				__sync_fetch_and_add(&r->m.blk_write_bytes, nr_bytes);
+			if (qm)
+				__sync_fetch_and_add(&qm->blk_write_bytes, nr_bytes);
+			if (done && r)
+				__sync_fetch_and_add(&r->m.blk_write_ios, 1);
+			if (done && qm)
+				__sync_fetch_and_add(&qm->blk_write_ios, 1);
+		} else {
+			if (r)
+				__sync_fetch_and_add(&r->m.blk_read_bytes, nr_bytes);
+			if (qm)
+				__sync_fetch_and_add(&qm->blk_read_bytes, nr_bytes);
+			if (done && r)
+				__sync_fetch_and_add(&r->m.blk_read_ios, 1);
+			if (done && qm)
+				__sync_fetch_and_add(&qm->blk_read_ios, 1);
 		}
 		if (done)
-			hist_observe(&owner->key, HIST_IO, ns);
+			hist_observe_atomic(&owner->key, HIST_IO, ns);
 	}
 	if (done)
 		inflight_forget(id);
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_blk_done, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	blk_done(rq, nr_bytes);
+	return 0;
+}
+
+/* The same again, for completions that interrupt on_blk_done (see blk_done). */
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_blk_done2, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	blk_done(rq, nr_bytes);
 	return 0;
 }
 

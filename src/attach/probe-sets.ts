@@ -35,10 +35,11 @@ const MEMORY_PROGRAMS: Record<string, string> = {
   mm_compaction_end: 'on_compact_end',
 };
 const MEMORY_TRACEPOINTS = Object.keys(MEMORY_PROGRAMS);
-const IO_PROGRAMS: Record<string, string> = {
-  block_io_start: 'on_blk_start',
-  block_rq_complete: 'on_blk_complete',
-  balance_dirty_pages: 'on_dirty_pause',
+const IO_PROGRAMS: Record<string, string[]> = {
+  block_io_start: ['on_blk_start'],
+  // Two programs: a completion interrupting another on the same CPU skips the running one.
+  block_rq_complete: ['on_blk_done', 'on_blk_done2'],
+  balance_dirty_pages: ['on_dirty_pause'],
 };
 const IO_TRACEPOINTS = Object.keys(IO_PROGRAMS);
 
@@ -84,7 +85,7 @@ export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
     unsupportedReason: () =>
       missing(IO_TRACEPOINTS) ??
       (KernelFeatures.host().hz() === null ? 'the kernel tick rate (CONFIG_HZ) is unknown: no kernel config, no /proc/timer_list' : null),
-    attachments: IO_TRACEPOINTS.map((tp) => ({ program: IO_PROGRAMS[tp]!, kind: 'auto' as const })),
+    attachments: IO_TRACEPOINTS.flatMap((tp) => IO_PROGRAMS[tp]!.map((program) => ({ program, kind: 'auto' as const }))),
     cost: 'two tp_btf events per block request on the host (start, completion), one per writeback throttling round',
   },
 };

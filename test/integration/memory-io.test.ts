@@ -60,26 +60,36 @@ async function backendThrottle(pid: number): Promise<number> {
 
 /**
  * Ground truth from ftrace: the data requests `pid` started on `device` whose rwbs has `op`
- * ('R' or 'W'), the bytes completed for them, and how many completions ran in another task's
- * context. Empty flush requests are no data and count as none.
+ * ('R' or 'W'), their bytes, and how many completions ran in another task's context. A request
+ * counts with the bytes its completion reported, or, when ftrace lost the completion event (it
+ * drops an event now and then when one completion interrupts another), the bytes it started
+ * with. Empty flush requests are no data and count as none.
  */
 function requestBytes(events: TraceEvent[], pid: number, device: string, op: 'R' | 'W') {
   // Request structs (and so sectors) are reused: each completion belongs to the last start.
-  const mine = new Map<string, boolean>();
+  const open = new Map<string, number>(); // sector -> bytes at start, for this pid's requests
   let bytes = 0;
   let elsewhere = 0;
   let requests = 0;
   for (const e of events) {
-    const start = e.event === 'block_io_start' && e.fields.match(/^(\d+,\d+) (\S+) \d+ \(.*?\) (\d+) \+ \d+/);
-    if (start && start[1] === device) mine.set(start[3]!, e.pid === pid && start[2]!.includes(op));
+    const start = e.event === 'block_io_start' && e.fields.match(/^(\d+,\d+) (\S+) (\d+) \(.*?\) (\d+) \+ \d+/);
+    if (start && start[1] === device) {
+      if (open.has(start[4]!)) bytes += open.get(start[4]!)!; // its completion was not seen
+      if (e.pid === pid && start[2]!.includes(op) && Number(start[3]) > 0) {
+        open.set(start[4]!, Number(start[3]));
+        requests++;
+      } else {
+        open.delete(start[4]!);
+      }
+    }
     const done = e.event === 'block_rq_complete' && e.fields.match(/^(\d+,\d+) (\S+) \(.*?\) (\d+) \+ (\d+)/);
-    if (done && done[1] === device && mine.get(done[3]!) && Number(done[4]) > 0) {
-      mine.delete(done[3]!);
+    if (done && done[1] === device && open.has(done[3]!) && Number(done[4]) > 0) {
+      open.delete(done[3]!);
       bytes += Number(done[4]) * 512;
-      requests++;
       if (e.pid !== pid) elsewhere++;
     }
   }
+  for (const started of open.values()) bytes += started;
   return { bytes, requests, elsewhere };
 }
 
