@@ -17,8 +17,8 @@ export const COLLECTOR_PROGRAMS = [
   'on_compact_end',
   'on_dirty_pause',
   'on_blk_start',
+  'on_blk_merge',
   'on_blk_done',
-  'on_blk_done2',
 ] as const;
 
 /** One loaded BPF program and its kernel run statistics (zero while bpf_stats_enabled is 0). */

@@ -18,7 +18,7 @@ import { Sidecar } from '../src/sidecar/sidecar.js';
 import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled, type ProgramStats } from './bpf-stats.js';
 import { initPgbench, runSelectOnly } from './pgbench.js';
 
-const MINE = ['on_dreclaim_beg', 'on_dreclaim_end', 'on_mreclaim_beg', 'on_mreclaim_end', 'on_compact_beg', 'on_compact_end', 'on_dirty_pause', 'on_blk_start', 'on_blk_done', 'on_blk_done2', 'on_sched_switch'];
+const MINE = ['on_dreclaim_beg', 'on_dreclaim_end', 'on_mreclaim_beg', 'on_mreclaim_end', 'on_compact_beg', 'on_compact_end', 'on_dirty_pause', 'on_blk_start', 'on_blk_merge', 'on_blk_done', 'on_sched_switch'];
 const MB = 1024 * 1024;
 
 function dropCaches(): void {

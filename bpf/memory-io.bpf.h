@@ -19,6 +19,13 @@
  * and reused, so an entry that was never completed (a request merged into another one) is
  * replaced or deleted the next time its struct is started, by anyone.
  *
+ * A completion can also go unseen: the kernel runs no tracing BPF program on a CPU while that
+ * CPU is inside a bpf() map operation or a kprobe/perf_event program (bpf_prog_active), and
+ * a softirq completing a request may land right there. Such a request still has its entry when
+ * its struct is reused (by anyone): it is charged then, with the bytes it was created with,
+ * and without a latency observation (counted in io_completions_missed). A request merged into
+ * another (block_rq_merge) gives its bytes to that one and is forgotten.
+ *
  * Writeback throttling (balance_dirty_pages) is also in the "io" set: the pause the kernel
  * imposes on a task that dirties pages faster than they are written back. Like the stalls
  * above it is an overlay: the pause is an io_schedule_timeout, which the cpu set counts in
@@ -50,7 +57,9 @@ struct io_owner {
 	struct query_key key;
 	__u64 start_ns;
 	__u32 pid;
-	__u32 seen_remaining; /* rq->__data_len at the completion event handled last (see blk_done) */
+	__u32 op;             /* REQ_OP_* */
+	__u32 start_bytes;    /* rq->__data_len when it was created */
+	__u32 counted_bytes;  /* completed bytes charged so far */
 };
 
 struct {
@@ -274,7 +283,7 @@ int BPF_PROG(on_dirty_pause, struct bdi_writeback *wb, struct dirty_throttle_con
 }
 
 /*
- * Entries in io_inflight. Every block request on the host passes both programs below; while no
+ * Entries in io_inflight. Every block request on the host passes the programs below; while no
  * Postgres request is in flight (a cached OLTP load) they stop at this one load instead of
  * touching the hash.
  */
@@ -284,39 +293,6 @@ static __always_inline void inflight_forget(__u64 id)
 {
 	if (!bpf_map_delete_elem(&io_inflight, &id))
 		__sync_fetch_and_add(&io_tracked, -1);
-}
-
-/* A request is created from a bio, in the context of the task that submitted the bio. */
-SEC("tp_btf/block_io_start")
-int BPF_PROG(on_blk_start, struct request *rq)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 id = (__u64)rq;
-	struct backend_record *r;
-	struct io_owner owner = {};
-
-	if (!is_postmaster_family(task)) {
-		/* This struct may still carry an owner from a request that never completed. */
-		if (io_tracked)
-			inflight_forget(id);
-		return 0;
-	}
-	owner.pid = task->pid;
-	if (!memio_backend(task, owner.pid, &r, &owner.key)) {
-		if (io_tracked)
-			inflight_forget(id);
-		return 0;
-	}
-	owner.start_ns = bpf_ktime_get_ns();
-	owner.seen_remaining = ~0u;
-	if (!bpf_map_update_elem(&io_inflight, &id, &owner, BPF_NOEXIST)) {
-		__sync_fetch_and_add(&io_tracked, 1);
-		return 0;
-	}
-	/* A stale entry for this struct is replaced; a full map is counted. */
-	if (bpf_map_update_elem(&io_inflight, &id, &owner, BPF_EXIST))
-		count(COUNTER_IO_INFLIGHT_FULL);
-	return 0;
 }
 
 /* hist_observe() for a caller that may be interrupted by itself: atomic increments. */
@@ -343,82 +319,123 @@ static __always_inline void hist_observe_atomic(const struct query_key *q, __u32
 }
 
 /*
- * (Part of) a request completed: softirq or hardirq context, `current` is unrelated. Bytes
- * count as they complete; the request counts once, when its last bytes complete.
- *
- * Completions nest: virtio-blk, for one, completes a batch in hardirq context while a softirq
- * on the same CPU is completing another request, and the kernel skips a BPF program that is
- * already running on this CPU (per-program recursion protection). So two identical programs
- * are attached: for each event both run, the first to see it handles it and records that in
- * the request's entry (seen_remaining, or the entry is gone), the other finds it handled. When
- * one is skipped for recursion, the other still runs. Adds to shared values are atomic for the
- * same reason: a nested completion may add to the same query on the same CPU.
+ * Charges `bytes` (and one request when `done`) to the owner's backend and query. Atomic: the
+ * backend record is shared by all CPUs, and a completion may interrupt another completion on
+ * the same CPU that is adding to the same query's per-CPU value.
  */
-static __always_inline void blk_done(struct request *rq, unsigned int nr_bytes)
+static __always_inline void io_charge(const struct io_owner *owner, __u32 bytes, bool done)
 {
-	__u64 id = (__u64)rq, ns = 0;
-	struct backend_record *r;
+	struct backend_record *r = bpf_map_lookup_elem(&backends, &owner->pid);
+	struct metrics *qm = query_metrics(&owner->key);
+
+	if (owner->op == REQ_OP_WRITE) {
+		if (r)
+			__sync_fetch_and_add(&r->m.blk_write_bytes, bytes);
+		if (qm)
+			__sync_fetch_and_add(&qm->blk_write_bytes, bytes);
+		if (done && r)
+			__sync_fetch_and_add(&r->m.blk_write_ios, 1);
+		if (done && qm)
+			__sync_fetch_and_add(&qm->blk_write_ios, 1);
+	} else {
+		if (r)
+			__sync_fetch_and_add(&r->m.blk_read_bytes, bytes);
+		if (qm)
+			__sync_fetch_and_add(&qm->blk_read_bytes, bytes);
+		if (done && r)
+			__sync_fetch_and_add(&r->m.blk_read_ios, 1);
+		if (done && qm)
+			__sync_fetch_and_add(&qm->blk_read_ios, 1);
+	}
+}
+
+/* Data only: an empty write is a cache flush (fsync's REQ_PREFLUSH), not an IO of its own. */
+static __always_inline bool io_counts(const struct io_owner *owner)
+{
+	return (owner->op == REQ_OP_READ || owner->op == REQ_OP_WRITE) && owner->start_bytes;
+}
+
+/*
+ * The struct `id` is being reused or was merged away. An entry still there means either a
+ * request whose completion no program saw (charged now, see the top of this file) or, when
+ * `merged`, one whose bytes went to another request (nothing to charge).
+ */
+static __always_inline void inflight_retire(__u64 id, bool merged)
+{
 	struct io_owner *owner;
-	struct metrics *qm;
-	__u32 op, remaining;
-	bool done, write;
 
 	if (!io_tracked)
 		return;
 	owner = bpf_map_lookup_elem(&io_inflight, &id);
 	if (!owner)
 		return;
-	remaining = rq->__data_len;
-	if (owner->seen_remaining == remaining)
-		return; /* the other program handled this event */
-	owner->seen_remaining = remaining;
-	op = rq->cmd_flags & REQ_OP_MASK_;
-	done = nr_bytes >= remaining;
-	write = op == REQ_OP_WRITE;
-	if (done)
-		ns = bpf_ktime_get_ns() - owner->start_ns;
-	/* Data only: an empty write is a cache flush (fsync's REQ_PREFLUSH), not an IO of its own. */
-	if ((op == REQ_OP_READ || op == REQ_OP_WRITE) && nr_bytes) {
-		r = bpf_map_lookup_elem(&backends, &owner->pid);
-		qm = query_metrics(&owner->key);
-		if (write) {
-			if (r)
-				__sync_fetch_and_add(&r->m.blk_write_bytes, nr_bytes);
-			if (qm)
-				__sync_fetch_and_add(&qm->blk_write_bytes, nr_bytes);
-			if (done && r)
-				__sync_fetch_and_add(&r->m.blk_write_ios, 1);
-			if (done && qm)
-				__sync_fetch_and_add(&qm->blk_write_ios, 1);
-		} else {
-			if (r)
-				__sync_fetch_and_add(&r->m.blk_read_bytes, nr_bytes);
-			if (qm)
-				__sync_fetch_and_add(&qm->blk_read_bytes, nr_bytes);
-			if (done && r)
-				__sync_fetch_and_add(&r->m.blk_read_ios, 1);
-			if (done && qm)
-				__sync_fetch_and_add(&qm->blk_read_ios, 1);
-		}
-		if (done)
-			hist_observe_atomic(&owner->key, HIST_IO, ns);
+	if (!merged && io_counts(owner)) {
+		io_charge(owner, owner->start_bytes > owner->counted_bytes ?
+				 owner->start_bytes - owner->counted_bytes : 0, true);
+		count(COUNTER_IO_COMPLETIONS_MISSED);
 	}
-	if (done)
-		inflight_forget(id);
+	inflight_forget(id);
 }
 
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(on_blk_done, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+/* A request is created from a bio, in the context of the task that submitted the bio. */
+SEC("tp_btf/block_io_start")
+int BPF_PROG(on_blk_start, struct request *rq)
 {
-	blk_done(rq, nr_bytes);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 id = (__u64)rq;
+	struct backend_record *r;
+	struct io_owner owner = {};
+
+	/* This struct may still carry an owner from a request whose completion went unseen. */
+	inflight_retire(id, false);
+	if (!is_postmaster_family(task))
+		return 0;
+	owner.pid = task->pid;
+	if (!memio_backend(task, owner.pid, &r, &owner.key))
+		return 0;
+	owner.start_ns = bpf_ktime_get_ns();
+	owner.op = rq->cmd_flags & REQ_OP_MASK_;
+	owner.start_bytes = rq->__data_len;
+	if (!bpf_map_update_elem(&io_inflight, &id, &owner, BPF_NOEXIST))
+		__sync_fetch_and_add(&io_tracked, 1);
+	else
+		count(COUNTER_IO_INFLIGHT_FULL);
 	return 0;
 }
 
-/* The same again, for completions that interrupt on_blk_done (see blk_done). */
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(on_blk_done2, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+/* `next` was merged into another request, which carries its bytes from now on. */
+SEC("tp_btf/block_rq_merge")
+int BPF_PROG(on_blk_merge, struct request *next)
 {
-	blk_done(rq, nr_bytes);
+	inflight_retire((__u64)next, true);
+	return 0;
+}
+
+/*
+ * (Part of) a request completed: softirq or hardirq context, `current` is unrelated. Bytes
+ * count as they complete; the request counts once, when its last bytes complete.
+ */
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_blk_done, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 id = (__u64)rq;
+	struct io_owner *owner;
+	bool done;
+
+	if (!io_tracked)
+		return 0;
+	owner = bpf_map_lookup_elem(&io_inflight, &id);
+	if (!owner)
+		return 0;
+	done = nr_bytes >= rq->__data_len;
+	if (io_counts(owner) && nr_bytes) {
+		owner->counted_bytes += nr_bytes;
+		io_charge(owner, nr_bytes, done);
+		if (done)
+			hist_observe_atomic(&owner->key, HIST_IO, bpf_ktime_get_ns() - owner->start_ns);
+	}
+	if (done)
+		inflight_forget(id);
 	return 0;
 }
 

@@ -126,6 +126,7 @@ enum counter_index {
 	COUNTER_MEM_STALLS_FULL = 4, /* a reclaim/compaction stall could not be timed: mem_stalls full */
 	COUNTER_IO_INFLIGHT_FULL = 5, /* a block request's owner could not be kept: io_inflight full */
 	COUNTER_MEMIO_UNTRACKED = 6, /* a stall or request of a backend with no record yet: its query got it, its backend row not */
+	COUNTER_IO_COMPLETIONS_MISSED = 7, /* a block completion ran no BPF: charged at reuse, no latency */
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 

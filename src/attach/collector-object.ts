@@ -49,6 +49,7 @@ export const COUNTER_NAMES = [
   'mem_stalls_full',
   'io_inflight_full',
   'memio_untracked',
+  'io_completions_missed',
 ] as const;
 const BACKEND_IDENTITY_KNOWN = 0x1n;
 const BACKEND_EXCLUDED = 0x2n;

@@ -37,8 +37,8 @@ const MEMORY_PROGRAMS: Record<string, string> = {
 const MEMORY_TRACEPOINTS = Object.keys(MEMORY_PROGRAMS);
 const IO_PROGRAMS: Record<string, string[]> = {
   block_io_start: ['on_blk_start'],
-  // Two programs: a completion interrupting another on the same CPU skips the running one.
-  block_rq_complete: ['on_blk_done', 'on_blk_done2'],
+  block_rq_merge: ['on_blk_merge'],
+  block_rq_complete: ['on_blk_done'],
   balance_dirty_pages: ['on_dirty_pause'],
 };
 const IO_TRACEPOINTS = Object.keys(IO_PROGRAMS);
@@ -86,7 +86,7 @@ export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
       missing(IO_TRACEPOINTS) ??
       (KernelFeatures.host().hz() === null ? 'the kernel tick rate (CONFIG_HZ) is unknown: no kernel config, no /proc/timer_list' : null),
     attachments: IO_TRACEPOINTS.flatMap((tp) => IO_PROGRAMS[tp]!.map((program) => ({ program, kind: 'auto' as const }))),
-    cost: 'two tp_btf events per block request on the host (start, completion), one per writeback throttling round',
+    cost: 'two tp_btf events per block request on the host (start, completion), one per request merge and per writeback throttling round',
   },
 };
 
