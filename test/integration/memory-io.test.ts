@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statfsSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KernelFeatures } from '../../src/attach/kernel-features.js';
@@ -19,6 +20,8 @@ let cluster: ThrowawayCluster;
 let sidecar: Sidecar;
 let admin: pg.Client;
 let relationBytes = 0;
+/** The table's data file (it is under 1 GB: one segment). */
+let coldPath = '';
 /** A session that was already idle when the collector attached. */
 let early: pg.Client;
 let earlyPid = 0;
@@ -138,10 +141,13 @@ function pausedMs(events: TraceEvent[]): number {
     .reduce((a, b) => a + b, 0);
 }
 
-/** Empties the page cache, so the next read of the table comes from the disk. */
-function dropCaches(): void {
+/**
+ * Takes the table's file out of the page cache (posix_fadvise DONTNEED through dd), so the next
+ * read of it comes from the disk; the rest of the host's cache is left alone.
+ */
+function evictTable(): void {
   execFileSync('sync');
-  writeFileSync('/proc/sys/vm/drop_caches', '3');
+  execFileSync('dd', [`if=${coldPath}`, 'iflag=nocache', 'count=0', 'status=none']);
 }
 
 /** "major,minor" of the block device holding `path`, as block events print it. */
@@ -164,6 +170,7 @@ beforeAll(async () => {
   await admin.query('CREATE TABLE dirty (id int, pad text)');
   await admin.query('CHECKPOINT');
   relationBytes = Number((await admin.query("SELECT pg_relation_size('cold') AS n")).rows[0].n);
+  coldPath = join(cluster.dataDir, (await admin.query("SELECT pg_relation_filepath('cold') AS p")).rows[0].p);
   await admin.end();
   // An empty shared_buffers: the scans below have to ask the kernel for every page.
   await cluster.restart();
@@ -199,7 +206,7 @@ describe('memory and IO families on a real cluster', () => {
       let tracedBytes = 0;
       let tracedRequests = 0;
       for (let run = 1; run <= 2; run++) {
-        dropCaches();
+        evictTable();
         const trace = TraceInstance.create('pgbpf-io', ['block/block_io_start', 'block/block_rq_complete'], 16384);
         let events: TraceEvent[];
         try {
@@ -246,7 +253,7 @@ describe('memory and IO families on a real cluster', () => {
   it('charges the first request of a backend that slept through the attach, before it has a record', async () => {
     const pid = earlyPid;
     const device = blockDevice(cluster.dataDir);
-    dropCaches();
+    evictTable();
     // A backend idle since before the collector attached, and not switched out since: the
     // programs learn who it is only when it wakes for this query and submits its first read.
     const trace = TraceInstance.create('pgbpf-early', ['block/block_io_start', 'block/block_rq_complete'], 16384);
@@ -303,7 +310,7 @@ describe('memory and IO families on a real cluster', () => {
       await client.query('EXPLAIN SELECT sum(length(pad)) FROM cold');
       const pid = await backendPid(client);
       cgroup.add(pid);
-      dropCaches();
+      evictTable();
       const usageBefore = cgroup.usage();
       const failsBefore = cgroup.failcnt();
       const started = performance.now();
