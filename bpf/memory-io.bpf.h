@@ -15,16 +15,15 @@
  * blk_mq_bio_to_request, Linux 6.5+), but it may be issued by kblockd and is completed in
  * softirq/hardirq context on whatever task happens to be running. So the owner (pid and query
  * key) is remembered per struct request at creation, in a bounded hash, and bytes, ios and
- * latency are charged to it at block_rq_complete. Request structs are preallocated per tag
- * and reused, so an entry that was never completed (a request merged into another one) is
- * replaced or deleted the next time its struct is started, by anyone.
+ * latency are charged to it at block_rq_complete. A request merged into another
+ * (block_rq_merge) gives its bytes to that one and is forgotten.
  *
- * A completion can also go unseen: the kernel runs no tracing BPF program on a CPU while that
- * CPU is inside a bpf() map operation or a kprobe/perf_event program (bpf_prog_active), and
- * a softirq completing a request may land right there. Such a request still has its entry when
- * its struct is reused (by anyone): it is charged then, with the bytes it was created with,
- * and without a latency observation (counted in io_completions_missed). A request merged into
- * another (block_rq_merge) gives its bytes to that one and is forgotten.
+ * A completion can also go unseen: the kernel skips tracing BPF programs on a CPU that is
+ * inside a bpf() map operation or a kprobe/perf_event program of anyone (bpf_prog_active),
+ * and a softirq completing a request may land right there (about one request in a thousand on
+ * our busy test hosts). Request structs are preallocated per tag and reused, so such a request
+ * still has its entry when its struct is next started (by anyone): it is charged then, with
+ * the bytes it was created with and without a latency observation (io_completions_missed).
  *
  * Writeback throttling (balance_dirty_pages) is also in the "io" set: the pause the kernel
  * imposes on a task that dirties pages faster than they are written back. Like the stalls
