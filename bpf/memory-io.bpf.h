@@ -20,8 +20,8 @@
  *
  * A completion can also go unseen: the kernel skips tracing BPF programs on a CPU that is
  * inside a bpf() map operation or a kprobe/perf_event program of anyone (bpf_prog_active),
- * and a softirq completing a request may land right there (about one request in a thousand on
- * our busy test hosts). Request structs are preallocated per tag and reused, so such a request
+ * and a softirq completing a request may land right there (0.1-1% of requests on our shared
+ * test hosts, where other collectors poll their maps all the time). Request structs are preallocated per tag and reused, so such a request
  * still has its entry when its struct is next started (by anyone): it is charged then, with
  * the bytes it was created with and without a latency observation (io_completions_missed).
  *
