@@ -33,9 +33,6 @@ struct wait_totals {
 	__u64 wait_ns;
 };
 
-enum lock_counter_index {
-	COUNTER_LOCK_WAITS_FULL = 4,   /* a lock wait key could not be added: lock_waits map full */
-	COUNTER_LWLOCK_WAITS_FULL = 5, /* an LWLock wait key could not be added: lwlock_waits map full */
-};
+/* Its overflow counters (COUNTER_LOCK_WAITS_FULL, COUNTER_LWLOCK_WAITS_FULL) are in pgstats.h with the others. */
 
 #endif /* LOCKS_H */

@@ -16,6 +16,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "attribution.bpf.h"
+#include "memory-io.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 

@@ -123,6 +123,12 @@ enum counter_index {
 	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */
 	COUNTER_STATUS_UNREADABLE = 2, /* PgBackendStatus unreadable: time went to the backend only */
 	COUNTER_HISTOGRAMS_FULL = 3, /* a histogram could not be added: histograms map full */
+	COUNTER_MEM_STALLS_FULL = 4, /* a reclaim/compaction stall could not be timed: mem_stalls full */
+	COUNTER_IO_INFLIGHT_FULL = 5, /* a block request's owner could not be kept: io_inflight full */
+	COUNTER_MEMIO_UNTRACKED = 6, /* a stall or request of a backend with no record yet: its query got it, its backend row not */
+	COUNTER_IO_COMPLETIONS_MISSED = 7, /* a block completion ran no BPF: charged at reuse, no latency */
+	COUNTER_LOCK_WAITS_FULL = 8,   /* a lock wait key could not be added: lock_waits map full */
+	COUNTER_LWLOCK_WAITS_FULL = 9, /* an LWLock wait key could not be added: lwlock_waits map full */
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 

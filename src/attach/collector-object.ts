@@ -6,6 +6,8 @@ import { loadNative, type BpfLink as NativeBpfLink, type BpfObject as NativeBpfO
 import { packageRoot } from '../package-root.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
+import { KernelFeatures } from './kernel-features.js';
 import { PROBE_SETS } from './probe-sets.js';
 import { attachTargetProbes, lockRodata } from './attach-target-probes.js';
 
@@ -51,7 +53,18 @@ export interface MapFill {
 const FILL_MAPS = ['backends', 'queries', 'histograms'];
 const FILL_MAX_AGE_MS = 10_000;
 
-export const COUNTER_NAMES = ['backends_full', 'queries_full', 'status_unreadable', 'histograms_full', 'lock_waits_full', 'lwlock_waits_full'] as const;
+export const COUNTER_NAMES = [
+  'backends_full',
+  'queries_full',
+  'status_unreadable',
+  'histograms_full',
+  'mem_stalls_full',
+  'io_inflight_full',
+  'memio_untracked',
+  'io_completions_missed',
+  'lock_waits_full',
+  'lwlock_waits_full',
+] as const;
 
 const BACKEND_IDENTITY_KNOWN = 0x1n;
 const BACKEND_EXCLUDED = 0x2n;
@@ -115,7 +128,9 @@ export class CollectorObject {
         client_backend_type: layout.clientBackendType,
         tracking_since_ns: process.hrtime.bigint(),
         ...lockRodata(target),
+        jiffy_ns: jiffyNs(),
       });
+      disableMissingTracepoints(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.load();
@@ -281,4 +296,10 @@ function writeRodata(object: NativeBpfObject, values: Record<string, number | bi
     else throw new Error(`BPF setting ${name} has unsupported size ${v.size}`);
     object.setRodata(v.offset, bytes);
   }
+}
+
+/** Nanoseconds per jiffy, or 0 when the tick rate is unknown (the io set is then unsupported). */
+function jiffyNs(): number {
+  const hz = KernelFeatures.host().hz();
+  return hz ? Math.round(1e9 / hz) : 0;
 }

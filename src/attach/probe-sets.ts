@@ -2,6 +2,7 @@ import { UserError } from '../errors.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import { LOCK_PROBE_SETS } from './lock-probe-sets.js';
+import { KernelFeatures } from './kernel-features.js';
 
 /** One attachment a probe set makes: a program of the collector object and where it goes. */
 export type ProbeAttachment =
@@ -23,11 +24,41 @@ export interface ProbeSet {
   description: string;
   /** Always attached by `run`; the others are opt-in. */
   default: boolean;
+  /**
+   * A default set that `run` attaches only where it is supported (logging why not) instead of
+   * refusing to start; `check` shows it as optional.
+   */
+  whereSupported?: boolean;
   /** Why this set cannot run against `target`, or null when it can. */
   unsupportedReason(target: PostmasterTarget): string | null;
   attachments: ProbeAttachment[];
   /** Measured cost, for `check` and the docs (bench/overhead.ts). */
   cost: string;
+}
+
+const MEMORY_PROGRAMS: Record<string, string> = {
+  mm_vmscan_direct_reclaim_begin: 'on_dreclaim_beg',
+  mm_vmscan_direct_reclaim_end: 'on_dreclaim_end',
+  mm_vmscan_memcg_reclaim_begin: 'on_mreclaim_beg',
+  mm_vmscan_memcg_reclaim_end: 'on_mreclaim_end',
+  mm_compaction_begin: 'on_compact_beg',
+  mm_compaction_end: 'on_compact_end',
+};
+const MEMORY_TRACEPOINTS = Object.keys(MEMORY_PROGRAMS);
+const IO_PROGRAMS: Record<string, string[]> = {
+  block_io_start: ['on_blk_start'],
+  block_rq_merge: ['on_blk_merge'],
+  block_rq_complete: ['on_blk_done'],
+  balance_dirty_pages: ['on_dirty_pause'],
+};
+const IO_TRACEPOINTS = Object.keys(IO_PROGRAMS);
+
+/** Why a set needing `tracepoints` cannot run on this kernel, or null. */
+function missing(tracepoints: readonly string[]): string | null {
+  const name = KernelFeatures.host().missingTracepoint(tracepoints);
+  if (name === null) return null;
+  const since = name.startsWith('block_io_') ? ' (added in Linux 6.5)' : '';
+  return `this kernel has no tracepoint ${name}${since}`;
 }
 
 export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
@@ -48,6 +79,26 @@ export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
     cost: 'one uprobe trap per statement (~4 us; ~5 us as a uretprobe on builds without USDT)',
   },
   ...LOCK_PROBE_SETS,
+  memory: {
+    name: 'memory',
+    description: 'direct and memcg reclaim stalls and pages reclaimed, direct compaction stalls',
+    default: true,
+    whereSupported: true,
+    unsupportedReason: () => missing(MEMORY_TRACEPOINTS),
+    attachments: MEMORY_TRACEPOINTS.map((tp) => ({ program: MEMORY_PROGRAMS[tp]!, kind: 'auto' as const })),
+    cost: 'tp_btf events only when a task reclaims or compacts (none under a cached load)',
+  },
+  io: {
+    name: 'io',
+    description: 'block IO requests, bytes and latency of the requests a backend created, writeback throttling pauses',
+    default: true,
+    whereSupported: true,
+    unsupportedReason: () =>
+      missing(IO_TRACEPOINTS) ??
+      (KernelFeatures.host().hz() === null ? 'the kernel tick rate (CONFIG_HZ) is unknown: no kernel config, no /proc/timer_list' : null),
+    attachments: IO_TRACEPOINTS.flatMap((tp) => IO_PROGRAMS[tp]!.map((program) => ({ program, kind: 'auto' as const }))),
+    cost: 'two tp_btf events per block request on the host (start, completion), one per request merge and per writeback throttling round',
+  },
 };
 
 /**

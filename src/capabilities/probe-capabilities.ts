@@ -1,5 +1,7 @@
 import { release } from 'node:os';
 import { collectorObjectPath } from '../attach/collector-object.js';
+import { disableMissingTracepoints } from '../attach/disable-missing-tracepoints.js';
+import { KernelFeatures } from '../attach/kernel-features.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
 import { oneLine } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
@@ -81,7 +83,7 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
       probe: set.name,
       kind: 'probe set',
       ok: reason === null,
-      required: set.default,
+      required: set.default && !set.whereSupported,
       detail: reason === null ? `${set.default ? 'default' : 'opt-in'}: ${set.description}; cost: ${set.cost}` : `unsupported: ${reason}`,
     });
   }
@@ -121,6 +123,8 @@ function loadCheck(): CheckLine {
   try {
     const object = new (loadNative().BpfObject)(collectorObjectPath());
     try {
+      // Programs for tracepoints this kernel lacks stay off; their sets say so.
+      disableMissingTracepoints(object, KernelFeatures.host());
       object.load();
     } finally {
       object.close();

@@ -1,5 +1,5 @@
 /** The probe sets a DBA can switch on; `cpu` is always on. */
-export type ProbeSetName = 'cpu' | 'query' | 'locks' | 'lwlock' | 'spinlock';
+export type ProbeSetName = 'cpu' | 'query' | 'memory' | 'io' | 'locks' | 'lwlock' | 'spinlock';
 
 /** How one column of query_stats / backend_stats is filled from `struct metrics` (bpf/pgstats.h). */
 export interface MetricColumn {
@@ -20,7 +20,7 @@ export const METRIC_COLUMNS: readonly MetricColumn[] = [
   { column: 'io_wait_ms', field: 'io_wait_ns', unit: 'ns', measuredBy: ['cpu'] },
   { column: 'lock_wait_ms', field: 'lock_wait_ns', unit: 'ns', measuredBy: ['cpu'] },
   { column: 'lwlock_wait_ms', field: 'lwlock_wait_ns', unit: 'ns', measuredBy: ['cpu'] },
-  { column: 'reclaim_ms', field: 'reclaim_ns', unit: 'ns', measuredBy: [] },
+  { column: 'reclaim_ms', field: 'reclaim_ns', unit: 'ns', measuredBy: ['memory'] },
   { column: 'other_wait_ms', field: 'other_wait_ns', unit: 'ns', measuredBy: ['cpu'] },
   { column: 'minflt', field: 'minflt', unit: 'count', measuredBy: ['cpu'] },
   { column: 'majflt', field: 'majflt', unit: 'count', measuredBy: ['cpu'] },
@@ -28,13 +28,13 @@ export const METRIC_COLUMNS: readonly MetricColumn[] = [
   { column: 'nvcsw', field: 'nvcsw', unit: 'count', measuredBy: ['cpu'] },
   { column: 'nivcsw', field: 'nivcsw', unit: 'count', measuredBy: ['cpu'] },
   // Issue 3's families: NULL until the probe set that fills each is named here.
-  { column: 'reclaim_pages', field: 'reclaim_pages', unit: 'count', measuredBy: [] },
-  { column: 'compaction_stall_ms', field: 'compaction_ns', unit: 'ns', measuredBy: [] },
-  { column: 'writeback_throttle_ms', field: 'writeback_throttle_ns', unit: 'ns', measuredBy: [] },
-  { column: 'blk_read_ios', field: 'blk_read_ios', unit: 'count', measuredBy: [] },
-  { column: 'blk_read_bytes', field: 'blk_read_bytes', unit: 'count', measuredBy: [] },
-  { column: 'blk_write_ios', field: 'blk_write_ios', unit: 'count', measuredBy: [] },
-  { column: 'blk_write_bytes', field: 'blk_write_bytes', unit: 'count', measuredBy: [] },
+  { column: 'reclaim_pages', field: 'reclaim_pages', unit: 'count', measuredBy: ['memory'] },
+  { column: 'compaction_stall_ms', field: 'compaction_ns', unit: 'ns', measuredBy: ['memory'] },
+  { column: 'writeback_throttle_ms', field: 'writeback_throttle_ns', unit: 'ns', measuredBy: ['io'] },
+  { column: 'blk_read_ios', field: 'blk_read_ios', unit: 'count', measuredBy: ['io'] },
+  { column: 'blk_read_bytes', field: 'blk_read_bytes', unit: 'count', measuredBy: ['io'] },
+  { column: 'blk_write_ios', field: 'blk_write_ios', unit: 'count', measuredBy: ['io'] },
+  { column: 'blk_write_bytes', field: 'blk_write_bytes', unit: 'count', measuredBy: ['io'] },
   { column: 'llc_references', field: 'llc_references', unit: 'count', measuredBy: [] },
   { column: 'llc_misses', field: 'llc_misses', unit: 'count', measuredBy: [] },
   { column: 'spinlock_delays', field: 'spinlock_delays', unit: 'count', measuredBy: ['spinlock'] },

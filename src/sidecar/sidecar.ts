@@ -134,8 +134,11 @@ export class Sidecar {
       });
       pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
+      const defaults = Object.values(PROBE_SETS).filter((s) => s.default);
+      const skipped = defaults.filter((s) => s.whereSupported && s.unsupportedReason(target) !== null);
+      for (const s of skipped) log(`probe set ${s.name} is not supported here, collecting without it: ${s.unsupportedReason(target)}`);
       const sets = new Set<ProbeSetName>([
-        ...(Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name)),
+        ...defaults.filter((s) => !skipped.includes(s)).map((s) => s.name),
         ...(options.probeSets ?? []),
       ]);
       for (const set of sets) object.attach(set);
@@ -328,6 +331,10 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
   lock_waits_full: 'a lock wait could not be added: lock_waits map full; its wait counts in lock_wait_ms only',
   lwlock_waits_full: 'an LWLock wait could not be added: lwlock_waits map full; its wait counts in lwlock_wait_ms only',
+  mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
+  io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
+  io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
+  memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
 };
 
 /** The backend pid the server announced at connection start (BackendKeyData). */

@@ -107,7 +107,7 @@ describe('bpf_stats.health', () => {
     const started = await healthRow();
     expect(started.version).toBe(JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')).version);
     expect(started.postmaster_pid).toBe(postmasterPid);
-    expect(started.probe_sets).toEqual(['cpu']);
+    expect(started.probe_sets).toEqual(s.attached());
     expect(started.interval_ms).toBe(3_600_000);
 
     const seen = [];

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROBE_SETS } from '../../src/attach/probe-sets.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { EMBEDDED_MAJORS, embeddedPostgresBin } from '../support/embedded-postgres.js';
@@ -99,7 +100,8 @@ for (const target of TARGETS) {
     it(`finds the build ${target.usdt ? 'with' : 'without'} USDT lock probes and attaches all three sets`, () => {
       const names = new Set(sidecar.target.usdt.map((n) => n.name));
       expect(names.has('lock__wait__start') && names.has('lwlock__wait__start')).toBe(target.usdt);
-      expect(sidecar.attached().sort()).toEqual(['cpu', 'locks', 'lwlock', 'spinlock']);
+      const defaults = Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name);
+      expect(sidecar.attached().sort()).toEqual([...defaults, 'locks', 'lwlock', 'spinlock'].sort());
     });
 
     it("keys short-lived connections' queries by their user and database, as pg_stat_statements does", async () => {

@@ -1,10 +1,13 @@
 import { describe, expect, it } from 'vitest';
+import { PROBE_SETS } from '../../src/attach/probe-sets.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest } from '../../src/control/collection-request.js';
 import type { PostmasterTarget } from '../../src/target/postmaster-target.js';
 
 // Only what PROBE_SETS' unsupportedReason reads: a build with and one without PortalRun.
 const withPortalRun = { binaryPath: '/usr/lib/postgresql/15/bin/postgres', statementEnd: { kind: 'uretprobe', symbol: 'PortalRun' } } as unknown as PostmasterTarget;
 const stripped = { binaryPath: '/opt/pg/bin/postgres', statementEnd: null } as unknown as PostmasterTarget;
+// On this kernel every default set is supported (the memory and io tracepoints exist).
+const DEFAULT_SETS = Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name);
 
 describe('validateCollectionRequest', () => {
   it('accepts known sets and expands default to the always-on sets', () => {
@@ -12,7 +15,7 @@ describe('validateCollectionRequest', () => {
     expect(validateCollectionRequest({ id: '8', probes: ['default', 'query', 'query'], duration_s: 0.5 }, withPortalRun)).toEqual({
       ok: true,
       id: 8,
-      sets: ['cpu', 'query'],
+      sets: [...DEFAULT_SETS, 'query'],
       durationMs: 500,
     });
   });
@@ -36,7 +39,7 @@ describe('validateCollectionRequest', () => {
     expect(r).toEqual({
       ok: false,
       id: 3,
-      error: `unknown probe set "nosuch", "x'; DROP TABLE t; --", "__proto__", "toString": known sets are default, cpu, query`,
+      error: `unknown probe set "nosuch", "x'; DROP TABLE t; --", "__proto__", "toString": known sets are default, ${Object.keys(PROBE_SETS).join(', ')}`,
     });
   });
 
@@ -54,6 +57,6 @@ describe('validateCollectionRequest', () => {
       error: 'probe set query is not supported here: /opt/pg/bin/postgres exports no PortalRun',
     });
     // The default sets are supported everywhere the sidecar runs.
-    expect(validateCollectionRequest({ id: 5, probes: ['default'], duration_s: 1 }, stripped)).toMatchObject({ ok: true, sets: ['cpu'] });
+    expect(validateCollectionRequest({ id: 5, probes: ['default'], duration_s: 1 }, stripped)).toMatchObject({ ok: true, sets: DEFAULT_SETS });
   });
 });

@@ -1,0 +1,86 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { release } from 'node:os';
+import { gunzipSync } from 'node:zlib';
+
+const VMLINUX_BTF = '/sys/kernel/btf/vmlinux';
+
+/**
+ * What this kernel offers that BPF programs depend on, read once: which tracepoints a tp_btf
+ * program can attach to (the kernel's BTF has a `btf_trace_<name>` typedef for each), and the
+ * tick rate (CONFIG_HZ), which turns jiffies in tracepoint arguments into time.
+ *
+ * @example
+ * const kernel = KernelFeatures.host();
+ * kernel.hasTracepoint('block_io_start'); // false before Linux 6.5
+ * kernel.hz(); // 250
+ */
+export class KernelFeatures {
+  private static cached: KernelFeatures | undefined;
+  private hzValue: number | null | undefined;
+
+  constructor(
+    private readonly btf: Buffer,
+    private readonly readConfig: () => string | null = kernelConfig,
+  ) {}
+
+  /** The running kernel (memoized). */
+  static host(): KernelFeatures {
+    KernelFeatures.cached ??= new KernelFeatures(existsSync(VMLINUX_BTF) ? readFileSync(VMLINUX_BTF) : Buffer.alloc(0));
+    return KernelFeatures.cached;
+  }
+
+  /** Whether a tp_btf program can attach to tracepoint `name`. */
+  hasTracepoint(name: string): boolean {
+    // Type names live NUL-terminated in the BTF string section.
+    return this.btf.includes(Buffer.from(`\0btf_trace_${name}\0`));
+  }
+
+  /** The first of `names` this kernel lacks, or null when it has them all. */
+  missingTracepoint(names: readonly string[]): string | null {
+    return names.find((n) => !this.hasTracepoint(n)) ?? null;
+  }
+
+  /** CONFIG_HZ from the kernel's config, else measured from /proc/timer_list; null if neither works. */
+  hz(): number | null {
+    if (this.hzValue === undefined) this.hzValue = hzFromConfig(this.readConfig()) ?? hzFromTimerList();
+    return this.hzValue;
+  }
+}
+
+/** The kernel config where libbpf looks for it too: /boot/config-<release>, /proc/config.gz. */
+function kernelConfig(): string | null {
+  const boot = `/boot/config-${release()}`;
+  try {
+    if (existsSync(boot)) return readFileSync(boot, 'utf8');
+    if (existsSync('/proc/config.gz')) return gunzipSync(readFileSync('/proc/config.gz')).toString('utf8');
+  } catch {
+    // unreadable: fall through to measuring
+  }
+  return null;
+}
+
+function hzFromConfig(config: string | null): number | null {
+  const m = config?.match(/^CONFIG_HZ=(\d+)$/m);
+  return m ? Number(m[1]) : null;
+}
+
+/** Counts jiffies over ~100 ms of wall time and rounds to the nearest configurable HZ. */
+function hzFromTimerList(): number | null {
+  const jiffies = (): bigint | null => {
+    try {
+      const m = readFileSync('/proc/timer_list', 'utf8').match(/^jiffies: (\d+)$/m);
+      return m ? BigInt(m[1]!) : null;
+    } catch {
+      return null;
+    }
+  };
+  const t0 = process.hrtime.bigint();
+  const j0 = jiffies();
+  if (j0 === null) return null;
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+  const j1 = jiffies();
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  if (j1 === null || seconds <= 0) return null;
+  const measured = Number(j1 - j0) / seconds;
+  return [100, 250, 300, 1000].reduce((best, hz) => (Math.abs(hz - measured) < Math.abs(best - measured) ? hz : best));
+}
