@@ -1,12 +1,17 @@
 import { UserError } from '../errors.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
+import { LLC_EVENTS, perfEventsUnsupportedReason, type PerfEventSpec } from './perf-events.js';
 
 /** One attachment a probe set makes: a program of the collector object and where it goes. */
 export type ProbeAttachment =
   | { program: string; kind: 'auto' }
   /** The end of each top-level statement, as discovery located it for this binary. */
-  | { program: string; kind: 'statement-end' };
+  | { program: string; kind: 'statement-end' }
+  /** Work switched on inside `program` (already attached by another set): a bit of hist_switches. */
+  | { program: string; kind: 'switch'; bit: number }
+  /** A sampled perf event opened on every online CPU (user space chooses the event). */
+  | { program: string; kind: 'perf-event'; event: PerfEventSpec };
 
 export interface ProbeSet {
   name: ProbeSetName;
@@ -36,6 +41,33 @@ export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
     unsupportedReason: (target) => (target.statementEnd ? null : `${target.binaryPath} exports no PortalRun`),
     attachments: [{ program: 'on_query_done', kind: 'statement-end' }],
     cost: 'one uprobe trap per statement (~4 us; ~5 us as a uretprobe on builds without USDT)',
+  },
+  latency: {
+    name: 'latency',
+    description: 'statement latency histograms (query_start .. state_change, read when a backend goes idle)',
+    default: true,
+    unsupportedReason: () => null,
+    attachments: [{ program: 'on_sched_switch', kind: 'switch', bit: 0x1 }],
+    cost: 'one 16-byte user read and a histogram update per statement that is followed by a ClientRead sleep, inside the cpu set',
+  },
+  sched: {
+    name: 'sched',
+    description: 'run-queue latency histograms per query (each slice\'s wait for a CPU)',
+    default: false,
+    unsupportedReason: () => null,
+    attachments: [{ program: 'on_sched_switch', kind: 'switch', bit: 0x2 }],
+    cost: 'a histogram update per context switch that followed a run-queue wait, inside the cpu set',
+  },
+  llc: {
+    name: 'llc',
+    description: 'LLC references and misses per backend and query (sampled hardware cache events)',
+    default: false,
+    unsupportedReason: () => perfEventsUnsupportedReason(Object.values(LLC_EVENTS)),
+    attachments: [
+      { program: 'on_llc_reference', kind: 'perf-event', event: LLC_EVENTS.on_llc_reference },
+      { program: 'on_llc_miss', kind: 'perf-event', event: LLC_EVENTS.on_llc_miss },
+    ],
+    cost: 'one perf_event program run per sample (every 100000 references / 10000 misses per CPU)',
   },
 };
 

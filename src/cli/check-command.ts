@@ -1,6 +1,7 @@
 import { release } from 'node:os';
 import { collectorObjectPath } from '../attach/collector-object.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
+import { LLC_EVENTS, perfEventsUnsupportedReason } from '../attach/perf-events.js';
 import { oneLine } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
 import { connect } from '../sidecar/connect.js';
@@ -9,8 +10,6 @@ import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import type { CliOptions } from './parse-args.js';
 
-const PERF_TYPE_HARDWARE = 0;
-const PERF_COUNT_HW_CACHE_MISSES = 3;
 
 /** One line of `check`: a probe family or requirement, and whether it works here. */
 export interface CheckLine {
@@ -25,7 +24,6 @@ export interface CheckLine {
 export async function runChecks(dsn: string | undefined): Promise<CheckLine[]> {
   const lines: CheckLine[] = hostChecks().map((c) => ({ ...c, required: true }));
   lines.push({ name: 'kernel', ok: true, required: true, detail: `Linux ${release()}` });
-  const native = loadNative();
   lines.push(lines.every((l) => l.ok) ? loadCheck() : { name: 'bpf load', ok: false, required: true, detail: 'skipped: host requirements unmet' });
 
   let target: PostmasterTarget | null = null;
@@ -69,12 +67,13 @@ export async function runChecks(dsn: string | undefined): Promise<CheckLine[]> {
     });
   }
 
-  const pmu = native.probePerfEvent(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES);
+  // The same probe as the llc set's unsupportedReason.
+  const pmu = perfEventsUnsupportedReason(Object.values(LLC_EVENTS));
   lines.push({
     name: 'llc',
-    ok: pmu.ok,
+    ok: pmu === null,
     required: false,
-    detail: pmu.ok ? 'hardware cache-miss events available' : `unsupported: no hardware PMU (perf_event_open cache-misses: errno ${pmu.errno})`,
+    detail: pmu === null ? 'hardware cache-reference and cache-miss events available' : `unsupported: ${pmu}`,
   });
   return lines;
 }

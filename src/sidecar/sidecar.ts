@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { COUNTER_NAMES, CollectorObject } from '../attach/collector-object.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
+import type { PerfEventSpec } from '../attach/perf-events.js';
 import { Collector } from '../collect/collector.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import { oneLine, UserError } from '../errors.js';
@@ -22,6 +23,8 @@ export interface SidecarOptions {
   intervalMs: number;
   /** Opt-in probe sets to attach besides the default ones. */
   probeSets?: ProbeSetName[];
+  /** Replaces the perf events of perf-event programs (see CollectorObjectOptions.perfEvents). */
+  perfEvents?: Partial<Record<string, PerfEventSpec>>;
   log?: (line: string) => void;
 }
 
@@ -89,7 +92,7 @@ export class Sidecar {
       if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
       // Load (and so verify) the BPF object before touching the schema: a host that cannot run
       // the programs leaves the database as it found it.
-      object = CollectorObject.load({ target, layout });
+      object = CollectorObject.load({ target, layout, perfEvents: options.perfEvents });
       await migrateSchema(control);
       object.exclude(backendPid(control));
       const excluder = object;
@@ -111,7 +114,14 @@ export class Sidecar {
         ...(Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name)),
         ...(options.probeSets ?? []),
       ]);
-      for (const set of sets) object.attach(set);
+      for (const set of sets) {
+        // A default set this host cannot run is left out (and said so); one asked for is an error.
+        const reason = options.probeSets?.includes(set) ? null : object.unsupportedReason(set);
+        if (reason) {
+          log(`probe set ${set} not attached: ${reason}`);
+          sets.delete(set);
+        } else object.attach(set);
+      }
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
       const sidecar = new Sidecar(options, target, layout, object, new Collector(object, target.pid), db, control);

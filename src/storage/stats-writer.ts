@@ -2,6 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { FlushBatch } from '../collect/flush-batch.js';
 import { METRIC_COLUMNS, type MetricValue } from '../collect/metric-columns.js';
 import type { BpfStatsDatabase } from './database.js';
+import { writeHistograms } from './histogram-writer.js';
 
 const PG_TYPE: Record<'ns' | 'count', string> = { ns: 'float8[]', count: 'int8[]' };
 
@@ -19,10 +20,11 @@ export class StatsWriter {
 
   async write(batch: FlushBatch): Promise<{ queries: number; backends: number }> {
     // Nothing changed since the last flush: no round trip at all.
-    if (!batch.queries.length && !batch.backends.length) return { queries: 0, backends: 0 };
+    if (!batch.queries.length && !batch.backends.length && !batch.histograms?.length) return { queries: 0, backends: 0 };
     await this.db.transaction().execute(async (tx) => {
       if (batch.queries.length) await this.writeQueries(tx, batch);
       if (batch.backends.length) await this.writeBackends(tx, batch);
+      if (batch.histograms?.length) await writeHistograms(tx, batch.histograms);
     });
     return { queries: batch.queries.length, backends: batch.backends.length };
   }

@@ -34,4 +34,16 @@ export interface StatusLayout {
   queryIdOffset: number | null;
   /** The wait_event_info value of an idle backend waiting for its client (ClientRead). */
   clientReadEvent: number;
+  /**
+   * st_activity_start_timestamp (pg_stat_activity.query_start), directly followed by
+   * st_state_start_timestamp (state_change); null when they were not found side by side
+   * (track_activities off, or a layout where they are not adjacent): no statement latency.
+   */
+  activityStartOffset: number | null;
+  /**
+   * st_state (enum BackendState) and its value for STATE_IDLE; idle in transaction is
+   * idle + 2 and idle in transaction (aborted) idle + 4 in every version. null: not found.
+   */
+  stateOffset: number | null;
+  stateIdle: number;
 }
