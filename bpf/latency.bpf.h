@@ -12,9 +12,10 @@
  * change). When a backend goes to sleep waiting for its client (ClientRead), it has reported
  * STATE_IDLE (or idle in transaction) just before, so state_start - activity_start is the
  * statement's latency as pg_stat_activity would show it (query_start .. state_change). One
- * 16-byte user read per ClientRead sleep or preemption, and a 4-byte read of st_state once per
- * state change; a statement is counted once, keyed by its state_start (several switches in one
- * idle period are one statement).
+ * 24-byte user read (xact_start, activity_start, state_start) per ClientRead sleep or
+ * preemption, and a 4-byte read of st_state once per state change unless xact_start says the
+ * backend is outside a transaction; a statement is counted once, keyed by its state_start
+ * (several switches in one idle period are one statement).
  */
 #ifndef LATENCY_BPF_H
 #define LATENCY_BPF_H
@@ -32,32 +33,40 @@ const volatile __u32 status_activity_start_off = 0;
 /* st_state and its STATE_IDLE value (idle in transaction: +2, aborted: +4); offset 0 = unknown. */
 const volatile __u32 status_state_off = 0;
 const volatile __u32 status_state_idle = 1;
+/* 1 when st_xact_start_timestamp directly precedes st_activity_start_timestamp (calibrated). */
+const volatile __u32 status_xact_start_before = 0;
 
-static __always_inline void observe_statement_end(struct backend_record *r, const struct query_key *key)
+static __always_inline void observe_statement_end(struct backend_record *r, const struct query_key *key,
+						  bool client_read)
 {
-	__s64 ts[2]; /* activity_start, state_start: microseconds since 2000-01-01 */
-	__u32 state = 0;
+	/* xact_start (when known to precede them), activity_start, state_start: us since 2000-01-01 */
+	__s64 ts[3] = {};
+	__s64 *stamps = status_xact_start_before ? &ts[0] : &ts[1];
+	__u32 size = status_xact_start_before ? 24 : 16, state = 0;
+	__u64 at = r->status_ptr + status_activity_start_off - (status_xact_start_before ? 8 : 0);
 
 	if (!status_activity_start_off || !r->status_ptr)
 		return;
-	if (bpf_probe_read_user(ts, sizeof(ts), (void *)(r->status_ptr + status_activity_start_off)))
+	if (bpf_probe_read_user(stamps, size, (void *)at))
 		return;
 	/* Same state as at the last look, or track_activities off (both 0). */
-	if ((__u64)ts[1] == r->last_state_start_us || ts[0] <= 0 || ts[1] < ts[0])
+	if ((__u64)ts[2] == r->last_state_start_us || ts[1] <= 0 || ts[2] < ts[1])
 		return;
-	r->last_state_start_us = ts[1];
+	r->last_state_start_us = ts[2];
 	/*
 	 * Only a statement that ended: idle, idle in transaction (aborted). A backend that waits
 	 * for its client while still active (COPY FROM STDIN, an extended-protocol client slow to
-	 * send Sync) or is preempted mid-statement has state_start = its running report.
+	 * send Sync) or is preempted mid-statement has state_start = its running report. Waiting
+	 * for the client outside any transaction (xact_start 0) can only be idle, which saves the
+	 * st_state read for every autocommit statement.
 	 */
-	if (status_state_off) {
+	if (status_state_off && !(client_read && status_xact_start_before && ts[0] == 0)) {
 		if (bpf_probe_read_user(&state, sizeof(state), (void *)(r->status_ptr + status_state_off)))
 			return;
 		if (state != status_state_idle && state != status_state_idle + 2 && state != status_state_idle + 4)
 			return;
 	}
-	hist_observe(key, HIST_QUERY_LATENCY, (__u64)(ts[1] - ts[0]) * 1000);
+	hist_observe(key, HIST_QUERY_LATENCY, (__u64)(ts[2] - ts[1]) * 1000);
 }
 
 /*
@@ -81,7 +90,7 @@ static __always_inline void hist_on_switch_out(struct backend_record *r, const s
 		hist_observe(key, HIST_RUNQ, runq_ns);
 	if ((switches & HIST_SWITCH_LATENCY) &&
 	    (next_class == SLEEP_CLIENT || (next_class == SLEEP_NONE && status_state_off)))
-		observe_statement_end(r, key);
+		observe_statement_end(r, key, next_class == SLEEP_CLIENT);
 }
 
 #endif /* LATENCY_BPF_H */

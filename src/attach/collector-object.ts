@@ -111,6 +111,7 @@ export class CollectorObject {
         status_activity_start_off: layout.activityStartOffset ?? 0,
         status_state_off: layout.stateOffset ?? 0,
         status_state_idle: layout.stateIdle,
+        status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
       });
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);

@@ -80,10 +80,13 @@ export async function calibrateStatusLayout(
   if (row.wait_event !== 'ClientRead') {
     throw new UserError(`calibration: idle backend ${pid} waits on ${row.wait_event ?? 'nothing'}, expected ClientRead`);
   }
-  const state = await stateOffset(probe, memory, status, window, [procpidOffset, procStartOffset, dbidOffset]);
+  const activityStart = activityStartOffset(window, row.query_start_us, row.state_change_us);
+  const state = await stateOffset(probe, memory, status, window, [procpidOffset, procStartOffset, dbidOffset], activityStart);
   return {
-    ...state,
-    activityStartOffset: activityStartOffset(window, row.query_start_us, row.state_change_us),
+    stateOffset: state.stateOffset,
+    stateIdle: state.stateIdle,
+    xactStartBeforeActivity: state.xactStartBeforeActivity,
+    activityStartOffset: activityStart,
     procpidOffset,
     // st_backendType directly follows st_procpid in every version that has it.
     backendTypeOffset: procpidOffset + 4,
@@ -122,7 +125,8 @@ async function stateOffset(
   status: bigint,
   idle: Buffer,
   known: number[],
-): Promise<{ stateOffset: number | null; stateIdle: number }> {
+  activityStart: number | null,
+): Promise<{ stateOffset: number | null; stateIdle: number; xactStartBeforeActivity: boolean }> {
   let inTransaction: Buffer;
   await probe.query('BEGIN');
   try {
@@ -136,5 +140,13 @@ async function stateOffset(
     const value = idle.readUInt32LE(at);
     if (value >= 1 && value <= 3 && inTransaction.readUInt32LE(at) === value + 2) candidates.push({ at, value });
   }
-  return candidates.length === 1 ? { stateOffset: candidates[0]!.at, stateIdle: candidates[0]!.value } : { stateOffset: null, stateIdle: 0 };
+  // xact_start: 0 while idle; right after BEGIN it equals query_start (BEGIN started the transaction).
+  const xactStartBeforeActivity =
+    activityStart !== null &&
+    activityStart >= 8 &&
+    idle.readBigInt64LE(activityStart - 8) === 0n &&
+    inTransaction.readBigInt64LE(activityStart - 8) !== 0n &&
+    inTransaction.readBigInt64LE(activityStart - 8) === inTransaction.readBigInt64LE(activityStart);
+  const state = candidates.length === 1 ? { stateOffset: candidates[0]!.at, stateIdle: candidates[0]!.value } : { stateOffset: null, stateIdle: 0 };
+  return { ...state, xactStartBeforeActivity };
 }

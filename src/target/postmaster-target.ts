@@ -46,4 +46,6 @@ export interface StatusLayout {
    */
   stateOffset: number | null;
   stateIdle: number;
+  /** st_xact_start_timestamp sits right before st_activity_start_timestamp (0 outside a transaction). */
+  xactStartBeforeActivity: boolean;
 }

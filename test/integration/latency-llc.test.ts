@@ -2,7 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runChecks } from '../../src/cli/check-command.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { loadNative } from '../../src/native/bpf-native.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 
 /*
@@ -121,6 +123,20 @@ describe('statement latency (latency set, default)', () => {
     expect(Number(row.observations)).toBeGreaterThanOrEqual(1);
     expect(row.max_ms).toBeLessThan(50);
   });
+
+  it('measures statements inside a transaction block (idle in transaction) too', async () => {
+    await session(async (c) => {
+      await c.query('BEGIN');
+      await c.query('SELECT pg_sleep(0.12), 1 AS in_block');
+      await c.query('SELECT pg_sleep(0.12), 1 AS in_block');
+      await c.query('COMMIT');
+    });
+    const row = await rowFor('bpf_stats.query_latency', 'SELECT pg_sleep($1), $2 AS in_block');
+    expect(Number(row.observations)).toBe(2);
+    expect(row.p50_ms).toBeGreaterThanOrEqual(65.536); // bucket [65.536, 131.072) ms
+    expect(row.max_ms).toBeGreaterThanOrEqual(120);
+    expect(row.max_ms).toBeLessThan(131.072);
+  });
 });
 
 describe('run-queue latency histogram (sched set)', () => {
@@ -176,6 +192,19 @@ describe('run-queue latency histogram (sched set)', () => {
 });
 
 describe('llc set (proven with software page-fault events: the plumbing, not the PMU)', () => {
+  it('is refused with the PMU probe\'s reason when the host has no hardware PMU, and check says the same', async () => {
+    const pmu = loadNative().probePerfEvent(0, 3).ok; // PERF_TYPE_HARDWARE, cache-misses
+    const started = Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['llc'] });
+    if (pmu) {
+      await (await started).stop();
+      return;
+    }
+    await expect(started).rejects.toThrow(/probe set llc is not supported here: no hardware PMU/);
+    const lines = await runChecks(cluster.connectionString());
+    expect(lines.find((l) => l.name === 'probes llc')?.detail).toMatch(/^unsupported: no hardware PMU/);
+    expect(lines.find((l) => l.name === 'llc')?.detail).toMatch(/^unsupported: no hardware PMU/);
+  });
+
   it('counts what the kernel counts for a backend and attributes it to the statement', async () => {
     await session(async (c, pid) => {
       await c.query("SET work_mem = '128MB'");
@@ -203,11 +232,25 @@ describe('llc set (proven with software page-fault events: the plumbing, not the
   });
 });
 
+describe('bpf_stats.hist_quantile', () => {
+  it('finds the quantile\'s log2 bucket, interpolates inside it and never exceeds the max', async () => {
+    const q = async (counts: number[], p: number, max: number) =>
+      (await admin.query('SELECT bpf_stats.hist_quantile($1::bigint[], $2, $3) AS v', [counts, p, max])).rows[0].v as number | null;
+    // 10 observations in [1024, 2048) us and 10 in [8192, 16384) us.
+    const counts = Array.from({ length: 32 }, (_, i) => (i === 10 || i === 13 ? 10 : 0));
+    expect(await q(counts, 0.25, 100)).toBeCloseTo(1.024 + 1.024 * 0.5, 6);
+    expect(await q(counts, 0.5, 100)).toBeCloseTo(2.048, 6); // the top of the lower bucket
+    expect(await q(counts, 0.99, 100)).toBeCloseTo(8.192 + 8.192 * 0.98, 6);
+    expect(await q(counts, 0.99, 9.5)).toBe(9.5); // clamped to the exact max
+    expect(await q(Array(32).fill(0), 0.5, 0)).toBeNull();
+  });
+});
+
 describe('query_time', () => {
   it('partitions each query of a mixed workload: components sum to total_time_ms within 5%', async () => {
     await admin.query('CREATE TABLE IF NOT EXISTS io_target (id int, pad text)');
     await session((c) => c.query('SELECT count(*) FROM generate_series(1, 2000000) g WHERE g % 11 = 5')); // CPU
-    await session((c) => c.query('SELECT pg_sleep(0.3)')); // sleep
+    await session((c) => c.query("SELECT pg_sleep_for('300 milliseconds')")); // sleep
     await session((holder) =>
       session(async (waiter) => {
         await holder.query('BEGIN');
@@ -228,7 +271,7 @@ describe('query_time', () => {
               t.on_cpu_share + t.runq_wait_share + t.io_wait_share + t.lock_wait_share + t.lwlock_wait_share + t.other_wait_share AS shares,
               t.lock_wait_ms, t.other_wait_ms, t.on_cpu_ms, t.runq_wait_ms, s.total_exec_time
          FROM bpf_stats.query_time t JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
-        WHERE t.query ~ '(generate_series\\(\\$1, \\$2\\) g WHERE g % \\$3 = \\$4|pg_sleep\\(\\$1\\)|balance \\+ \\$1 WHERE id = \\$2|INSERT INTO io_target|CHECKPOINT)'`,
+        WHERE t.query ~ '(generate_series\\(\\$1, \\$2\\) g WHERE g % \\$3 = \\$4|pg_sleep_for|balance \\+ \\$1 WHERE id = \\$2|INSERT INTO io_target|CHECKPOINT)'`,
     );
     expect(rows.length).toBeGreaterThanOrEqual(5);
     for (const row of rows) {
@@ -238,7 +281,7 @@ describe('query_time', () => {
       expect(row.total_time_ms, row.query).toBeGreaterThan(0.95 * row.total_exec_time);
     }
     const byText = (re: RegExp) => rows.find((r) => re.test(r.query))!;
-    expect(byText(/pg_sleep/).other_wait_ms).toBeGreaterThan(0.9 * 300);
+    expect(byText(/pg_sleep_for/).other_wait_ms).toBeGreaterThan(0.9 * 300);
     expect(byText(/balance \+ \$1/).lock_wait_ms).toBeGreaterThan(0.75 * 300);
     // The CPU-bound statement ran or waited for a CPU (other work shares these cores): it never slept.
     const cpu = byText(/g % \$3/);
