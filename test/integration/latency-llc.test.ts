@@ -137,6 +137,29 @@ describe('statement latency (latency set, default)', () => {
     expect(row.max_ms).toBeGreaterThanOrEqual(120);
     expect(row.max_ms).toBeLessThan(131.072);
   });
+
+  it('counts a COPY FROM STDIN once, at its end, though it waited for client data while active', async () => {
+    await admin.query('CREATE TABLE copy_target (id int)');
+    // psql sends rows as it reads them: the backend sleeps on ClientRead inside the COPY
+    // (state active) until the rest arrives 300 ms later.
+    const psql = spawn('psql', ['-X', '-q', '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-c', 'COPY copy_target FROM STDIN', 'postgres'], {
+      stdio: ['pipe', 'ignore', 'inherit'],
+    });
+    const exited = new Promise((resolve) => psql.on('exit', resolve));
+    psql.stdin!.write('1\n2\n');
+    // From the moment the COPY is running (psql needs a while to connect on a busy machine).
+    await expect
+      .poll(async () => (await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'COPY copy_target%' AND state = 'active'")).rows[0].n, { timeout: 10_000, interval: 20 })
+      .toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    psql.stdin!.end('3\n\\.\n');
+    expect(await exited).toBe(0);
+    const row = await rowFor('bpf_stats.query_latency', 'COPY copy_target FROM STDIN');
+    expect(Number(row.pgss_calls)).toBe(1);
+    expect(Number(row.observations)).toBe(1);
+    expect(row.max_ms).toBeGreaterThanOrEqual(300);
+    expect(row.max_ms).toBeLessThan(row.max_exec_time + 15);
+  });
 });
 
 describe('run-queue latency histogram (sched set)', () => {
