@@ -72,7 +72,7 @@ beforeAll(async () => {
   sidecar = await Sidecar.start({
     connectionString: cluster.connectionString(),
     intervalMs: 3_600_000,
-    probeSets: ['sched', 'llc'],
+    probeSets: ['latency', 'sched', 'llc'],
     perfEvents: {
       on_llc_reference: { type: PERF_TYPE_SOFTWARE, config: PERF_COUNT_SW_PAGE_FAULTS, samplePeriod: 1, label: 'page-faults' },
       on_llc_miss: { type: PERF_TYPE_SOFTWARE, config: PERF_COUNT_SW_PAGE_FAULTS_MIN, samplePeriod: 1, label: 'minor-faults' },
@@ -86,7 +86,7 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-describe('statement latency (latency set, default)', () => {
+describe('statement latency (latency set)', () => {
   it('puts 40 × pg_sleep(0.05) and 3 × pg_sleep(0.4) of one statement where the sleeps were', async () => {
     expect(sidecar.attached()).toContain('latency');
     await session(async (c) => {
