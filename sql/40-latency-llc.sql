@@ -33,11 +33,14 @@ BEGIN
     text_join := 'LEFT JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)';
   END IF;
 
-  -- Statement latency (query_start .. state_change of each statement that was followed by a
-  -- wait for the client). observations: statements measured, not calls.
+  -- Statement latency (query_start .. state_change of each statement, read when the backend
+  -- went idle). observations: statements measured; calls: exact counts (query set) or NULL.
   EXECUTE format($sql$
     CREATE OR REPLACE VIEW bpf_stats.query_latency AS
-    SELECT h.userid, h.dbid, h.toplevel, h.queryid, %s AS query, h.observations,
+    SELECT h.userid, h.dbid, h.toplevel, h.queryid, %s AS query,
+           (SELECT q.calls FROM bpf_stats.query_stats q
+             WHERE (q.userid, q.dbid, q.toplevel, q.queryid) = (h.userid, h.dbid, h.toplevel, h.queryid)) AS calls,
+           h.observations,
            bpf_stats.hist_quantile(h.counts, 0.50, h.max_ms) AS p50_ms,
            bpf_stats.hist_quantile(h.counts, 0.95, h.max_ms) AS p95_ms,
            bpf_stats.hist_quantile(h.counts, 0.99, h.max_ms) AS p99_ms,
