@@ -88,7 +88,7 @@ function loadCheck(): CheckLine {
     } finally {
       object.close();
     }
-    return { name, ok: true, required: true, detail: 'the collector programs pass the verifier (tp_btf, uprobe)' };
+    return { name, ok: true, required: true, detail: 'the collector programs pass the verifier (tp_btf, uprobe, perf_event)' };
   } catch (error) {
     return { name, ok: false, required: true, detail: oneLine(error).slice(0, 300) };
   }
