@@ -264,7 +264,11 @@ static __always_inline void hist_observe(const struct query_key *q, __u32 kind, 
 	}
 	slot = hist_slot(ns);
 	h->slots[slot & (HIST_SLOTS - 1)]++;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
 }
+
+#include "latency.bpf.h"
 
 static __always_inline void add_wait(struct metrics *m, __u32 sleep_class, __u64 ns)
 {
@@ -422,6 +426,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	r->last_migrations = migrations;
 	r->last_minflt = minflt;
 	r->last_majflt = majflt;
+	hist_on_switch_out(r, &key, s.runq_ns, next_class);
 	r->sleep_class = next_class;
 	r->sleep_key = key;
 	if (key.queryid)

@@ -17,6 +17,7 @@
 #include <bpf/bpf_core_read.h>
 #include "attribution.bpf.h"
 #include "memory-io.bpf.h"
+#include "llc.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -56,3 +57,19 @@ int BPF_KPROBE(on_query_done)
 
 /* Opt-in lock families (`locks`, `lwlock`, `spinlock`). */
 #include "locks.bpf.h"
+
+/*
+ * Opt-in set "llc": one sampled perf event per CPU for each program; the event itself
+ * (hardware LLC events, or a software event in tests) is chosen by user space.
+ */
+SEC("perf_event")
+int on_llc_reference(struct bpf_perf_event_data *ctx)
+{
+	return llc_sample(ctx->sample_period, false);
+}
+
+SEC("perf_event")
+int on_llc_miss(struct bpf_perf_event_data *ctx)
+{
+	return llc_sample(ctx->sample_period, true);
+}

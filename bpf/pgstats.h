@@ -71,6 +71,7 @@ struct hist_key {
 
 struct hist {
 	__u64 slots[HIST_SLOTS];
+	__u64 max_ns; /* largest observation (per CPU; the reader takes the max over CPUs) */
 };
 
 /* What a backend was waiting for when it left the CPU (decides where its sleep goes). */
@@ -115,6 +116,7 @@ struct backend_record {
 	struct query_key sleep_key;
 	__u32 sleep_class;
 	__u32 pad;
+	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 };
 
 /* Indexes into the `counters` array: overflow and failures, surfaced in bpf_stats.health. */

@@ -13,7 +13,9 @@ SELECT a.pid, a.backend_type, a.datname, a.usename, a.state, a.wait_event_type, 
     ON b.pid = a.pid AND b.exited_at IS NULL
    AND b.backend_start BETWEEN a.backend_start - interval '1 second' AND a.backend_start + interval '1 second';
 
--- Where each query's time went, and each part's share of the total.
+-- Where each query's time went, and each part's share of the total. on_cpu, runq_wait,
+-- io_wait, lock_wait, lwlock_wait and other_wait partition total_time_ms (their shares sum to
+-- 1); reclaim_ms is not part of that partition (NULL unless its family measures it).
 DO $views$
 DECLARE
   -- Query text joins in only where pg_stat_statements is installed in this database.

@@ -8,8 +8,11 @@ import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
 import { KernelFeatures } from './kernel-features.js';
-import { PROBE_SETS } from './probe-sets.js';
+import { PROBE_SETS, type ProbeAttachment } from './probe-sets.js';
 import { attachTargetProbes, lockRodata } from './attach-target-probes.js';
+import { onlineCpus, perfEventsUnsupportedReason, type PerfEventSpec } from './perf-events.js';
+import { SwitchLink } from './switch-link.js';
+import { decodeHistograms, type HistogramSample } from '../collect/decode-histograms.js';
 
 export interface CollectorObjectOptions {
   target: PostmasterTarget;
@@ -17,6 +20,12 @@ export interface CollectorObjectOptions {
   /** Map capacities: backends tracked at once, distinct query keys. */
   maxBackends?: number;
   maxQueries?: number;
+  /**
+   * Replaces the perf event a perf-event program is attached to (by program name): for hosts
+   * whose PMU names its LLC events differently, and for tests that prove the path with a
+   * software event on a host without a PMU.
+   */
+  perfEvents?: Partial<Record<string, PerfEventSpec>>;
 }
 
 /** Raw cumulative sample of one tracked process (bpf/pgstats.h, struct backend_record). */
@@ -98,6 +107,8 @@ export class CollectorObject {
   private constructor(
     private readonly object: NativeBpfObject,
     private readonly target: PostmasterTarget,
+    private readonly layout: StatusLayout,
+    private readonly perfEvents: Partial<Record<string, PerfEventSpec>> = {},
   ) {
     const native = loadNative();
     this.cpus = native.numPossibleCpus();
@@ -129,12 +140,16 @@ export class CollectorObject {
         tracking_since_ns: process.hrtime.bigint(),
         ...lockRodata(target),
         jiffy_ns: jiffyNs(),
+        status_activity_start_off: layout.activityStartOffset ?? 0,
+        status_state_off: layout.stateOffset ?? 0,
+        status_state_idle: layout.stateIdle,
+        status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
       });
       disableMissingTracepoints(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.load();
-      return new CollectorObject(object, target);
+      return new CollectorObject(object, target, layout, options.perfEvents);
     } catch (error) {
       object.close();
       throw error;
@@ -149,19 +164,67 @@ export class CollectorObject {
   attach(name: ProbeSetName): void {
     if (this.links.has(name)) return;
     const set = PROBE_SETS[name];
-    const reason = set.unsupportedReason(this.target);
+    const reason = this.unsupportedReason(name);
     if (reason) throw new UserError(`probe set ${name} is not supported here: ${reason}`);
     const links: NativeBpfLink[] = [];
     try {
-      for (const a of set.attachments) {
-        if (a.kind === 'target') links.push(...attachTargetProbes(this.object, this.target, a.probes(this.target)));
-        else links.push(a.kind === 'auto' ? this.object.attach(a.program) : this.attachStatementEnd(a.program));
-      }
+      for (const a of set.attachments) links.push(...this.attachOne(a));
     } catch (error) {
       for (const link of links) link.destroy();
       throw error;
     }
     this.links.set(name, links);
+  }
+
+  /** Why a set cannot be attached with this object's configuration, or null. */
+  unsupportedReason(name: ProbeSetName): string | null {
+    const set = PROBE_SETS[name];
+    const perf = set.attachments.filter((a) => a.kind === 'perf-event');
+    if (perf.length && perf.every((a) => this.perfEvents[a.program])) {
+      return perfEventsUnsupportedReason(perf.map((a) => this.perfEvents[a.program]!));
+    }
+    if (name === 'latency' && this.layout.activityStartOffset === null) {
+      return 'query_start/state_change not found side by side in PgBackendStatus (track_activities off?)';
+    }
+    return set.unsupportedReason(this.target);
+  }
+
+  private attachOne(a: ProbeAttachment): NativeBpfLink[] {
+    switch (a.kind) {
+      case 'auto':
+        return [this.object.attach(a.program)];
+      case 'statement-end':
+        return [this.attachStatementEnd(a.program)];
+      case 'target':
+        return attachTargetProbes(this.object, this.target, a.probes(this.target));
+      case 'switch':
+        return [new SwitchLink(() => this.setHistSwitch(a.bit, true), () => this.setHistSwitch(a.bit, false))];
+      case 'perf-event': {
+        const event = this.perfEvents[a.program] ?? a.event;
+        const links: NativeBpfLink[] = [];
+        try {
+          for (const cpu of onlineCpus()) {
+            links.push(this.object.attachPerfEvent(a.program, { type: event.type, config: event.config, samplePeriod: event.samplePeriod, cpu }));
+          }
+        } catch (error) {
+          for (const link of links) link.destroy();
+          throw error;
+        }
+        return links;
+      }
+    }
+  }
+
+  /** Flips one bit of the object's `hist_switches` (.bss), read by the sched_switch program. */
+  private setHistSwitch(bit: number, on: boolean): void {
+    const variable = this.object.mapLayout('.bss').value.find((f) => f.name === 'hist_switches');
+    if (!variable) throw new Error('BPF object has no hist_switches: rebuild with npm run build');
+    const key = Buffer.alloc(4);
+    const bss = this.object.mapLookup('.bss', key);
+    if (!bss) throw new Error('BPF object has no .bss value');
+    const current = bss.readUInt32LE(variable.offset);
+    bss.writeUInt32LE((on ? current | bit : current & ~bit) >>> 0, variable.offset);
+    this.object.mapUpdate('.bss', key, bss);
   }
 
   private attachStatementEnd(program: string): NativeBpfLink {
@@ -237,6 +300,11 @@ export class CollectorObject {
   readMap(name: string): { batch: MapBatch; key: RecordLayout; value: RecordLayout } {
     const layout = this.object.mapLayout(name);
     return { batch: this.object.mapLookupBatch(name), key: new RecordLayout(layout.key, `${name} key`), value: new RecordLayout(layout.value, `${name} value`) };
+  }
+
+  /** The per-query histograms (bpf/pgstats.h, struct hist), summed over CPUs. */
+  readHistograms(): HistogramSample[] {
+    return decodeHistograms(this.object.mapLookupBatch('histograms'), this.object.mapLayout('histograms'), this.cpus);
   }
 
   /** Overflow and failure counters of the BPF side (bpf/pgstats.h, enum counter_index). */

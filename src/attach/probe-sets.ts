@@ -3,6 +3,7 @@ import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import { LOCK_PROBE_SETS } from './lock-probe-sets.js';
 import { KernelFeatures } from './kernel-features.js';
+import { LLC_EVENTS, perfEventsUnsupportedReason, type PerfEventSpec } from './perf-events.js';
 
 /** One attachment a probe set makes: a program of the collector object and where it goes. */
 export type ProbeAttachment =
@@ -10,7 +11,11 @@ export type ProbeAttachment =
   /** The end of each top-level statement, as discovery located it for this binary. */
   | { program: string; kind: 'statement-end' }
   /** Probes chosen per target: USDT where the build has it, exported functions otherwise. */
-  | { kind: 'target'; probes(target: PostmasterTarget): TargetProbe[] };
+  | { kind: 'target'; probes(target: PostmasterTarget): TargetProbe[] }
+  /** Work switched on inside `program` (already attached by another set): a bit of hist_switches. */
+  | { program: string; kind: 'switch'; bit: number }
+  /** A sampled perf event opened on every online CPU (user space chooses the event). */
+  | { program: string; kind: 'perf-event'; event: PerfEventSpec };
 
 /** A USDT probe (postgresql provider) or a uprobe/uretprobe on an exported function. */
 export type TargetProbe =
@@ -98,6 +103,35 @@ export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
       (KernelFeatures.host().hz() === null ? 'the kernel tick rate (CONFIG_HZ) is unknown: no kernel config, no /proc/timer_list' : null),
     attachments: IO_TRACEPOINTS.flatMap((tp) => IO_PROGRAMS[tp]!.map((program) => ({ program, kind: 'auto' as const }))),
     cost: 'two tp_btf events per block request on the host (start, completion), one per request merge and per writeback throttling round',
+  },
+  latency: {
+    name: 'latency',
+    description: 'statement latency histograms (query_start .. state_change, read when a backend goes idle)',
+    // Opt-in: +0.1-0.2 us of BPF time per pgbench -S transaction (bench/histogram-cost.ts), a
+    // third more than the cpu set's own, which is over its overhead budget already.
+    default: false,
+    unsupportedReason: () => null,
+    attachments: [{ program: 'on_sched_switch', kind: 'switch', bit: 0x1 }],
+    cost: 'inside the cpu set: a 24-byte user read per ClientRead sleep or preemption, a histogram update per statement (~0.1-0.2 us of BPF time per pgbench -S transaction)',
+  },
+  sched: {
+    name: 'sched',
+    description: 'run-queue latency histograms per query (each slice\'s wait for a CPU)',
+    default: false,
+    unsupportedReason: () => null,
+    attachments: [{ program: 'on_sched_switch', kind: 'switch', bit: 0x2 }],
+    cost: 'inside the cpu set: a histogram update per context switch that followed a run-queue wait (~0-0.17 us of BPF time per pgbench -S transaction)',
+  },
+  llc: {
+    name: 'llc',
+    description: 'LLC references and misses per backend and query (sampled hardware cache events)',
+    default: false,
+    unsupportedReason: () => perfEventsUnsupportedReason(Object.values(LLC_EVENTS)),
+    attachments: [
+      { program: 'on_llc_reference', kind: 'perf-event', event: LLC_EVENTS.on_llc_reference },
+      { program: 'on_llc_miss', kind: 'perf-event', event: LLC_EVENTS.on_llc_miss },
+    ],
+    cost: 'one perf_event program run per sample (every 100000 references / 10000 misses per CPU)',
   },
 };
 

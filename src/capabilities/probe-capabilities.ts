@@ -2,6 +2,7 @@ import { release } from 'node:os';
 import { collectorObjectPath } from '../attach/collector-object.js';
 import { disableMissingTracepoints } from '../attach/disable-missing-tracepoints.js';
 import { KernelFeatures } from '../attach/kernel-features.js';
+import { LLC_EVENTS, perfEventsUnsupportedReason } from '../attach/perf-events.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
 import { oneLine } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
@@ -10,8 +11,6 @@ import { hostChecks } from '../sidecar/preflight.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 
-const PERF_TYPE_HARDWARE = 0;
-const PERF_COUNT_HW_CACHE_MISSES = 3;
 
 /** One capability: a host requirement, a feature of this Postgres, or a probe set. */
 export interface CheckLine {
@@ -88,14 +87,9 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
     });
   }
 
-  const pmu = native.probePerfEvent(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES);
-  lines.push(
-    feature(
-      'llc',
-      pmu.ok,
-      pmu.ok ? 'hardware cache-miss events available' : `unsupported: no hardware PMU (perf_event_open cache-misses: errno ${pmu.errno})`,
-    ),
-  );
+  // The same probe as the llc set's unsupportedReason, so the two lines cannot disagree.
+  const pmu = perfEventsUnsupportedReason(Object.values(LLC_EVENTS));
+  lines.push(feature('llc', pmu === null, pmu === null ? 'hardware cache-reference and cache-miss events available' : `unsupported: ${pmu}`));
   return lines;
 }
 

@@ -1,6 +1,8 @@
 import type { BackendSample, CollectorObject, QuerySample } from '../attach/collector-object.js';
 import { BackendTypeNames } from './backend-type-names.js';
 import { DeltaTracker } from './delta-tracker.js';
+import type { HistogramSample } from './decode-histograms.js';
+import { HistogramDeltas } from './histogram-deltas.js';
 import type { BackendRow, FlushBatch, QueryRow } from './flush-batch.js';
 import { bootTimeSeconds } from '../target/proc-stat.js';
 import { METRIC_COLUMNS, toColumnValues, type ProbeSetName } from './metric-columns.js';
@@ -9,6 +11,7 @@ import { METRIC_COLUMNS, toColumnValues, type ProbeSetName } from './metric-colu
 export interface CollectorSnapshot {
   queries: QuerySample[];
   backends: BackendSample[];
+  histograms?: HistogramSample[];
 }
 
 /** Postgres timestamps count microseconds from 2000-01-01. */
@@ -34,6 +37,7 @@ export class Collector {
   private readonly fields: string[];
   private readonly queryDeltas = new DeltaTracker();
   private readonly backendDeltas = new DeltaTracker();
+  private readonly histogramDeltas = new HistogramDeltas();
 
   /** CLOCK_MONOTONIC to wall clock, fixed once so that derived timestamps are stable. */
   private readonly monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
@@ -48,7 +52,11 @@ export class Collector {
 
   /** Reads the BPF maps once; prepare() turns the snapshot into a batch. */
   read(): CollectorSnapshot {
-    return { queries: this.object.readQueries(this.fields), backends: this.object.readBackends(this.fields) };
+    return {
+      queries: this.object.readQueries(this.fields),
+      backends: this.object.readBackends(this.fields),
+      histograms: this.object.readHistograms(),
+    };
   }
 
   /** A live backend pg_stat_activity has not named for us yet is in the snapshot (observe() it first). */
@@ -111,9 +119,13 @@ export class Collector {
       }
     }
 
+    const histograms = this.histogramDeltas.prepare(snapshot.histograms ?? []);
+    commits.push(histograms.commit);
+
     return {
       queries,
       backends,
+      histograms: histograms.rows,
       commit: () => {
         for (const commit of commits) commit();
         this.object.deleteBackends(exited);

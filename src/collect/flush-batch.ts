@@ -1,3 +1,4 @@
+import type { HistogramRow } from './histogram-deltas.js';
 import type { MetricValue } from './metric-columns.js';
 
 /** One query_stats row's increments. */
@@ -32,5 +33,7 @@ export interface BackendRow {
 export interface FlushBatch {
   queries: QueryRow[];
   backends: BackendRow[];
+  /** Per-query histogram increments (bpf_stats.query_histograms); absent = none. */
+  histograms?: HistogramRow[];
   commit(): void;
 }

@@ -1,5 +1,5 @@
 /** The probe sets a DBA can switch on; `cpu` is always on. */
-export type ProbeSetName = 'cpu' | 'query' | 'memory' | 'io' | 'locks' | 'lwlock' | 'spinlock';
+export type ProbeSetName = 'cpu' | 'query' | 'memory' | 'io' | 'locks' | 'lwlock' | 'spinlock' | 'latency' | 'sched' | 'llc';
 
 /** How one column of query_stats / backend_stats is filled from `struct metrics` (bpf/pgstats.h). */
 export interface MetricColumn {
@@ -35,8 +35,8 @@ export const METRIC_COLUMNS: readonly MetricColumn[] = [
   { column: 'blk_read_bytes', field: 'blk_read_bytes', unit: 'count', measuredBy: ['io'] },
   { column: 'blk_write_ios', field: 'blk_write_ios', unit: 'count', measuredBy: ['io'] },
   { column: 'blk_write_bytes', field: 'blk_write_bytes', unit: 'count', measuredBy: ['io'] },
-  { column: 'llc_references', field: 'llc_references', unit: 'count', measuredBy: [] },
-  { column: 'llc_misses', field: 'llc_misses', unit: 'count', measuredBy: [] },
+  { column: 'llc_references', field: 'llc_references', unit: 'count', measuredBy: ['llc'] },
+  { column: 'llc_misses', field: 'llc_misses', unit: 'count', measuredBy: ['llc'] },
   { column: 'spinlock_delays', field: 'spinlock_delays', unit: 'count', measuredBy: ['spinlock'] },
 ];
 

@@ -38,6 +38,8 @@ export async function demoCommand(options: CliOptions, print: (line: string) => 
     });
     // Exact call counts when this build has USDT probes; the demo works without them too.
     if (PROBE_SETS.query.unsupportedReason(sidecar.target) === null) sidecar.attach('query');
+    // Statement latency histograms (opt-in: about 0.2 us of BPF time per statement).
+    sidecar.attach('latency');
     print(`[4/5] running the workload for ${durationMs / 1000}s:`);
     for (const step of WORKLOAD) print(`      - ${step.label}`);
     const deadline = Date.now() + durationMs;

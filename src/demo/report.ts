@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { printLatencyReport } from './latency-report.js';
 
 /** Formats rows as an aligned text table. */
 export function formatTable(rows: Record<string, unknown>[], columns: string[]): string {
@@ -32,4 +33,5 @@ export async function printReport(client: pg.Client, print: (line: string) => vo
   print('');
   print('Per backend type (bpf_stats.backend_stats):');
   print(formatTable(backends.rows, ['backend_type', 'processes', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'nvcsw', 'nivcsw', 'cpu_migrations', 'minflt']));
+  await printLatencyReport(client, print);
 }

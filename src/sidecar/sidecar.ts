@@ -3,6 +3,7 @@ import pg from 'pg';
 import { COUNTER_NAMES, CollectorObject } from '../attach/collector-object.js';
 import { ControlPlane } from '../control/control-plane.js';
 import { PROBE_SETS } from '../attach/probe-sets.js';
+import type { PerfEventSpec } from '../attach/perf-events.js';
 import { Collector } from '../collect/collector.js';
 import type { FlushBatch } from '../collect/flush-batch.js';
 import { probeCapabilities } from '../capabilities/probe-capabilities.js';
@@ -30,6 +31,8 @@ export interface SidecarOptions {
   intervalMs: number;
   /** Opt-in probe sets to attach besides the default ones. */
   probeSets?: ProbeSetName[];
+  /** Replaces the perf events of perf-event programs (see CollectorObjectOptions.perfEvents). */
+  perfEvents?: Partial<Record<string, PerfEventSpec>>;
   log?: (line: string) => void;
   /** History retention (default 7 days); null: no history is written. */
   historyRetentionMs?: number | null;
@@ -114,7 +117,7 @@ export class Sidecar {
       if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
       // Load (and so verify) the BPF object before touching the schema: a host that cannot run
       // the programs leaves the database as it found it.
-      object = CollectorObject.load({ target, layout, maxBackends: options.maxBackends, maxQueries: options.maxQueries });
+      object = CollectorObject.load({ target, layout, maxBackends: options.maxBackends, maxQueries: options.maxQueries, perfEvents: options.perfEvents });
       await migrateSchema(control);
       // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
       await writeCapabilities(control, await probeCapabilities({ target, loaded: true }));
@@ -141,7 +144,14 @@ export class Sidecar {
         ...defaults.filter((s) => !skipped.includes(s)).map((s) => s.name),
         ...(options.probeSets ?? []),
       ]);
-      for (const set of sets) object.attach(set);
+      for (const set of sets) {
+        // A default set this host cannot run is left out (and said so); one asked for is an error.
+        const reason = options.probeSets?.includes(set) ? null : object.unsupportedReason(set);
+        if (reason) {
+          log(`probe set ${set} not attached: ${reason}`);
+          sets.delete(set);
+        } else object.attach(set);
+      }
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
       const bookkeeping = new FlushBookkeeping(object, { postmasterPid: target.pid, intervalMs: options.intervalMs, historyRetentionMs: options.historyRetentionMs, historyPartitionMs: options.historyPartitionMs, log });

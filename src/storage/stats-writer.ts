@@ -2,6 +2,7 @@ import { sql, type Kysely, type QueryCreator, type RawBuilder } from 'kysely';
 import type { FlushBatch } from '../collect/flush-batch.js';
 import { METRIC_COLUMNS, type MetricValue } from '../collect/metric-columns.js';
 import type { BpfStatsDatabase } from './database.js';
+import { histogramUpsert } from './histogram-writer.js';
 
 const PG_TYPE: Record<'ns' | 'count', string> = { ns: 'float8[]', count: 'int8[]' };
 
@@ -30,6 +31,7 @@ export class StatsWriter {
     const parts: Array<[string, FlushPart]> = [];
     if (batch.queries.length) parts.push(['query_rows', (qc) => this.writeQueries(qc, batch)]);
     if (batch.backends.length) parts.push(['backend_rows', (qc) => this.writeBackends(qc, batch)]);
+    if (batch.histograms?.length) parts.push(['histogram_rows', () => sql`(${histogramUpsert(batch.histograms!)})`]);
     // kysely puts a raw CTE body in as it is: the parentheses are ours.
     (more?.() ?? []).forEach((statement, i) => parts.push([`more_${i}`, () => sql`(${statement})`]));
     // Nothing to write: no round trip at all.

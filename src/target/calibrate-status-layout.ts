@@ -24,14 +24,24 @@ export async function calibrateStatusLayout(
   observer: pg.Client,
 ): Promise<StatusLayout> {
   const pid = (await probe.query<{ pid: number }>('SELECT pg_backend_pid() AS pid /* pg-bpf-stats calibration */')).rows[0]!.pid;
-  type Row = { start_us: string; datid: number; usesysid: number; query_id: string | null; wait_event: string | null };
+  type Row = {
+    start_us: string;
+    datid: number;
+    usesysid: number;
+    query_id: string | null;
+    wait_event: string | null;
+    query_start_us: string | null;
+    state_change_us: string | null;
+  };
   // The client has its result before the backend reports ClientRead: on a busy host that takes
   // a moment, so look again for up to a second before calling the backend odd.
   let row: Row | undefined;
   for (let attempt = 0; attempt < 50; attempt++) {
     const { rows } = await observer.query<Row>(
       `SELECT (extract(epoch FROM backend_start) * 1000000)::bigint::text AS start_us,
-              datid, usesysid, query_id::text AS query_id, wait_event
+              datid, usesysid, query_id::text AS query_id, wait_event,
+              (extract(epoch FROM query_start) * 1000000)::bigint::text AS query_start_us,
+              (extract(epoch FROM state_change) * 1000000)::bigint::text AS state_change_us
          FROM pg_stat_activity WHERE pid = $1`,
       [pid],
     );
@@ -78,7 +88,13 @@ export async function calibrateStatusLayout(
   if (row.wait_event !== 'ClientRead') {
     throw new UserError(`calibration: idle backend ${pid} waits on ${row.wait_event ?? 'nothing'}, expected ClientRead`);
   }
+  const activityStart = activityStartOffset(window, row.query_start_us, row.state_change_us);
+  const state = await stateOffset(probe, memory, status, window, [procpidOffset, procStartOffset, dbidOffset], activityStart);
   return {
+    stateOffset: state.stateOffset,
+    stateIdle: state.stateIdle,
+    xactStartBeforeActivity: state.xactStartBeforeActivity,
+    activityStartOffset: activityStart,
     procpidOffset,
     // st_backendType directly follows st_procpid in every version that has it.
     backendTypeOffset: procpidOffset + 4,
@@ -89,4 +105,57 @@ export async function calibrateStatusLayout(
     clientReadEvent: waitEvent,
     clientBackendType: window.readInt32LE(procpidOffset + 4),
   };
+}
+
+/*
+ * st_activity_start_timestamp and st_state_start_timestamp, side by side as BPF reads them in
+ * one go (bpf/latency.bpf.h). The probe backend is idle: query_start is its last statement's
+ * start and state_change the moment it went idle, both exact microseconds.
+ */
+function activityStartOffset(window: Buffer, queryStartUs: string | null, stateChangeUs: string | null): number | null {
+  if (queryStartUs === null || stateChangeUs === null) return null;
+  const needle = Buffer.alloc(16);
+  needle.writeBigInt64LE(BigInt(queryStartUs) - PG_EPOCH_UNIX_US, 0);
+  needle.writeBigInt64LE(BigInt(stateChangeUs) - PG_EPOCH_UNIX_US, 8);
+  for (let at = 0; at + 16 <= window.length; at += 8) {
+    if (window.compare(needle, 0, 16, at, at + 16) === 0) return at;
+  }
+  return null;
+}
+
+/*
+ * st_state: the one int that reads STATE_IDLE while the probe backend is idle and
+ * STATE_IDLEINTRANSACTION (two more) once it ran BEGIN. Its value for idle moved between
+ * versions (a state was added before it), so the value is calibrated along with the offset.
+ */
+async function stateOffset(
+  probe: pg.Client,
+  memory: ProcessMemory,
+  status: bigint,
+  idle: Buffer,
+  known: number[],
+  activityStart: number | null,
+): Promise<{ stateOffset: number | null; stateIdle: number; xactStartBeforeActivity: boolean }> {
+  let inTransaction: Buffer;
+  await probe.query('BEGIN');
+  try {
+    inTransaction = memory.read(status, idle.length);
+  } finally {
+    await probe.query('COMMIT');
+  }
+  const candidates: Array<{ at: number; value: number }> = [];
+  for (let at = 4; at + 4 <= idle.length; at += 4) {
+    if (known.some((k) => at >= k && at < k + 8)) continue;
+    const value = idle.readUInt32LE(at);
+    if (value >= 1 && value <= 3 && inTransaction.readUInt32LE(at) === value + 2) candidates.push({ at, value });
+  }
+  // xact_start: 0 while idle; right after BEGIN it equals query_start (BEGIN started the transaction).
+  const xactStartBeforeActivity =
+    activityStart !== null &&
+    activityStart >= 8 &&
+    idle.readBigInt64LE(activityStart - 8) === 0n &&
+    inTransaction.readBigInt64LE(activityStart - 8) !== 0n &&
+    inTransaction.readBigInt64LE(activityStart - 8) === inTransaction.readBigInt64LE(activityStart);
+  const state = candidates.length === 1 ? { stateOffset: candidates[0]!.at, stateIdle: candidates[0]!.value } : { stateOffset: null, stateIdle: 0 };
+  return { ...state, xactStartBeforeActivity };
 }

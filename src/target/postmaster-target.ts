@@ -36,4 +36,18 @@ export interface StatusLayout {
   clientReadEvent: number;
   /** st_backendType of a client backend (the enum's values differ between versions). */
   clientBackendType: number;
+  /**
+   * st_activity_start_timestamp (pg_stat_activity.query_start), directly followed by
+   * st_state_start_timestamp (state_change); null when they were not found side by side
+   * (track_activities off, or a layout where they are not adjacent): no statement latency.
+   */
+  activityStartOffset: number | null;
+  /**
+   * st_state (enum BackendState) and its value for STATE_IDLE; idle in transaction is
+   * idle + 2 and idle in transaction (aborted) idle + 4 in every version. null: not found.
+   */
+  stateOffset: number | null;
+  stateIdle: number;
+  /** st_xact_start_timestamp sits right before st_activity_start_timestamp (0 outside a transaction). */
+  xactStartBeforeActivity: boolean;
 }

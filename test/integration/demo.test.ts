@@ -31,6 +31,13 @@ describe('pg-bpf-stats demo', () => {
     const point = row(/^SELECT balance FROM demo_accounts WHERE id = \$1\s/);
     expect(point[1]).toBe(point[2]); // calls: ours equal pg_stat_statements'
     expect(stdout).toMatch(/^client backend\s/m);
+    // Statement latency: the sleeps' exact max next to pg_stat_statements' max_exec_time.
+    const latency = stdout.slice(stdout.indexOf('Statement latency'));
+    const sleepLatency = latency.split('\n').find((l) => /^SELECT pg_sleep/.test(l))?.trim().split(/\s{2,}/);
+    expect(sleepLatency, 'pg_sleep in the latency report').toBeDefined();
+    // columns: query, observations, p50, p95, p99, max, pgss_mean, pgss_max
+    expect(Number(sleepLatency![5])).toBeGreaterThanOrEqual(Number(sleepLatency![7]) - 0.1);
+    expect(Number(sleepLatency![5])).toBeLessThan(Number(sleepLatency![7]) + 15);
     const clustersAfter = readdirSync(tmpdir()).filter((d) => d.startsWith('pg-bpf-stats-'));
     expect(clustersAfter.filter((d) => !clustersBefore.includes(d) && existsSync(join(tmpdir(), d)))).toEqual([]);
   });

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-query histograms fed from the sched_switch path: statement latency and run-queue waits.
+ *
+ * Both are switched by the collector at run time through `hist_switches` (.bss): one load on
+ * every switch-out when both are off. account_switch_out() calls hist_on_switch_out() once.
+ *
+ * Statement latency without a uprobe: Postgres' pgstat_report_activity() keeps, next to each
+ * other in PgBackendStatus, st_activity_start_timestamp (the statement's start,
+ * GetCurrentStatementStartTimestamp(), written with each STATE_RUNNING report that carries the
+ * statement text) and st_state_start_timestamp (GetCurrentTimestamp() at the last state
+ * change). When a backend goes to sleep waiting for its client (ClientRead), it has reported
+ * STATE_IDLE (or idle in transaction) just before, so state_start - activity_start is the
+ * statement's latency as pg_stat_activity would show it (query_start .. state_change). One
+ * 24-byte user read (xact_start, activity_start, state_start) per ClientRead sleep or
+ * preemption, and a 4-byte read of st_state once per state change unless xact_start says the
+ * backend is outside a transaction; a statement is counted once, keyed by its state_start
+ * (several switches in one idle period are one statement).
+ */
+#ifndef LATENCY_BPF_H
+#define LATENCY_BPF_H
+
+/* Included by attribution.bpf.h after hist_observe(), before account_switch_out(). */
+
+#define HIST_SWITCH_LATENCY 0x1u /* the `latency` set is attached */
+#define HIST_SWITCH_RUNQ    0x2u /* the `sched` set is attached */
+
+/* Written by the collector after load (src/attach/collector-object.ts, setHistSwitches). */
+__u32 hist_switches = 0;
+
+/* st_activity_start_timestamp inside PgBackendStatus (st_state_start_timestamp follows); 0 = unknown. */
+const volatile __u32 status_activity_start_off = 0;
+/* st_state and its STATE_IDLE value (idle in transaction: +2, aborted: +4); offset 0 = unknown. */
+const volatile __u32 status_state_off = 0;
+const volatile __u32 status_state_idle = 1;
+/* 1 when st_xact_start_timestamp directly precedes st_activity_start_timestamp (calibrated). */
+const volatile __u32 status_xact_start_before = 0;
+
+static __always_inline void observe_statement_end(struct backend_record *r, const struct query_key *key,
+						  bool client_read)
+{
+	/* xact_start (when known to precede them), activity_start, state_start: us since 2000-01-01 */
+	__s64 ts[3] = {};
+	__s64 *stamps = status_xact_start_before ? &ts[0] : &ts[1];
+	__u32 size = status_xact_start_before ? 24 : 16, state = 0;
+	__u64 at = r->status_ptr + status_activity_start_off - (status_xact_start_before ? 8 : 0);
+
+	if (!status_activity_start_off || !r->status_ptr)
+		return;
+	if (bpf_probe_read_user(stamps, size, (void *)at))
+		return;
+	/* Same state as at the last look, or track_activities off (both 0). */
+	if ((__u64)ts[2] == r->last_state_start_us || ts[1] <= 0 || ts[2] < ts[1])
+		return;
+	r->last_state_start_us = ts[2];
+	/*
+	 * Only a statement that ended: idle, idle in transaction (aborted). A backend that waits
+	 * for its client while still active (COPY FROM STDIN, an extended-protocol client slow to
+	 * send Sync) or is preempted mid-statement has state_start = its running report. Waiting
+	 * for the client outside any transaction (xact_start 0) can only be idle, which saves the
+	 * st_state read for every autocommit statement.
+	 */
+	if (status_state_off && !(client_read && status_xact_start_before && ts[0] == 0)) {
+		if (bpf_probe_read_user(&state, sizeof(state), (void *)(r->status_ptr + status_state_off)))
+			return;
+		if (state != status_state_idle && state != status_state_idle + 2 && state != status_state_idle + 4)
+			return;
+	}
+	hist_observe(key, HIST_QUERY_LATENCY, (__u64)(ts[2] - ts[1]) * 1000);
+}
+
+/*
+ * One call from account_switch_out, once the slice is accounted: `key` is the query the slice
+ * belonged to (for a backend going idle: the statement that just ended), `runq_ns` the slice's
+ * run-queue wait, `next_class` why the backend leaves the CPU.
+ *
+ * A statement's end is looked for when the backend waits for its client (ClientRead) and
+ * when it leaves the CPU still runnable: a client that answers at once (it was woken on this
+ * CPU and preempted the backend right after ReadyForQuery) leaves no ClientRead sleep, and
+ * missed a third of the statements in a sequential client loop here.
+ */
+static __always_inline void hist_on_switch_out(struct backend_record *r, const struct query_key *key,
+					       __u64 runq_ns, __u32 next_class)
+{
+	__u32 switches = hist_switches;
+
+	if (!switches)
+		return;
+	if ((switches & HIST_SWITCH_RUNQ) && runq_ns)
+		hist_observe(key, HIST_RUNQ, runq_ns);
+	if ((switches & HIST_SWITCH_LATENCY) &&
+	    (next_class == SLEEP_CLIENT || (next_class == SLEEP_NONE && status_state_off)))
+		observe_statement_end(r, key, next_class == SLEEP_CLIENT);
+}
+
+#endif /* LATENCY_BPF_H */
