@@ -242,28 +242,34 @@ static __always_inline __u32 hist_slot(__u64 ns)
 }
 
 /* Counts one observation of `ns` in the query's histogram of `kind`. */
-static __always_inline void hist_observe(const struct query_key *q, __u32 kind, __u64 ns)
+/* The query's histogram of `kind`, created empty on first use; NULL (counted) when the map is full. */
+static __always_inline struct hist *hist_for(const struct query_key *q, __u32 kind)
 {
 	static const struct hist empty_hist = {};
 	struct hist_key key = { .q = *q, .kind = kind };
 	struct hist *h;
-	__u32 slot;
 
 	if (!q->queryid)
-		return;
+		return NULL;
 	h = bpf_map_lookup_elem(&histograms, &key);
-	if (!h) {
-		if (bpf_map_update_elem(&histograms, &key, &empty_hist, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&histograms, &key)) {
-			count(COUNTER_HISTOGRAMS_FULL);
-			return;
-		}
-		h = bpf_map_lookup_elem(&histograms, &key);
-		if (!h)
-			return;
+	if (h)
+		return h;
+	if (bpf_map_update_elem(&histograms, &key, &empty_hist, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&histograms, &key)) {
+		count(COUNTER_HISTOGRAMS_FULL);
+		return NULL;
 	}
-	slot = hist_slot(ns);
-	h->slots[slot & (HIST_SLOTS - 1)]++;
+	return bpf_map_lookup_elem(&histograms, &key);
+}
+
+/* Counts one observation of `ns` in the query's histogram of `kind`, and keeps its maximum. */
+static __always_inline void hist_observe(const struct query_key *q, __u32 kind, __u64 ns)
+{
+	struct hist *h = hist_for(q, kind);
+
+	if (!h)
+		return;
+	h->slots[hist_slot(ns) & (HIST_SLOTS - 1)]++;
 	if (ns > h->max_ns)
 		h->max_ns = ns;
 }

@@ -294,27 +294,19 @@ static __always_inline void inflight_forget(__u64 id)
 		__sync_fetch_and_add(&io_tracked, -1);
 }
 
-/* hist_observe() for a caller that may be interrupted by itself: atomic increments. */
+/*
+ * hist_observe() for a caller that may be interrupted by itself: an atomic increment. The
+ * maximum is a plain store, so of two completions racing on one CPU the larger may be lost.
+ */
 static __always_inline void hist_observe_atomic(const struct query_key *q, __u32 kind, __u64 ns)
 {
-	static const struct hist empty_hist = {};
-	struct hist_key key = { .q = *q, .kind = kind };
-	struct hist *h;
+	struct hist *h = hist_for(q, kind);
 
-	if (!q->queryid)
+	if (!h)
 		return;
-	h = bpf_map_lookup_elem(&histograms, &key);
-	if (!h) {
-		if (bpf_map_update_elem(&histograms, &key, &empty_hist, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&histograms, &key)) {
-			count(COUNTER_HISTOGRAMS_FULL);
-			return;
-		}
-		h = bpf_map_lookup_elem(&histograms, &key);
-		if (!h)
-			return;
-	}
 	__sync_fetch_and_add(&h->slots[hist_slot(ns) & (HIST_SLOTS - 1)], 1);
+	if (ns > h->max_ns)
+		h->max_ns = ns;
 }
 
 /*

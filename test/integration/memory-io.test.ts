@@ -97,13 +97,14 @@ function requestBytes(events: TraceEvent[], pid: number, device: string, op: 'R'
 }
 
 const HIST_IO = 2; // enum hist_kind in bpf/pgstats.h
+const HIST_SLOTS = 32; // struct hist: slots[HIST_SLOTS], then max_ns
 
 /** Observations in the query's block IO latency histogram (struct hist_key / struct hist), all CPUs. */
 function ioLatencyObservations(queryid: bigint): number {
   let n = 0;
   for (const { key, values } of dumpOwnMap('histograms')) {
     if (key.readBigInt64LE(0) !== queryid || key.readUInt32LE(24) !== HIST_IO) continue;
-    for (const v of values) for (let slot = 0; slot < v.length / 8; slot++) n += Number(v.readBigUInt64LE(slot * 8));
+    for (const v of values) for (let slot = 0; slot < HIST_SLOTS; slot++) n += Number(v.readBigUInt64LE(slot * 8));
   }
   return n;
 }
