@@ -16,30 +16,18 @@ SELECT a.pid, a.backend_type, a.datname, a.usename, a.state, a.wait_event_type, 
 -- Where each query's time went, and each part's share of the total. on_cpu, runq_wait,
 -- io_wait, lock_wait, lwlock_wait and other_wait partition total_time_ms (their shares sum to
 -- 1); reclaim_ms is not part of that partition (NULL unless its family measures it).
-DO $views$
-DECLARE
-  -- Query text joins in only where pg_stat_statements is installed in this database.
-  text_expr text := 'NULL::text';
-  text_join text := '';
-BEGIN
-  IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') THEN
-    text_expr := 's.query';
-    text_join := 'LEFT JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)';
-  END IF;
-  EXECUTE format($sql$
-    CREATE OR REPLACE VIEW bpf_stats.query_time AS
-    SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls, q.total_time_ms,
-           q.on_cpu_ms, q.runq_wait_ms, q.io_wait_ms, q.lock_wait_ms, q.lwlock_wait_ms,
-           q.reclaim_ms, q.other_wait_ms,
-           q.on_cpu_ms      / nullif(q.total_time_ms, 0) AS on_cpu_share,
-           q.runq_wait_ms   / nullif(q.total_time_ms, 0) AS runq_wait_share,
-           q.io_wait_ms     / nullif(q.total_time_ms, 0) AS io_wait_share,
-           q.lock_wait_ms   / nullif(q.total_time_ms, 0) AS lock_wait_share,
-           q.lwlock_wait_ms / nullif(q.total_time_ms, 0) AS lwlock_wait_share,
-           q.reclaim_ms     / nullif(q.total_time_ms, 0) AS reclaim_share,
-           q.other_wait_ms  / nullif(q.total_time_ms, 0) AS other_wait_share,
-           q.stats_since, q.last_seen
-      FROM bpf_stats.query_stats q %s
-  $sql$, text_expr, text_join);
-END
-$views$;
+SELECT bpf_stats.create_view_with_query_text($sql$
+  CREATE OR REPLACE VIEW bpf_stats.query_time AS
+  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls, q.total_time_ms,
+         q.on_cpu_ms, q.runq_wait_ms, q.io_wait_ms, q.lock_wait_ms, q.lwlock_wait_ms,
+         q.reclaim_ms, q.other_wait_ms,
+         q.on_cpu_ms      / nullif(q.total_time_ms, 0) AS on_cpu_share,
+         q.runq_wait_ms   / nullif(q.total_time_ms, 0) AS runq_wait_share,
+         q.io_wait_ms     / nullif(q.total_time_ms, 0) AS io_wait_share,
+         q.lock_wait_ms   / nullif(q.total_time_ms, 0) AS lock_wait_share,
+         q.lwlock_wait_ms / nullif(q.total_time_ms, 0) AS lwlock_wait_share,
+         q.reclaim_ms     / nullif(q.total_time_ms, 0) AS reclaim_share,
+         q.other_wait_ms  / nullif(q.total_time_ms, 0) AS other_wait_share,
+         q.stats_since, q.last_seen
+    FROM bpf_stats.query_stats q %s
+$sql$);

@@ -14,43 +14,30 @@
 -- whichever context completes them. Dirty pages the kernel's flusher writes back later belong to
 -- no backend and are not counted here.
 
-DO $views$
-DECLARE
-  -- Query text joins in only where pg_stat_statements is installed in this database.
-  text_expr text := 'NULL::text';
-  text_join text := '';
-BEGIN
-  IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') THEN
-    text_expr := 's.query';
-    text_join := 'LEFT JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)';
-  END IF;
+-- Memory stalls per query. Page faults come from the cpu set (task counters).
+SELECT bpf_stats.create_view_with_query_text($sql$
+  CREATE OR REPLACE VIEW bpf_stats.query_memory AS
+  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
+         q.reclaim_ms, q.reclaim_pages, q.compaction_stall_ms, q.minflt, q.majflt,
+         q.reclaim_ms / nullif(q.total_time_ms, 0) AS reclaim_fraction,
+         q.reclaim_ms          / nullif(q.calls, 0) AS reclaim_ms_per_call,
+         q.compaction_stall_ms / nullif(q.calls, 0) AS compaction_stall_ms_per_call,
+         q.majflt::double precision / nullif(q.calls, 0) AS majflt_per_call,
+         q.total_time_ms, q.stats_since, q.last_seen
+    FROM bpf_stats.query_stats q %s
+$sql$);
 
-  -- Memory stalls per query. Page faults come from the cpu set (task counters).
-  EXECUTE format($sql$
-    CREATE OR REPLACE VIEW bpf_stats.query_memory AS
-    SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
-           q.reclaim_ms, q.reclaim_pages, q.compaction_stall_ms, q.minflt, q.majflt,
-           q.reclaim_ms / nullif(q.total_time_ms, 0) AS reclaim_fraction,
-           q.reclaim_ms          / nullif(q.calls, 0) AS reclaim_ms_per_call,
-           q.compaction_stall_ms / nullif(q.calls, 0) AS compaction_stall_ms_per_call,
-           q.majflt::double precision / nullif(q.calls, 0) AS majflt_per_call,
-           q.total_time_ms, q.stats_since, q.last_seen
-      FROM bpf_stats.query_stats q %s
-  $sql$, text_expr, text_join);
-
-  -- Block IO per query. io_wait_ms is the cpu set's sleep time in IO waits.
-  EXECUTE format($sql$
-    CREATE OR REPLACE VIEW bpf_stats.query_io AS
-    SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
-           q.blk_read_ios, q.blk_read_bytes, q.blk_write_ios, q.blk_write_bytes,
-           q.io_wait_ms, q.writeback_throttle_ms,
-           q.blk_read_bytes::double precision  / nullif(q.blk_read_ios, 0)  AS avg_read_bytes,
-           q.blk_write_bytes::double precision / nullif(q.blk_write_ios, 0) AS avg_write_bytes,
-           q.io_wait_ms / nullif(q.total_time_ms, 0) AS io_wait_fraction,
-           q.blk_read_bytes::double precision  / nullif(q.calls, 0) AS read_bytes_per_call,
-           q.blk_write_bytes::double precision / nullif(q.calls, 0) AS write_bytes_per_call,
-           q.total_time_ms, q.stats_since, q.last_seen
-      FROM bpf_stats.query_stats q %s
-  $sql$, text_expr, text_join);
-END
-$views$;
+-- Block IO per query. io_wait_ms is the cpu set's sleep time in IO waits.
+SELECT bpf_stats.create_view_with_query_text($sql$
+  CREATE OR REPLACE VIEW bpf_stats.query_io AS
+  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
+         q.blk_read_ios, q.blk_read_bytes, q.blk_write_ios, q.blk_write_bytes,
+         q.io_wait_ms, q.writeback_throttle_ms,
+         q.blk_read_bytes::double precision  / nullif(q.blk_read_ios, 0)  AS avg_read_bytes,
+         q.blk_write_bytes::double precision / nullif(q.blk_write_ios, 0) AS avg_write_bytes,
+         q.io_wait_ms / nullif(q.total_time_ms, 0) AS io_wait_fraction,
+         q.blk_read_bytes::double precision  / nullif(q.calls, 0) AS read_bytes_per_call,
+         q.blk_write_bytes::double precision / nullif(q.calls, 0) AS write_bytes_per_call,
+         q.total_time_ms, q.stats_since, q.last_seen
+    FROM bpf_stats.query_stats q %s
+$sql$);
