@@ -25,7 +25,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { parseProbeSets } from '../src/attach/probe-sets.js';
+import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
@@ -60,7 +60,8 @@ function parseSettings(argv: string[]): BenchSettings {
   const probes = values.probes?.trim() || undefined;
   if (probes) parseProbeSets(probes); // fail before starting a cluster
   return {
-    label: probes ? probes.split(',').map((s) => s.trim()).join('+') : 'cpu',
+    // The default sets are attached either way; --probes adds to them.
+    label: probes ? `default+${probes.split(',').map((s) => s.trim()).join('+')}` : 'default',
     probes,
     pairs: positiveInteger(values.pairs, '--pairs'),
     seconds: positiveInteger(values.seconds, '--seconds'),
@@ -95,7 +96,7 @@ function writeJson(settings: BenchSettings, content: object): string {
 
 async function benchmark(settings: BenchSettings, resources: Resources): Promise<void> {
   print(
-    `pg-bpf-stats overhead: probe sets ${settings.label}; ${settings.pairs} pairs × ${settings.seconds} s of ` +
+    `pg-bpf-stats overhead: probe sets ${settings.label} (default = ${Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name).join(', ')}); ${settings.pairs} pairs × ${settings.seconds} s of ` +
       `pgbench -S -c ${settings.clients} -j ${Math.min(2, settings.clients)}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
   );
   const { cluster, version } = await prepareCluster(resources, settings, print);

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { parseProbeSets } from '../attach/probe-sets.js';
+import { parseProbeSets, PROBE_SETS } from '../attach/probe-sets.js';
 import type { ProbeSetName } from '../collect/metric-columns.js';
 import { UserError } from '../errors.js';
 import { parseRetention } from './parse-retention.js';
@@ -19,6 +19,11 @@ export interface CliOptions {
   historyRetentionMs?: number | null;
 }
 
+const OPT_IN_SETS = Object.values(PROBE_SETS)
+  .filter((s) => !s.default)
+  .map((s) => s.name)
+  .join(', ');
+
 export const USAGE = `usage: pg-bpf-stats <command> [options]
 
 commands:
@@ -30,7 +35,7 @@ commands:
 options:
   --dsn DSN           libpq connection string (default: PG* environment variables)
   --interval TIME     flush period, e.g. 1s, 500ms (default 1s)
-  --probes SETS       opt-in probe sets to attach too, comma separated (query, locks, lwlock, spinlock)
+  --probes SETS       opt-in probe sets to attach too, comma separated (${OPT_IN_SETS})
   --duration TIME     run: stop after TIME; demo: workload length (default 20s)
   --history-retention TIME
                       run: keep per-interval history this long, e.g. 7d, 12h, or off (default 7d)
