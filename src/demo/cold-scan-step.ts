@@ -7,8 +7,8 @@ import { serverPid, withClient } from './with-client.js';
 import type { WorkloadContext, WorkloadStep } from './workload-context.js';
 
 const MB = 1024 * 1024;
-/** The memory cgroup's limit: half of demo_cold, so its scan must reclaim its own page cache. */
-const MEMCG_LIMIT_BYTES = 32 * MB;
+/** The memory cgroup's limit: well below demo_cold, so its scan must reclaim its own page cache. */
+const MEMCG_LIMIT_BYTES = 24 * MB;
 const TMPFS_MAGIC = 0x01021994;
 export const IO_QUERY = 'SELECT count(*) FROM demo_cold';
 export const MEMORY_QUERY = 'SELECT sum(length(pad)) FROM demo_cold';
@@ -86,7 +86,7 @@ async function memoryScan({ dsn, facts, print, onCleanup }: WorkloadContext): Pr
 
 /**
  * Reads demo_cold from the disk twice: once plainly (block IO equal to the relation's size),
- * once from a backend put in a cgroup v1 memory cgroup limited to half of it (memcg reclaim).
+ * once from a backend put in a cgroup v1 memory cgroup limited to well below its size (memcg reclaim).
  * A step that cannot run here says why and the demo goes on.
  */
 export const coldScanStep: WorkloadStep = {

@@ -22,8 +22,9 @@ export async function printIoReport({ client, print, facts, attached, unsupporte
     SELECT ${shortQuery('i.query')} AS query, i.calls, i.blk_read_ios AS read_ios,
            round(i.blk_read_bytes / 1048576.0, 1)::float8 AS read_mb,
            round(i.avg_read_bytes::numeric / 1024)::int AS avg_read_kb,
-           bpf_stats.hist_quantile(h.counts, 0.5, h.max_ms) AS io_p50_ms,
-           bpf_stats.hist_quantile(h.counts, 0.95, h.max_ms) AS io_p95_ms,
+           -- The IO histogram keeps no maximum (max_ms 0): no clamp, the bucket bounds the value.
+           bpf_stats.hist_quantile(h.counts, 0.5, nullif(h.max_ms, 0)) AS io_p50_ms,
+           bpf_stats.hist_quantile(h.counts, 0.95, nullif(h.max_ms, 0)) AS io_p95_ms,
            round(i.blk_write_bytes / 1048576.0, 1)::float8 AS write_mb,
            i.io_wait_ms, i.writeback_throttle_ms AS throttle_ms
       FROM bpf_stats.query_io i

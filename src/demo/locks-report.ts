@@ -37,7 +37,7 @@ export async function printLocksReport({ client, print, facts, attached, unsuppo
   const { rows } = await client.query(`
     SELECT ${shortQuery('query', 40)} AS query, tranche, mode, waits, wait_time_ms AS wait_ms, mean_wait_ms AS mean_ms
       FROM bpf_stats.query_lwlock_detail
-     ORDER BY wait_time_ms DESC LIMIT 8`);
+     ORDER BY wait_time_ms DESC LIMIT 10`);
   if (rows.length === 0) print('  (no LWLock waits)');
   else print(formatTable(rows, ['query', 'tranche', 'mode', 'waits', 'wait_ms', 'mean_ms']));
 }

@@ -6,6 +6,8 @@ const SESSIONS = 8;
 const BURST_MS = 2000;
 /** Starts a little after the others, so it meets a machine that is already busy. */
 const START_DELAY_MS = 1000;
+/** pg_stat_activity sampling period: a witness, not a load of its own. */
+const SAMPLE_EVERY_MS = 5;
 export const LWLOCK_QUERY = "INSERT INTO demo_hot SELECT g, repeat('x', 100) FROM generate_series(1, 20) g";
 
 /**
@@ -32,15 +34,17 @@ export const lwlockBurstStep: WorkloadStep = {
       await withClient(dsn, async (observer) => {
         const sampler = (async () => {
           while (performance.now() < until) {
+            // Not pg_locks: reading it takes every lock manager partition, waits of its own.
             const { rows } = await observer.query(
-              `SELECT a.wait_event_type, a.wait_event, l.locktype, l.mode
-                 FROM pg_stat_activity a LEFT JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted
-                WHERE a.query LIKE 'INSERT INTO demo_hot%' AND a.state = 'active' AND a.wait_event_type IN ('LWLock', 'Lock')`,
+              `SELECT wait_event_type, wait_event FROM pg_stat_activity
+                WHERE query LIKE 'INSERT INTO demo_hot%' AND state = 'active' AND wait_event_type IN ('LWLock', 'Lock')`,
             );
             for (const r of rows) {
-              const name = r.wait_event_type === 'LWLock' ? r.wait_event : `Lock ${r.locktype ?? r.wait_event} ${r.mode ?? ''}`.trim();
+              // A Lock wait event is the lock type (e.g. 'extend'), an LWLock one the tranche.
+              const name = r.wait_event_type === 'LWLock' ? r.wait_event : `Lock ${r.wait_event}`;
               sampled[name] = (sampled[name] ?? 0) + 1;
             }
+            await new Promise((resolve) => setTimeout(resolve, SAMPLE_EVERY_MS));
           }
         })();
         await Promise.all(

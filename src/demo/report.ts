@@ -26,7 +26,7 @@ export async function printReport(context: ReportContext): Promise<void> {
       FROM bpf_stats.query_time t
       JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
      WHERE t.query NOT ILIKE '%pg_stat_statements%'
-     ORDER BY t.total_time_ms DESC LIMIT 8`);
+     ORDER BY t.total_time_ms DESC LIMIT 10`);
   print('Where each query spent its time (bpf_stats.query_time joined with pg_stat_statements, ms):');
   print("(calls come from the opt-in 'query' probe set; pg_stat_statements also counts the collector's own BEGIN/COMMIT, which bpf_stats leaves out)");
   print(formatTable(queries.rows, ['query', 'pgss_calls', 'calls', 'pgss_exec_ms', 'total_time_ms', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'lock_wait_ms', 'lwlock_wait_ms', 'other_wait_ms']));
