@@ -25,24 +25,30 @@ export async function demoCommand(options: CliOptions, print: (line: string) => 
   let sidecar: Sidecar | null = null;
   // Undo work of the workload (a memory cgroup), run before the cluster goes, newest first.
   const cleanups: Array<() => void> = [];
-  const stopAll = async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) {
-      try {
-        cleanup();
-      } catch (error) {
-        print(`cleanup failed: ${oneLine(error)}`);
+  // One cleanup, shared by the signal handler and the normal exit path, each awaiting all of it.
+  let stopping: Promise<void> | null = null;
+  const stopAll = () =>
+    (stopping ??= (async () => {
+      for (const cleanup of cleanups.splice(0).reverse()) {
+        try {
+          cleanup();
+        } catch (error) {
+          print(`cleanup failed: ${oneLine(error)}`);
+        }
       }
-    }
-    await sidecar?.stop();
-    await cluster.stop();
+      await sidecar?.stop();
+      await cluster.stop();
+    })());
+  const onSignal = () => {
+    print('interrupted: cleaning up');
+    void stopAll().then(() => process.exit(130));
   };
-  const onSignal = () => void stopAll().then(() => process.exit(130));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
     const dsn = cluster.connectionString();
     print(`      ${dsn}, data in ${cluster.dataDir}`);
-    print('[2/5] creating the demo tables (demo_accounts 100k rows, demo_cold 64 MB, demo_hot) and pg_stat_statements');
+    print('[2/5] creating the demo tables (demo_accounts 100k rows, demo_cold ~62 MB, demo_hot) and pg_stat_statements');
     const facts: DemoFacts = { cold: await prepareWorkload(dsn, cluster.dataDir) };
     print('[3/5] starting the collector');
     sidecar = await Sidecar.start({

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { connect } from '../sidecar/connect.js';
 import { withClient } from './with-client.js';
 import type { WorkloadStep } from './workload-context.js';
 
@@ -24,11 +25,7 @@ export const lwlockBurstStep: WorkloadStep = {
     const sampled: Record<string, number> = {};
     let statements = 0;
     try {
-      for (let i = 0; i < SESSIONS; i++) {
-        const client = new pg.Client({ connectionString: dsn, application_name: 'pg-bpf-stats demo' });
-        clients.push(client);
-        await client.connect();
-      }
+      for (let i = 0; i < SESSIONS; i++) clients.push(await connect(dsn, 'pg-bpf-stats demo'));
       const started = performance.now();
       const until = started + BURST_MS;
       await withClient(dsn, async (observer) => {
@@ -47,6 +44,7 @@ export const lwlockBurstStep: WorkloadStep = {
             await new Promise((resolve) => setTimeout(resolve, SAMPLE_EVERY_MS));
           }
         })();
+        sampler.catch(() => undefined); // awaited below; not unhandled if an insert fails first
         await Promise.all(
           clients.map(async (c) => {
             while (performance.now() < until) {

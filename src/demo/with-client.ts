@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { connect } from '../sidecar/connect.js';
 
 /**
  * Runs `fn` with a fresh connection of the demo (application_name 'pg-bpf-stats demo'), closed
@@ -8,8 +9,8 @@ import pg from 'pg';
  * await withClient(dsn, (c) => c.query('SELECT 1'));
  */
 export async function withClient<T>(connectionString: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString, application_name: 'pg-bpf-stats demo' });
-  await client.connect();
+  // connect() listens for socket errors: a server going away (Ctrl-C) fails the query, not the process.
+  const client = await connect(connectionString, 'pg-bpf-stats demo');
   try {
     return await fn(client);
   } finally {

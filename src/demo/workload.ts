@@ -80,6 +80,7 @@ export const WORKLOAD: WorkloadStep[] = [
             await holder.query('BEGIN');
             await holder.query('SELECT balance FROM demo_accounts WHERE id = 1 FOR UPDATE');
             const waiting = waiter.query('UPDATE demo_accounts SET balance = balance + 1 WHERE id = 1');
+            waiting.catch(() => undefined); // awaited below; not unhandled if the holder fails first
             await new Promise((resolve) => setTimeout(resolve, 150));
             // Ground truth for query_lock_detail: what pg_locks says the waiter waits for.
             if (!facts.rowLock) {
