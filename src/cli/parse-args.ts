@@ -36,7 +36,7 @@ options:
   --dsn DSN           libpq connection string (default: PG* environment variables)
   --interval TIME     flush period, e.g. 1s, 500ms (default 1s)
   --probes SETS       opt-in probe sets to attach too, comma separated (${OPT_IN_SETS})
-  --duration TIME     run: stop after TIME; demo: workload length (default 20s)
+  --duration TIME     run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME
                       run: keep per-interval history this long, e.g. 7d, 12h, or off (default 7d)
   -h, --help          this text`;

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { formatTable } from './report.js';
+import { formatTable } from './format-table.js';
 
 /**
  * The demo's statement latency section: bpf_stats.query_latency next to pg_stat_statements'

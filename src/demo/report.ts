@@ -1,17 +1,22 @@
-import type pg from 'pg';
+import { formatTable } from './format-table.js';
+import { printHealthLine } from './health-line.js';
+import { printIoReport } from './io-report.js';
 import { printLatencyReport } from './latency-report.js';
+import { printLlcReport } from './llc-report.js';
+import { printLocksReport } from './locks-report.js';
+import { printMemoryReport } from './memory-report.js';
+import type { ReportContext } from './report-context.js';
+import { printRunqReport } from './runq-report.js';
 
-/** Formats rows as an aligned text table. */
-export function formatTable(rows: Record<string, unknown>[], columns: string[]): string {
-  const cell = (v: unknown) =>
-    v === null || v === undefined ? '' : typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(1) : String(v);
-  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
-  return [line(columns), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
-}
-
-/** The demo's report: where each query's time went, and per backend type. */
-export async function printReport(client: pg.Client, print: (line: string) => void): Promise<void> {
+/**
+ * The demo's report: where each query's time went, per backend type, then one section per
+ * metric family, each next to the ground truth the workload observed, and a health line.
+ *
+ * @example
+ * await printReport({ client, print: console.log, facts, attached: sidecar.attached(), unsupported: {} });
+ */
+export async function printReport(context: ReportContext): Promise<void> {
+  const { client, print } = context;
   const queries = await client.query(`
     SELECT left(regexp_replace(t.query, '\\s+', ' ', 'g'), 60) AS query,
            s.calls AS pgss_calls, t.calls,
@@ -21,7 +26,7 @@ export async function printReport(client: pg.Client, print: (line: string) => vo
       FROM bpf_stats.query_time t
       JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
      WHERE t.query NOT ILIKE '%pg_stat_statements%'
-     ORDER BY t.total_time_ms DESC LIMIT 8`);
+     ORDER BY t.total_time_ms DESC LIMIT 10`);
   print('Where each query spent its time (bpf_stats.query_time joined with pg_stat_statements, ms):');
   print("(calls come from the opt-in 'query' probe set; pg_stat_statements also counts the collector's own BEGIN/COMMIT, which bpf_stats leaves out)");
   print(formatTable(queries.rows, ['query', 'pgss_calls', 'calls', 'pgss_exec_ms', 'total_time_ms', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'lock_wait_ms', 'lwlock_wait_ms', 'other_wait_ms']));
@@ -34,4 +39,10 @@ export async function printReport(client: pg.Client, print: (line: string) => vo
   print('Per backend type (bpf_stats.backend_stats):');
   print(formatTable(backends.rows, ['backend_type', 'processes', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'nvcsw', 'nivcsw', 'cpu_migrations', 'minflt']));
   await printLatencyReport(client, print);
+  await printRunqReport(context);
+  await printIoReport(context);
+  await printMemoryReport(context);
+  await printLocksReport(context);
+  await printLlcReport(context);
+  await printHealthLine(context);
 }

@@ -184,6 +184,11 @@ export class Sidecar {
     this.options.log?.(`attached probe set ${name}`);
   }
 
+  /** Why a probe set cannot be attached here (this Postgres, this host, this object), or null. */
+  unsupportedReason(name: ProbeSetName): string | null {
+    return this.object.unsupportedReason(name);
+  }
+
   /**
    * Detaches an opt-in probe set. The default sets and the sets given at start stay attached:
    * this does nothing for them. The set's columns still count as measured until the next flush.

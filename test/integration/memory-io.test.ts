@@ -1,12 +1,12 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KernelFeatures } from '../../src/attach/kernel-features.js';
+import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
-import { MemoryCgroup } from '../support/memory-cgroup.js';
+import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
 import { dumpOwnMap } from '../support/own-bpf-map.js';
 import { TraceInstance, type TraceEvent } from '../support/trace-instance.js';
 
@@ -147,8 +147,7 @@ function pausedMs(events: TraceEvent[]): number {
  * read of it comes from the disk; the rest of the host's cache is left alone.
  */
 function evictTable(): void {
-  execFileSync('sync');
-  execFileSync('dd', [`if=${coldPath}`, 'iflag=nocache', 'count=0', 'status=none']);
+  evictFromPageCache(coldPath);
 }
 
 /** "major,minor" of the block device holding `path`, as block events print it. */

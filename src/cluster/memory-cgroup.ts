@@ -3,9 +3,24 @@ import { join } from 'node:path';
 
 const MEMCG_V1 = '/sys/fs/cgroup/memory';
 
+/** The cgroup v1 memory cgroup directory `pid` is in now (/proc/<pid>/cgroup), or null. */
+function memoryCgroupOf(pid: number): string | null {
+  try {
+    for (const line of readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n')) {
+      const [, controllers, path] = line.split(':');
+      if (controllers?.split(',').includes('memory') && path !== undefined) return join(MEMCG_V1, path);
+    }
+  } catch {
+    // gone
+  }
+  return null;
+}
+
 /**
- * A cgroup v1 memory cgroup with a limit, for forcing memcg reclaim on chosen processes.
- * remove() moves its tasks back to the root cgroup first, so rmdir cannot fail on them.
+ * A cgroup v1 memory cgroup with a limit, for forcing memcg reclaim on chosen processes (the
+ * demo's memory step, the memory integration test). remove() moves its tasks back to the
+ * cgroup each came from (the root cgroup when that one is gone) before rmdir, so it cannot
+ * fail on them; the pages charged here are reparented by the kernel.
  *
  * @example
  * const cg = MemoryCgroup.create('test', 64 << 20);
@@ -14,10 +29,19 @@ const MEMCG_V1 = '/sys/fs/cgroup/memory';
  * cg.remove();
  */
 export class MemoryCgroup {
+  /** Where each added task was before, to go back there. */
+  private readonly origins = new Map<string, string>();
+
   private constructor(readonly dir: string) {}
 
+  /** Whether the cgroup v1 memory controller is mounted (where create() makes its cgroup). */
   static available(): boolean {
     return existsSync(join(MEMCG_V1, 'memory.limit_in_bytes'));
+  }
+
+  /** Why create() cannot work here, or null. */
+  static unavailableReason(): string | null {
+    return MemoryCgroup.available() ? null : `no cgroup v1 memory controller at ${MEMCG_V1}`;
   }
 
   static create(name: string, limitBytes: number): MemoryCgroup {
@@ -34,6 +58,8 @@ export class MemoryCgroup {
   }
 
   add(pid: number): void {
+    const origin = memoryCgroupOf(pid);
+    if (origin && origin !== this.dir) this.origins.set(String(pid), origin);
     writeFileSync(join(this.dir, 'cgroup.procs'), String(pid));
   }
 
@@ -57,14 +83,19 @@ export class MemoryCgroup {
     return out;
   }
 
+  /** Moves the tasks out (back where they came from) and removes the cgroup; idempotent. */
   remove(): void {
     if (!existsSync(this.dir)) return;
     const pids = readFileSync(join(this.dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
     for (const pid of pids) {
-      try {
-        writeFileSync(join(MEMCG_V1, 'cgroup.procs'), pid);
-      } catch {
-        // exited meanwhile
+      const origin = this.origins.get(pid);
+      for (const target of origin && existsSync(origin) ? [origin, MEMCG_V1] : [MEMCG_V1]) {
+        try {
+          writeFileSync(join(target, 'cgroup.procs'), pid);
+          break;
+        } catch {
+          // exited meanwhile, or the origin refuses it: try the root
+        }
       }
     }
     rmdirSync(this.dir);
