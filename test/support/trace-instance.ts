@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -25,6 +26,8 @@ export class TraceInstance {
   private constructor(private readonly dir: string) {}
 
   static create(name: string, events: string[], bufferKb = 4096, filters: Record<string, string> = {}): TraceInstance {
+    // A fresh machine may not have tracefs mounted (we are root, as BPF needs anyway).
+    if (!existsSync(join(TRACEFS, 'instances'))) execFileSync('mount', ['-t', 'tracefs', 'nodev', TRACEFS]);
     const dir = join(TRACEFS, 'instances', `${name}-${process.pid}`);
     if (!existsSync(dir)) mkdirSync(dir);
     const instance = new TraceInstance(dir);
