@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { cpuTimeMs } from '../support/cpu-time.js';
+import { statsFor as sharedStatsFor } from '../support/stats-for.js';
 
 /*
  * The collector against a real private cluster and real BPF on this kernel. Every figure is
@@ -46,18 +47,9 @@ async function session<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-/** query_stats joined with pg_stat_statements for the statements matching `pattern`. */
-async function statsFor(pattern: string) {
-  await sidecar.flush();
-  const { rows } = await admin.query(
-    `SELECT s.calls AS pgss_calls, s.total_exec_time, q.*
-       FROM pg_stat_statements s
-       JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
-      WHERE s.query LIKE $1`,
-    [pattern],
-  );
-  expect(rows, `exactly one statement matches ${pattern}`).toHaveLength(1);
-  return rows[0];
+/** query_stats for the one statement matching `pattern`, beside pg_stat_statements' figures. */
+function statsFor(pattern: string) {
+  return sharedStatsFor(admin, sidecar, pattern);
 }
 
 beforeAll(async () => {

@@ -9,6 +9,7 @@ import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
 import { dumpOwnMap } from '../support/own-bpf-map.js';
 import { TraceInstance, type TraceEvent } from '../support/trace-instance.js';
+import { statsFor as sharedStatsFor } from '../support/stats-for.js';
 
 /*
  * The memory and IO families against a real cluster, checked against the kernel's own
@@ -41,18 +42,9 @@ async function backendPid(client: pg.Client): Promise<number> {
   return (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 }
 
-/** query_stats (and pg_stat_statements' figures) for the one statement matching `pattern`. */
-async function statsFor(pattern: string) {
-  await sidecar.flush();
-  const { rows } = await admin.query(
-    `SELECT s.calls AS pgss_calls, s.total_exec_time, q.*
-       FROM pg_stat_statements s
-       JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
-      WHERE s.query LIKE $1`,
-    [pattern],
-  );
-  expect(rows, `exactly one statement matches ${pattern}`).toHaveLength(1);
-  return rows[0];
+/** query_stats for the one statement matching `pattern`, beside pg_stat_statements' figures. */
+function statsFor(pattern: string) {
+  return sharedStatsFor(admin, sidecar, pattern);
 }
 
 async function backendThrottle(pid: number): Promise<number> {
