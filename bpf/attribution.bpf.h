@@ -345,10 +345,38 @@ static __always_inline __u32 classify_sleep(struct task_struct *task, bool preem
  * slice belong to the query it is on now. On-CPU and run-queue time come from the scheduler's
  * own accounting (se.sum_exec_runtime, sched_info.run_delay); the sleep is the rest.
  */
-static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state)
+/*
+ * For a task that is on its CPU right now (a periodic sample, not a context switch): the time
+ * of the runqueue's last clock update, and the task's CPU time up to that same moment. The
+ * scheduler adds the running slice to sum_exec_runtime only at its own updates, so the part
+ * since se.exec_start (kept in the rq's clock_task) is added here, or a running task would look
+ * as if it had slept.
+ */
+static __always_inline __u64 running_time(struct task_struct *task, __u64 *sum_exec)
+{
+	struct cfs_rq *cfs_rq = task->se.cfs_rq;
+	__u64 clock_task, start;
+
+	*sum_exec = task->se.sum_exec_runtime;
+	if (!cfs_rq)
+		return bpf_ktime_get_ns();
+	clock_task = cfs_rq->rq->clock_task;
+	start = task->se.exec_start;
+	if (clock_task > start)
+		*sum_exec += clock_task - start;
+	return cfs_rq->rq->clock;
+}
+
+/*
+ * `running`: called for the task on this CPU from a periodic sample rather than a switch-out;
+ * it is accounted as if preempted, so a statement that never leaves its CPU still shows its time.
+ */
+static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state,
+					       bool running)
 {
 	__u32 pid = task->pid, wait_event = 0, next_class;
-	__u64 now = switch_time(task);
+	__u64 running_sum_exec = 0;
+	__u64 now = running ? running_time(task, &running_sum_exec) : switch_time(task);
 	struct backend_record *r;
 	struct query_key key = {};
 	struct metrics *qm;
@@ -358,7 +386,8 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 
 	r = bpf_map_lookup_elem(&backends, &pid);
 	if (!r) {
-		if (dead)
+		/* A sample never starts tracking: the task's next switch-out does. */
+		if (dead || running)
 			return;
 		r = track(task, pid, now);
 		if (!r)
@@ -381,7 +410,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	if (r->flags & BACKEND_EXCLUDED)
 		return;
 
-	sum_exec = task->se.sum_exec_runtime;
+	sum_exec = running ? running_sum_exec : task->se.sum_exec_runtime;
 	run_delay = task->sched_info.run_delay;
 	nvcsw = task->nvcsw;
 	nivcsw = task->nivcsw;

@@ -13,6 +13,15 @@ export interface PerfEventSpec {
 }
 
 const PERF_TYPE_HARDWARE = 0;
+const PERF_TYPE_SOFTWARE = 1;
+const PERF_COUNT_SW_CPU_CLOCK = 0;
+
+/**
+ * The cpu set's periodic sample: CPU-clock every 100 ms (the period is in ns) on each CPU, so a
+ * backend that never leaves its CPU is still accounted while it runs. A software event: every
+ * kernel with perf events has it, PMU or not.
+ */
+export const CPU_TICK_EVENT: PerfEventSpec = { type: PERF_TYPE_SOFTWARE, config: PERF_COUNT_SW_CPU_CLOCK, samplePeriod: 100_000_000, label: 'cpu-clock' };
 const PERF_COUNT_HW_CACHE_REFERENCES = 2;
 const PERF_COUNT_HW_CACHE_MISSES = 3;
 

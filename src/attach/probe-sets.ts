@@ -3,7 +3,7 @@ import type { ProbeSetName } from '../collect/metric-columns.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import { LOCK_PROBE_SETS } from './lock-probe-sets.js';
 import { KernelFeatures } from './kernel-features.js';
-import { LLC_EVENTS, perfEventsUnsupportedReason, type PerfEventSpec } from './perf-events.js';
+import { CPU_TICK_EVENT, LLC_EVENTS, perfEventsUnsupportedReason, type PerfEventSpec } from './perf-events.js';
 
 /** One attachment a probe set makes: a program of the collector object and where it goes. */
 export type ProbeAttachment =
@@ -72,8 +72,11 @@ export const PROBE_SETS: Record<ProbeSetName, ProbeSet> = {
     description: 'on-CPU, run-queue and off-CPU wait time, context switches, migrations, page faults',
     default: true,
     unsupportedReason: () => null,
-    attachments: [{ program: 'on_sched_switch', kind: 'auto' }],
-    cost: 'one tp_btf sched_switch event per backend context switch',
+    attachments: [
+      { program: 'on_sched_switch', kind: 'auto' },
+      { program: 'on_cpu_tick', kind: 'perf-event', event: CPU_TICK_EVENT },
+    ],
+    cost: 'one tp_btf sched_switch event per backend context switch, and a CPU-clock sample every 100 ms per CPU',
   },
   query: {
     name: 'query',
