@@ -4,6 +4,7 @@
  * RSS from /proc, each collector program's run_time_ns/run_cnt from bpftool).
  */
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { UserError } from '../src/errors.js';
 import { collectorPrograms, countCollectorNamed, listPrograms, programDeltas, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
 import { initPgbench, pgbenchVersion, runSelectOnly } from './pgbench.js';
 import type { BenchSettings, OffRun, OnRun } from './report.js';
@@ -104,3 +105,37 @@ export async function prepareCluster(
   return { cluster, version };
 }
 
+
+/**
+ * Runs a benchmark to its end and exits: clusters and sidecars are released however it ends
+ * (Ctrl-C included, exit 130); bad flags are one line, anything else keeps its stack.
+ *
+ * @example
+ * runBenchmark('overhead', (resources) => benchmark(settings, resources));
+ */
+export function runBenchmark(name: string, body: (resources: Resources) => Promise<void>): void {
+  const main = async () => {
+    const resources = new Resources();
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.stderr.write(`${name}: ${signal}, cleaning up\n`);
+      void resources.release().finally(() => process.exit(130));
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    // If we die anyway, do not leave a sidecar attached to nothing.
+    process.once('exit', () => SidecarProcess.live.forEach((s) => s.killNow()));
+    try {
+      await body(resources);
+    } finally {
+      await resources.release();
+    }
+  };
+  main().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      const text = error instanceof UserError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
+      process.stderr.write(`${name}: ${text}\n`);
+      process.exit(1);
+    },
+  );
+}

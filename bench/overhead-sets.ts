@@ -19,9 +19,8 @@ import { parseArgs } from 'node:util';
 import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
-import { offRun, onRun, prepareCluster, Resources } from './overhead-runs.js';
+import { offRun, onRun, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, summarize, type BenchSettings, type OnRun, type PairResult } from './report.js';
-import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE = 'usage: node dist/bench/overhead-sets.js [--variants default,query,...] [--rounds 6] [--seconds 8] [--clients 8] [--scale 10]';
@@ -121,29 +120,8 @@ async function benchmark(variants: Variant[], settings: BenchSettings, resources
   print(`results: ${path}`);
 }
 
-async function main(): Promise<number> {
+// Flags are parsed inside, so a bad one is a one-line error like any other.
+runBenchmark('overhead-sets', (resources) => {
   const { variants, settings } = parse(process.argv.slice(2));
-  const resources = new Resources();
-  const onSignal = (signal: NodeJS.Signals) => {
-    process.stderr.write(`overhead-sets: ${signal}, cleaning up\n`);
-    void resources.release().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  process.once('exit', () => SidecarProcess.live.forEach((s) => s.killNow()));
-  try {
-    await benchmark(variants, settings, resources);
-    return 0;
-  } finally {
-    await resources.release();
-  }
-}
-
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    const text = error instanceof UserError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
-    process.stderr.write(`overhead-sets: ${text}\n`);
-    process.exit(1);
-  },
-);
+  return benchmark(variants, settings, resources);
+});

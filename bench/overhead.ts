@@ -29,9 +29,8 @@ import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
-import { offRun, onRun, prepareCluster, Resources } from './overhead-runs.js';
+import { offRun, onRun, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, pairLine, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
-import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -119,31 +118,5 @@ async function benchmark(settings: BenchSettings, resources: Resources): Promise
   print(`results: ${path}`);
 }
 
-async function main(): Promise<number> {
-  const settings = parseSettings(process.argv.slice(2));
-  const resources = new Resources();
-  const onSignal = (signal: NodeJS.Signals) => {
-    process.stderr.write(`overhead: ${signal}, cleaning up\n`);
-    void resources.release().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  // If we die anyway, do not leave a sidecar attached to nothing.
-  process.once('exit', () => SidecarProcess.live.forEach((s) => s.killNow()));
-  try {
-    await benchmark(settings, resources);
-    return 0;
-  } finally {
-    await resources.release();
-  }
-}
-
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    // Bad flags are one line; anything else keeps its stack.
-    const text = error instanceof UserError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
-    process.stderr.write(`overhead: ${text}\n`);
-    process.exit(1);
-  },
-);
+// Flags are parsed inside, so a bad one is a one-line error like any other.
+runBenchmark('overhead', (resources) => benchmark(parseSettings(process.argv.slice(2)), resources));

@@ -43,7 +43,6 @@ export type CapabilitySource =
 export async function probeCapabilities(source: CapabilitySource): Promise<CheckLine[]> {
   const lines: CheckLine[] = hostChecks().map((c) => ({ ...c, probe: c.name, kind: 'requirement', required: true }));
   lines.push(requirement('kernel', true, `Linux ${release()}`));
-  const native = loadNative();
   if ('loaded' in source) lines.push(requirement('bpf load', true, LOADED));
   else lines.push(lines.every((l) => l.ok) ? loadCheck() : requirement('bpf load', false, 'skipped: host requirements unmet'));
 

@@ -47,7 +47,7 @@ export interface LockWaitBatch {
  * @example
  * const locks = new LockWaitCollector(object, trancheNames);
  * const batch = locks.prepare(new Set(['locks']));
- * if (batch) { await new LockWaitsWriter(db).write(batch); batch.commit(); }
+ * if (batch) { await writer.write(flush, () => lockWaitUpserts(batch)); batch.commit(); }
  */
 export class LockWaitCollector {
   private readonly lockDeltas = new DeltaTracker();

@@ -15,7 +15,7 @@ import type { BpfStatsDatabase } from '../storage/database.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 import { StatsWriter } from '../storage/stats-writer.js';
 import { LockWaitCollector } from '../collect/lock-wait-collector.js';
-import { LockWaitsWriter } from '../storage/lock-waits-writer.js';
+import { lockWaitUpserts } from '../storage/lock-wait-upserts.js';
 import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
@@ -232,15 +232,13 @@ export class Sidecar {
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
       if (this.collector.needsNames(snapshot)) await this.refreshBackendTypes();
       const batch = (prepared = this.collector.prepare(snapshot, measured));
-      const written = await new StatsWriter(this.db).write(batch, await this.bookkeeping.prepare(this.db, batch, started));
-      batch.commit();
-      this.bookkeeping.committed();
-      // The lock families' detail: its own tables and baselines, retried on its own if it fails.
+      // The lock families' detail has its own maps and baselines, but goes out in the same statement.
       const locks = this.lockWaits.prepare(measured);
-      if (locks) {
-        await new LockWaitsWriter(this.db).write(locks);
-        locks.commit();
-      }
+      const books = await this.bookkeeping.prepare(this.db, batch, started);
+      const written = await new StatsWriter(this.db).write(batch, () => [...(locks ? lockWaitUpserts(locks) : []), ...books()]);
+      batch.commit();
+      locks?.commit();
+      this.bookkeeping.committed();
       this.measuring = new Set(this.object.attached());
       this.lastFlush = { at, ms: performance.now() - started, ...written, error: null };
     } catch (error) {
