@@ -137,18 +137,17 @@ export class Sidecar {
       });
       pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
-      const defaults = Object.values(PROBE_SETS).filter((s) => s.default);
-      const skipped = defaults.filter((s) => s.whereSupported && s.unsupportedReason(target) !== null);
-      for (const s of skipped) log(`probe set ${s.name} is not supported here, collecting without it: ${s.unsupportedReason(target)}`);
       const sets = new Set<ProbeSetName>([
-        ...defaults.filter((s) => !skipped.includes(s)).map((s) => s.name),
+        ...Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name),
         ...(options.probeSets ?? []),
       ]);
       for (const set of sets) {
-        // A default set this host cannot run is left out (and said so); one asked for is an error.
-        const reason = options.probeSets?.includes(set) ? null : object.unsupportedReason(set);
+        // A default set marked whereSupported is left out where this host cannot run it (and said
+        // so); any other set that cannot run here is an error from attach().
+        const optional = PROBE_SETS[set].whereSupported && !options.probeSets?.includes(set);
+        const reason = optional ? object.unsupportedReason(set) : null;
         if (reason) {
-          log(`probe set ${set} not attached: ${reason}`);
+          log(`probe set ${set} is not supported here, collecting without it: ${reason}`);
           sets.delete(set);
         } else object.attach(set);
       }
