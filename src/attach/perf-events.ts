@@ -14,6 +14,8 @@ export interface PerfEventSpec {
 
 const PERF_TYPE_HARDWARE = 0;
 const PERF_TYPE_SOFTWARE = 1;
+const EPERM = 1;
+const EACCES = 13;
 const PERF_COUNT_SW_CPU_CLOCK = 0;
 
 /**
@@ -48,6 +50,8 @@ export function perfEventsUnsupportedReason(specs: readonly PerfEventSpec[]): st
     const probe = native.probePerfEvent(spec.type, spec.config);
     if (probe.ok) continue;
     const what = `perf_event_open ${spec.label}: errno ${probe.errno}`;
+    // EPERM/EACCES: not allowed (not root, perf_event_paranoid), which says nothing about the PMU.
+    if (probe.errno === EPERM || probe.errno === EACCES) return `not permitted (${what})`;
     return spec.type === PERF_TYPE_HARDWARE ? `no hardware PMU (${what})` : what;
   }
   return null;
