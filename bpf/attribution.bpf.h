@@ -36,6 +36,30 @@ const volatile __u32 status_proc_start_off = 16;
 const volatile __u32 status_dbid_off = 0;
 const volatile __u32 status_userid_off = 0;
 const volatile __u32 status_query_id_off = 0;
+/* st_state and its STATE_IDLE value (idle in transaction: +2, aborted: +4); offset 0 = unknown. */
+const volatile __u32 status_state_off = 0;
+const volatile __u32 status_state_idle = 1;
+/*
+ * st_state and st_query_id in one user read (src/attach/status-span.ts): every user read costs
+ * ~100 ns here whatever its size, and the state says "waiting for the client" (idle) without a
+ * second read of the wait event, for the most common sleep of an OLTP backend. Length 0: the
+ * fields are too far apart (or one is unknown), and st_query_id is read alone.
+ */
+#define STATUS_SPAN_MAX 256
+const volatile __u32 status_span_off = 0;
+const volatile __u32 status_span_len = 0;
+
+/* Room for the span: too large for the BPF stack next to the rest of a switch's state. */
+struct status_span {
+	__u8 bytes[STATUS_SPAN_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct status_span);
+} status_span_scratch SEC(".maps");
 const volatile __u32 client_read_event = PG_WAIT_CLIENT;
 /* st_backendType of a client backend in this version (calibrated): it always has a user and a database. */
 const volatile __s32 client_backend_type = -1;
@@ -182,11 +206,24 @@ static __always_inline bool read_identity(struct backend_record *r, __u32 pid)
 	return true;
 }
 
-/* The query the backend is on now, and its wait event; false when it has none. */
+static __always_inline bool is_idle_state(__u32 state)
+{
+	return state == status_state_idle || state == status_state_idle + 2 || state == status_state_idle + 4;
+}
+
+/*
+ * The query the backend is on now; false when it has none. With `wait_event` (a task going to
+ * sleep), also why it sleeps: a backend pg_stat_activity shows idle waits for its client
+ * whatever its wait event (ClientRead, or ClientWrite while ReadyForQuery goes out), so it gets
+ * client_read_event without reading the wait event; a task in IO sleep needs none (the kernel's
+ * iowait flag decides, see classify_sleep).
+ */
 static __always_inline bool read_current(struct task_struct *task, struct backend_record *r, __u32 pid,
 					  struct query_key *key, __u32 *wait_event)
 {
 	__u64 queryid = 0;
+	__u32 state = 0;
+	bool state_known = false;
 
 	/* An exiting process has released its memory: nothing to read, nothing wrong. */
 	if (!task->mm)
@@ -194,14 +231,33 @@ static __always_inline bool read_current(struct task_struct *task, struct backen
 
 	if (!(r->flags & BACKEND_IDENTITY_KNOWN) && !read_identity(r, pid))
 		return false;
-	/* Offset 0 means query ids are not computed here (compute_query_id = off). */
-	if (status_query_id_off &&
-	    bpf_probe_read_user(&queryid, sizeof(queryid), (void *)(r->status_ptr + status_query_id_off))) {
+	if (status_span_len && status_span_len <= STATUS_SPAN_MAX &&
+	    status_query_id_off - status_span_off <= STATUS_SPAN_MAX - sizeof(queryid) &&
+	    status_state_off - status_span_off <= STATUS_SPAN_MAX - sizeof(state)) {
+		__u32 zero = 0;
+		struct status_span *span = bpf_map_lookup_elem(&status_span_scratch, &zero);
+
+		if (!span)
+			return false;
+		if (bpf_probe_read_user(span->bytes, status_span_len, (void *)(r->status_ptr + status_span_off))) {
+			count(COUNTER_STATUS_UNREADABLE);
+			return false;
+		}
+		__builtin_memcpy(&queryid, &span->bytes[status_query_id_off - status_span_off], sizeof(queryid));
+		__builtin_memcpy(&state, &span->bytes[status_state_off - status_span_off], sizeof(state));
+		state_known = true;
+	} else if (status_query_id_off &&
+		   bpf_probe_read_user(&queryid, sizeof(queryid), (void *)(r->status_ptr + status_query_id_off))) {
+		/* Offset 0 means query ids are not computed here (compute_query_id = off). */
 		count(COUNTER_STATUS_UNREADABLE);
 		return false;
 	}
-	if (wait_event && r->wait_event_ptr)
-		bpf_probe_read_user(wait_event, sizeof(*wait_event), (void *)r->wait_event_ptr);
+	if (wait_event) {
+		if (state_known && is_idle_state(state))
+			*wait_event = client_read_event;
+		else if (r->wait_event_ptr && !BPF_CORE_READ_BITFIELD(task, in_iowait))
+			bpf_probe_read_user(wait_event, sizeof(*wait_event), (void *)r->wait_event_ptr);
+	}
 	key->queryid = queryid;
 	key->userid = r->userid;
 	key->dbid = r->dbid;

@@ -30,9 +30,6 @@ __u32 hist_switches = 0;
 
 /* st_activity_start_timestamp inside PgBackendStatus (st_state_start_timestamp follows); 0 = unknown. */
 const volatile __u32 status_activity_start_off = 0;
-/* st_state and its STATE_IDLE value (idle in transaction: +2, aborted: +4); offset 0 = unknown. */
-const volatile __u32 status_state_off = 0;
-const volatile __u32 status_state_idle = 1;
 /* 1 when st_xact_start_timestamp directly precedes st_activity_start_timestamp (calibrated). */
 const volatile __u32 status_xact_start_before = 0;
 
@@ -63,7 +60,7 @@ static __always_inline void observe_statement_end(struct backend_record *r, cons
 	if (status_state_off && !(client_read && status_xact_start_before && ts[0] == 0)) {
 		if (bpf_probe_read_user(&state, sizeof(state), (void *)(r->status_ptr + status_state_off)))
 			return;
-		if (state != status_state_idle && state != status_state_idle + 2 && state != status_state_idle + 4)
+		if (!is_idle_state(state))
 			return;
 	}
 	hist_observe(key, HIST_QUERY_LATENCY, (__u64)(ts[2] - ts[1]) * 1000);

@@ -10,6 +10,7 @@ import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
 import { KernelFeatures } from './kernel-features.js';
 import { PROBE_SETS, type ProbeAttachment } from './probe-sets.js';
 import { attachTargetProbes, lockRodata } from './attach-target-probes.js';
+import { statusSpan } from './status-span.js';
 import { onlineCpus, perfEventsUnsupportedReason, type PerfEventSpec } from './perf-events.js';
 import { SwitchLink } from './switch-link.js';
 import { decodeHistograms, type HistogramSample } from '../collect/decode-histograms.js';
@@ -125,6 +126,7 @@ export class CollectorObject {
     const object = new native.BpfObject(path);
     try {
       const { target, layout } = options;
+      const span = statusSpan(layout);
       writeRodata(object, {
         postmaster_tgid: target.pid,
         my_be_entry_addr: target.addresses.myBEEntry,
@@ -143,6 +145,8 @@ export class CollectorObject {
         status_activity_start_off: layout.activityStartOffset ?? 0,
         status_state_off: layout.stateOffset ?? 0,
         status_state_idle: layout.stateIdle,
+        status_span_off: span.offset,
+        status_span_len: span.length,
         status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
       });
       disableMissingTracepoints(object, KernelFeatures.host());
