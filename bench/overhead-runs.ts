@@ -11,7 +11,12 @@ import type { BenchSettings, OffRun, OnRun } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
 export const WARM_UP_SECONDS = 3;
-export const SIDECAR_SETTLE_MS = 2000;
+/**
+ * Every measured run, off or on, follows this much of the same load, so neither starts from an
+ * idle machine (an on-run used to follow an idle settle and an off-run a busy one). For an
+ * on-run these seconds are also the sidecar's settling: JIT, its first flushes.
+ */
+export const LEAD_IN_SECONDS = 2;
 
 /** Everything that must be undone however the benchmark ends. */
 export class Resources {
@@ -32,6 +37,7 @@ export class Resources {
 
 export async function offRun(cluster: ThrowawayCluster, settings: BenchSettings, pair: number): Promise<OffRun> {
   const otherCollectorPrograms = countCollectorNamed(await listPrograms());
+  await runSelectOnly(cluster, { ...settings, seconds: LEAD_IN_SECONDS });
   const result = await runSelectOnly(cluster, settings);
   return { pair, mode: 'off', otherCollectorPrograms, ...result };
 }
@@ -76,7 +82,7 @@ export async function onRun(cluster: ThrowawayCluster, settings: BenchSettings, 
     try {
       // A collector runs for days: its start-up (JIT, first flush of every backend) is not
       // part of the steady state this run measures.
-      await new Promise((resolve) => setTimeout(resolve, SIDECAR_SETTLE_MS));
+      await runSelectOnly(cluster, { ...settings, seconds: LEAD_IN_SECONDS });
       measured = await measureAttached(cluster, settings, sidecar, preexisting);
     } catch (error) {
       await sidecar.stop();

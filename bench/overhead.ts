@@ -8,8 +8,9 @@
  *  - Throughput. PAIRS interleaved pairs of runs, one without the sidecar and one with it, the
  *    order alternating (off,on then on,off ...) so slow drift of the machine cancels. TPS on a
  *    shared machine swings by ±10% between identical runs, so the headline is the median of the
- *    per-pair on/off ratios, not a ratio of means. Each on-run starts a fresh sidecar and lets
- *    it settle for SIDECAR_SETTLE_MS first, so the figure is a long-running collector's.
+ *    per-pair on/off ratios, not a ratio of means. Each on-run starts a fresh sidecar; every
+ *    measured run, off or on, follows LEAD_IN_SECONDS of the same load (the sidecar's settling
+ *    time), so the figure is a long-running collector's and both start from a busy machine.
  *  - Cost. One more on-run with kernel.bpf_stats_enabled=1, in which the kernel times every run
  *    of every BPF program: bpftool's run_time_ns and run_cnt deltas give exact ns per event and
  *    events per transaction, stable where TPS is not. (That timing costs something itself,
