@@ -10,6 +10,13 @@ import { initPgbench, pgbenchVersion, runSelectOnly } from './pgbench.js';
 import type { BenchSettings, OffRun, OnRun } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
+/** A flag's value as a positive integer, or a one-line UserError naming the flag. */
+export function positiveInteger(text: string, flag: string): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value <= 0) throw new UserError(`${flag} must be a positive integer, got '${text}'`);
+  return value;
+}
+
 export const WARM_UP_SECONDS = 3;
 /**
  * Every measured run, off or on, follows this much of the same load, so neither starts from an

@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
-import { offRun, onRun, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import { offRun, onRun, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, summarize, type BenchSettings, type OnRun, type PairResult } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
@@ -52,20 +52,15 @@ function parse(argv: string[]): { variants: Variant[]; settings: BenchSettings }
     parseProbeSets(name); // one line for an unknown set, before any cluster starts
     return { label: `default+${name}`, probes: name };
   });
-  const integer = (text: string, flag: string) => {
-    const n = Number(text);
-    if (!Number.isInteger(n) || n <= 0) throw new UserError(`${flag} must be a positive integer, got '${text}'`);
-    return n;
-  };
   return {
     variants,
     settings: {
       label: 'sets',
       probes: undefined,
-      pairs: integer(values.rounds, '--rounds'),
-      seconds: integer(values.seconds, '--seconds'),
-      clients: integer(values.clients, '--clients'),
-      scale: integer(values.scale, '--scale'),
+      pairs: positiveInteger(values.rounds, '--rounds'),
+      seconds: positiveInteger(values.seconds, '--seconds'),
+      clients: positiveInteger(values.clients, '--clients'),
+      scale: positiveInteger(values.scale, '--scale'),
       cores: availableParallelism(),
     },
   };

@@ -30,16 +30,10 @@ import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
-import { offRun, onRun, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import { offRun, onRun, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, pairLine, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
-
-function positiveInteger(text: string, flag: string): number {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value <= 0) throw new UserError(`${flag} must be a positive integer, got '${text}'`);
-  return value;
-}
 
 const USAGE = 'usage: node dist/bench/overhead.js [--pairs 5] [--seconds 10] [--clients 8] [--probes query] [--scale 10]';
 
