@@ -8,27 +8,14 @@
  * Run: node dist/bench/overhead-noise.js [--pairs 12] [--seconds 10] [--clients 8] [--scale 10]
  */
 import { availableParallelism, release } from 'node:os';
-import { parseArgs } from 'node:util';
-import { UserError } from '../src/errors.js';
-import { offRun, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import { LOAD_FLAGS, offRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { bootstrapMedianInterval, median, type BenchSettings } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE = 'usage: node dist/bench/overhead-noise.js [--pairs 12] [--seconds 10] [--clients 8] [--scale 10]';
 
 function parseSettings(argv: string[]): BenchSettings {
-  const options = {
-    pairs: { type: 'string', default: '12' },
-    seconds: { type: 'string', default: '10' },
-    clients: { type: 'string', default: '8' },
-    scale: { type: 'string', default: '10' },
-  } as const;
-  let values;
-  try {
-    values = parseArgs({ args: argv, options }).values;
-  } catch (error) {
-    throw new UserError(`${(error as Error).message}\n${USAGE}`);
-  }
+  const values = parseFlags(argv, { pairs: { type: 'string', default: '12' }, ...LOAD_FLAGS } as const, USAGE);
   return {
     label: 'noise',
     probes: undefined,

@@ -3,12 +3,29 @@
  * freshly started sidecar that has settled, measured from outside (TPS, the sidecar's CPU and
  * RSS from /proc, each collector program's run_time_ns/run_cnt from bpftool).
  */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { UserError } from '../src/errors.js';
 import { collectorPrograms, countCollectorNamed, listPrograms, programDeltas, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
 import { initPgbench, pgbenchVersion, runSelectOnly } from './pgbench.js';
 import type { BenchSettings, OffRun, OnRun } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
+
+/** The pgbench load flags every overhead bench takes, as parseArgs options. */
+export const LOAD_FLAGS = {
+  seconds: { type: 'string', default: '10' },
+  clients: { type: 'string', default: '8' },
+  scale: { type: 'string', default: '10' },
+} as const;
+
+/** parseArgs, with a bad flag as a one-line UserError followed by the bench's usage. */
+export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, usage: string) {
+  try {
+    return parseArgs({ args: argv, options }).values;
+  } catch (error) {
+    throw new UserError(`${(error as Error).message}\n${usage}`);
+  }
+}
 
 /** A flag's value as a positive integer, or a one-line UserError naming the flag. */
 export function positiveInteger(text: string, flag: string): number {

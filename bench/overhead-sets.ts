@@ -15,11 +15,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
-import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
-import { offRun, onRun, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import { LOAD_FLAGS, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, summarize, type BenchSettings, type OnRun, type PairResult } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
@@ -32,19 +30,8 @@ interface Variant {
 }
 
 function parse(argv: string[]): { variants: Variant[]; settings: BenchSettings } {
-  const options = {
-    variants: { type: 'string' },
-    rounds: { type: 'string', default: '6' },
-    seconds: { type: 'string', default: '8' },
-    clients: { type: 'string', default: '8' },
-    scale: { type: 'string', default: '10' },
-  } as const;
-  let values;
-  try {
-    values = parseArgs({ args: argv, options }).values;
-  } catch (error) {
-    throw new UserError(`${(error as Error).message}\n${USAGE}`);
-  }
+  const options = { variants: { type: 'string' }, rounds: { type: 'string', default: '6' }, ...LOAD_FLAGS, seconds: { type: 'string', default: '8' } } as const;
+  const values = parseFlags(argv, options, USAGE);
   const optIn = Object.values(PROBE_SETS).filter((s) => !s.default).map((s) => s.name);
   const names = (values.variants ?? ['default', ...optIn].join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   const variants = names.map((name) => {

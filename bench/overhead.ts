@@ -25,12 +25,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
-import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
-import { offRun, onRun, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import { LOAD_FLAGS, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, pairLine, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
@@ -38,19 +36,7 @@ const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE = 'usage: node dist/bench/overhead.js [--pairs 5] [--seconds 10] [--clients 8] [--probes query] [--scale 10]';
 
 function parseSettings(argv: string[]): BenchSettings {
-  const options = {
-    pairs: { type: 'string', default: '5' },
-    seconds: { type: 'string', default: '10' },
-    clients: { type: 'string', default: '8' },
-    scale: { type: 'string', default: '10' },
-    probes: { type: 'string' },
-  } as const;
-  let values;
-  try {
-    values = parseArgs({ args: argv, options }).values;
-  } catch (error) {
-    throw new UserError(`${(error as Error).message}\n${USAGE}`);
-  }
+  const values = parseFlags(argv, { pairs: { type: 'string', default: '5' }, probes: { type: 'string' }, ...LOAD_FLAGS } as const, USAGE);
   const probes = values.probes?.trim() || undefined;
   if (probes) parseProbeSets(probes); // fail before starting a cluster
   return {
