@@ -106,6 +106,29 @@ describe('collector on a real cluster', () => {
     expect(row.lock_wait_ms / waited).toBeLessThan(1.25);
   });
 
+  it("leaves the client's think time, idle or idle in transaction, out of the query before it and the backend", async () => {
+    const thinkMs = 600;
+    const pid = await session(async (c) => {
+      const backend = (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      await c.query('SELECT balance * 2 FROM accounts WHERE id = 11'); // then idle
+      await new Promise((resolve) => setTimeout(resolve, thinkMs));
+      await c.query('BEGIN');
+      await c.query('SELECT balance / 3 FROM accounts WHERE id = 12'); // then idle in transaction
+      await new Promise((resolve) => setTimeout(resolve, thinkMs));
+      await c.query('COMMIT');
+      return backend;
+    });
+    for (const pattern of ['SELECT balance * $1 FROM accounts WHERE id = $2', 'SELECT balance / $1 FROM accounts WHERE id = $2']) {
+      const row = await statsFor(pattern);
+      expect(Number(row.pgss_calls)).toBe(1);
+      expect(row.total_time_ms, pattern).toBeLessThan(thinkMs / 6);
+    }
+    const backend = (await admin.query('SELECT total_time_ms FROM bpf_stats.backend_stats WHERE pid = $1', [pid])).rows;
+    expect(backend).toHaveLength(1);
+    expect(backend[0].total_time_ms).toBeGreaterThan(0);
+    expect(backend[0].total_time_ms).toBeLessThan(thinkMs);
+  });
+
   it('counts calls exactly as pg_stat_statements does when the query set is attached', async () => {
     sidecar.attach('query');
     await session(async (c) => {
