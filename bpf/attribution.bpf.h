@@ -41,7 +41,7 @@ const volatile __u32 status_state_off = 0;
 const volatile __u32 status_state_idle = 1;
 /*
  * st_state and st_query_id in one user read (src/attach/status-span.ts): every user read costs
- * ~100 ns here whatever its size, and the state says "waiting for the client" (idle) without a
+ * ~90 ns here whatever its size, and the state says "waiting for the client" (idle) without a
  * second read of the wait event, for the most common sleep of an OLTP backend. Length 0: the
  * fields are too far apart (or one is unknown), and st_query_id is read alone.
  */
