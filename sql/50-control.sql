@@ -3,6 +3,21 @@
 -- (sql/99-grants.sql) and each checks membership again, so an accidental GRANT to PUBLIC
 -- still lets nobody else in. The NOTIFY is a doorbell: the sidecar reads the rows.
 
+-- The membership check both functions make: session_user, so SECURITY DEFINER does not hide
+-- who is calling.
+CREATE OR REPLACE FUNCTION bpf_stats.require_admin()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  IF NOT pg_has_role(session_user, 'bpf_stats_admin', 'MEMBER') THEN
+    RAISE EXCEPTION 'permission denied: % is not a member of bpf_stats_admin', session_user
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+END
+$fn$;
+
 -- Asks the sidecar to attach probe sets for a while; returns the request id to watch in
 -- bpf_stats.collections (or LISTEN bpf_stats_status). 'default' means the always-on sets.
 -- duration NULL: until bpf_stats.stop(id), at most 24 hours.
@@ -15,10 +30,7 @@ AS $fn$
 DECLARE
   request_id bigint;
 BEGIN
-  IF NOT pg_has_role(session_user, 'bpf_stats_admin', 'MEMBER') THEN
-    RAISE EXCEPTION 'permission denied: % is not a member of bpf_stats_admin', session_user
-      USING ERRCODE = 'insufficient_privilege';
-  END IF;
+  PERFORM bpf_stats.require_admin();
   IF probes IS NULL OR cardinality(probes) = 0 OR cardinality(probes) > 32 OR array_position(probes, NULL) IS NOT NULL THEN
     RAISE EXCEPTION 'probes must name 1 to 32 probe sets, e.g. ''{query}'' or ''{default}'''
       USING ERRCODE = 'invalid_parameter_value';
@@ -49,10 +61,7 @@ AS $fn$
 DECLARE
   found_status text;
 BEGIN
-  IF NOT pg_has_role(session_user, 'bpf_stats_admin', 'MEMBER') THEN
-    RAISE EXCEPTION 'permission denied: % is not a member of bpf_stats_admin', session_user
-      USING ERRCODE = 'insufficient_privilege';
-  END IF;
+  PERFORM bpf_stats.require_admin();
   SELECT c.status INTO found_status FROM bpf_stats.collections c WHERE c.id = stop.id FOR UPDATE;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'no collection request %', stop.id USING ERRCODE = 'no_data_found';

@@ -4,6 +4,7 @@ import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { cpuTimeMs } from '../support/cpu-time.js';
 import { statsFor as sharedStatsFor } from '../support/stats-for.js';
+import { withSession } from '../support/session.js';
 
 /*
  * The collector against a real private cluster and real BPF on this kernel. Every figure is
@@ -37,14 +38,8 @@ function expectCpuBound(row: Record<string, number>, kernelCpuMs: number): void 
   expect((row.on_cpu_ms + row.runq_wait_ms) / row.total_exec_time).toBeLessThan(1.15);
 }
 
-async function session<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client(cluster.connectionString());
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
+function session<T>(fn: (client: pg.Client, pid: number) => Promise<T>): Promise<T> {
+  return withSession(cluster.connectionString(), fn);
 }
 
 /** query_stats for the one statement matching `pattern`, beside pg_stat_statements' figures. */

@@ -11,6 +11,7 @@ import { METRIC_COLUMNS } from '../../src/collect/metric-columns.js';
 import { packageRoot } from '../../src/package-root.js';
 import { migrateSchema } from '../../src/storage/migrate-schema.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
+import { withSession } from '../support/session.js';
 
 /*
  * bpf_stats.capabilities, bpf_stats.health and the history tables against a real cluster and
@@ -28,14 +29,8 @@ async function startSidecar(options: Partial<SidecarOptions> = {}, database = 'p
   return sidecar;
 }
 
-async function session<T>(fn: (client: pg.Client) => Promise<T>, database = 'postgres'): Promise<T> {
-  const client = new pg.Client(cluster.connectionString(database));
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
+function session<T>(fn: (client: pg.Client) => Promise<T>, database = 'postgres'): Promise<T> {
+  return withSession(cluster.connectionString(database), fn);
 }
 
 async function healthRow(client: pg.Client = admin) {

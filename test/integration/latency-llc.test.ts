@@ -6,6 +6,7 @@ import { probeCapabilities } from '../../src/capabilities/probe-capabilities.js'
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { loadNative } from '../../src/native/bpf-native.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { withSession } from '../support/session.js';
 
 /*
  * Statement latency and run-queue histograms, the LLC plumbing and the query_time partition,
@@ -25,15 +26,8 @@ let cluster: ThrowawayCluster;
 let sidecar: Sidecar;
 let admin: pg.Client;
 
-async function session<T>(fn: (client: pg.Client, pid: number) => Promise<T>): Promise<T> {
-  const client = new pg.Client(cluster.connectionString());
-  await client.connect();
-  try {
-    const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
-    return await fn(client, pid);
-  } finally {
-    await client.end();
-  }
+function session<T>(fn: (client: pg.Client, pid: number) => Promise<T>): Promise<T> {
+  return withSession(cluster.connectionString(), fn);
 }
 
 /** The one pg_stat_statements entry matching `pattern`, joined with `view`. */
