@@ -63,8 +63,15 @@ struct {
 const volatile __u32 client_read_event = PG_WAIT_CLIENT;
 /* st_backendType of a client backend in this version (calibrated): it always has a user and a database. */
 const volatile __s32 client_backend_type = -1;
-/* CLOCK_MONOTONIC when collection began: tasks forked later are counted from their fork. */
-const volatile __u64 tracking_since_ns = 0;
+/*
+ * Written by the collector right after load and whenever collection resumes after a pause
+ * (src/attach/collector-object.ts): CLOCK_MONOTONIC when collection (re)started, so tasks
+ * forked later are counted from their fork and older ones from their next switch; and the
+ * epoch, so a record kept across a pause is re-baselined at its task's next switch instead of
+ * charging the task's next interval with everything it did while nothing was attached.
+ */
+__u64 tracking_since_ns = 0;
+__u32 tracking_epoch = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -136,6 +143,20 @@ static __always_inline bool is_postmaster_family(struct task_struct *task)
 	return task->tgid == postmaster_tgid || task->real_parent->tgid == postmaster_tgid;
 }
 
+/* The task's counters as of `now`: its next interval starts here. */
+static __always_inline void baseline(struct backend_record *r, struct task_struct *task, __u64 now, __u64 sum_exec)
+{
+	r->epoch = tracking_epoch;
+	r->last_ts = now;
+	r->last_sum_exec = sum_exec;
+	r->last_run_delay = task->sched_info.run_delay;
+	r->last_nvcsw = task->nvcsw;
+	r->last_nivcsw = task->nivcsw;
+	r->last_migrations = task->se.nr_migrations;
+	r->last_minflt = task->min_flt;
+	r->last_majflt = task->maj_flt;
+}
+
 /* Start tracking a task: counters count from now (or from fork, for tasks born after attach). */
 static __always_inline struct backend_record *track(struct task_struct *task, __u32 pid, __u64 now)
 {
@@ -151,14 +172,7 @@ static __always_inline struct backend_record *track(struct task_struct *task, __
 		return NULL;
 	r->backend_type = -1;
 	r->task_start_ns = task->start_time;
-	r->last_ts = now;
-	r->last_sum_exec = task->se.sum_exec_runtime;
-	r->last_run_delay = task->sched_info.run_delay;
-	r->last_nvcsw = task->nvcsw;
-	r->last_nivcsw = task->nivcsw;
-	r->last_migrations = task->se.nr_migrations;
-	r->last_minflt = task->min_flt;
-	r->last_majflt = task->maj_flt;
+	baseline(r, task, now, task->se.sum_exec_runtime);
 	r->sleep_key.toplevel = 1;
 	if (bpf_map_lookup_elem(&excluded_pids, &pid))
 		r->flags |= BACKEND_EXCLUDED;
@@ -467,6 +481,9 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		return;
 
 	sum_exec = running ? running_sum_exec : task->se.sum_exec_runtime;
+	/* Kept across a pause: what the task did meanwhile belongs to nobody (zero interval below). */
+	if (r->epoch != tracking_epoch)
+		baseline(r, task, now, sum_exec);
 	run_delay = task->sched_info.run_delay;
 	nvcsw = task->nvcsw;
 	nivcsw = task->nivcsw;

@@ -115,7 +115,7 @@ struct backend_record {
 	__u64 wait_event_ptr;    /* cached my_wait_event_info */
 	struct query_key sleep_key;
 	__u32 sleep_class;
-	__u32 pad;
+	__u32 epoch;             /* tracking_epoch when last_* were taken (bpf/attribution.bpf.h) */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 };
 

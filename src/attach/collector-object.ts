@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../errors.js';
 import { RecordLayout } from '../bpf/record-layout.js';
@@ -14,6 +14,7 @@ import { statusSpan } from './status-span.js';
 import { onlineCpus, perfEventsUnsupportedReason, type PerfEventSpec } from './perf-events.js';
 import { SwitchLink } from './switch-link.js';
 import { decodeHistograms, type HistogramSample } from '../collect/decode-histograms.js';
+import { CLOCK_TICKS, procStat } from '../target/proc-stat.js';
 
 export interface CollectorObjectOptions {
   target: PostmasterTarget;
@@ -139,7 +140,6 @@ export class CollectorObject {
         status_query_id_off: layout.queryIdOffset ?? 0,
         client_read_event: layout.clientReadEvent,
         client_backend_type: layout.clientBackendType,
-        tracking_since_ns: process.hrtime.bigint(),
         ...lockRodata(target),
         jiffy_ns: jiffyNs(),
         status_activity_start_off: layout.activityStartOffset ?? 0,
@@ -153,7 +153,9 @@ export class CollectorObject {
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.load();
-      return new CollectorObject(object, target, layout, options.perfEvents);
+      const loaded = new CollectorObject(object, target, layout, options.perfEvents);
+      loaded.writeBss('tracking_since_ns', process.hrtime.bigint());
+      return loaded;
     } catch (error) {
       object.close();
       throw error;
@@ -221,14 +223,77 @@ export class CollectorObject {
 
   /** Flips one bit of the object's `hist_switches` (.bss), read by the sched_switch program. */
   private setHistSwitch(bit: number, on: boolean): void {
-    const variable = this.object.mapLayout('.bss').value.find((f) => f.name === 'hist_switches');
-    if (!variable) throw new Error('BPF object has no hist_switches: rebuild with npm run build');
-    const key = Buffer.alloc(4);
-    const bss = this.object.mapLookup('.bss', key);
-    if (!bss) throw new Error('BPF object has no .bss value');
-    const current = bss.readUInt32LE(variable.offset);
-    bss.writeUInt32LE((on ? current | bit : current & ~bit) >>> 0, variable.offset);
-    this.object.mapUpdate('.bss', key, bss);
+    const current = this.readBss('hist_switches');
+    this.writeBss('hist_switches', on ? current | BigInt(bit) : current & ~BigInt(bit));
+  }
+
+  /** A global the BPF programs may change at run time (.bss), by name. */
+  private readBss(name: string): bigint {
+    const { variable, value } = this.bssVariable(name);
+    return variable.size === 8 ? value.readBigUInt64LE(variable.offset) : BigInt(value.readUInt32LE(variable.offset));
+  }
+
+  private writeBss(name: string, to: bigint): void {
+    const { variable, value } = this.bssVariable(name);
+    if (variable.size === 8) value.writeBigUInt64LE(BigInt.asUintN(64, to), variable.offset);
+    else value.writeUInt32LE(Number(BigInt.asUintN(32, to)), variable.offset);
+    this.object.mapUpdate('.bss', Buffer.alloc(4), value);
+  }
+
+  private bssVariable(name: string) {
+    const variable = this.object.mapLayout('.bss').value.find((f) => f.name === name);
+    if (!variable) throw new Error(`BPF object has no ${name}: rebuild with npm run build`);
+    const value = this.object.mapLookup('.bss', Buffer.alloc(4));
+    if (!value) throw new Error('BPF object has no .bss value');
+    return { variable, value };
+  }
+
+  /**
+   * Detaches every probe set and returns their names, for resume(). The maps keep what was
+   * collected; nothing is counted until resume().
+   */
+  pause(): ProbeSetName[] {
+    const sets = this.attached();
+    for (const name of sets) this.detach(name);
+    return sets;
+  }
+
+  /**
+   * Collection starts again after pause(), as if newly attached: a new tracking epoch makes each
+   * kept record count from its task's next switch, tasks forked meanwhile count from that switch
+   * too, waits whose start or end fell in the pause are forgotten, and processes that exited
+   * meanwhile (their last switch unseen) are marked exited now, so the next flush closes them.
+   */
+  resume(sets: ProbeSetName[]): void {
+    if (this.attached().length) throw new Error('resume() while probe sets are attached: pause() first');
+    this.writeBss('tracking_since_ns', process.hrtime.bigint());
+    this.writeBss('tracking_epoch', this.readBss('tracking_epoch') + 1n);
+    for (const name of IN_FLIGHT_MAPS) this.clearMap(name);
+    this.markExitedWhilePaused();
+    for (const name of sets) this.attach(name);
+  }
+
+  private clearMap(name: string): void {
+    if (!this.object.maps().some((m) => m.name === name)) return;
+    const { keys, count } = this.object.mapLookupBatch(name);
+    if (count) this.object.mapDeleteBatch(name, keys, count);
+  }
+
+  private markExitedWhilePaused(): void {
+    const batch = this.object.mapLookupBatch('backends');
+    const layout = this.backendLayout;
+    const exited = layout.field('exited_ns');
+    const now = process.hrtime.bigint();
+    const offset = bootMinusMonotonicNs();
+    for (let i = 0; i < batch.count; i++) {
+      const at = i * batch.valueSize;
+      if (layout.int(batch.values, at, 'exited_ns') !== 0n) continue;
+      const pid = batch.keys.readUInt32LE(i * batch.keySize);
+      if (sameProcess(pid, layout.int(batch.values, at, 'task_start_ns'), offset)) continue;
+      const value = Buffer.from(batch.values.subarray(at, at + batch.valueSize));
+      value.writeBigUInt64LE(now, exited.offset);
+      this.object.mapUpdate('backends', batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize), value);
+    }
   }
 
   private attachStatementEnd(program: string): NativeBpfLink {
@@ -354,6 +419,27 @@ export class CollectorObject {
     for (const name of [...this.links.keys()]) this.detach(name);
     this.object.close();
   }
+}
+
+/** Start-of-wait maps: an entry whose end fell in a pause would charge the pause. */
+const IN_FLIGHT_MAPS = ['mem_stalls', 'io_inflight', 'lock_wait_starts', 'lwlock_wait_starts'];
+
+/**
+ * Whether `pid` is still the process that started at `taskStartNs` (task->start_time, boot-based
+ * nanoseconds): /proc/<pid>/stat counts its start in clock ticks, so they agree to a tick.
+ */
+function sameProcess(pid: number, taskStartNs: bigint, bootMinusMonotonicNs: bigint): boolean {
+  const stat = procStat(pid);
+  if (!stat) return false;
+  const tickNs = BigInt(1e9 / CLOCK_TICKS);
+  const difference = BigInt(stat.startTicks) * tickNs - (taskStartNs + bootMinusMonotonicNs);
+  return difference > -3n * tickNs && difference < 3n * tickNs;
+}
+
+/** CLOCK_BOOTTIME - CLOCK_MONOTONIC (time suspended), to 10 ms: /proc/uptime is boot-based. */
+function bootMinusMonotonicNs(): bigint {
+  const uptimeNs = BigInt(Math.round(Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 1e3)) * 1_000_000n;
+  return uptimeNs - process.hrtime.bigint();
 }
 
 /** Writes `const volatile` settings by name; a name the object lacks is a build mismatch. */

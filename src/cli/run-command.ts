@@ -1,5 +1,5 @@
 import type { CliOptions } from './parse-args.js';
-import { UserError } from '../errors.js';
+import { oneLine, UserError } from '../errors.js';
 import { Sidecar } from '../sidecar/sidecar.js';
 
 /** `pg-bpf-stats run`: collect until SIGINT/SIGTERM (or --duration), then detach everything. */
@@ -11,13 +11,26 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
     historyRetentionMs: options.historyRetentionMs,
     log,
   });
-  log(`collecting every ${options.intervalMs} ms; SIGINT or SIGTERM stops`);
+  log(`collecting every ${options.intervalMs} ms; SIGINT or SIGTERM stops, SIGUSR1 pauses, SIGUSR2 resumes`);
+  // A pause that fails to write its last flush still pauses; the figures go out with a later one.
+  const pause = () => void sidecar.pause().catch((error: unknown) => log(`pause: ${oneLine(error)}`));
+  const resume = () => {
+    try {
+      sidecar.resume();
+    } catch (error) {
+      log(`resume failed: ${oneLine(error)}`);
+    }
+  };
+  process.on('SIGUSR1', pause);
+  process.on('SIGUSR2', resume);
   const reason = await new Promise<string | UserError>((resolve) => {
     process.once('SIGINT', () => resolve('SIGINT'));
     process.once('SIGTERM', () => resolve('SIGTERM'));
     if (options.durationMs !== undefined) setTimeout(() => resolve('--duration elapsed'), options.durationMs).unref();
     void sidecar.failed.then(resolve);
   });
+  process.off('SIGUSR1', pause);
+  process.off('SIGUSR2', resume);
   log(`${reason instanceof UserError ? 'cannot go on' : reason}: detaching and writing the last figures`);
   await sidecar.stop();
   if (reason instanceof UserError) throw reason;

@@ -69,6 +69,8 @@ export class Sidecar {
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<FlushStatus> | null = null;
   private stopped = false;
+  /** While paused: the sets resume() attaches again. */
+  private pausedSets: ProbeSetName[] | null = null;
   private control: pg.Client | null = null;
   /** The LISTEN/NOTIFY control plane (src/control/), when enabled. */
   controlPlane: ControlPlane | null = null;
@@ -176,8 +178,44 @@ export class Sidecar {
     }
   }
 
-  /** Attaches a probe set now (UserError when this Postgres or host cannot support it). */
+  /**
+   * Pauses collection: every probe is detached, the figures collected so far are written, and
+   * nothing is counted or written until resume(). For an operator who wants to see the
+   * database without the collector (SIGUSR1 to `pg-bpf-stats run`), and for bench/overhead.
+   */
+  async pause(): Promise<void> {
+    if (this.pausedSets || this.stopped) return;
+    this.pausedSets = this.object.pause();
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.flush();
+    this.options.log?.(`paused: probe sets ${this.pausedSets.join(', ')} detached until resumed`);
+  }
+
+  /** Collects again after pause(), with the same probe sets (and any collect() asked for meanwhile). */
+  resume(): void {
+    if (!this.pausedSets || this.stopped) return;
+    const sets = this.pausedSets;
+    this.pausedSets = null;
+    this.object.resume(sets);
+    for (const set of sets) this.measuring.add(set);
+    this.timer = setInterval(() => void this.flush(), this.options.intervalMs);
+    this.options.log?.(`resumed: probe sets ${sets.join(', ')}`);
+  }
+
+  get paused(): boolean {
+    return this.pausedSets !== null;
+  }
+
+  /** Attaches a probe set now, or at resume() when paused (UserError when this Postgres or host cannot support it). */
   attach(name: ProbeSetName): void {
+    if (this.pausedSets) {
+      const reason = this.object.unsupportedReason(name);
+      if (reason) throw new UserError(`probe set ${name} is not supported here: ${reason}`);
+      if (!this.pausedSets.includes(name)) this.pausedSets.push(name);
+      this.options.log?.(`probe set ${name} will be attached when collection resumes`);
+      return;
+    }
     this.object.attach(name);
     this.measuring.add(name);
     this.options.log?.(`attached probe set ${name}`);
@@ -194,6 +232,10 @@ export class Sidecar {
    */
   detach(name: ProbeSetName): void {
     if (PROBE_SETS[name].default || this.options.probeSets?.includes(name)) return;
+    if (this.pausedSets) {
+      this.pausedSets = this.pausedSets.filter((set) => set !== name);
+      return;
+    }
     if (!this.object.attached().includes(name)) return;
     this.object.detach(name);
     this.options.log?.(`detached probe set ${name}`);
@@ -209,9 +251,9 @@ export class Sidecar {
     if (procStat(pid)) this.checkPostmaster(pid);
   }
 
-  /** Probe sets attached now. */
+  /** Probe sets attached now, or to be attached again when paused. */
   attached(): ProbeSetName[] {
-    return this.object.attached();
+    return this.pausedSets ? [...this.pausedSets] : this.object.attached();
   }
 
   /** Writes what was collected since the last flush; concurrent calls share one flush. */

@@ -50,7 +50,7 @@ afterAll(async () => {
 });
 
 describe('pg-bpf-stats run', () => {
-  it('collects until SIGTERM, then exits 0 with every BPF link detached', async () => {
+  it('collects until SIGTERM, pauses on SIGUSR1 and resumes on SIGUSR2, then exits 0 with every BPF link detached', async () => {
     const before = await collectorLinks();
     const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
@@ -66,6 +66,14 @@ describe('pg-bpf-stats run', () => {
       .poll(async () => (await client.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE on_cpu_ms > 0')).rows[0].n, { timeout: 10_000 })
       .toBeGreaterThan(0);
     await client.end();
+
+    // SIGUSR1 pauses: every link goes; SIGUSR2 brings them back.
+    child.kill('SIGUSR1');
+    await expect.poll(() => stderr, { timeout: 10_000, interval: 100 }).toMatch(/paused: probe sets cpu/);
+    expect((await collectorLinks()).filter((id) => !before.includes(id))).toEqual([]);
+    child.kill('SIGUSR2');
+    await expect.poll(() => stderr, { timeout: 10_000, interval: 100 }).toMatch(/resumed: probe sets cpu/);
+    expect((await collectorLinks()).filter((id) => !before.includes(id)).length).toBeGreaterThan(0);
 
     child.kill('SIGTERM');
     expect(await exited).toBe(0);

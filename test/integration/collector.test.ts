@@ -124,6 +124,50 @@ describe('collector on a real cluster', () => {
     expect(backend[0].total_time_ms).toBeLessThan(thinkMs);
   });
 
+  it('counts nothing while paused, closes a backend that exited meanwhile, and counts again after resume', async () => {
+    const leaver = new pg.Client(cluster.connectionString());
+    await leaver.connect();
+    const leaverPid = (await leaver.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    const { pid, pausedCpuMs, resumedCpuMs } = await session(async (c, pid) => {
+      await c.query('SELECT balance - 1 FROM accounts WHERE id = 21');
+      await sidecar.pause();
+      let pausedCpuMs: number;
+      try {
+        const health = await admin.query('SELECT probe_sets FROM bpf_stats.health WHERE pid = $1', [process.pid]);
+        expect(health.rows[0].probe_sets).toEqual([]);
+        const before = cpuTimeMs(pid);
+        await c.query('SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 5 = 0 AND g > 0');
+        await c.query("SELECT pg_sleep(0.3), 'paused'");
+        await leaver.end();
+        pausedCpuMs = cpuTimeMs(pid) - before;
+      } finally {
+        sidecar.resume();
+      }
+      // A process counts again from its first context switch after resume.
+      await c.query('SELECT balance - 2 FROM accounts WHERE id = 22');
+      const before = cpuTimeMs(pid);
+      await c.query('SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 5 = 0 OR g < 0');
+      return { pid, pausedCpuMs, resumedCpuMs: cpuTimeMs(pid) - before };
+    });
+    expect(pausedCpuMs).toBeGreaterThan(100);
+    const resumed = await statsFor('SELECT count(*) FROM generate_series($1, $2) g WHERE g % $3 = $4 OR g < $5');
+    expectCpuBound(resumed, resumedCpuMs);
+    // Statements that ran while paused (pg_stat_statements has them; column aliases would not tell them apart).
+    const paused = await admin.query(
+      `SELECT s.calls, q.queryid AS collected FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+        WHERE s.query LIKE '%g % $3 = $4 AND g > $5' OR s.query LIKE '%pg_sleep($1), $2'`,
+    );
+    expect(paused.rows.map((r) => [Number(r.calls), r.collected])).toEqual([[1, null], [1, null]]);
+    // The backend's own row: everything it did but the paused part (which alone exceeds 100 ms).
+    const backend = (await admin.query('SELECT on_cpu_ms, total_time_ms FROM bpf_stats.backend_stats WHERE pid = $1', [pid])).rows[0];
+    expect(backend.on_cpu_ms).toBeGreaterThan(resumedCpuMs * 0.85);
+    expect(backend.on_cpu_ms).toBeLessThan(resumedCpuMs * 1.15 + 60);
+    expect(backend.total_time_ms - backend.on_cpu_ms).toBeLessThan(150); // not the paused pg_sleep(0.3)
+    const gone = await admin.query('SELECT exited_at FROM bpf_stats.backend_stats WHERE pid = $1', [leaverPid]);
+    expect(gone.rows).toHaveLength(1);
+    expect(gone.rows[0].exited_at).not.toBeNull();
+  });
+
   it('counts calls exactly as pg_stat_statements does when the query set is attached', async () => {
     sidecar.attach('query');
     await session(async (c) => {
