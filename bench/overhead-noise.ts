@@ -1,25 +1,36 @@
 /*
- * The noise floor of the paired overhead benchmark: bench/overhead.ts's method with nothing to
- * measure. PAIRS pairs of pgbench -S runs, both without the sidecar, each after the same lead-in
- * load; the second/first TPS ratio of a pair would be 1.000 on a quiet machine. Its median and
- * 95% interval say how far overhead.ts's on/off median can stray on this host with no collector
- * at all, and so how small an overhead that bench can resolve here.
+ * The noise floor of the overhead benchmark: bench/overhead.ts's method with nothing to
+ * measure, so its ratios would all be 1.000 on a quiet machine. Their median and 95% interval
+ * say how far overhead.ts's on/off median can stray on this host with no collector at all, and
+ * so how small an overhead that bench can resolve here.
+ *  - blocks (default): the same long pgbench run and switching schedule, with no sidecar; the
+ *    "on" blocks are simply the ones a sidecar would have collected in.
+ *  - restart: PAIRS pairs of separate runs, both without the sidecar, each after the same
+ *    lead-in load; the ratio is second/first.
  *
- * Run: node dist/bench/overhead-noise.js [--pairs 12] [--seconds 10] [--clients 8] [--scale 10]
+ * Run: node dist/bench/overhead-noise.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--scale 10]
  */
 import { availableParallelism, release } from 'node:os';
+import { UserError } from '../src/errors.js';
+import { runAlternating } from './alternating-blocks.js';
 import { LOAD_FLAGS, offRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { bootstrapMedianInterval, median, type BenchSettings } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
-const USAGE = 'usage: node dist/bench/overhead-noise.js [--pairs 12] [--seconds 10] [--clients 8] [--scale 10]';
+const USAGE = 'usage: node dist/bench/overhead-noise.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--scale 10]';
+/** As in overhead.ts: load before the first switch. */
+const SETTLE_SECONDS = 10;
 
 function parseSettings(argv: string[]): BenchSettings {
-  const values = parseFlags(argv, { pairs: { type: 'string', default: '12' }, ...LOAD_FLAGS } as const, USAGE);
+  const values = parseFlags(argv, { method: { type: 'string', default: 'blocks' }, pairs: { type: 'string' }, block: { type: 'string', default: '6' }, ...LOAD_FLAGS } as const, USAGE);
+  const method = values.method;
+  if (method !== 'blocks' && method !== 'restart') throw new UserError(`--method must be blocks or restart, got '${method}'\n${USAGE}`);
   return {
     label: 'noise',
     probes: undefined,
-    pairs: positiveInteger(values.pairs, '--pairs'),
+    method,
+    pairs: positiveInteger(values.pairs ?? (method === 'blocks' ? '60' : '12'), '--pairs'),
+    blockSeconds: positiveInteger(values.block, '--block'),
     seconds: positiveInteger(values.seconds, '--seconds'),
     clients: positiveInteger(values.clients, '--clients'),
     scale: positiveInteger(values.scale, '--scale'),
@@ -28,14 +39,33 @@ function parseSettings(argv: string[]): BenchSettings {
 }
 
 async function benchmark(settings: BenchSettings, resources: Resources): Promise<void> {
-  print(`pg-bpf-stats overhead noise floor: ${settings.pairs} pairs × ${settings.seconds} s of pgbench -S -c ${settings.clients}, both runs without the sidecar; ${settings.cores} cores, Linux ${release()}`);
+  const shape =
+    settings.method === 'blocks'
+      ? `${settings.pairs} "on"-blocks × ${settings.blockSeconds} s between "off"-blocks in one run`
+      : `${settings.pairs} pairs × ${settings.seconds} s`;
+  print(`pg-bpf-stats overhead noise floor (${settings.method}): ${shape} of pgbench -S -c ${settings.clients}, no sidecar at all; ${settings.cores} cores, Linux ${release()}`);
   const { cluster } = await prepareCluster(resources, settings, print);
   const ratios: number[] = [];
-  for (let pair = 1; pair <= settings.pairs; pair++) {
-    const first = await offRun(cluster, settings, pair);
-    const second = await offRun(cluster, settings, pair);
-    ratios.push(second.tps / first.tps);
-    print(`pair ${pair}: ${first.tps.toFixed(0)} then ${second.tps.toFixed(0)} tps, ratio ${ratios.at(-1)!.toFixed(3)}`);
+  if (settings.method === 'blocks') {
+    const run = await runAlternating(cluster, {
+      clients: settings.clients,
+      pairs: settings.pairs,
+      blockSeconds: settings.blockSeconds!,
+      settleSeconds: SETTLE_SECONDS,
+      initiallyOn: true,
+      switchTo: () => undefined,
+    });
+    for (const [i, r] of run.ratios.entries()) {
+      ratios.push(r.ratio);
+      print(`"on"-block ${i + 1}: ${r.tpsOn.toFixed(0)} tps, around it ${r.tpsOff.toFixed(0)} tps, ratio ${r.ratio.toFixed(3)}`);
+    }
+  } else {
+    for (let pair = 1; pair <= settings.pairs; pair++) {
+      const first = await offRun(cluster, settings, pair);
+      const second = await offRun(cluster, settings, pair);
+      ratios.push(second.tps / first.tps);
+      print(`pair ${pair}: ${first.tps.toFixed(0)} then ${second.tps.toFixed(0)} tps, ratio ${ratios.at(-1)!.toFixed(3)}`);
+    }
   }
   const { ratioMedianLow, ratioMedianHigh } = bootstrapMedianInterval(ratios);
   print();

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import { packageRoot } from '../src/package-root.js';
 import { LOAD_FLAGS, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
-import { humanReport, markdownRow, summarize, type BenchSettings, type OnRun, type PairResult } from './report.js';
+import { humanReport, markdownRow, pairsThroughput, summarize, type BenchSettings, type OnRun, type PairResult } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE = 'usage: node dist/bench/overhead-sets.js [--variants default,query,...] [--rounds 6] [--seconds 8] [--clients 8] [--scale 10]';
@@ -84,7 +84,8 @@ async function benchmark(variants: Variant[], settings: BenchSettings, resources
   for (const v of variants) {
     const costRun = await onRun(cluster, { ...settings, probes: v.probes }, 0, resources.statsEnabledBefore, true);
     const variantSettings = { ...settings, label: v.label, probes: v.probes };
-    const summary = summarize(pairs.get(v.label)!, costRun, settings.cores);
+    const variantPairs = pairs.get(v.label)!;
+    const summary = summarize(pairsThroughput(variantPairs), costRun, settings.cores, variantPairs.map((p) => p.on));
     print();
     for (const line of humanReport(summary, variantSettings)) print(line);
     const table = markdownRow(summary, variantSettings);

@@ -5,21 +5,25 @@
  * on a throwaway cluster, with as many clients as it takes to keep every core busy.
  *
  * Two kinds of figures, because they answer to noise differently:
- *  - Throughput. PAIRS interleaved pairs of runs, one without the sidecar and one with it, the
- *    order alternating (off,on then on,off ...) so slow drift of the machine cancels. TPS on a
- *    shared machine swings by ±10% between identical runs, so the headline is the median of the
- *    per-pair on/off ratios, not a ratio of means. Each on-run starts a fresh sidecar; every
- *    measured run, off or on, follows LEAD_IN_SECONDS of the same load (the sidecar's settling
- *    time), so the figure is a long-running collector's and both start from a busy machine.
- *  - Cost. One more on-run with kernel.bpf_stats_enabled=1, in which the kernel times every run
- *    of every BPF program: bpftool's run_time_ns and run_cnt deltas give exact ns per event and
- *    events per transaction, stable where TPS is not. (That timing costs something itself,
- *    which is why the throughput pairs run without it.) The sidecar's own CPU comes from
- *    /proc/<pid>/stat. Both are set against the CPU budget of one transaction
+ *  - Throughput, by one of two methods. Both pair on with off and report the median of the
+ *    on/off ratios, not a ratio of means, because TPS on a shared machine swings by ±10%
+ *    between identical 10-s runs.
+ *     - blocks (default): `pg-bpf-stats run` starts once and collects for the whole benchmark,
+ *       as in production. One long pgbench run; every BLOCK seconds the sidecar is paused
+ *       (SIGUSR1: every probe detached, nothing written) or resumed (SIGUSR2). Each on-block
+ *       is set against the off-blocks on either side of it (bench/alternating-blocks.ts).
+ *     - restart: PAIRS interleaved pairs of separate runs, one without the sidecar and one with
+ *       a freshly started one (after LEAD_IN_SECONDS of load to settle), the order alternating.
+ *       A young sidecar (JIT, first flushes) and 10-s runs make it the noisier of the two.
+ *  - Cost. One more run with a fresh sidecar and kernel.bpf_stats_enabled=1, in which the
+ *    kernel times every run of every BPF program: bpftool's run_time_ns and run_cnt deltas give
+ *    exact ns per event and events per transaction, stable where TPS is not. (That timing costs
+ *    something itself, which is why the throughput runs go without it.) The sidecar's own CPU
+ *    comes from /proc/<pid>/stat. Both are set against the CPU budget of one transaction
  *    (cores × 1e6 µs / TPS off). For uprobes (the query set) run_time_ns leaves out the trap,
  *    so there the ratio says more.
  *
- * Run: node dist/bench/overhead.js [--pairs 5] [--seconds 10] [--clients 8] [--probes query] [--scale 10]
+ * Run: node dist/bench/overhead.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--probes query] [--scale 10]
  * Needs root (BPF, sysctl), bpftool and PostgreSQL's server binaries; writes .bench/overhead-<label>.json.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -27,23 +31,36 @@ import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
 import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
+import { runAlternating } from './alternating-blocks.js';
 import { LOAD_FLAGS, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
-import { humanReport, markdownRow, pairLine, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
+import { humanReport, markdownRow, pairLine, pairsThroughput, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
+import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
-const USAGE = 'usage: node dist/bench/overhead.js [--pairs 5] [--seconds 10] [--clients 8] [--probes query] [--scale 10]';
+const USAGE = 'usage: node dist/bench/overhead.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--probes query] [--scale 10]';
+/** Load with the sidecar collecting before the first pause: its start-up is not the steady state. */
+const SETTLE_SECONDS = 10;
 
 function parseSettings(argv: string[]): BenchSettings {
-  const values = parseFlags(argv, { pairs: { type: 'string', default: '5' }, probes: { type: 'string' }, ...LOAD_FLAGS } as const, USAGE);
+  const values = parseFlags(
+    argv,
+    { method: { type: 'string', default: 'blocks' }, pairs: { type: 'string' }, block: { type: 'string', default: '6' }, probes: { type: 'string' }, ...LOAD_FLAGS } as const,
+    USAGE,
+  );
   const probes = values.probes?.trim() || undefined;
   if (probes) parseProbeSets(probes); // fail before starting a cluster
+  const method = values.method;
+  if (method !== 'blocks' && method !== 'restart') throw new UserError(`--method must be blocks or restart, got '${method}'\n${USAGE}`);
   return {
     // The default sets are attached either way; --probes adds to them.
     label: probes ? `default+${probes.split(',').map((s) => s.trim()).join('+')}` : 'default',
     probes,
-    pairs: positiveInteger(values.pairs, '--pairs'),
+    method,
+    pairs: positiveInteger(values.pairs ?? (method === 'blocks' ? '60' : '5'), '--pairs'),
+    blockSeconds: positiveInteger(values.block, '--block'),
     seconds: positiveInteger(values.seconds, '--seconds'),
     clients: positiveInteger(values.clients, '--clients'),
     scale: positiveInteger(values.scale, '--scale'),
@@ -66,6 +83,67 @@ async function runPair(cluster: ThrowawayCluster, settings: BenchSettings, pair:
   return { pair, order: offFirst ? 'off,on' : 'on,off', off, on, ratio: on.tps / off.tps };
 }
 
+async function restartMethod(cluster: ThrowawayCluster, settings: BenchSettings, resources: Resources) {
+  const pairs: PairResult[] = [];
+  for (let pair = 1; pair <= settings.pairs; pair++) {
+    const result = await runPair(cluster, settings, pair, resources.statsEnabledBefore);
+    print(pairLine(result));
+    pairs.push(result);
+  }
+  return { throughput: pairsThroughput(pairs), onRuns: pairs.map((p) => p.on), longLived: undefined, detail: { pairs } };
+}
+
+async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) {
+  const { sidecar, attachMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: settings.probes });
+  print(`sidecar attached in ${attachMs.toFixed(0)} ms; ${SETTLE_SECONDS} s of load to settle, then ${2 * settings.pairs + 1} blocks of ${settings.blockSeconds} s, off first`);
+  const switches: Array<{ at: number; on: boolean; cpuSeconds: number }> = [];
+  let run;
+  try {
+    run = await runAlternating(cluster, {
+      clients: settings.clients,
+      pairs: settings.pairs,
+      blockSeconds: settings.blockSeconds!,
+      settleSeconds: SETTLE_SECONDS,
+      initiallyOn: true,
+      switchTo: (on) => {
+        switches.push({ at: Date.now() / 1000, on, cpuSeconds: sidecar.cpuSeconds() });
+        sidecar.setCollecting(on);
+      },
+    });
+  } catch (error) {
+    await sidecar.stop();
+    throw error;
+  }
+  // Every switch must have happened in the sidecar, or the blocks would be mislabelled.
+  const log = sidecar.log();
+  const pauses = (log.match(/: paused: /g) ?? []).length;
+  const resumes = (log.match(/: resumed: /g) ?? []).length;
+  if (pauses !== settings.pairs + 1 || resumes !== settings.pairs) {
+    await sidecar.stop();
+    throw new Error(`the sidecar logged ${pauses} pauses and ${resumes} resumes, expected ${settings.pairs + 1} and ${settings.pairs}:\n${log}`);
+  }
+  const peakRssMb = sidecar.peakRssMb();
+  // The sidecar's CPU from each resume to the next pause, and pgbench's transactions meanwhile.
+  let cpuSecondsCollecting = 0;
+  let transactionsCollecting = 0;
+  for (let i = 0; i + 1 < switches.length; i++) {
+    const [from, to] = [switches[i]!, switches[i + 1]!];
+    if (!from.on) continue;
+    cpuSecondsCollecting += to.cpuSeconds - from.cpuSeconds;
+    transactionsCollecting += run.samples.filter((p) => p.at > from.at && p.at <= to.at).reduce((total, p) => total + p.tps, 0);
+  }
+  const code = await sidecar.stop();
+  if (code !== 0) throw new Error(`sidecar exited with ${sidecar.exitDescription()} after SIGTERM:\n${log}`);
+  run.ratios.forEach((r, i) => print(`on-block ${i + 1}: on ${r.tpsOn.toFixed(0)} tps, off around it ${r.tpsOff.toFixed(0)} tps, on/off ${r.ratio.toFixed(3)}`));
+  if (run.ratios.length < settings.pairs) print(`(${settings.pairs - run.ratios.length} on-blocks had no usable second: pgbench progress was late)`);
+  return {
+    throughput: { ratios: run.ratios.map((r) => r.ratio), tpsOff: run.ratios.map((r) => r.tpsOff), tpsOn: run.ratios.map((r) => r.tpsOn) },
+    onRuns: [] as OnRun[],
+    longLived: { attachMs, peakRssMb, cpuSecondsCollecting, transactionsCollecting },
+    detail: { blocks: run.blocks, toggles: run.toggles, ratios: run.ratios },
+  };
+}
+
 function writeJson(settings: BenchSettings, content: object): string {
   const dir = join(packageRoot(), '.bench');
   mkdirSync(dir, { recursive: true });
@@ -75,26 +153,25 @@ function writeJson(settings: BenchSettings, content: object): string {
 }
 
 async function benchmark(settings: BenchSettings, resources: Resources): Promise<void> {
+  const shape =
+    settings.method === 'blocks'
+      ? `${settings.pairs} on-blocks × ${settings.blockSeconds} s between off-blocks, in one run`
+      : `${settings.pairs} pairs × ${settings.seconds} s`;
   print(
-    `pg-bpf-stats overhead: probe sets ${settings.label} (default = ${Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name).join(', ')}); ${settings.pairs} pairs × ${settings.seconds} s of ` +
+    `pg-bpf-stats overhead (${settings.method}): probe sets ${settings.label} (default = ${Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name).join(', ')}); ${shape} of ` +
       `pgbench -S -c ${settings.clients} -j ${Math.min(2, settings.clients)}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
   );
   const { cluster, version } = await prepareCluster(resources, settings, print);
-  const pairs: PairResult[] = [];
-  for (let pair = 1; pair <= settings.pairs; pair++) {
-    const result = await runPair(cluster, settings, pair, resources.statsEnabledBefore);
-    print(pairLine(result));
-    pairs.push(result);
-  }
+  const measured = settings.method === 'blocks' ? await blocksMethod(cluster, settings) : await restartMethod(cluster, settings, resources);
   // The exact per-event cost comes from one more on-run with kernel.bpf_stats_enabled.
   const costRun = await onRun(cluster, settings, 0, resources.statsEnabledBefore, true);
   print(`cost run (bpf_stats on): ${costRun.tps.toFixed(0)} tps`);
-  const summary = summarize(pairs, costRun, settings.cores);
+  const summary = summarize(measured.throughput, costRun, settings.cores, measured.onRuns, measured.longLived);
   print();
   for (const line of humanReport(summary, settings)) print(line);
   print();
   for (const line of markdownRow(summary, settings)) print(line);
-  const path = writeJson(settings, { at: new Date().toISOString(), kernel: release(), pgbench: version, settings, summary, pairs, costRun });
+  const path = writeJson(settings, { at: new Date().toISOString(), kernel: release(), pgbench: version, settings, summary, ...measured.detail, costRun });
   print();
   print(`results: ${path}`);
 }

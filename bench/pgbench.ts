@@ -58,6 +58,33 @@ export async function runSelectOnly(cluster: ThrowawayCluster, run: SelectOnlyRu
   return parsePgbenchOutput(stdout);
 }
 
+/** One line of pgbench -P 1 --progress-timestamp: the second that ended at `at` (Unix seconds). */
+export interface ProgressSample {
+  at: number;
+  tps: number;
+}
+
+const PROGRESS_PATTERN = /^progress: ([\d.]+) s, ([\d.]+) tps/gm;
+
+/**
+ * The progress lines of pgbench -P 1 --progress-timestamp.
+ *
+ * @example
+ * parseProgress('progress: 1700000001.000 s, 41000.5 tps, lat 0.195 ms stddev 0.06, 0 failed\n');
+ * // [{ at: 1700000001, tps: 41000.5 }]
+ */
+export function parseProgress(output: string): ProgressSample[] {
+  return [...output.matchAll(PROGRESS_PATTERN)].map((m) => ({ at: Number(m[1]), tps: Number(m[2]) }));
+}
+
+/** runSelectOnly with a progress line every second (pgbench prints them on stderr). */
+export async function runSelectOnlyWithProgress(cluster: ThrowawayCluster, run: SelectOnlyRun): Promise<PgbenchResult & { samples: ProgressSample[] }> {
+  const threads = Math.min(2, run.clients);
+  const args = ['-S', '-n', '-c', String(run.clients), '-j', String(threads), '-T', String(run.seconds), '-P', '1', '--progress-timestamp'];
+  const { stdout, stderr } = await cluster.exec('pgbench', [...connectionArgs(cluster), ...args, 'postgres'], run.seconds * 1000 + 120_000);
+  return { ...parsePgbenchOutput(stdout), samples: parseProgress(stderr) };
+}
+
 /** "pgbench (PostgreSQL) 15.18 ..." */
 export async function pgbenchVersion(cluster: ThrowawayCluster): Promise<string> {
   return (await cluster.exec('pgbench', ['--version'])).stdout.trim();

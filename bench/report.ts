@@ -69,8 +69,13 @@ export interface Summary {
 export interface BenchSettings {
   label: string;
   probes: string | undefined;
+  /** Pairs of runs (restart) or on-blocks (blocks). */
   pairs: number;
+  /** Length of each run, and of the cost run. */
   seconds: number;
+  /** blocks: one long run, collector paused and resumed inside it; restart: a fresh sidecar per on-run. */
+  method?: 'blocks' | 'restart';
+  blockSeconds?: number;
   clients: number;
   scale: number;
   cores: number;
@@ -118,28 +123,51 @@ function summarizePrograms(onRuns: OnRun[]): { programs: ProgramSummary[]; idleP
   return { programs, idlePrograms };
 }
 
+/** The throughput half of a summary, from whichever method paired on with off. */
+export interface Throughput {
+  /** One on/off ratio per pair (restart method) or per on-block (alternating blocks). */
+  ratios: number[];
+  tpsOff: number[];
+  tpsOn: number[];
+}
+
 /**
  * The headline is the median of per-pair on/off ratios: each pair's two runs are adjacent in
  * time, so the ratio cancels most of the machine's drift, and the median drops the odd pair
- * that a neighbour disturbed. Costs are pooled over all on-runs.
+ * that a neighbour disturbed.
  */
+export function pairsThroughput(pairs: PairResult[]): Throughput {
+  return { ratios: pairs.map((p) => p.ratio), tpsOff: pairs.map((p) => p.off.tps), tpsOn: pairs.map((p) => p.on.tps) };
+}
+
+/** A sidecar that ran the throughput part as one long-lived process (alternating blocks). */
+export interface LongLivedSidecar {
+  attachMs: number;
+  peakRssMb: number;
+  /** Its CPU while collecting (resume to pause), and the transactions pgbench ran meanwhile. */
+  cpuSecondsCollecting: number;
+  transactionsCollecting: number;
+}
+
 /**
- * Throughput from the pairs (run without bpf_stats timing), exact BPF cost from `costRun` (run
- * with it), sidecar CPU, attach time and RSS from every on-run.
+ * Throughput from the pairs or blocks (run without bpf_stats timing); exact BPF cost from
+ * `costRun` (run with it); sidecar CPU, attach time and RSS from every sidecar started.
  */
-export function summarize(pairs: PairResult[], costRun: OnRun, cores: number): Summary {
-  const onRuns = [...pairs.map((p) => p.on), costRun];
-  const ratios = pairs.map((p) => p.ratio);
+export function summarize(throughput: Throughput, costRun: OnRun, cores: number, onRuns: OnRun[] = [], longLived?: LongLivedSidecar): Summary {
+  const runs = [...onRuns, costRun];
+  const { ratios } = throughput;
   const bpfNs = sum(costRun.programs.map((p) => p.runTimeNs));
   const events = sum(costRun.programs.map((p) => p.runCnt));
-  const sidecarSeconds = sum(onRuns.map((r) => r.sidecarCpuSecondsDuringRun));
-  const tpsOffMedian = median(pairs.map((p) => p.off.tps));
+  // A long-lived sidecar's steady state, when there was one; else every sidecar's run.
+  const sidecarSeconds = longLived ? longLived.cpuSecondsCollecting : sum(runs.map((r) => r.sidecarCpuSecondsDuringRun));
+  const sidecarTransactions = longLived ? longLived.transactionsCollecting : sum(runs.map((r) => r.transactions));
+  const tpsOffMedian = median(throughput.tpsOff);
   const bpfUsPerTransaction = bpfNs / 1000 / costRun.transactions;
-  const sidecarUsPerTransaction = (sidecarSeconds * 1e6) / sum(onRuns.map((r) => r.transactions));
+  const sidecarUsPerTransaction = (sidecarSeconds * 1e6) / sidecarTransactions;
   const budgetUsPerTransaction = (cores * 1e6) / tpsOffMedian;
   return {
     tpsOffMedian,
-    tpsOnMedian: median(pairs.map((p) => p.on.tps)),
+    tpsOnMedian: median(throughput.tpsOn),
     ratioMedian: median(ratios),
     ...bootstrapMedianInterval(ratios),
     ratioMin: Math.min(...ratios),
@@ -148,11 +176,11 @@ export function summarize(pairs: PairResult[], costRun: OnRun, cores: number): S
     eventsPerTransaction: events / costRun.transactions,
     bpfUsPerTransaction,
     sidecarUsPerTransaction,
-    sidecarStartupCpuMsMedian: median(onRuns.map((r) => (r.sidecarCpuSeconds - r.sidecarCpuSecondsDuringRun) * 1000)),
+    sidecarStartupCpuMsMedian: median(runs.map((r) => (r.sidecarCpuSeconds - r.sidecarCpuSecondsDuringRun) * 1000)),
     budgetUsPerTransaction,
     costPercentOfBudget: ((bpfUsPerTransaction + sidecarUsPerTransaction) / budgetUsPerTransaction) * 100,
-    attachMsMedian: median(onRuns.map((r) => r.attachMs)),
-    peakRssMbMax: Math.max(...onRuns.map((r) => r.peakRssMb)),
+    attachMsMedian: median([...runs.map((r) => r.attachMs), ...(longLived ? [longLived.attachMs] : [])]),
+    peakRssMbMax: Math.max(...runs.map((r) => r.peakRssMb), longLived?.peakRssMb ?? 0),
   };
 }
 
@@ -178,11 +206,11 @@ export function humanReport(s: Summary, settings: BenchSettings): string[] {
     row('TPS off (median)', fixed(s.tpsOffMedian, 0)),
     row('TPS on (median)', fixed(s.tpsOnMedian, 0)),
     row('on/off ratio (median)', `${fixed(s.ratioMedian, 3)}  [min ${fixed(s.ratioMin, 3)}, max ${fixed(s.ratioMax, 3)}]  ${target}`),
-    row('median, 95% interval', `${fixed(s.ratioMedianLow, 3)}–${fixed(s.ratioMedianHigh, 3)} (bootstrap over pairs)`),
+    row('median, 95% interval', `${fixed(s.ratioMedianLow, 3)}–${fixed(s.ratioMedianHigh, 3)} (bootstrap over ${settings.method === 'blocks' ? 'on-blocks' : 'pairs'})`),
     ...s.programs.map((p) => row(`BPF ${p.name}`, `${fixed(p.nsPerEvent, 0)} ns/event, ${fixed(p.eventsPerTransaction, 2)} events/txn`)),
     ...(s.idlePrograms.length ? [row('loaded, never ran', s.idlePrograms.join(', '))] : []),
     row('BPF total', `${fixed(s.eventsPerTransaction, 2)} events/txn, ${fixed(s.bpfUsPerTransaction, 2)} µs/txn`),
-    row('sidecar CPU', `${fixed(s.sidecarUsPerTransaction, 2)} µs/txn while pgbench ran; startup ${fixed(s.sidecarStartupCpuMsMedian, 0)} ms CPU (median)`),
+    row('sidecar CPU', `${fixed(s.sidecarUsPerTransaction, 2)} µs/txn while ${settings.method === 'blocks' ? 'collecting (long-lived sidecar)' : 'pgbench ran'}; startup ${fixed(s.sidecarStartupCpuMsMedian, 0)} ms CPU (median)`),
     row('CPU budget per txn', `${fixed(s.budgetUsPerTransaction, 1)} µs (${settings.cores} cores × 1e6 µs / TPS off)`),
     row('BPF + sidecar', `${fixed(s.costPercentOfBudget, 2)} % of the budget (predicts on/off ≈ ${fixed(1 / (1 + s.costPercentOfBudget / 100), 3)} at saturation)`),
     row('time to attached (median)', `${fixed(s.attachMsMedian, 0)} ms`),
@@ -204,12 +232,18 @@ function uprobeNote(programs: ProgramSummary[]): string[] {
   ];
 }
 
+function runsDescription(settings: BenchSettings): string {
+  return settings.method === 'blocks'
+    ? `${settings.pairs} on-blocks × ${settings.blockSeconds} s between off-blocks`
+    : `${settings.pairs} pairs × ${settings.seconds} s`;
+}
+
 /** A markdown table (header, separator, one row) to paste into the docs. */
 export function markdownRow(s: Summary, settings: BenchSettings): string[] {
   const perProgram = (f: (p: ProgramSummary) => string) => s.programs.map((p) => `${p.name} ${f(p)}`).join('<br>');
   const cells = [
     settings.label,
-    `${settings.pairs} × ${settings.seconds} s, -c ${settings.clients}, -s ${settings.scale}`,
+    `${runsDescription(settings)}, -c ${settings.clients}, -s ${settings.scale}`,
     fixed(s.tpsOffMedian, 0),
     fixed(s.tpsOnMedian, 0),
     fixed(s.ratioMedian, 3),

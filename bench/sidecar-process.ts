@@ -122,6 +122,12 @@ export class SidecarProcess {
     return Number(kb) / 1024;
   }
 
+  /** Pauses (false: SIGUSR1) or resumes (true: SIGUSR2) collection, as an operator would. */
+  setCollecting(on: boolean): void {
+    if (!this.running) throw new Error(`sidecar exited (${this.exitDescription()}):\n${this.log()}`);
+    this.child.kill(on ? 'SIGUSR2' : 'SIGUSR1');
+  }
+
   /** SIGTERM, then SIGKILL if it has not exited within `graceMs`; resolves with the exit code. */
   async stop(graceMs = 30_000): Promise<number | null> {
     if (this.running) this.child.kill('SIGTERM');
