@@ -270,7 +270,16 @@ export class CollectorObject {
     this.writeBss('tracking_epoch', this.readBss('tracking_epoch') + 1n);
     for (const name of IN_FLIGHT_MAPS) this.clearMap(name);
     this.markExitedWhilePaused();
-    for (const name of sets) this.attach(name);
+    // One set that cannot attach again must not keep the others off.
+    const failures: unknown[] = [];
+    for (const name of sets) {
+      try {
+        this.attach(name);
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    if (failures.length) throw failures[0];
   }
 
   private clearMap(name: string): void {
@@ -425,8 +434,9 @@ export class CollectorObject {
 const IN_FLIGHT_MAPS = ['mem_stalls', 'io_inflight', 'lock_wait_starts', 'lwlock_wait_starts'];
 
 /**
- * Whether `pid` is still the process that started at `taskStartNs` (task->start_time, boot-based
- * nanoseconds): /proc/<pid>/stat counts its start in clock ticks, so they agree to a tick.
+ * Whether `pid` is still the process that started at `taskStartNs` (task->start_time,
+ * CLOCK_MONOTONIC): /proc/<pid>/stat counts its start in clock ticks since boot, so the two
+ * agree to a tick or two once the time the machine was suspended is added.
  */
 function sameProcess(pid: number, taskStartNs: bigint, bootMinusMonotonicNs: bigint): boolean {
   const stat = procStat(pid);

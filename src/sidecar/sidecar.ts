@@ -197,9 +197,13 @@ export class Sidecar {
     if (!this.pausedSets || this.stopped) return;
     const sets = this.pausedSets;
     this.pausedSets = null;
-    this.object.resume(sets);
-    for (const set of sets) this.measuring.add(set);
+    // Flushing goes on whatever happens: a set that fails to attach is an error for the caller.
     this.timer = setInterval(() => void this.flush(), this.options.intervalMs);
+    try {
+      this.object.resume(sets);
+    } finally {
+      for (const set of this.object.attached()) this.measuring.add(set);
+    }
     this.options.log?.(`resumed: probe sets ${sets.join(', ')}`);
   }
 
