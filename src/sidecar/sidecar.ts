@@ -184,7 +184,11 @@ export class Sidecar {
    * database without the collector (SIGUSR1 to `pg-bpf-stats run`), and for bench/overhead.
    */
   async pause(): Promise<void> {
-    if (this.pausedSets || this.stopped) return;
+    if (this.stopped) return;
+    if (this.pausedSets) {
+      this.options.log?.('already paused (SIGUSR2 resumes)');
+      return;
+    }
     this.pausedSets = this.object.pause();
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
@@ -194,7 +198,11 @@ export class Sidecar {
 
   /** Collects again after pause(), with the same probe sets (and any collect() asked for meanwhile). */
   resume(): void {
-    if (!this.pausedSets || this.stopped) return;
+    if (this.stopped) return;
+    if (!this.pausedSets) {
+      this.options.log?.('not paused: nothing to resume');
+      return;
+    }
     const sets = this.pausedSets;
     this.pausedSets = null;
     // Flushing goes on whatever happens: a set that fails to attach is an error for the caller.

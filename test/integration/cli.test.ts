@@ -73,6 +73,8 @@ describe('pg-bpf-stats run', () => {
     expect((await collectorLinks()).filter((id) => !before.includes(id))).toEqual([]);
     child.kill('SIGUSR2');
     await expect.poll(() => stderr, { timeout: 10_000, interval: 100 }).toMatch(/resumed: probe sets cpu/);
+    child.kill('SIGUSR2');
+    await expect.poll(() => stderr, { timeout: 10_000, interval: 100 }).toMatch(/not paused: nothing to resume/);
     expect((await collectorLinks()).filter((id) => !before.includes(id)).length).toBeGreaterThan(0);
 
     child.kill('SIGTERM');
