@@ -9,6 +9,9 @@
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { runSelectOnlyWithProgress, type ProgressSample } from './pgbench.js';
 
+/** Load before the first switch, in the initial state: a sidecar's start-up is not its steady state. */
+export const SETTLE_SECONDS = 10;
+
 /** When the collector was switched, in Unix seconds, and to which state. */
 export interface Toggle {
   at: number;
@@ -38,23 +41,21 @@ export interface BlockRatio {
 export function splitBlocks(samples: ProgressSample[], toggles: Toggle[], initiallyOn: boolean, slack = 0.1): Block[] {
   const blocks: Block[] = [];
   let current: Block | null = null;
-  let lastToggleIndex = -1;
+  let currentToggle = -2; // index of the switch that began `current` (-1: none yet)
   for (const sample of samples) {
-    const recent = toggles.some((t) => t.at > sample.at - 2 - slack && t.at <= sample.at + slack);
-    const before = toggles.filter((t) => t.at <= sample.at - 1).length - 1;
-    const on = before >= 0 ? toggles[before]!.on : initiallyOn;
-    if (recent) {
+    if (toggles.some((t) => t.at > sample.at - 2 - slack && t.at <= sample.at + slack)) {
       current = null;
       continue;
     }
-    if (!current || current.on !== on || before !== lastToggleIndex) {
-      current = { on, tps: [] };
+    const last = toggles.filter((t) => t.at <= sample.at - 1).length - 1;
+    if (!current || last !== currentToggle) {
+      current = { on: last >= 0 ? toggles[last]!.on : initiallyOn, tps: [] };
       blocks.push(current);
-      lastToggleIndex = before;
+      currentToggle = last;
     }
     current.tps.push(sample.tps);
   }
-  return blocks.filter((b) => b.tps.length > 0);
+  return blocks;
 }
 
 const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;

@@ -11,26 +11,19 @@
  * Run: node dist/bench/overhead-noise.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--scale 10]
  */
 import { availableParallelism, release } from 'node:os';
-import { UserError } from '../src/errors.js';
-import { runAlternating } from './alternating-blocks.js';
-import { LOAD_FLAGS, offRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
-import { bootstrapMedianInterval, median, type BenchSettings } from './report.js';
+import { runAlternating, SETTLE_SECONDS } from './alternating-blocks.js';
+import { LOAD_FLAGS, METHOD_FLAGS, methodSettings, offRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import { bootstrapMedianInterval, median, runsDescription, type BenchSettings } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE = 'usage: node dist/bench/overhead-noise.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--scale 10]';
-/** As in overhead.ts: load before the first switch. */
-const SETTLE_SECONDS = 10;
 
 function parseSettings(argv: string[]): BenchSettings {
-  const values = parseFlags(argv, { method: { type: 'string', default: 'blocks' }, pairs: { type: 'string' }, block: { type: 'string', default: '6' }, ...LOAD_FLAGS } as const, USAGE);
-  const method = values.method;
-  if (method !== 'blocks' && method !== 'restart') throw new UserError(`--method must be blocks or restart, got '${method}'\n${USAGE}`);
+  const values = parseFlags(argv, { ...METHOD_FLAGS, ...LOAD_FLAGS } as const, USAGE);
   return {
     label: 'noise',
     probes: undefined,
-    method,
-    pairs: positiveInteger(values.pairs ?? (method === 'blocks' ? '60' : '12'), '--pairs'),
-    blockSeconds: positiveInteger(values.block, '--block'),
+    ...methodSettings(values, 12, USAGE),
     seconds: positiveInteger(values.seconds, '--seconds'),
     clients: positiveInteger(values.clients, '--clients'),
     scale: positiveInteger(values.scale, '--scale'),
@@ -39,11 +32,7 @@ function parseSettings(argv: string[]): BenchSettings {
 }
 
 async function benchmark(settings: BenchSettings, resources: Resources): Promise<void> {
-  const shape =
-    settings.method === 'blocks'
-      ? `${settings.pairs} "on"-blocks × ${settings.blockSeconds} s between "off"-blocks in one run`
-      : `${settings.pairs} pairs × ${settings.seconds} s`;
-  print(`pg-bpf-stats overhead noise floor (${settings.method}): ${shape} of pgbench -S -c ${settings.clients}, no sidecar at all; ${settings.cores} cores, Linux ${release()}`);
+  print(`pg-bpf-stats overhead noise floor (${settings.method}): ${runsDescription(settings)} of pgbench -S -c ${settings.clients}, no sidecar at all; ${settings.cores} cores, Linux ${release()}`);
   const { cluster } = await prepareCluster(resources, settings, print);
   const ratios: number[] = [];
   if (settings.method === 'blocks') {

@@ -18,6 +18,31 @@ export const LOAD_FLAGS = {
   scale: { type: 'string', default: '10' },
 } as const;
 
+/** The flags of the benches that take either throughput method (bench/alternating-blocks.ts). */
+export const METHOD_FLAGS = {
+  method: { type: 'string', default: 'blocks' },
+  pairs: { type: 'string' },
+  block: { type: 'string', default: '6' },
+} as const;
+
+/**
+ * The method settings from METHOD_FLAGS' values: `--pairs` defaults to 60 on-blocks for the
+ * blocks method and to `restartPairs` pairs of runs for the restart method.
+ */
+export function methodSettings(
+  values: { method: string; pairs?: string; block: string },
+  restartPairs: number,
+  usage: string,
+): Pick<BenchSettings, 'method' | 'pairs' | 'blockSeconds'> {
+  const method = values.method;
+  if (method !== 'blocks' && method !== 'restart') throw new UserError(`--method must be blocks or restart, got '${method}'\n${usage}`);
+  return {
+    method,
+    pairs: positiveInteger(values.pairs ?? String(method === 'blocks' ? 60 : restartPairs), '--pairs'),
+    blockSeconds: positiveInteger(values.block, '--block'),
+  };
+}
+
 /** parseArgs, with a bad flag as a one-line UserError followed by the bench's usage. */
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, usage: string) {
   try {

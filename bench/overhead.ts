@@ -31,36 +31,25 @@ import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
 import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
-import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
-import { runAlternating } from './alternating-blocks.js';
-import { LOAD_FLAGS, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
-import { humanReport, markdownRow, pairLine, pairsThroughput, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
+import { runAlternating, SETTLE_SECONDS } from './alternating-blocks.js';
+import { LOAD_FLAGS, METHOD_FLAGS, methodSettings, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import { humanReport, markdownRow, pairLine, pairsThroughput, runsDescription, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
 const USAGE = 'usage: node dist/bench/overhead.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--probes query] [--scale 10]';
-/** Load with the sidecar collecting before the first pause: its start-up is not the steady state. */
-const SETTLE_SECONDS = 10;
 
 function parseSettings(argv: string[]): BenchSettings {
-  const values = parseFlags(
-    argv,
-    { method: { type: 'string', default: 'blocks' }, pairs: { type: 'string' }, block: { type: 'string', default: '6' }, probes: { type: 'string' }, ...LOAD_FLAGS } as const,
-    USAGE,
-  );
+  const values = parseFlags(argv, { ...METHOD_FLAGS, probes: { type: 'string' }, ...LOAD_FLAGS } as const, USAGE);
   const probes = values.probes?.trim() || undefined;
   if (probes) parseProbeSets(probes); // fail before starting a cluster
-  const method = values.method;
-  if (method !== 'blocks' && method !== 'restart') throw new UserError(`--method must be blocks or restart, got '${method}'\n${USAGE}`);
   return {
     // The default sets are attached either way; --probes adds to them.
     label: probes ? `default+${probes.split(',').map((s) => s.trim()).join('+')}` : 'default',
     probes,
-    method,
-    pairs: positiveInteger(values.pairs ?? (method === 'blocks' ? '60' : '5'), '--pairs'),
-    blockSeconds: positiveInteger(values.block, '--block'),
+    ...methodSettings(values, 5, USAGE),
     seconds: positiveInteger(values.seconds, '--seconds'),
     clients: positiveInteger(values.clients, '--clients'),
     scale: positiveInteger(values.scale, '--scale'),
@@ -96,7 +85,8 @@ async function restartMethod(cluster: ThrowawayCluster, settings: BenchSettings,
 async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) {
   const { sidecar, attachMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: settings.probes });
   print(`sidecar attached in ${attachMs.toFixed(0)} ms; ${SETTLE_SECONDS} s of load to settle, then ${2 * settings.pairs + 1} blocks of ${settings.blockSeconds} s, off first`);
-  const switches: Array<{ at: number; on: boolean; cpuSeconds: number }> = [];
+  // The sidecar's CPU at each switch, in the order of run.toggles.
+  const cpuAtSwitch: number[] = [];
   let run;
   try {
     run = await runAlternating(cluster, {
@@ -106,7 +96,7 @@ async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) 
       settleSeconds: SETTLE_SECONDS,
       initiallyOn: true,
       switchTo: (on) => {
-        switches.push({ at: Date.now() / 1000, on, cpuSeconds: sidecar.cpuSeconds() });
+        cpuAtSwitch.push(sidecar.cpuSeconds());
         sidecar.setCollecting(on);
       },
     });
@@ -126,10 +116,10 @@ async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) 
   // The sidecar's CPU from each resume to the next pause, and pgbench's transactions meanwhile.
   let cpuSecondsCollecting = 0;
   let transactionsCollecting = 0;
-  for (let i = 0; i + 1 < switches.length; i++) {
-    const [from, to] = [switches[i]!, switches[i + 1]!];
+  for (let i = 0; i + 1 < run.toggles.length; i++) {
+    const [from, to] = [run.toggles[i]!, run.toggles[i + 1]!];
     if (!from.on) continue;
-    cpuSecondsCollecting += to.cpuSeconds - from.cpuSeconds;
+    cpuSecondsCollecting += cpuAtSwitch[i + 1]! - cpuAtSwitch[i]!;
     transactionsCollecting += run.samples.filter((p) => p.at > from.at && p.at <= to.at).reduce((total, p) => total + p.tps, 0);
   }
   const code = await sidecar.stop();
@@ -153,12 +143,8 @@ function writeJson(settings: BenchSettings, content: object): string {
 }
 
 async function benchmark(settings: BenchSettings, resources: Resources): Promise<void> {
-  const shape =
-    settings.method === 'blocks'
-      ? `${settings.pairs} on-blocks × ${settings.blockSeconds} s between off-blocks, in one run`
-      : `${settings.pairs} pairs × ${settings.seconds} s`;
   print(
-    `pg-bpf-stats overhead (${settings.method}): probe sets ${settings.label} (default = ${Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name).join(', ')}); ${shape} of ` +
+    `pg-bpf-stats overhead (${settings.method}): probe sets ${settings.label} (default = ${Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name).join(', ')}); ${runsDescription(settings)}, in ${settings.method === 'blocks' ? 'one run' : 'separate runs'} of ` +
       `pgbench -S -c ${settings.clients} -j ${Math.min(2, settings.clients)}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
   );
   const { cluster, version } = await prepareCluster(resources, settings, print);

@@ -232,7 +232,8 @@ function uprobeNote(programs: ProgramSummary[]): string[] {
   ];
 }
 
-function runsDescription(settings: BenchSettings): string {
+/** "60 on-blocks × 6 s between off-blocks" or "30 pairs × 10 s". */
+export function runsDescription(settings: BenchSettings): string {
   return settings.method === 'blocks'
     ? `${settings.pairs} on-blocks × ${settings.blockSeconds} s between off-blocks`
     : `${settings.pairs} pairs × ${settings.seconds} s`;

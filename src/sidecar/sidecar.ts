@@ -215,10 +215,6 @@ export class Sidecar {
     this.options.log?.(`resumed: probe sets ${sets.join(', ')}`);
   }
 
-  get paused(): boolean {
-    return this.pausedSets !== null;
-  }
-
   /** Attaches a probe set now, or at resume() when paused (UserError when this Postgres or host cannot support it). */
   attach(name: ProbeSetName): void {
     if (this.pausedSets) {
