@@ -73,9 +73,19 @@ const volatile __s32 client_backend_type = -1;
 __u64 tracking_since_ns = 0;
 __u32 tracking_epoch = 0;
 
+/*
+ * The maps every context switch touches are not preallocated. A preallocated hash keeps its
+ * elements in one vmalloc area (4 KiB pages), so the handful of records a busy server's
+ * switches touch sit on as many pages, each one more TLB entry for the scheduler to load and
+ * for the backend to lose. On a VM, where a TLB miss is a two-level walk, that cost ~3% of
+ * pgbench -S throughput beyond the handler's own run time; elements allocated on demand come
+ * from the kernel's linear map (huge pages) and the cost went away (README, "Measured").
+ * max_entries still bounds them, and user space sets it before load.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, struct backend_record);
 } backends SEC(".maps");
@@ -84,6 +94,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct query_key);
 	__type(value, struct metrics);
 } queries SEC(".maps");

@@ -269,7 +269,6 @@ export class CollectorObject {
     this.writeBss('tracking_since_ns', process.hrtime.bigint());
     this.writeBss('tracking_epoch', this.readBss('tracking_epoch') + 1n);
     for (const name of IN_FLIGHT_MAPS) this.clearMap(name);
-    this.markExitedWhilePaused();
     // One set that cannot attach again must not keep the others off.
     const failures: unknown[] = [];
     for (const name of sets) {
@@ -279,6 +278,9 @@ export class CollectorObject {
         failures.push(error);
       }
     }
+    // After attaching: a process that exits from here on has its final switch seen by BPF, and
+    // one that exited before (or is a zombie, its final switch done) is found here.
+    this.markExitedWhilePaused();
     if (failures.length) throw failures[0];
   }
 
@@ -440,7 +442,7 @@ const IN_FLIGHT_MAPS = ['mem_stalls', 'io_inflight', 'lock_wait_starts', 'lwlock
  */
 function sameProcess(pid: number, taskStartNs: bigint, bootMinusMonotonicNs: bigint): boolean {
   const stat = procStat(pid);
-  if (!stat) return false;
+  if (!stat || stat.state === 'Z' || stat.state === 'X') return false;
   const tickNs = BigInt(1e9 / CLOCK_TICKS);
   const difference = BigInt(stat.startTicks) * tickNs - (taskStartNs + bootMinusMonotonicNs);
   return difference > -3n * tickNs && difference < 3n * tickNs;
