@@ -86,6 +86,21 @@ export interface AlternatingRun {
 }
 
 /**
+ * The benches' schedule: SETTLE_SECONDS in the on state, then `pairs` on-blocks of
+ * `blockSeconds` between off-blocks.
+ *
+ * @example
+ * await runAlternating(cluster, benchSchedule(settings, (on) => sidecar.setCollecting(on)));
+ */
+export function benchSchedule(
+  settings: { clients: number; pairs: number; blockSeconds?: number },
+  switchTo: AlternatingRun['switchTo'],
+): AlternatingRun {
+  if (settings.blockSeconds === undefined) throw new Error('the blocks method needs blockSeconds');
+  return { clients: settings.clients, pairs: settings.pairs, blockSeconds: settings.blockSeconds, settleSeconds: SETTLE_SECONDS, initiallyOn: true, switchTo };
+}
+
+/**
  * Runs the load and the switching schedule (settle, then off, on, off, ..., off) and returns
  * the block ratios, with what the run saw for checking: samples, switches and blocks.
  */

@@ -11,7 +11,7 @@
  * Run: node dist/bench/overhead-noise.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--scale 10]
  */
 import { availableParallelism, release } from 'node:os';
-import { runAlternating, SETTLE_SECONDS } from './alternating-blocks.js';
+import { benchSchedule, runAlternating } from './alternating-blocks.js';
 import { LOAD_FLAGS, METHOD_FLAGS, methodSettings, offRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { bootstrapMedianInterval, median, runsDescription, type BenchSettings } from './report.js';
 
@@ -36,14 +36,7 @@ async function benchmark(settings: BenchSettings, resources: Resources): Promise
   const { cluster } = await prepareCluster(resources, settings, print);
   const ratios: number[] = [];
   if (settings.method === 'blocks') {
-    const run = await runAlternating(cluster, {
-      clients: settings.clients,
-      pairs: settings.pairs,
-      blockSeconds: settings.blockSeconds!,
-      settleSeconds: SETTLE_SECONDS,
-      initiallyOn: true,
-      switchTo: () => undefined,
-    });
+    const run = await runAlternating(cluster, benchSchedule(settings, () => undefined));
     for (const [i, r] of run.ratios.entries()) {
       ratios.push(r.ratio);
       print(`"on"-block ${i + 1}: ${r.tpsOn.toFixed(0)} tps, around it ${r.tpsOff.toFixed(0)} tps, ratio ${r.ratio.toFixed(3)}`);

@@ -32,7 +32,7 @@ import { join } from 'node:path';
 import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { packageRoot } from '../src/package-root.js';
-import { runAlternating, SETTLE_SECONDS } from './alternating-blocks.js';
+import { benchSchedule, runAlternating, SETTLE_SECONDS } from './alternating-blocks.js';
 import { LOAD_FLAGS, METHOD_FLAGS, methodSettings, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, pairLine, pairsThroughput, runsDescription, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
@@ -89,17 +89,13 @@ async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) 
   const cpuAtSwitch: number[] = [];
   let run;
   try {
-    run = await runAlternating(cluster, {
-      clients: settings.clients,
-      pairs: settings.pairs,
-      blockSeconds: settings.blockSeconds!,
-      settleSeconds: SETTLE_SECONDS,
-      initiallyOn: true,
-      switchTo: (on) => {
+    run = await runAlternating(
+      cluster,
+      benchSchedule(settings, (on) => {
         cpuAtSwitch.push(sidecar.cpuSeconds());
         sidecar.setCollecting(on);
-      },
-    });
+      }),
+    );
   } catch (error) {
     await sidecar.stop();
     throw error;

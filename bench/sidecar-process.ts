@@ -12,6 +12,8 @@ export interface SidecarProcessOptions {
   dsn: string;
   /** Value for --probes; undefined attaches the default sets only. */
   probes: string | undefined;
+  /** Value for --interval (default 1s). */
+  interval?: string;
   attachTimeoutMs?: number;
 }
 
@@ -38,7 +40,7 @@ export class SidecarProcess {
 
   /** Spawns the CLI and resolves once it logs "attached probe sets", with the time that took. */
   static async start(options: SidecarProcessOptions): Promise<{ sidecar: SidecarProcess; attachMs: number }> {
-    const args = [CLI, 'run', '--dsn', options.dsn, '--interval', '1s'];
+    const args = [CLI, 'run', '--dsn', options.dsn, '--interval', options.interval ?? '1s'];
     if (options.probes) args.push('--probes', options.probes);
     const spawnedAt = performance.now();
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
