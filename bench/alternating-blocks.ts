@@ -12,6 +12,9 @@ import { runSelectOnlyWithProgress, type ProgressSample } from './pgbench.js';
 /** Load before the first switch, in the initial state: a sidecar's start-up is not its steady state. */
 export const SETTLE_SECONDS = 10;
 
+/** Seconds after each switch that belong to neither state: the mixed second and the switch's own work. */
+export const SWITCH_SECONDS = 2;
+
 /** When the collector was switched, in Unix seconds, and to which state. */
 export interface Toggle {
   at: number;
@@ -43,7 +46,7 @@ export function splitBlocks(samples: ProgressSample[], toggles: Toggle[], initia
   let current: Block | null = null;
   let currentToggle = -2; // index of the switch that began `current` (-1: none yet)
   for (const sample of samples) {
-    if (toggles.some((t) => t.at > sample.at - 2 - slack && t.at <= sample.at + slack)) {
+    if (toggles.some((t) => t.at > sample.at - SWITCH_SECONDS - slack && t.at <= sample.at + slack)) {
       current = null;
       continue;
     }

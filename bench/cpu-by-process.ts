@@ -7,7 +7,7 @@
  * busy either way, so a cost shows up as more CPU per transaction in some process, and the
  * processes are told apart (pgbench's backends, pgbench, the sidecar, its writer backend,
  * kernel threads, ...). Task CPU comes from /proc/<pid>/task/<tid>/schedstat (ns, exact).
- * Each block's first two seconds (the switch) are left out, as in overhead.ts.
+ * Each block's first SWITCH_SECONDS (the switch) are left out, as in overhead.ts.
  *
  * Run: node dist/bench/cpu-by-process.js [--pairs 60] [--block 6] [--interval 1s] [--clients 8] [--scale 10]
  * `--interval 30m` leaves the flush out of the measured seconds: the BPF links alone.
@@ -16,16 +16,14 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import pg from 'pg';
 import { UserError } from '../src/errors.js';
-import { benchSchedule, runAlternating } from './alternating-blocks.js';
+import { procStat } from '../src/target/proc-stat.js';
+import { benchSchedule, runAlternating, SWITCH_SECONDS } from './alternating-blocks.js';
 import { LOAD_FLAGS, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import type { BenchSettings } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE = 'usage: node dist/bench/cpu-by-process.js [--pairs 60] [--block 6] [--interval 1s] [--clients 8] [--scale 10]';
-/** The seconds after a switch that belong to neither state (the switch itself, the flush it makes). */
-const SKIP_SECONDS = 2;
-
 interface Task {
   ppid: number;
   comm: string;
@@ -39,13 +37,13 @@ function processCpu(): Map<number, Task> {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const stat = procStat(Number(entry));
+      if (!stat) continue;
       let cpuNs = 0;
       for (const tid of readdirSync(`/proc/${entry}/task`)) {
         cpuNs += Number(readFileSync(`/proc/${entry}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
       }
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      tasks.set(Number(entry), { ppid: Number(fields[1]), comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), cpuNs });
+      tasks.set(Number(entry), { ppid: stat.ppid, comm: stat.comm, cpuNs });
     } catch {
       // Exited while we looked.
     }
@@ -63,10 +61,10 @@ interface Window {
 async function benchmark(settings: BenchSettings & { interval: string }, resources: Resources): Promise<void> {
   print(`pg-bpf-stats CPU by process (blocks): ${settings.pairs} on-blocks × ${settings.blockSeconds} s, flush every ${settings.interval}, pgbench -S -c ${settings.clients}, ${settings.cores} cores, Linux ${release()}`);
   const { cluster } = await prepareCluster(resources, settings, print);
-  const postmasterPid = Number(readFileSync(`${cluster.dataDir}/postmaster.pid`, 'utf8').split('\n')[0]);
   const { sidecar } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, interval: settings.interval });
   const admin = new pg.Client({ connectionString: cluster.connectionString() });
   await admin.connect();
+  const postmasterPid = procStat((await admin.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid)!.ppid;
   const applications = new Map<number, string>();
   const nameBackends = async () => {
     const { rows } = await admin.query<{ pid: number; name: string }>(
@@ -94,7 +92,8 @@ async function benchmark(settings: BenchSettings & { interval: string }, resourc
     const cpuNs = new Map<string, number>();
     for (const [pid, task] of now) {
       const spent = task.cpuNs - (opened.tasks.get(pid)?.cpuNs ?? 0);
-      if (spent > 0) cpuNs.set(group(pid, task), (cpuNs.get(group(pid, task)) ?? 0) + spent);
+      const name = group(pid, task);
+      if (spent > 0) cpuNs.set(name, (cpuNs.get(name) ?? 0) + spent);
     }
     windows.push({ on: opened.on, from: opened.at, to: Date.now() / 1000, cpuNs });
     opened = null;
@@ -106,7 +105,7 @@ async function benchmark(settings: BenchSettings & { interval: string }, resourc
         close();
         sidecar.setCollecting(on);
         if (applications.size === 0) await nameBackends();
-        setTimeout(() => (opened = { on, at: Date.now() / 1000, tasks: processCpu() }), SKIP_SECONDS * 1000);
+        setTimeout(() => (opened = { on, at: Date.now() / 1000, tasks: processCpu() }), SWITCH_SECONDS * 1000);
       }),
     );
     const transactionsIn = (w: Window) => run.samples.filter((s) => s.at > w.from + 0.5 && s.at <= w.to + 0.5).reduce((sum, s) => sum + s.tps, 0);
@@ -148,7 +147,7 @@ async function benchmark(settings: BenchSettings & { interval: string }, resourc
 function parseSettings(argv: string[]): BenchSettings & { interval: string } {
   const values = parseFlags(argv, { pairs: { type: 'string', default: '60' }, block: { type: 'string', default: '6' }, interval: { type: 'string', default: '1s' }, ...LOAD_FLAGS } as const, USAGE);
   const blockSeconds = positiveInteger(values.block, '--block');
-  if (blockSeconds <= SKIP_SECONDS) throw new UserError(`--block must be more than ${SKIP_SECONDS} seconds`);
+  if (blockSeconds <= SWITCH_SECONDS) throw new UserError(`--block must be more than ${SWITCH_SECONDS} seconds`);
   return {
     label: 'cpu-by-process',
     probes: undefined,

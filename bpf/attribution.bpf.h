@@ -74,13 +74,13 @@ __u64 tracking_since_ns = 0;
 __u32 tracking_epoch = 0;
 
 /*
- * The maps every context switch touches are not preallocated. A preallocated hash keeps its
- * elements in one vmalloc area (4 KiB pages), so the handful of records a busy server's
- * switches touch sit on as many pages, each one more TLB entry for the scheduler to load and
- * for the backend to lose. On a VM, where a TLB miss is a two-level walk, that cost ~3% of
- * pgbench -S throughput beyond the handler's own run time; elements allocated on demand come
- * from the kernel's linear map (huge pages) and the cost went away (README, "Measured").
- * max_entries still bounds them, and user space sets it before load.
+ * The maps every context switch touches are not preallocated. Preallocated, they made the
+ * links cost pgbench -S ~1 us more CPU per transaction than the handler's own run time
+ * (bench/cpu-by-process.ts; README, "Where the cost went"). Our reading, unconfirmed without a
+ * PMU: a preallocated hash keeps its elements on scattered 4 KiB vmalloc pages, each one more
+ * TLB entry to walk on a VM, while elements allocated on demand come from the linear map.
+ * max_entries still bounds them (user space sets it before load); a failed allocation is
+ * counted like a full map.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -436,9 +436,10 @@ export class CollectorObject {
 const IN_FLIGHT_MAPS = ['mem_stalls', 'io_inflight', 'lock_wait_starts', 'lwlock_wait_starts'];
 
 /**
- * Whether `pid` is still the process that started at `taskStartNs` (task->start_time,
+ * Whether `pid` is still the live process that started at `taskStartNs` (task->start_time,
  * CLOCK_MONOTONIC): /proc/<pid>/stat counts its start in clock ticks since boot, so the two
- * agree to a tick or two once the time the machine was suspended is added.
+ * agree to a tick or two once the time the machine was suspended is added. A zombie has made
+ * its final context switch already, so it counts as gone.
  */
 function sameProcess(pid: number, taskStartNs: bigint, bootMinusMonotonicNs: bigint): boolean {
   const stat = procStat(pid);

@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 
 /** The fields of /proc/<pid>/stat the collector uses. */
 export interface ProcStat {
+  /** The command name (up to 15 characters). */
+  comm: string;
   /** One letter: R running, S sleeping, D disk sleep, Z zombie, X dead, ... */
   state: string;
   ppid: number;
@@ -27,7 +29,7 @@ export function procStat(pid: number): ProcStat | null {
   }
   // The command name may contain spaces and parentheses: fields start after the last ')'.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  return { state: fields[0] ?? '', ppid: Number(fields[1]), startTicks: Number(fields[19]) };
+  return { comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), state: fields[0] ?? '', ppid: Number(fields[1]), startTicks: Number(fields[19]) };
 }
 
 /** When the machine booted, in seconds since the Unix epoch (btime of /proc/stat). */
