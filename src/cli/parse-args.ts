@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
-import { parseProbeSets, PROBE_SETS } from '../attach/probe-sets.js';
-import type { ProbeSetName } from '../collect/metric-columns.js';
+import { parseProbeSets, PROBE_SETS } from '../families/index.js';
+import type { ProbeSetName } from '../families/index.js';
 import { UserError } from '../errors.js';
 import { parseRetention } from './parse-retention.js';
 

@@ -1,7 +1,7 @@
 import type { CliOptions } from '../cli/parse-args.js';
 import { ThrowawayCluster } from '../cluster/throwaway-cluster.js';
 import { oneLine } from '../errors.js';
-import { connect } from '../sidecar/connect.js';
+import { connect } from '../storage/connect.js';
 import { Sidecar } from '../sidecar/sidecar.js';
 import { attachSupportedSets } from './attach-supported-sets.js';
 import { printReport } from './report.js';

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { connect } from '../sidecar/connect.js';
+import { connect } from '../storage/connect.js';
 
 /**
  * Runs `fn` with a fresh connection of the demo (application_name 'pg-bpf-stats demo'), closed

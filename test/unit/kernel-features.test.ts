@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { KernelFeatures } from '../../src/attach/kernel-features.js';
+import { KernelFeatures } from '../../src/collector/kernel-features.js';
 
 describe('KernelFeatures', () => {
   it('finds a tracepoint only by its whole btf_trace_ type name', () => {

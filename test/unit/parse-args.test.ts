@@ -40,7 +40,7 @@ describe('parseCli', () => {
   it('rejects unknown commands, options and probe sets as user errors', () => {
     expect(() => parseCli(['collect'])).toThrow(UserError);
     expect(() => parseCli(['run', '--bogus'])).toThrow(UserError);
-    expect(() => parseCli(['run', '--probes', 'query,llamas'])).toThrow(/unknown probe set llamas: known sets are cpu, query/);
+    expect(() => parseCli(['run', '--probes', 'query,llamas'])).toThrow(/unknown probe set llamas: known sets are cpu, sched, query/);
     expect(() => parseCli(['run', 'extra'])).toThrow(/unexpected argument 'extra'/);
   });
 });

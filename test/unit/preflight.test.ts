@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { hostChecks } from '../../src/sidecar/preflight.js';
+import { hostChecks } from '../../src/capabilities/host-checks.js';
 
 describe('hostChecks', () => {
   it('passes on this machine: root, kernel BTF', () => {
