@@ -22,6 +22,18 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Pinning BPF links and maps (the native binding's pin/unpin, tested by npm test) needs a BPF
+# filesystem at /sys/fs/bpf, which systemd mounts but a fresh VM or container may not.
+if [[ $(stat -f -c %T /sys/fs/bpf 2>/dev/null) != bpf_fs ]]; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "bootstrap: /sys/fs/bpf is not a BPF filesystem; as root: mount -t bpf bpf /sys/fs/bpf" >&2
+    exit 2
+  fi
+  echo "bootstrap: mounting the BPF filesystem at /sys/fs/bpf"
+  mkdir -p /sys/fs/bpf
+  mount -t bpf bpf /sys/fs/bpf
+fi
+
 if [[ ! -e node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
   echo "bootstrap: npm ci"
   npm ci --no-audit --no-fund --loglevel=error

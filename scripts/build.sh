@@ -30,6 +30,13 @@ for src in bpf/*.bpf.c; do
   fi
 done
 
+# The TypeScript side's names for the object's programs, maps, globals, enums and records.
+contract=src/bpf/contract.ts
+if [[ ! -e $contract || build/bpf/pgstats.bpf.o -nt $contract || scripts/gen-contract.mjs -nt $contract ]]; then
+  echo "build: $contract from build/bpf/pgstats.bpf.o"
+  node scripts/gen-contract.mjs build/bpf/pgstats.bpf.o bpf "$contract"
+fi
+
 if [[ ! -e native/build/Release/bpf_native.node || -n "$(find native/src native/binding.gyp -newer native/build/Release/bpf_native.node 2>/dev/null)" ]]; then
   echo "build: native binding"
   npx --no-install node-gyp rebuild --directory native >/dev/null

@@ -1,9 +1,13 @@
 -- Latency histograms and LLC views. Re-applied on every start (CREATE OR REPLACE).
 
--- The q-quantile (0..1) of a log2 histogram in milliseconds: counts[i] covers
--- [2^(i-1), 2^i) microseconds (counts[1] from 0). The quantile's bucket is exact; inside it the
--- value is interpolated linearly and clamped to the largest observation, so it is within a
--- factor of 2 of the truth (the bucket's width) and never above max_ms.
+-- bpf_stats.hist_quantile(counts bigint[], q double precision, max_ms double precision)
+--   RETURNS double precision
+-- The q-quantile (q from 0 to 1), in milliseconds, of a log2 histogram whose counts[i] counts
+-- observations in [2^(i-1), 2^i) microseconds (counts[1] from 0), as query_histograms.counts.
+-- max_ms is the exact largest observation (query_histograms.max_ms). The quantile's bucket is
+-- exact; inside it the value is interpolated linearly and clamped to max_ms, so it is within a
+-- factor of 2 of the truth (the bucket's width) and never above max_ms. NULL for an empty
+-- histogram or a q outside 0..1.
 CREATE OR REPLACE FUNCTION bpf_stats.hist_quantile(counts bigint[], q double precision, max_ms double precision)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 WITH s AS (
@@ -17,7 +21,7 @@ SELECT least(max_ms,
               + (2 ^ (slot + 1) - CASE WHEN slot = 0 THEN 0 ELSE 2 ^ slot END)
                 * (q * total - (cum - c)) / c) / 1000.0)
   FROM s
- WHERE c > 0 AND cum >= q * total
+ WHERE c > 0 AND cum >= q * total AND q BETWEEN 0 AND 1
  ORDER BY slot
  LIMIT 1
 $$;

@@ -1,0 +1,291 @@
+-- What every table, view, function and column of bpf_stats means, with its unit, so that
+-- `\d+ bpf_stats.query_time` (or any client that shows comments) documents the schema.
+-- Re-applied on every start, after the views are re-created and before the grants (COMMENT ON
+-- is idempotent). Tables belong to migrations/; their comments live here anyway, so that one
+-- file holds the whole vocabulary and changes with the views.
+--
+-- Units: milliseconds as double precision (like pg_stat_statements), counts and bytes as
+-- bigint. NULL means "not measured": the probe set that fills the column was off (or cannot
+-- run on this host), never zero.
+--
+-- A metric column means the same thing in every relation that has it (query_stats,
+-- backend_stats, their history tables, the views), so those are commented once, from the list
+-- below (in the history tables, as the increment over one flush interval). Columns particular
+-- to one relation are commented after it and override the list.
+-- test/integration/sql-regression.test.ts fails when anything in bpf_stats has no comment.
+
+DO $comments$
+DECLARE
+  c record;
+BEGIN
+  FOR c IN
+    WITH shared(col, metric, txt) AS (VALUES
+      ('userid', false, 'Session user''s OID (pg_stat_activity.usesysid). Joins pg_stat_statements on (userid, dbid, toplevel, queryid); after SET ROLE pg_stat_statements keys by the current user, this by the session user.'),
+      ('dbid', false, 'Database OID, as pg_stat_statements.dbid.'),
+      ('toplevel', false, 'Always true: nested statements count toward their top-level statement. Kept so the key joins pg_stat_statements.'),
+      ('queryid', false, 'Query id of the top-level statement (compute_query_id), as pg_stat_statements.queryid.'),
+      ('calls', true, 'Statements executed (count), exact: counted where each top-level statement ends. Only while the `query` probe set is attached; NULL: not measured (never a guess).'),
+      ('total_time_ms', true, 'Milliseconds of wall time at work, from being woken for a statement (the client''s message) until waiting for the client again; includes parsing, planning and protocol handling, so a little above pg_stat_statements.total_exec_time. = on_cpu_ms + runq_wait_ms + io_wait_ms + lock_wait_ms + lwlock_wait_ms + other_wait_ms. Time waiting for the client is in no column. Probe set `cpu` (always on).'),
+      ('on_cpu_ms', true, 'Milliseconds on a CPU (the scheduler''s se.sum_exec_runtime). Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
+      ('runq_wait_ms', true, 'Milliseconds runnable but not running (sched_info.run_delay: run-queue latency, preemption, CPU throttling). Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
+      ('io_wait_ms', true, 'Milliseconds asleep in IO (the kernel''s iowait flag, or a Postgres IO wait event). Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
+      ('lock_wait_ms', true, 'Milliseconds asleep under a heavyweight lock wait event (wait_event_type Lock), including waits that ended in an error. Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
+      ('lwlock_wait_ms', true, 'Milliseconds asleep under an LWLock wait event. Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
+      ('other_wait_ms', true, 'Milliseconds asleep for any other reason during a statement (pg_sleep, latches, IPC, client writes, spinlock delays). Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
+      ('reclaim_ms', true, 'Of which, never add to the partition: milliseconds inside direct or memory-cgroup reclaim, already counted in the partition (mostly as on_cpu_ms). Probe set `memory`; NULL: not measured.'),
+      ('reclaim_pages', true, 'Pages reclaimed by this process''s direct or memory-cgroup reclaim (count). Probe set `memory`; NULL: not measured.'),
+      ('compaction_stall_ms', true, 'Of which, never add to the partition: milliseconds stalled in direct memory compaction, already counted in the partition. Probe set `memory`; NULL: not measured.'),
+      ('writeback_throttle_ms', true, 'Of which, never add to the partition: milliseconds paused by writeback throttling (balance_dirty_pages), already counted in io_wait_ms. Probe set `io`; NULL: not measured.'),
+      ('minflt', true, 'Minor page faults (count: no disk read needed). Probe set `cpu` (always on).'),
+      ('majflt', true, 'Major page faults (count: the page was read from disk). Probe set `cpu` (always on).'),
+      ('blk_read_ios', true, 'Block read requests this process created (count): reads that missed the page cache, O_DIRECT; charged when they complete. Page-cache hits are not block IO. Probe set `io`; NULL: not measured.'),
+      ('blk_read_bytes', true, 'Bytes of the block read requests in blk_read_ios. Probe set `io`; NULL: not measured.'),
+      ('blk_write_ios', true, 'Block write requests this process created (count): its own fsync/fdatasync (the WAL at commit), *_flush_after writeback, O_DIRECT; charged when they complete. Dirty pages the kernel''s flusher writes back later belong to no process. Probe set `io`; NULL: not measured.'),
+      ('blk_write_bytes', true, 'Bytes of the block write requests in blk_write_ios. Probe set `io`; NULL: not measured.'),
+      ('llc_references', true, 'Last-level cache references (count, sampled: each sample of the hardware event adds its period). Probe set `llc`, which needs a hardware PMU; NULL: not measured.'),
+      ('llc_misses', true, 'Last-level cache misses (count, sampled: each sample of the hardware event adds its period). Probe set `llc`, which needs a hardware PMU; NULL: not measured.'),
+      ('cpu_migrations', true, 'Times the scheduler moved the process to another CPU (count). Probe set `cpu` (always on).'),
+      ('nvcsw', true, 'Voluntary context switches (count: the process went to sleep). Probe set `cpu` (always on).'),
+      ('nivcsw', true, 'Involuntary context switches (count: the process was preempted). Probe set `cpu` (always on).'),
+      ('spinlock_delays', true, 'Spin delays (count): the sleeps Postgres takes when spinning on a spinlock, an LWLock wait list or a buffer header did not get it; their time is in other_wait_ms. Probe set `spinlock`; NULL: not measured.'),
+      ('query', false, 'Query text from pg_stat_statements, joined on (userid, dbid, toplevel, queryid) when the extension was installed in this database at the collector''s last start; NULL otherwise, or when pg_stat_statements no longer holds the entry.'),
+      ('stats_since', false, 'When this row started accumulating (timestamptz).'),
+      ('last_seen', false, 'Transaction time of the last flush that added to this row (timestamptz).')
+    )
+    SELECT format('COMMENT ON COLUMN %s.%I IS %L', a.attrelid::regclass, a.attname,
+                  CASE WHEN s.metric AND r.relname LIKE '%\_history' THEN 'Increment over one flush interval. ' ELSE '' END || s.txt) AS stmt
+      FROM pg_class r
+      JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
+      JOIN shared s ON s.col = a.attname
+     WHERE r.relnamespace = 'bpf_stats'::regnamespace AND r.relkind IN ('r', 'p', 'v') AND NOT r.relispartition
+  LOOP
+    EXECUTE c.stmt;
+  END LOOP;
+END
+$comments$;
+
+-- Cumulative tables ------------------------------------------------------------------------
+
+COMMENT ON TABLE bpf_stats.query_stats IS
+  'Kernel figures per query, cumulative since stats_since, keyed like pg_stat_statements (userid, dbid, toplevel, queryid). Milliseconds are double precision, counts and bytes bigint. on_cpu_ms + runq_wait_ms + io_wait_ms + lock_wait_ms + lwlock_wait_ms + other_wait_ms = total_time_ms; reclaim_ms, compaction_stall_ms and writeback_throttle_ms are "of which" overlays. NULL: the column''s probe set never ran for this row; a set that ran part of the time covers only that part.';
+
+COMMENT ON TABLE bpf_stats.backend_stats IS
+  'Kernel figures per postmaster child (backends, background processes and the postmaster), cumulative while the collector tracked it, keyed by (pid, backend_start) so a reused pid is a new row. Same metric columns as query_stats; work before a statement has a query id counts here only. The collector''s own connections never appear.';
+COMMENT ON COLUMN bpf_stats.backend_stats.pid IS 'Process id.';
+COMMENT ON COLUMN bpf_stats.backend_stats.backend_start IS 'pg_stat_activity.backend_start for backends, the process start time for other postmaster children; with pid, the key.';
+COMMENT ON COLUMN bpf_stats.backend_stats.backend_type IS 'Process type as pg_stat_activity.backend_type names it (client backend, checkpointer, walwriter, autovacuum worker, ..., postmaster).';
+COMMENT ON COLUMN bpf_stats.backend_stats.datid IS 'Database OID the backend is connected to; NULL for processes without one.';
+COMMENT ON COLUMN bpf_stats.backend_stats.usesysid IS 'Session user''s OID; NULL for processes without one.';
+COMMENT ON COLUMN bpf_stats.backend_stats.queryid IS 'Query id of the current or last top-level statement; NULL when it never had one.';
+COMMENT ON COLUMN bpf_stats.backend_stats.exited_at IS 'When the process exited (timestamptz); NULL while it runs.';
+
+-- History ----------------------------------------------------------------------------------
+
+COMMENT ON TABLE bpf_stats.query_stats_history IS
+  'What each flush added to query_stats: one row per query changed in that flush interval, stamped ts, written in the same statement as the cumulative rows (so the history sums to them). Metric columns as in query_stats, per interval; NULL: the column''s probe set was off during the interval. Range-partitioned by ts; bpf_stats.maintain_history drops partitions older than the retention (default 7 days).';
+COMMENT ON COLUMN bpf_stats.query_stats_history.ts IS 'Transaction time of the flush that wrote this row (= query_stats.last_seen after it).';
+
+COMMENT ON TABLE bpf_stats.backend_stats_history IS
+  'What each flush added to backend_stats: one row per process changed in that flush interval, stamped ts, written in the same statement as the cumulative rows. Metric columns as in backend_stats, per interval; NULL: the column''s probe set was off during the interval. Range-partitioned by ts like query_stats_history.';
+COMMENT ON COLUMN bpf_stats.backend_stats_history.ts IS 'Transaction time of the flush that wrote this row (= backend_stats.last_seen after it).';
+COMMENT ON COLUMN bpf_stats.backend_stats_history.pid IS 'Process id.';
+COMMENT ON COLUMN bpf_stats.backend_stats_history.backend_start IS 'As backend_stats.backend_start; with pid, the process.';
+COMMENT ON COLUMN bpf_stats.backend_stats_history.backend_type IS 'Process type as pg_stat_activity.backend_type names it.';
+COMMENT ON COLUMN bpf_stats.backend_stats_history.datid IS 'Database OID the backend is connected to; NULL for processes without one.';
+COMMENT ON COLUMN bpf_stats.backend_stats_history.usesysid IS 'Session user''s OID; NULL for processes without one.';
+COMMENT ON COLUMN bpf_stats.backend_stats_history.queryid IS 'Query id of the current or last top-level statement at that flush; NULL when it never had one.';
+
+-- Histograms and lock waits ----------------------------------------------------------------
+
+COMMENT ON TABLE bpf_stats.query_histograms IS
+  'Log2 histograms per query and kind, cumulative since stats_since. Read them through query_latency, query_runq_latency or bpf_stats.hist_quantile(counts, q, max_ms).';
+COMMENT ON COLUMN bpf_stats.query_histograms.kind IS 'What is observed: query_latency (statement latency, probe set `latency`), runq (each wait for a CPU, probe set `sched`), io (block IO request latency, probe set `io`).';
+COMMENT ON COLUMN bpf_stats.query_histograms.counts IS 'Observations per bucket (bigint[], 32 buckets): counts[i] counts durations in [2^(i-1), 2^i) microseconds, counts[1] from 0; the last bucket also takes anything longer.';
+COMMENT ON COLUMN bpf_stats.query_histograms.observations IS 'Observations in all buckets (count).';
+COMMENT ON COLUMN bpf_stats.query_histograms.max_ms IS 'The largest observation, exact (milliseconds), not a bucket bound.';
+
+COMMENT ON TABLE bpf_stats.query_lock_waits IS
+  'Heavyweight lock waits per query and what was waited for (probe set `locks`), cumulative since stats_since. A wait counts once it ended without an error; waits cut short by a timeout, cancel or deadlock are only in query_stats.lock_wait_ms. Read it through query_lock_detail.';
+COMMENT ON COLUMN bpf_stats.query_lock_waits.queryid IS 'Query id of the top-level statement, as pg_stat_statements.queryid; 0: waits before the statement had a query id (relation locks taken during parse analysis).';
+COMMENT ON COLUMN bpf_stats.query_lock_waits.locktype IS 'Lock type as pg_locks.locktype names it (relation, extend, page, tuple, transactionid, ...).';
+COMMENT ON COLUMN bpf_stats.query_lock_waits.mode IS 'Requested lock mode as pg_locks.mode names it (AccessShareLock, ...).';
+COMMENT ON COLUMN bpf_stats.query_lock_waits.database IS 'Database OID of the lock tag (relation, extend, page, tuple, frozenid, object, advisory and applytransaction locks); 0 when the tag has none.';
+COMMENT ON COLUMN bpf_stats.query_lock_waits.relation IS 'Relation OID of the lock tag (relation, extend, page and tuple locks); 0 when the tag has none.';
+COMMENT ON COLUMN bpf_stats.query_lock_waits.waits IS 'Waits that ended without an error (count).';
+COMMENT ON COLUMN bpf_stats.query_lock_waits.wait_time_ms IS 'Milliseconds from each wait''s start to its end, summed; includes the run-queue wait after the wake-up, so a little more than the sleep lock_wait_ms counts.';
+
+COMMENT ON TABLE bpf_stats.query_lwlock_waits IS
+  'LWLock waits per query, tranche and mode (probe set `lwlock`), cumulative since stats_since. Read it through query_lwlock_detail.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_waits.queryid IS 'Query id of the top-level statement, as pg_stat_statements.queryid; 0: waits before the statement had a query id.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_waits.tranche IS 'LWLock tranche as pg_stat_activity.wait_event names it; ''tranche <id>'' for a built-in tranche of a stripped build without USDT (never a guessed name).';
+COMMENT ON COLUMN bpf_stats.query_lwlock_waits.mode IS 'exclusive, shared or wait_until_free; unknown without USDT.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_waits.waits IS 'Waits (count).';
+COMMENT ON COLUMN bpf_stats.query_lwlock_waits.wait_time_ms IS 'Milliseconds from each wait''s start to its end, summed.';
+
+-- Control plane, capabilities, health ------------------------------------------------------
+
+COMMENT ON TABLE bpf_stats.collections IS
+  'Collection requests made with bpf_stats.collect() and ended with bpf_stats.stop(): the control plane''s state. The sidecar checks each row again before acting on it. Finished requests are kept 30 days.';
+COMMENT ON COLUMN bpf_stats.collections.id IS 'Request id, as collect() returns it.';
+COMMENT ON COLUMN bpf_stats.collections.requested_by IS 'Session user that called collect().';
+COMMENT ON COLUMN bpf_stats.collections.requested_at IS 'When the request was made (timestamptz).';
+COMMENT ON COLUMN bpf_stats.collections.probes IS 'Probe sets asked for (''default'': the always-on sets).';
+COMMENT ON COLUMN bpf_stats.collections.duration IS 'How long to collect (interval, more than 0 and at most 24 hours); NULL: until bpf_stats.stop(id), at most 24 hours.';
+COMMENT ON COLUMN bpf_stats.collections.status IS 'pending, running, then done, failed, rejected (unknown or unsupported sets, see error) or stopped.';
+COMMENT ON COLUMN bpf_stats.collections.started_at IS 'When its probe sets were attached (timestamptz); NULL before.';
+COMMENT ON COLUMN bpf_stats.collections.finished_at IS 'When it ended (timestamptz); NULL while pending or running.';
+COMMENT ON COLUMN bpf_stats.collections.error IS 'Why it was rejected or failed; NULL otherwise.';
+
+COMMENT ON TABLE bpf_stats.capabilities IS
+  'What this host and this Postgres support, as `pg-bpf-stats check` prints it: one row per requirement, feature and probe set, replaced by each collector start on that host.';
+COMMENT ON COLUMN bpf_stats.capabilities.host IS 'Host name of the collector that checked.';
+COMMENT ON COLUMN bpf_stats.capabilities.kind IS 'requirement (privileges, btf, kernel, bpf load, postmaster), feature (usdt, query ids, llc) or probe set.';
+COMMENT ON COLUMN bpf_stats.capabilities.probe IS 'What was checked: the requirement, feature or probe set name.';
+COMMENT ON COLUMN bpf_stats.capabilities.available IS 'Whether it works here (never a fake true: llc without a hardware PMU is false).';
+COMMENT ON COLUMN bpf_stats.capabilities.required IS 'Whether the collector needs it to run.';
+COMMENT ON COLUMN bpf_stats.capabilities.reason IS 'The check''s detail: what was found, or why not.';
+COMMENT ON COLUMN bpf_stats.capabilities.checked_at IS 'When it was checked (timestamptz).';
+
+COMMENT ON TABLE bpf_stats.health IS
+  'One row per collector process (host, pid), written by every flush in the same statement as its data, so it says what the committed data contains.';
+COMMENT ON COLUMN bpf_stats.health.host IS 'Host name of the collector.';
+COMMENT ON COLUMN bpf_stats.health.pid IS 'Process id of the collector.';
+COMMENT ON COLUMN bpf_stats.health.version IS 'pg-bpf-stats version.';
+COMMENT ON COLUMN bpf_stats.health.postmaster_pid IS 'Process id of the postmaster it collects from.';
+COMMENT ON COLUMN bpf_stats.health.probe_sets IS 'Probe sets attached at the last flush.';
+COMMENT ON COLUMN bpf_stats.health.started_at IS 'When the collector started (timestamptz).';
+COMMENT ON COLUMN bpf_stats.health.interval_ms IS 'Flush interval (milliseconds), to judge whether last_flush_at is stale.';
+COMMENT ON COLUMN bpf_stats.health.last_flush_at IS 'Transaction time of the last successful flush (= the rows'' last_seen); NULL before the first.';
+COMMENT ON COLUMN bpf_stats.health.flush_ms IS 'Milliseconds the last successful flush took, up to its health statement; NULL before the first.';
+COMMENT ON COLUMN bpf_stats.health.flushes IS 'Successful flushes (count).';
+COMMENT ON COLUMN bpf_stats.health.rows_written IS 'Query and backend rows written by all successful flushes (count).';
+COMMENT ON COLUMN bpf_stats.health.last_rows IS 'Query and backend rows written by the last successful flush (count).';
+COMMENT ON COLUMN bpf_stats.health.dropped_events IS 'Events the BPF programs could not record since the collector loaded them (count, the sum of the counters in dropped).';
+COMMENT ON COLUMN bpf_stats.health.dropped IS 'Each BPF overflow/failure counter by name (jsonb, counts since load).';
+COMMENT ON COLUMN bpf_stats.health.map_fill_pct IS 'Fill of the fullest bounded BPF map (percent, 0..100).';
+COMMENT ON COLUMN bpf_stats.health.map_fill IS 'Fill per map (jsonb: entries and max_entries).';
+COMMENT ON COLUMN bpf_stats.health.pending_rows IS 'Rows a failed flush could not write (count); they go out with the next flush.';
+COMMENT ON COLUMN bpf_stats.health.failed_flushes IS 'Failed flushes (count).';
+COMMENT ON COLUMN bpf_stats.health.last_error IS 'Error of the last failed flush; NULL if none failed.';
+COMMENT ON COLUMN bpf_stats.health.last_error_at IS 'When the last flush failed (timestamptz); NULL if none failed.';
+COMMENT ON COLUMN bpf_stats.health.history_retention IS 'How long the history tables keep rows (interval); NULL: history off.';
+COMMENT ON COLUMN bpf_stats.health.updated_at IS 'When this row was last written (timestamptz).';
+COMMENT ON COLUMN bpf_stats.health.stopped_at IS 'When the collector stopped cleanly (timestamptz); NULL while it runs or if it died.';
+
+COMMENT ON TABLE bpf_stats.migrations IS 'Migrations applied to bpf_stats (node-pg-migrate''s bookkeeping).';
+COMMENT ON COLUMN bpf_stats.migrations.id IS 'Row id.';
+COMMENT ON COLUMN bpf_stats.migrations.name IS 'Migration file name, without .sql.';
+COMMENT ON COLUMN bpf_stats.migrations.run_on IS 'When it was applied (timestamp without time zone).';
+
+-- Views ------------------------------------------------------------------------------------
+
+COMMENT ON VIEW bpf_stats.activity IS
+  'Live backends (pg_stat_activity) with what the kernel saw each do, from backend_stats joined on pid and backend_start. Metric columns are cumulative for the backend and NULL until its first flush (and for the collector''s own connections).';
+COMMENT ON COLUMN bpf_stats.activity.pid IS 'pg_stat_activity.pid.';
+COMMENT ON COLUMN bpf_stats.activity.backend_type IS 'pg_stat_activity.backend_type.';
+COMMENT ON COLUMN bpf_stats.activity.datname IS 'pg_stat_activity.datname.';
+COMMENT ON COLUMN bpf_stats.activity.usename IS 'pg_stat_activity.usename.';
+COMMENT ON COLUMN bpf_stats.activity.state IS 'pg_stat_activity.state.';
+COMMENT ON COLUMN bpf_stats.activity.wait_event_type IS 'pg_stat_activity.wait_event_type.';
+COMMENT ON COLUMN bpf_stats.activity.wait_event IS 'pg_stat_activity.wait_event.';
+COMMENT ON COLUMN bpf_stats.activity.query_id IS 'pg_stat_activity.query_id.';
+COMMENT ON COLUMN bpf_stats.activity.query IS 'pg_stat_activity.query.';
+COMMENT ON COLUMN bpf_stats.activity.backend_start IS 'pg_stat_activity.backend_start.';
+COMMENT ON COLUMN bpf_stats.activity.last_seen IS 'Transaction time of the last flush that added to the backend''s row; NULL before its first.';
+
+COMMENT ON VIEW bpf_stats.query_time IS
+  'Where each query''s time went: the partition of total_time_ms and each part''s share of it (the six partition shares sum to 1); reclaim_ms and reclaim_share are an overlay ("of which").';
+COMMENT ON COLUMN bpf_stats.query_time.on_cpu_share IS 'on_cpu_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_time.runq_wait_share IS 'runq_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_time.io_wait_share IS 'io_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_time.lock_wait_share IS 'lock_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_time.lwlock_wait_share IS 'lwlock_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_time.other_wait_share IS 'other_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_time.reclaim_share IS 'reclaim_ms / total_time_ms (fraction 0..1): an overlay, already inside the other shares, not part of their sum; NULL when not measured or total_time_ms is 0.';
+
+COMMENT ON VIEW bpf_stats.query_memory IS
+  'Memory stalls per query: reclaim and compaction (probe set `memory`, overlays: "of which") and page faults (probe set `cpu`).';
+COMMENT ON COLUMN bpf_stats.query_memory.reclaim_fraction IS 'reclaim_ms / total_time_ms (fraction 0..1, of which); NULL when not measured or total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_memory.reclaim_ms_per_call IS 'reclaim_ms / calls (milliseconds); NULL without calls (the `query` set).';
+COMMENT ON COLUMN bpf_stats.query_memory.compaction_stall_ms_per_call IS 'compaction_stall_ms / calls (milliseconds); NULL without calls (the `query` set).';
+COMMENT ON COLUMN bpf_stats.query_memory.majflt_per_call IS 'majflt / calls (major faults per statement); NULL without calls (the `query` set).';
+
+COMMENT ON VIEW bpf_stats.query_io IS
+  'Block IO per query: the requests its backends created (probe set `io`), the time asleep in IO (probe set `cpu`) and writeback throttling (of which).';
+COMMENT ON COLUMN bpf_stats.query_io.avg_read_bytes IS 'blk_read_bytes / blk_read_ios: mean bytes per read request; NULL without requests.';
+COMMENT ON COLUMN bpf_stats.query_io.avg_write_bytes IS 'blk_write_bytes / blk_write_ios: mean bytes per write request; NULL without requests.';
+COMMENT ON COLUMN bpf_stats.query_io.io_wait_fraction IS 'io_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_io.read_bytes_per_call IS 'blk_read_bytes / calls (bytes per statement); NULL without calls (the `query` set).';
+COMMENT ON COLUMN bpf_stats.query_io.write_bytes_per_call IS 'blk_write_bytes / calls (bytes per statement); NULL without calls (the `query` set).';
+
+COMMENT ON VIEW bpf_stats.query_locks IS
+  'Queries that waited for locks: heavyweight and LWLock wait time (probe set `cpu`), spin delays (`spinlock`), and a readable summary of the detail rows (`locks`, `lwlock`), biggest first.';
+COMMENT ON COLUMN bpf_stats.query_locks.lock_wait_share IS 'lock_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_locks.lwlock_wait_share IS 'lwlock_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
+COMMENT ON COLUMN bpf_stats.query_locks.lock_waits IS 'Heavyweight lock waits in query_lock_detail (count); NULL without detail rows (probe set `locks`).';
+COMMENT ON COLUMN bpf_stats.query_locks.lock_detail IS 'query_lock_detail''s rows as text, ''<locktype> <mode>[ on <relation>]: <waits> waits, <wait_time_ms> ms'', longest first, separated by ''; ''.';
+COMMENT ON COLUMN bpf_stats.query_locks.lwlock_waits IS 'LWLock waits in query_lwlock_waits (count); NULL without detail rows (probe set `lwlock`).';
+COMMENT ON COLUMN bpf_stats.query_locks.lwlock_detail IS 'query_lwlock_waits'' rows as text, ''<tranche> (<mode>): <waits> waits, <wait_time_ms> ms'', longest first, separated by ''; ''.';
+
+COMMENT ON VIEW bpf_stats.query_lock_detail IS
+  'Heavyweight lock waits per query by lock type, mode and relation (probe set `locks`); see query_lock_waits.';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.queryid IS 'Query id of the top-level statement; 0: waits before it had a query id (parse analysis).';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.query IS 'Query text from pg_stat_statements (NULL when not installed or evicted); for queryid 0 a label saying the wait came before the statement had a query id.';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.locktype IS 'Lock type as pg_locks.locktype names it.';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.mode IS 'Requested lock mode as pg_locks.mode names it.';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.relation IS 'The locked relation: its name when it is in this database, its OID as text when in another; NULL when the lock tag has none.';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.database IS 'Database OID of the lock tag; NULL when the tag has none.';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.waits IS 'Waits that ended without an error (count).';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.wait_time_ms IS 'Milliseconds from each wait''s start to its end, summed.';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.mean_wait_ms IS 'wait_time_ms / waits (milliseconds).';
+
+COMMENT ON VIEW bpf_stats.query_lwlock_detail IS
+  'LWLock waits per query by tranche and mode (probe set `lwlock`); see query_lwlock_waits.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_detail.queryid IS 'Query id of the top-level statement; 0: waits before it had a query id.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_detail.query IS 'Query text from pg_stat_statements (NULL when not installed or evicted); for queryid 0 a label saying the wait came before the statement had a query id.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_detail.tranche IS 'LWLock tranche as pg_stat_activity.wait_event names it (''tranche <id>'' when the name is unknown).';
+COMMENT ON COLUMN bpf_stats.query_lwlock_detail.mode IS 'exclusive, shared or wait_until_free; unknown without USDT.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_detail.waits IS 'Waits (count).';
+COMMENT ON COLUMN bpf_stats.query_lwlock_detail.wait_time_ms IS 'Milliseconds from each wait''s start to its end, summed.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_detail.mean_wait_ms IS 'wait_time_ms / waits (milliseconds).';
+
+COMMENT ON VIEW bpf_stats.query_latency IS
+  'Statement latency per query (probe set `latency`): each observation is one statement''s state_change - query_start, as pg_stat_activity shows it. Quantiles interpolate inside a log2 bucket (within a factor of 2); max_ms is exact.';
+COMMENT ON COLUMN bpf_stats.query_latency.calls IS 'query_stats.calls: statements counted exactly by the `query` set; NULL: not measured.';
+COMMENT ON COLUMN bpf_stats.query_latency.observations IS 'Statements measured (count).';
+COMMENT ON COLUMN bpf_stats.query_latency.p50_ms IS 'Median latency (milliseconds), from the histogram.';
+COMMENT ON COLUMN bpf_stats.query_latency.p95_ms IS '95th percentile latency (milliseconds), from the histogram.';
+COMMENT ON COLUMN bpf_stats.query_latency.p99_ms IS '99th percentile latency (milliseconds), from the histogram.';
+COMMENT ON COLUMN bpf_stats.query_latency.max_ms IS 'Largest latency seen (milliseconds), exact.';
+COMMENT ON COLUMN bpf_stats.query_latency.counts IS 'The histogram: counts[i] statements took [2^(i-1), 2^i) microseconds, counts[1] from 0.';
+
+COMMENT ON VIEW bpf_stats.query_runq_latency IS
+  'Run-queue latency per query (probe set `sched`): each wait for a CPU of a backend while on this query. Quantiles interpolate inside a log2 bucket; max_ms is exact.';
+COMMENT ON COLUMN bpf_stats.query_runq_latency.waits IS 'Waits for a CPU measured (count).';
+COMMENT ON COLUMN bpf_stats.query_runq_latency.p50_ms IS 'Median wait for a CPU (milliseconds), from the histogram.';
+COMMENT ON COLUMN bpf_stats.query_runq_latency.p95_ms IS '95th percentile wait for a CPU (milliseconds), from the histogram.';
+COMMENT ON COLUMN bpf_stats.query_runq_latency.p99_ms IS '99th percentile wait for a CPU (milliseconds), from the histogram.';
+COMMENT ON COLUMN bpf_stats.query_runq_latency.max_ms IS 'Longest wait for a CPU seen (milliseconds), exact.';
+COMMENT ON COLUMN bpf_stats.query_runq_latency.counts IS 'The histogram: counts[i] waits took [2^(i-1), 2^i) microseconds, counts[1] from 0.';
+
+COMMENT ON VIEW bpf_stats.query_llc IS
+  'Last-level cache references and misses per query (probe set `llc`, sampled hardware events; NULL where it never ran, e.g. without a hardware PMU).';
+COMMENT ON COLUMN bpf_stats.query_llc.llc_miss_ratio IS 'llc_misses / llc_references (fraction 0..1); NULL when not measured or without references.';
+
+-- Functions --------------------------------------------------------------------------------
+
+COMMENT ON FUNCTION bpf_stats.hist_quantile(bigint[], double precision, double precision) IS
+  'hist_quantile(counts bigint[], q double precision, max_ms double precision) -> double precision: the q-quantile (q from 0 to 1) in milliseconds of a log2 histogram whose counts[i] counts observations in [2^(i-1), 2^i) microseconds (counts[1] from 0), interpolated linearly inside its bucket and never above max_ms, the exact largest observation. NULL for an empty histogram or q outside 0..1.';
+COMMENT ON FUNCTION bpf_stats.create_view_with_query_text(text) IS
+  'Internal: creates or replaces a view whose definition has two %s placeholders, the query text expression and the join that provides it (pg_stat_statements when installed, else NULL::text and no join).';
+COMMENT ON FUNCTION bpf_stats.maintain_history(interval, interval) IS
+  'Internal, called by the collector: drops history partitions whose rows are all older than retention and creates partitions width wide up to two widths ahead. Returns how many it created and dropped.';
+COMMENT ON FUNCTION bpf_stats.require_admin() IS
+  'Internal: raises insufficient_privilege unless the session user is a member of bpf_stats_admin.';
+COMMENT ON FUNCTION bpf_stats.collect(text[], interval) IS
+  'collect(probes text[] DEFAULT ''{default}'', duration interval DEFAULT NULL) -> bigint: asks the collector to attach probe sets for duration (more than 0, at most 24 hours; NULL: until stop(id), at most 24 hours). Returns the request id to watch in bpf_stats.collections. bpf_stats_admin members only.';
+COMMENT ON FUNCTION bpf_stats.stop(bigint) IS
+  'stop(id bigint) -> boolean: ends a collection request (a pending one never starts, a running one is detached). false when it had already ended. bpf_stats_admin members only.';
+
+COMMENT ON SCHEMA bpf_stats IS
+  'pg-bpf-stats: per-query and per-backend kernel metrics collected with BPF. Milliseconds are double precision, counts and bytes bigint; NULL means not measured.';
