@@ -4,7 +4,7 @@ import type { KernelFeatures } from './kernel-features.js';
 /**
  * Leaves unloaded every tp_btf program whose tracepoint this kernel lacks: such a program would
  * fail the whole object's load. The probe set that needs it reports itself unsupported
- * (src/attach/probe-sets.ts). Call between open and load; returns the programs turned off.
+ * (src/families/). Call between open and load; returns the programs turned off.
  *
  * @example
  * const object = new (loadNative().BpfObject)(collectorObjectPath());
