@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { collectorObjectPath } from '../src/attach/collector-object.js';
+import { collectorObjectPath } from '../src/collector/collector-object.js';
 import { ElfFile } from '../src/target/elf-file.js';
 
 const run = promisify(execFile);

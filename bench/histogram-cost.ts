@@ -11,9 +11,9 @@
  */
 import { closeSync } from 'node:fs';
 import pg from 'pg';
-import { CollectorObject } from '../src/attach/collector-object.js';
+import { CollectorObject } from '../src/collector/collector-object.js';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
-import type { ProbeSetName } from '../src/collect/metric-columns.js';
+import { familyRodata, PROBE_SETS, type ProbeSetName } from '../src/families/index.js';
 import { loadNative } from '../src/native/bpf-native.js';
 import { calibrateStatusLayout } from '../src/target/calibrate-status-layout.js';
 import { discoverPostmaster } from '../src/target/discover-postmaster.js';
@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   const rounds = flag('rounds', 5);
   const cluster = await ThrowawayCluster.start();
   const stats = loadNative().bpfStatsEnable();
-  let object: CollectorObject | null = null;
+  let object: CollectorObject<ProbeSetName> | null = null;
   try {
     await initPgbench(cluster, 2);
     const control = new pg.Client(cluster.connectionString());
@@ -56,6 +56,8 @@ async function main(): Promise<void> {
     object = CollectorObject.load({
       target,
       layout,
+      probeSets: PROBE_SETS,
+      rodata: familyRodata(target),
       // The llc programs on software events (no PMU here): the cost of one program run is the
       // same whatever event fires it. cpu-clock every 100 us for references, every page fault for misses.
       perfEvents: {
@@ -63,7 +65,7 @@ async function main(): Promise<void> {
         on_llc_miss: { type: PERF_TYPE_SOFTWARE, config: PERF_COUNT_SW_PAGE_FAULTS, samplePeriod: 1, label: 'page-faults' },
       },
     });
-    object.attach('cpu');
+    object.probes.attach('cpu');
     const mine = (await listPrograms()).filter((p) => !before.has(p.id) && PROGRAMS.includes(p.name)).map((p) => p.id);
     // Interleaved rounds, medians: the host's other load drifts over minutes, and each
     // configuration should see the same drift.
@@ -71,7 +73,7 @@ async function main(): Promise<void> {
     const samples = new Map<string, Array<{ perTxn: number; perRun: number; runsPerTxn: number }>>();
     for (let round = 0; round < rounds; round++) {
       for (const sets of configs) {
-        for (const set of sets) object.attach(set);
+        for (const set of sets) object.probes.attach(set);
         const start: ProgramStats[] = (await listPrograms()).filter((p) => mine.includes(p.id));
         const result = await runSelectOnly(cluster, { clients, seconds });
         const end: ProgramStats[] = (await listPrograms()).filter((p) => mine.includes(p.id));
@@ -82,7 +84,7 @@ async function main(): Promise<void> {
           list.push({ perTxn: d.runTimeNs / result.transactions, perRun: d.runTimeNs / d.runCnt, runsPerTxn: d.runCnt / result.transactions });
           samples.set(key, list);
         }
-        for (const set of sets) object.detach(set);
+        for (const set of sets) object.probes.detach(set);
       }
     }
     console.log(`${rounds} interleaved rounds of pgbench -S -c ${clients} for ${seconds} s per configuration; medians`);

@@ -16,7 +16,7 @@
  */
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { parseDuration } from '../src/cli/parse-args.js';
+import { parseDuration } from '../src/cli/parse-duration.js';
 import { parseRetention } from '../src/cli/parse-retention.js';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
@@ -36,11 +36,11 @@ const { values } = parseArgs({
     sample: { type: 'string', default: '10' },
   },
 });
-const seconds = Number(values.seconds);
+const seconds = parseDuration(values.seconds, '--seconds', { bareUnit: 's' }) / 1000;
 const retentionMs = parseRetention(values.retention);
 const partitionMs = parseDuration(values.partition, '--partition');
 const intervalMs = parseDuration(values.interval, '--interval');
-const sampleMs = Number(values.sample) * 1000;
+const sampleMs = parseDuration(values.sample, '--sample', { bareUnit: 's' });
 
 interface Sample {
   t: number;

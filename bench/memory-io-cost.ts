@@ -10,6 +10,9 @@
  * (writeback throttling; restored after), a plain file read by a non-Postgres process (the
  * filter-out path every block request on the host takes), and pgbench -S.
  */
+import { parseArgs } from 'node:util';
+import { parseDuration } from '../src/cli/parse-duration.js';
+import { backendPid } from '../src/storage/backend-pid.js';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import pg from 'pg';
@@ -44,7 +47,8 @@ function report(phase: string, deltas: ProgramStats[], per?: { label: string; n:
 }
 
 async function main(): Promise<void> {
-  const seconds = Number(process.argv[process.argv.indexOf('--seconds') + 1] || 5);
+  const { values } = parseArgs({ args: process.argv.slice(2), options: { seconds: { type: 'string', default: '5' } } });
+  const seconds = parseDuration(values.seconds, '--seconds', { bareUnit: 's' }) / 1000;
   const statsBefore = readStatsEnabled();
   const preexisting = new Set((await listPrograms()).map((p) => p.id));
   const cluster = await ThrowawayCluster.start({ settings: { shared_buffers: "'16MB'" } });
@@ -80,10 +84,10 @@ async function main(): Promise<void> {
     await phase('cold scan in a 64 MB memcg', async () => {
       mkdirSync(cgroup);
       writeFileSync(`${cgroup}/memory.limit_in_bytes`, String(64 * MB));
-      writeFileSync(`${cgroup}/cgroup.procs`, String((scan as unknown as { processID: number }).processID));
+      writeFileSync(`${cgroup}/cgroup.procs`, String(backendPid(scan)));
       evict(coldPath);
       await scan.query('SELECT sum(length(pad)) FROM cold');
-      writeFileSync('/sys/fs/cgroup/memory/cgroup.procs', String((scan as unknown as { processID: number }).processID));
+      writeFileSync('/sys/fs/cgroup/memory/cgroup.procs', String(backendPid(scan)));
     });
     const dirty = ['dirty_ratio', 'dirty_bytes', 'dirty_background_ratio', 'dirty_background_bytes'].map((k) => [k, readFileSync(`/proc/sys/vm/${k}`, 'utf8').trim()] as const);
     await phase('writer under a 4 MB dirty limit', async () => {

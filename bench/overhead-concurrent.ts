@@ -19,7 +19,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { parseProbeSets } from '../src/attach/probe-sets.js';
+import { parseProbeSets } from '../src/families/index.js';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { packageRoot } from '../src/package-root.js';
 import { initPgbench, runSelectOnly, type PgbenchResult } from './pgbench.js';

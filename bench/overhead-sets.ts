@@ -15,7 +15,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
-import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
+import { parseProbeSets, PROBE_SETS } from '../src/families/index.js';
 import { packageRoot } from '../src/package-root.js';
 import { LOAD_FLAGS, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, pairsThroughput, summarize, type BenchSettings, type OnRun, type PairResult } from './report.js';

@@ -29,7 +29,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
-import { parseProbeSets, PROBE_SETS } from '../src/attach/probe-sets.js';
+import { parseProbeSets, PROBE_SETS } from '../src/families/index.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { packageRoot } from '../src/package-root.js';
 import { benchSchedule, runAlternating, SETTLE_SECONDS } from './alternating-blocks.js';

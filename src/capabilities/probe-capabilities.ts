@@ -1,16 +1,19 @@
 import { release } from 'node:os';
-import { collectorObjectPath } from '../attach/collector-object.js';
-import { disableMissingTracepoints } from '../attach/disable-missing-tracepoints.js';
-import { KernelFeatures } from '../attach/kernel-features.js';
-import { LLC_EVENTS, perfEventsUnsupportedReason } from '../attach/perf-events.js';
-import { PROBE_SETS } from '../attach/probe-sets.js';
+import { collectorObjectPath } from '../collector/collector-object.js';
+import { disableMissingTracepoints } from '../collector/disable-missing-tracepoints.js';
+import { KernelFeatures } from '../collector/kernel-features.js';
+import { perfEventsUnsupportedReason } from '../collector/perf-events.js';
 import { oneLine } from '../errors.js';
+import type { SupportContext } from '../families/family.js';
+import { PROBE_SETS } from '../families/index.js';
+import { LLC_EVENTS } from '../families/llc/llc-family.js';
+import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
 import { loadNative } from '../native/bpf-native.js';
-import { connect } from '../sidecar/connect.js';
-import { hostChecks } from '../sidecar/preflight.js';
+import { connect } from '../storage/connect.js';
+import { shorten } from '../shorten.js';
+import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
-
+import { hostChecks } from './host-checks.js';
 
 /** One capability: a host requirement, a feature of this Postgres, or a probe set. */
 export interface CheckLine {
@@ -30,7 +33,7 @@ export interface CheckLine {
 export type CapabilitySource =
   | { dsn: string | undefined }
   /** `loaded`: the sidecar loaded the collector object itself, so the verifier's verdict is known. */
-  | { target: PostmasterTarget; loaded: true };
+  | { support: SupportContext; loaded: true };
 
 /**
  * What this host and this Postgres support: the checks behind both `pg-bpf-stats check` and
@@ -46,9 +49,10 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
   if ('loaded' in source) lines.push(requirement('bpf load', true, LOADED));
   else lines.push(lines.every((l) => l.ok) ? loadCheck() : requirement('bpf load', false, 'skipped: host requirements unmet'));
 
-  let target: PostmasterTarget | null = null;
+  let support: SupportContext | null = null;
   try {
-    target = 'target' in source ? source.target : await discover(source.dsn);
+    support = 'support' in source ? source.support : await discover(source.dsn);
+    const { target } = support;
     lines.push(requirement('postmaster', true, `pid ${target.pid}, ${target.binaryPath}, PostgreSQL ${target.majorVersion}, data ${target.dataDir}`));
     const usdt = target.usdt.filter((n) => n.provider === 'postgresql').length;
     lines.push(
@@ -75,7 +79,7 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
   }
 
   for (const set of Object.values(PROBE_SETS)) {
-    const reason = target ? set.unsupportedReason(target) : 'no postmaster';
+    const reason = support ? probeSetUnsupportedReason(set.name, support) : 'no postmaster';
     lines.push({
       name: `probes ${set.name}`,
       probe: set.name,
@@ -102,10 +106,21 @@ function feature(name: string, ok: boolean, detail: string): CheckLine {
   return { name, probe: name, kind: 'feature', ok, required: false, detail };
 }
 
-async function discover(dsn: string | undefined): Promise<PostmasterTarget> {
+/**
+ * The postmaster behind `dsn`, and its PgBackendStatus layout calibrated as `run` does it (a
+ * second connection observes the first), so that `check` and `run` judge the sets alike.
+ */
+async function discover(dsn: string | undefined): Promise<SupportContext> {
   const client = await connect(dsn);
   try {
-    return await discoverPostmaster(client);
+    const target = await discoverPostmaster(client);
+    const observer = await connect(dsn);
+    try {
+      const layout = await calibrateStatusLayout(target, client, observer).catch(() => null);
+      return { target, layout, perfEvents: {} };
+    } finally {
+      await observer.end();
+    }
   } finally {
     await client.end();
   }
@@ -124,6 +139,6 @@ function loadCheck(): CheckLine {
     }
     return requirement('bpf load', true, LOADED);
   } catch (error) {
-    return requirement('bpf load', false, oneLine(error).slice(0, 300));
+    return requirement('bpf load', false, shorten(oneLine(error), 300));
   }
 }

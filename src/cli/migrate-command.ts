@@ -1,5 +1,5 @@
 import type { CliOptions } from './parse-args.js';
-import { connect } from '../sidecar/connect.js';
+import { connect } from '../storage/connect.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 
 /** `pg-bpf-stats migrate`: create or update bpf_stats without collecting. */

@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
-import { parseProbeSets, PROBE_SETS } from '../attach/probe-sets.js';
-import type { ProbeSetName } from '../collect/metric-columns.js';
+import { parseProbeSets, PROBE_SETS } from '../families/index.js';
+import type { ProbeSetName } from '../families/index.js';
 import { UserError } from '../errors.js';
+import { joinNegativeValues, parseDuration } from './parse-duration.js';
 import { parseRetention } from './parse-retention.js';
 
 export type CommandName = 'run' | 'demo' | 'check' | 'migrate';
@@ -34,33 +35,19 @@ commands:
 
 options:
   --dsn DSN           libpq connection string (default: PG* environment variables)
-  --interval TIME     flush period, e.g. 1s, 500ms (default 1s)
+  --interval TIME     flush period, e.g. 1s, 500ms (default 1s); units ms, s, m/min, h, d
   --probes SETS       opt-in probe sets to attach too, comma separated (${OPT_IN_SETS})
   --duration TIME     run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME
                       run: keep per-interval history this long, e.g. 7d, 12h, or off (default 7d)
   -h, --help          this text`;
 
-/**
- * Parses a duration: a number of milliseconds, or a number with ms, s or m.
- *
- * @example
- * parseDuration('1.5s'); // 1500
- */
-export function parseDuration(text: string, what: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
-  if (!match) throw new UserError(`invalid ${what} '${text}': use e.g. 500ms, 1s or 2m`);
-  const value = Number(match[1]) * ({ ms: 1, s: 1000, m: 60_000 } as const)[(match[2] ?? 'ms') as 'ms' | 's' | 'm'];
-  if (value <= 0) throw new UserError(`invalid ${what} '${text}': must be positive`);
-  return value;
-}
-
 /** Parses the command line (without node and script). Throws UserError on bad input. */
 export function parseCli(argv: string[]): CliOptions | 'help' {
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv,
+      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention']),
       allowPositionals: true,
       options: {
         dsn: { type: 'string' },

@@ -1,6 +1,5 @@
-import { PROBE_SETS } from '../attach/probe-sets.js';
-import type { ProbeSetName } from '../collect/metric-columns.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
+import { PROBE_SETS } from '../families/index.js';
+import type { ProbeSetName } from '../families/index.js';
 
 /** The longest collection a request may ask for; NULL durations mean "until stopped", capped here. */
 export const MAX_COLLECTION_MS = 24 * 3600 * 1000;
@@ -22,15 +21,16 @@ export type CollectionRequest =
 
 /**
  * Validates a collection request row: probe names ('default' = the always-on sets) must be
- * known to PROBE_SETS and supported by this target, and the duration positive and at most
+ * known to PROBE_SETS and supported here (`unsupportedReason`: the sidecar's, the one answer
+ * `run` and `check` give too), and the duration positive and at most
  * MAX_COLLECTION_MS (NULL: the cap, i.e. until bpf_stats.stop). Rows can be inserted directly,
  * so this is the sidecar's check, whatever bpf_stats.collect checked before.
  *
  * @example
- * validateCollectionRequest({ id: '7', probes: ['query'], duration_s: 2 }, target);
+ * validateCollectionRequest({ id: '7', probes: ['query'], duration_s: 2 }, (set) => sidecar.unsupportedReason(set));
  * // { ok: true, id: 7, sets: ['query'], durationMs: 2000 }
  */
-export function validateCollectionRequest(row: CollectionRow, target: PostmasterTarget): CollectionRequest {
+export function validateCollectionRequest(row: CollectionRow, unsupportedReason: (set: ProbeSetName) => string | null): CollectionRequest {
   const id = Number(row.id);
   const fail = (error: string): CollectionRequest => ({ ok: false, id, error });
   const probes = row.probes;
@@ -50,7 +50,7 @@ export function validateCollectionRequest(row: CollectionRow, target: Postmaster
     if (name === 'default') for (const s of Object.values(PROBE_SETS)) if (s.default) sets.add(s.name);
     if (name !== 'default') sets.add(name as ProbeSetName);
   }
-  const unsupported = [...sets].map((s) => [s, PROBE_SETS[s].unsupportedReason(target)] as const).filter(([, reason]) => reason);
+  const unsupported = [...sets].map((s) => [s, unsupportedReason(s)] as const).filter(([, reason]) => reason);
   if (unsupported.length) {
     return fail(unsupported.map(([s, reason]) => `probe set ${s} is not supported here: ${reason}`).join('; '));
   }

@@ -1,9 +1,10 @@
 import { Socket } from 'node:net';
 import pg from 'pg';
 import pgListen, { type Subscriber } from 'pg-listen';
-import type { ProbeSetName } from '../collect/metric-columns.js';
+import type { ProbeSetName } from '../families/index.js';
 import { oneLine } from '../errors.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
+import { shorten } from '../shorten.js';
+import { backendPid } from '../storage/backend-pid.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest, type CollectionRow } from './collection-request.js';
 
 /** Channel bpf_stats.collect/stop ring; its payload is never trusted. */
@@ -13,7 +14,8 @@ export const STATUS_CHANNEL = 'bpf_stats_status';
 
 /** What the control plane needs from the sidecar (src/sidecar/sidecar.ts). */
 export interface ProbeSetHost {
-  readonly target: PostmasterTarget;
+  /** Why a set cannot run here, or null: the same answer `run` and `check` give. */
+  unsupportedReason(name: ProbeSetName): string | null;
   attach(name: ProbeSetName): void;
   /** Detaches an opt-in set; default sets (and sets given at start) stay. */
   detach(name: ProbeSetName): void;
@@ -83,7 +85,7 @@ export class ControlPlane {
     const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats control' });
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
-      const pid = (client as unknown as { processID: number }).processID;
+      const pid = backendPid(client);
       try {
         host.excludeBackend(pid);
       } catch (error) {
@@ -257,7 +259,7 @@ export class ControlPlane {
   }
 
   private async begin(row: CollectionRow & { id: string }): Promise<void> {
-    const request = validateCollectionRequest(row, this.options.host.target);
+    const request = validateCollectionRequest(row, (set) => this.options.host.unsupportedReason(set));
     if (!request.ok) {
       await this.report(row.id, 'rejected', request.error, 'pending');
       this.log(`collection ${row.id} rejected: ${request.error}`);
@@ -272,7 +274,7 @@ export class ControlPlane {
 
   /** A row `running` that no live request of ours holds: a previous sidecar died under it. */
   private async resume(row: CollectionRow & { id: string; elapsed_ms: number | null }): Promise<void> {
-    const request = validateCollectionRequest(row, this.options.host.target);
+    const request = validateCollectionRequest(row, (set) => this.options.host.unsupportedReason(set));
     const remaining = request.ok ? request.durationMs - (row.elapsed_ms ?? Infinity) : 0;
     if (!request.ok || !(remaining > 0)) {
       const error = request.ok
@@ -354,7 +356,7 @@ export class ControlPlane {
  * error is cut to 1000 characters: NOTIFY payloads must stay under 8000 bytes.
  */
 function statusPayload(id: string, status: string, error: string | null): string {
-  const body = JSON.stringify({ status, ...(error ? { error: error.slice(0, 1000) } : {}) });
+  const body = JSON.stringify({ status, ...(error ? { error: shorten(error, 1000) } : {}) });
   return `{"id":${/^\d+$/.test(id) ? id : JSON.stringify(id)},${body.slice(1)}`;
 }
 

@@ -1,5 +1,5 @@
-import { PROBE_SETS } from '../attach/probe-sets.js';
-import type { ProbeSetName } from '../collect/metric-columns.js';
+import { PROBE_SETS } from '../families/index.js';
+import type { ProbeSetName } from '../families/index.js';
 import { oneLine } from '../errors.js';
 import type { Sidecar } from '../sidecar/sidecar.js';
 

@@ -3,7 +3,8 @@ import type pg from 'pg';
 import { evictFromPageCache } from '../cluster/evict-from-page-cache.js';
 import { MemoryCgroup } from '../cluster/memory-cgroup.js';
 import { oneLine } from '../errors.js';
-import { serverPid, withClient } from './with-client.js';
+import { backendPid } from '../storage/backend-pid.js';
+import { withClient } from './with-client.js';
 import type { WorkloadContext, WorkloadStep } from './workload-context.js';
 
 const MB = 1024 * 1024;
@@ -60,7 +61,7 @@ async function memoryScan({ dsn, facts, print, onCleanup }: WorkloadContext): Pr
   }
   await withClient(dsn, async (c) => {
     await prepareSession(c, MEMORY_QUERY);
-    const pid = serverPid(c);
+    const pid = backendPid(c);
     const cgroup = MemoryCgroup.create('pg-bpf-stats-demo', MEMCG_LIMIT_BYTES);
     onCleanup(() => cgroup.remove());
     try {

@@ -1,7 +1,7 @@
-import type { CliOptions } from '../cli/parse-args.js';
+import type { ProbeSetName } from '../families/index.js';
 import { ThrowawayCluster } from '../cluster/throwaway-cluster.js';
 import { oneLine } from '../errors.js';
-import { connect } from '../sidecar/connect.js';
+import { connect } from '../storage/connect.js';
 import { Sidecar } from '../sidecar/sidecar.js';
 import { attachSupportedSets } from './attach-supported-sets.js';
 import { printReport } from './report.js';
@@ -18,7 +18,16 @@ const SHARED_BUFFERS = '16MB';
  * report from the views next to that cause; removes the cluster (and the memory cgroup it
  * made) at the end, on errors and on SIGINT/SIGTERM.
  */
-export async function demoCommand(options: CliOptions, print: (line: string) => void): Promise<number> {
+export interface DemoOptions {
+  /** Flush period of the demo's collector. */
+  intervalMs: number;
+  /** Opt-in sets besides every set this host supports (usually none). */
+  probeSets: ProbeSetName[];
+  /** Workload length (default 25 s). */
+  durationMs: number | undefined;
+}
+
+export async function demoCommand(options: DemoOptions, print: (line: string) => void): Promise<number> {
   const durationMs = options.durationMs ?? DEFAULT_WORKLOAD_MS;
   print(`[1/5] starting a throwaway PostgreSQL cluster (system binaries, pg_stat_statements preloaded, shared_buffers ${SHARED_BUFFERS})`);
   const cluster = await ThrowawayCluster.start({ settings: { shared_buffers: `'${SHARED_BUFFERS}'` } });

@@ -16,7 +16,3 @@ export function formatTable(rows: Record<string, unknown>[], columns: string[]):
   return [line(columns), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
 }
 
-/** SQL for a query text on one line, cut to `width` characters (report tables stay narrow). */
-export function shortQuery(expression: string, width = 48): string {
-  return `left(regexp_replace(${expression}, '\\s+', ' ', 'g'), ${width})`;
-}

@@ -1,4 +1,5 @@
-import { formatTable, shortQuery } from './format-table.js';
+import { formatTable } from './format-table.js';
+import { shortenSql } from '../shorten.js';
 import type { ReportContext } from './report-context.js';
 
 /**
@@ -19,7 +20,7 @@ export async function printIoReport({ client, print, facts, attached, unsupporte
   if (io && 'skipped' in io) print(`cold scan skipped: ${io.skipped}`);
   else print(`pg_relation_size('${cold.name}') = ${cold.bytes} bytes (${(cold.bytes / 2 ** 20).toFixed(1)} MB), read cold once by "${io?.query}"`);
   const { rows } = await client.query(`
-    SELECT ${shortQuery('i.query')} AS query, i.calls, i.blk_read_ios AS read_ios,
+    SELECT ${shortenSql('i.query')} AS query, i.calls, i.blk_read_ios AS read_ios,
            round(i.blk_read_bytes / 1048576.0, 1)::float8 AS read_mb,
            round(i.avg_read_bytes::numeric / 1024)::int AS avg_read_kb,
            bpf_stats.hist_quantile(h.counts, 0.5, h.max_ms) AS io_p50_ms,

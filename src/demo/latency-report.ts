@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { shortenSql } from '../shorten.js';
 import { formatTable } from './format-table.js';
 
 /**
@@ -10,7 +11,7 @@ import { formatTable } from './format-table.js';
  */
 export async function printLatencyReport(client: pg.Client, print: (line: string) => void): Promise<void> {
   const { rows } = await client.query(`
-    SELECT left(regexp_replace(l.query, '\\s+', ' ', 'g'), 60) AS query, l.observations,
+    SELECT ${shortenSql('l.query', 60)} AS query, l.observations,
            l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms,
            round(s.mean_exec_time::numeric, 1)::float8 AS pgss_mean_ms, round(s.max_exec_time::numeric, 1)::float8 AS pgss_max_ms
       FROM bpf_stats.query_latency l

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
-import { formatTable, shortQuery } from './format-table.js';
+import { formatTable } from './format-table.js';
+import { shortenSql } from '../shorten.js';
 import type { ReportContext } from './report-context.js';
 
 /**
@@ -27,7 +28,7 @@ export async function printLlcReport({ client, print, attached }: ReportContext)
   }
   print('LLC (bpf_stats.query_llc, llc set: sampled cache-references / cache-misses):');
   const { rows } = await client.query(`
-    SELECT ${shortQuery('query')} AS query, calls, llc_references, llc_misses, llc_miss_ratio
+    SELECT ${shortenSql('query')} AS query, calls, llc_references, llc_misses, llc_miss_ratio
       FROM bpf_stats.query_llc
      WHERE query NOT ILIKE '%pg_stat_statements%' AND llc_references > 0
      ORDER BY llc_misses DESC NULLS LAST LIMIT 6`);

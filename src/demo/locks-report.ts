@@ -1,4 +1,5 @@
-import { formatTable, shortQuery } from './format-table.js';
+import { formatTable } from './format-table.js';
+import { shortenSql } from '../shorten.js';
 import type { ReportContext } from './report-context.js';
 
 /**
@@ -17,7 +18,7 @@ export async function printLocksReport({ client, print, facts, attached, unsuppo
   } else {
     if (facts.rowLock) print(`pg_locks showed the row-lock waiter waiting for: ${facts.rowLock.locktype} ${facts.rowLock.mode}`);
     const { rows } = await client.query(`
-      SELECT ${shortQuery('query', 40)} AS query, locktype, mode, relation, waits, wait_time_ms AS wait_ms, mean_wait_ms AS mean_ms
+      SELECT ${shortenSql('query', 40)} AS query, locktype, mode, relation, waits, wait_time_ms AS wait_ms, mean_wait_ms AS mean_ms
         FROM bpf_stats.query_lock_detail
        ORDER BY wait_time_ms DESC LIMIT 6`);
     if (rows.length === 0) print('  (no heavyweight lock waits)');
@@ -35,7 +36,7 @@ export async function printLocksReport({ client, print, facts, attached, unsuppo
     print(`pg_stat_activity samples during the insert burst (${facts.lwlock.statements} inserts): ${seen || 'no waits caught'}`);
   }
   const { rows } = await client.query(`
-    SELECT ${shortQuery('query', 40)} AS query, tranche, mode, waits, wait_time_ms AS wait_ms, mean_wait_ms AS mean_ms
+    SELECT ${shortenSql('query', 40)} AS query, tranche, mode, waits, wait_time_ms AS wait_ms, mean_wait_ms AS mean_ms
       FROM bpf_stats.query_lwlock_detail
      ORDER BY wait_time_ms DESC LIMIT 10`);
   if (rows.length === 0) print('  (no LWLock waits)');

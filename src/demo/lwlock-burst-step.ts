@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { connect } from '../sidecar/connect.js';
+import { connect } from '../storage/connect.js';
 import { withClient } from './with-client.js';
 import type { WorkloadStep } from './workload-context.js';
 

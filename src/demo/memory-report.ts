@@ -1,4 +1,5 @@
-import { formatTable, shortQuery } from './format-table.js';
+import { formatTable } from './format-table.js';
+import { shortenSql } from '../shorten.js';
 import type { ReportContext } from './report-context.js';
 
 /**
@@ -22,7 +23,7 @@ export async function printMemoryReport({ client, print, facts, attached, unsupp
       `hit the limit ${memory.limitHits} times, cgroup grew ${(memory.grownBytes / 2 ** 20).toFixed(1)} MB: ~${memory.expectedPages} pages to reclaim`);
   }
   const { rows } = await client.query(`
-    SELECT ${shortQuery('m.query')} AS query, m.calls, m.reclaim_ms, m.reclaim_pages,
+    SELECT ${shortenSql('m.query')} AS query, m.calls, m.reclaim_ms, m.reclaim_pages,
            m.compaction_stall_ms AS compaction_ms, m.majflt, m.total_time_ms
       FROM bpf_stats.query_memory m
      WHERE m.query NOT ILIKE '%pg_stat_statements%'

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { ProbeSetName } from '../collect/metric-columns.js';
+import type { ProbeSetName } from '../families/index.js';
 import type { DemoFacts } from './workload-context.js';
 
 /** What each section of the demo's report gets. */

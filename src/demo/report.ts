@@ -1,3 +1,4 @@
+import { shortenSql } from '../shorten.js';
 import { formatTable } from './format-table.js';
 import { printHealthLine } from './health-line.js';
 import { printIoReport } from './io-report.js';
@@ -18,7 +19,7 @@ import { printRunqReport } from './runq-report.js';
 export async function printReport(context: ReportContext): Promise<void> {
   const { client, print } = context;
   const queries = await client.query(`
-    SELECT left(regexp_replace(t.query, '\\s+', ' ', 'g'), 60) AS query,
+    SELECT ${shortenSql('t.query', 60)} AS query,
            s.calls AS pgss_calls, t.calls,
            round(s.total_exec_time::numeric, 1)::float8 AS pgss_exec_ms,
            t.total_time_ms, t.on_cpu_ms, t.runq_wait_ms, t.io_wait_ms, t.lock_wait_ms,

@@ -1,4 +1,5 @@
-import { formatTable, shortQuery } from './format-table.js';
+import { formatTable } from './format-table.js';
+import { shortenSql } from '../shorten.js';
 import type { ReportContext } from './report-context.js';
 
 /**
@@ -21,7 +22,7 @@ export async function printRunqReport({ client, print, facts, attached, unsuppor
       `run queue ${runDelayMs.toFixed(1)} ms over ${slices} slices`);
   }
   const { rows } = await client.query(`
-    SELECT ${shortQuery('r.query')} AS query, r.waits, r.p50_ms, r.p95_ms, r.max_ms, q.runq_wait_ms
+    SELECT ${shortenSql('r.query')} AS query, r.waits, r.p50_ms, r.p95_ms, r.max_ms, q.runq_wait_ms
       FROM bpf_stats.query_runq_latency r
       JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
      WHERE r.query NOT ILIKE '%pg_stat_statements%'

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { connect } from '../sidecar/connect.js';
+import { connect } from '../storage/connect.js';
 
 /**
  * Runs `fn` with a fresh connection of the demo (application_name 'pg-bpf-stats demo'), closed
@@ -18,9 +18,3 @@ export async function withClient<T>(connectionString: string, fn: (client: pg.Cl
   }
 }
 
-/** The backend pid the server announced at connection start (no query needed). */
-export function serverPid(client: pg.Client): number {
-  const pid = (client as unknown as { processID?: number }).processID;
-  if (!pid) throw new Error('the server did not send its backend pid (BackendKeyData)');
-  return pid;
-}

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { coldScanStep } from './cold-scan-step.js';
 import { lwlockBurstStep } from './lwlock-burst-step.js';
-import { serverPid, withClient } from './with-client.js';
+import { backendPid } from '../storage/backend-pid.js';
+import { withClient } from './with-client.js';
 import type { ColdTable, WorkloadStep } from './workload-context.js';
 
 /** Rows of demo_cold: about 64 MB, four times the demo cluster's shared_buffers. */
@@ -45,7 +46,7 @@ export const WORKLOAD: WorkloadStep[] = [
     label: 'CPU-bound aggregate (on-CPU time; competing with the others gives run-queue waits)',
     run: ({ dsn, deadline, facts }) =>
       withClient(dsn, async (c) => {
-        const pid = serverPid(c);
+        const pid = backendPid(c);
         const before = schedstat(pid);
         while (Date.now() < deadline) await c.query('SELECT count(*) FROM generate_series(1, 2000000) g WHERE g % 7 = 3');
         const after = schedstat(pid);
@@ -75,7 +76,7 @@ export const WORKLOAD: WorkloadStep[] = [
     run: ({ dsn, deadline, facts }) =>
       withClient(dsn, (holder) =>
         withClient(dsn, async (waiter) => {
-          const waiterPid = serverPid(waiter);
+          const waiterPid = backendPid(waiter);
           while (Date.now() + 600 < deadline) {
             await holder.query('BEGIN');
             await holder.query('SELECT balance FROM demo_accounts WHERE id = 1 FOR UPDATE');

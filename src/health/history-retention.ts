@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { oneLine } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 
 export const DEFAULT_HISTORY_RETENTION_MS = 7 * 86_400_000;
@@ -19,6 +20,7 @@ const MAX_CHECK_PERIOD_MS = 5 * 60_000;
 export class HistoryRetention {
   readonly widthMs: number;
   private nextAt = 0;
+  private lastError: string | null = null;
 
   constructor(
     readonly retentionMs: number,
@@ -36,6 +38,19 @@ export class HistoryRetention {
   /** The next flush runs maintenance again (e.g. after a flush failed: maybe a partition is missing). */
   soon(): void {
     this.nextAt = 0;
+  }
+
+  /** Runs maintain() when due; a failure (a reader holding a lock) is logged once and retried, and never stops a flush. */
+  async maintainWhenDue(db: Kysely<BpfStatsDatabase>, log: (line: string) => void): Promise<void> {
+    if (!this.due()) return;
+    try {
+      await this.maintain(db);
+      this.lastError = null;
+    } catch (error) {
+      const message = oneLine(error);
+      if (message !== this.lastError) log(`history retention failed, will retry: ${message}`);
+      this.lastError = message;
+    }
   }
 
   /** Creates the partitions ahead and drops expired ones, in a transaction that gives way to readers holding locks. */

@@ -1,28 +1,37 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { COUNTER_NAMES, CollectorObject } from '../attach/collector-object.js';
-import { ControlPlane } from '../control/control-plane.js';
-import { PROBE_SETS } from '../attach/probe-sets.js';
-import type { PerfEventSpec } from '../attach/perf-events.js';
-import { Collector } from '../collect/collector.js';
-import type { FlushBatch } from '../collect/flush-batch.js';
+import { COUNTER_NAMES, type CounterName } from '../bpf/mirror.js';
 import { probeCapabilities } from '../capabilities/probe-capabilities.js';
 import { writeCapabilities } from '../capabilities/write-capabilities.js';
-import { FlushBookkeeping } from '../health/flush-bookkeeping.js';
-import type { ProbeSetName } from '../collect/metric-columns.js';
+import { assertHostReady } from '../capabilities/host-checks.js';
+import { CollectorObject } from '../collector/collector-object.js';
+import type { PerfEventSpec } from '../collector/perf-events.js';
+import { ControlPlane } from '../control/control-plane.js';
 import { oneLine, UserError } from '../errors.js';
+import type { SupportContext } from '../families/family.js';
+import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
+import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
+import { FlushWriter } from '../flush/flush-writer.js';
+import { HistogramsPart } from '../flush/histograms-part.js';
+import { HealthPart } from '../health/health-part.js';
+import { HistoryPart } from '../health/history-part.js';
+import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
+import { backendPid } from '../storage/backend-pid.js';
+import { BackendStatsPart } from '../storage/backend-stats-part.js';
+import { clientDatabase } from '../storage/client-database.js';
+import { connect } from '../storage/connect.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
+import { MetricRows } from '../storage/metric-rows.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
-import { StatsWriter } from '../storage/stats-writer.js';
-import { LockWaitCollector } from '../collect/lock-wait-collector.js';
-import { lockWaitUpserts } from '../storage/lock-wait-upserts.js';
+import { QueryStatsPart } from '../storage/query-stats-part.js';
 import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { procStat } from '../target/proc-stat.js';
-import { connect } from './connect.js';
-import { assertHostReady } from './preflight.js';
+
+/** The members of struct metrics every flush reads, in METRIC_COLUMNS order. */
+const METRIC_FIELDS = METRIC_COLUMNS.map((c) => c.field);
 
 export interface SidecarOptions {
   /** libpq DSN; undefined means the PG* environment variables. */
@@ -77,7 +86,6 @@ export class Sidecar {
   /** Sets attached at any time since the last flush: their columns are measured, not NULL. */
   private measuring = new Set<ProbeSetName>();
   private readonly overflow = new Map<string, bigint>();
-  private readonly lockWaits: LockWaitCollector;
   lastFlush: FlushStatus | null = null;
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
@@ -88,23 +96,22 @@ export class Sidecar {
     private readonly options: SidecarOptions,
     readonly target: PostmasterTarget,
     readonly layout: StatusLayout,
-    private readonly object: CollectorObject,
-    private readonly collector: Collector,
+    private readonly object: CollectorObject<ProbeSetName>,
+    /** What decides whether a probe set can run here (probeSetUnsupportedReason). */
+    private readonly support: SupportContext,
     private readonly db: Kysely<BpfStatsDatabase>,
     control: pg.Client,
-    /** History and bpf_stats.health, written with each flush. */
-    private readonly bookkeeping: FlushBookkeeping,
+    private readonly writing: FlushWiring,
   ) {
     this.adoptControl(control);
-    for (const set of object.attached()) this.measuring.add(set);
-    this.lockWaits = new LockWaitCollector(object, new LwlockTrancheNames(target.pid, target.binaryPath));
+    for (const set of object.probes.attached()) this.measuring.add(set);
   }
 
   static async start(options: SidecarOptions): Promise<Sidecar> {
     const log = options.log ?? (() => undefined);
     assertHostReady();
     const control = await connect(options.connectionString);
-    let object: CollectorObject | null = null;
+    let object: CollectorObject<ProbeSetName> | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;
     try {
       const target = await discoverPostmaster(control);
@@ -119,10 +126,19 @@ export class Sidecar {
       if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
       // Load (and so verify) the BPF object before touching the schema: a host that cannot run
       // the programs leaves the database as it found it.
-      object = CollectorObject.load({ target, layout, maxBackends: options.maxBackends, maxQueries: options.maxQueries, perfEvents: options.perfEvents });
+      const support: SupportContext = { target, layout, perfEvents: options.perfEvents ?? {} };
+      object = CollectorObject.load({
+        target,
+        layout,
+        probeSets: PROBE_SETS,
+        rodata: familyRodata(target),
+        maxBackends: options.maxBackends,
+        maxQueries: options.maxQueries,
+        perfEvents: options.perfEvents,
+      });
       await migrateSchema(control);
       // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
-      await writeCapabilities(control, await probeCapabilities({ target, loaded: true }));
+      await writeCapabilities(clientDatabase(control), await probeCapabilities({ support, loaded: true }));
       object.exclude(backendPid(control));
       const excluder = object;
       let checkPostmaster = (_pid: number): void => undefined;
@@ -147,17 +163,24 @@ export class Sidecar {
         // A default set marked whereSupported is left out where this host cannot run it (and said
         // so); any other set that cannot run here is an error from attach().
         const optional = PROBE_SETS[set].whereSupported && !options.probeSets?.includes(set);
-        const reason = optional ? object.unsupportedReason(set) : null;
-        if (reason) {
+        const reason = probeSetUnsupportedReason(set, support);
+        if (reason && optional) {
           log(`probe set ${set} is not supported here, collecting without it: ${reason}`);
           sets.delete(set);
-        } else object.attach(set);
+        } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
+        else object.probes.attach(set);
       }
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
-      const bookkeeping = new FlushBookkeeping(object, { postmasterPid: target.pid, intervalMs: options.intervalMs, historyRetentionMs: options.historyRetentionMs, historyPartitionMs: options.historyPartitionMs, log });
-      await bookkeeping.start(control, db);
-      const sidecar = new Sidecar(options, target, layout, object, new Collector(object, target.pid), db, control, bookkeeping);
+      const writing = flushParts(db, object, target, options);
+      await writing.health.start();
+      await writing.retention?.maintain(db);
+      log(
+        writing.retention
+          ? `history: each flush's increments kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
+          : 'history: off (--history-retention off)',
+      );
+      const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
       checkPostmaster = (pid) => sidecar.checkPostmaster(pid);
       await sidecar.markVanishedBackends();
       sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
@@ -189,7 +212,7 @@ export class Sidecar {
       this.options.log?.('already paused (SIGUSR2 resumes)');
       return;
     }
-    this.pausedSets = this.object.pause();
+    this.pausedSets = this.object.probes.pause();
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.flush();
@@ -208,30 +231,30 @@ export class Sidecar {
     // Flushing goes on whatever happens: a set that fails to attach is an error for the caller.
     this.timer = setInterval(() => void this.flush(), this.options.intervalMs);
     try {
-      this.object.resume(sets);
+      this.object.probes.resume(sets);
     } finally {
-      for (const set of this.object.attached()) this.measuring.add(set);
+      for (const set of this.object.probes.attached()) this.measuring.add(set);
     }
     this.options.log?.(`resumed: probe sets ${sets.join(', ')}`);
   }
 
   /** Attaches a probe set now, or at resume() when paused (UserError when this Postgres or host cannot support it). */
   attach(name: ProbeSetName): void {
+    const reason = this.unsupportedReason(name);
+    if (reason) throw new UserError(`probe set ${name} is not supported here: ${reason}`);
     if (this.pausedSets) {
-      const reason = this.object.unsupportedReason(name);
-      if (reason) throw new UserError(`probe set ${name} is not supported here: ${reason}`);
       if (!this.pausedSets.includes(name)) this.pausedSets.push(name);
       this.options.log?.(`probe set ${name} will be attached when collection resumes`);
       return;
     }
-    this.object.attach(name);
+    this.object.probes.attach(name);
     this.measuring.add(name);
     this.options.log?.(`attached probe set ${name}`);
   }
 
   /** Why a probe set cannot be attached here (this Postgres, this host, this object), or null. */
   unsupportedReason(name: ProbeSetName): string | null {
-    return this.object.unsupportedReason(name);
+    return probeSetUnsupportedReason(name, this.support);
   }
 
   /**
@@ -244,8 +267,8 @@ export class Sidecar {
       this.pausedSets = this.pausedSets.filter((set) => set !== name);
       return;
     }
-    if (!this.object.attached().includes(name)) return;
-    this.object.detach(name);
+    if (!this.object.probes.attached().includes(name)) return;
+    this.object.probes.detach(name);
     this.options.log?.(`detached probe set ${name}`);
   }
 
@@ -261,7 +284,7 @@ export class Sidecar {
 
   /** Probe sets attached now, or to be attached again when paused. */
   attached(): ProbeSetName[] {
-    return this.pausedSets ? [...this.pausedSets] : this.object.attached();
+    return this.pausedSets ? [...this.pausedSets] : this.object.probes.attached();
   }
 
   /** Writes what was collected since the last flush; concurrent calls share one flush. */
@@ -270,33 +293,31 @@ export class Sidecar {
     return this.flushing;
   }
 
+  /** One flush: the maps are read once, every part prepares from that, one statement writes it all. */
   private async flushOnce(): Promise<FlushStatus> {
     const started = performance.now();
     const at = new Date();
-    let prepared: FlushBatch | null = null;
+    const { rows, writer, health, retention } = this.writing;
     try {
-      const measured = new Set([...this.measuring, ...this.object.attached()]);
-      this.reportOverflow();
-      const snapshot = this.collector.read();
+      const measured = new Set([...this.measuring, ...this.object.probes.attached()]);
+      const maps = this.object.maps.snapshot(METRIC_FIELDS);
+      this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
-      if (this.collector.needsNames(snapshot)) await this.refreshBackendTypes();
-      const batch = (prepared = this.collector.prepare(snapshot, measured));
-      // The lock families' detail has its own maps and baselines, but goes out in the same statement.
-      const locks = this.lockWaits.prepare(measured);
-      const books = await this.bookkeeping.prepare(this.db, batch, started);
-      const written = await new StatsWriter(this.db).write(batch, () => [...(locks ? lockWaitUpserts(locks) : []), ...books()]);
-      batch.commit();
-      locks?.commit();
-      this.bookkeeping.committed();
-      this.measuring = new Set(this.object.attached());
-      this.lastFlush = { at, ms: performance.now() - started, ...written, error: null };
+      if (rows.needsNames(maps)) await this.refreshBackendTypes();
+      await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
+      await writer.write({ maps, measured, startedMs: started });
+      const written = rows.prepare(maps, measured);
+      this.measuring = new Set(this.object.probes.attached());
+      this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null };
     } catch (error) {
       // Nothing was committed: the same increments go out with the next flush.
       const repeated = this.lastFlush?.error === oneLine(error);
       this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: oneLine(error) };
       // One line per distinct failure, not one per interval while the database is away.
       if (!repeated) this.options.log?.(`flush failed, will retry every interval: ${this.lastFlush.error}`);
-      await this.bookkeeping.failed(this.db, error, prepared);
+      // A missing partition (a clock jump, a long pause) must not wait for the next period.
+      retention?.soon();
+      await health.failed(oneLine(error));
     }
     return this.lastFlush;
   }
@@ -307,13 +328,13 @@ export class Sidecar {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     await this.controlPlane?.stop();
-    for (const set of this.object.attached()) this.object.detach(set);
+    for (const set of this.object.probes.attached()) this.object.probes.detach(set);
     // The last figures are only in the BPF maps: give a database that is away a few chances.
     for (let attempt = 1; attempt <= FINAL_FLUSH_ATTEMPTS; attempt++) {
       if (!(await this.flush()).error) break;
       if (attempt < FINAL_FLUSH_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, 1000));
     }
-    await this.bookkeeping.stopped(this.db);
+    await this.writing.health.stopped();
     this.object.close();
     await this.db.destroy().catch(() => undefined);
     await this.control?.end().catch(() => undefined);
@@ -354,7 +375,7 @@ export class Sidecar {
     const client = await this.controlClient();
     try {
       const { rows } = await client.query<{ pid: number; backend_type: string }>('SELECT pid, backend_type FROM pg_stat_activity');
-      for (const row of rows) this.collector.backendTypes.observe(row.pid, row.backend_type);
+      for (const row of rows) this.writing.rows.backendTypes.observe(row.pid, row.backend_type);
     } catch (error) {
       if (this.control === client) this.control = null;
       await client.end().catch(() => undefined);
@@ -363,8 +384,7 @@ export class Sidecar {
   }
 
   /** Logs when a BPF map overflowed since the last flush (bpf_stats.health will show it too). */
-  private reportOverflow(): void {
-    const counters = this.object.readCounters();
+  private reportOverflow(counters: Record<CounterName, bigint>): void {
     for (const [name, value] of Object.entries(counters)) {
       const before = this.overflow.get(name) ?? 0n;
       if (value > before) this.options.log?.(`${name}: ${value - before} times since the last flush (${COUNTER_MEANING[name as CounterName]})`);
@@ -385,7 +405,6 @@ export class Sidecar {
 
 const FINAL_FLUSH_ATTEMPTS = 3;
 
-type CounterName = (typeof COUNTER_NAMES)[number];
 const COUNTER_MEANING: Record<CounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
   queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
@@ -399,9 +418,31 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
 };
 
-/** The backend pid the server announced at connection start (BackendKeyData). */
-function backendPid(client: pg.ClientBase): number {
-  const pid = (client as unknown as { processID?: number }).processID;
-  if (!pid) throw new Error('the server did not send its backend pid (BackendKeyData)');
-  return pid;
+/** What every flush writes with: the metric rows its parts share, the writer, and health and history's own handles. */
+interface FlushWiring {
+  rows: MetricRows;
+  writer: FlushWriter<BpfStatsDatabase>;
+  health: HealthPart;
+  retention: HistoryRetention | null;
+}
+
+/** The parts of every flush, in the order their statements run. */
+function flushParts(db: Kysely<BpfStatsDatabase>, object: CollectorObject<ProbeSetName>, target: PostmasterTarget, options: SidecarOptions): FlushWiring {
+  const rows = new MetricRows(target.pid, (pids) => object.deleteBackends(pids));
+  const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
+  const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
+  const health = new HealthPart(db, rows, { postmasterPid: target.pid, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
+  const writer = new FlushWriter(db, [
+    new QueryStatsPart(db, rows),
+    new BackendStatsPart(db, rows),
+    new HistogramsPart(),
+    ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath) }),
+    ...(retention ? [new HistoryPart(db, rows)] : []),
+    health,
+  ]);
+  return { rows, writer, health, retention };
+}
+
+function seconds(ms: number): string {
+  return ms % 86_400_000 === 0 ? `${ms / 86_400_000} d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000} h` : `${ms / 1000} s`;
 }

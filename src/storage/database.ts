@@ -1,39 +1,37 @@
-import type { ColumnType, Generated } from 'kysely';
+import type { ColumnType, Generated, Kysely } from 'kysely';
+import type { FamilyMetricColumn } from '../families/index.js';
 
-/** Columns shared by query_stats and backend_stats (see migrations/). */
-export interface MetricColumns {
-  calls: number | string | null;
-  total_time_ms: number;
-  on_cpu_ms: number;
-  runq_wait_ms: number;
-  io_wait_ms: number;
-  lock_wait_ms: number;
-  lwlock_wait_ms: number;
-  reclaim_ms: number | null;
-  other_wait_ms: number;
-  minflt: ColumnType<string, number | string, number | string>;
-  majflt: ColumnType<string, number | string, number | string>;
-  blk_read_ios: string | null;
-  blk_read_bytes: string | null;
-  blk_write_ios: string | null;
-  blk_write_bytes: string | null;
-  llc_references: string | null;
-  llc_misses: string | null;
-  cpu_migrations: ColumnType<string, number | string, number | string>;
-  nvcsw: ColumnType<string, number | string, number | string>;
-  nivcsw: ColumnType<string, number | string, number | string>;
-  reclaim_pages: string | null;
-  compaction_stall_ms: number | null;
-  writeback_throttle_ms: number | null;
-  spinlock_delays: string | null;
-}
+/*
+ * Every bpf_stats table the sidecar writes or reads, as kysely sees it (migrations/ own the
+ * tables). bigint columns come back as strings (pg keeps all 64 bits); timestamps as Date.
+ */
 
-export interface QueryStatsTable extends MetricColumns {
+/** An int8 column: read as a string, written from a number, a bigint's digits or a string. */
+type Int8 = ColumnType<string, number | string, number | string>;
+/** A column the server fills by default when the insert leaves it out. */
+type Defaulted<T> = ColumnType<T, T | undefined, T>;
+/** An int8 column with a default. */
+type DefaultedInt8 = ColumnType<string, number | string | undefined, number | string>;
+
+/** A metric column's type from its unit: ms are float8, counts int8; NULL when no set measured it. */
+type MetricColumnType<C> = C extends { unit: 'ns' } ? number | null : ColumnType<string | null, number | string | null, number | string | null>;
+
+/**
+ * The metric columns shared by query_stats, backend_stats and their history tables, derived
+ * from the families' column lists (src/families/): a column is declared once, in its family.
+ */
+export type MetricColumns = { [C in FamilyMetricColumn as C['column']]: MetricColumnType<C> };
+
+/** pg_stat_statements' key. */
+interface QueryKey {
   userid: number;
   dbid: number;
   toplevel: boolean;
   /** bigint: pg returns it as a string to keep all 64 bits. */
   queryid: string;
+}
+
+export interface QueryStatsTable extends MetricColumns, QueryKey {
   stats_since: Generated<Date>;
   last_seen: Date;
 }
@@ -49,8 +47,114 @@ export interface BackendStatsTable extends MetricColumns {
   exited_at: Date | null;
 }
 
+export interface QueryStatsHistoryTable extends MetricColumns, QueryKey {
+  ts: Date;
+}
+
+export interface BackendStatsHistoryTable extends MetricColumns {
+  ts: Date;
+  pid: number;
+  backend_start: Date;
+  backend_type: string;
+  datid: number | null;
+  usesysid: number | null;
+  queryid: string | null;
+}
+
+export interface QueryHistogramsTable extends QueryKey {
+  kind: string;
+  counts: ColumnType<string[], Array<number | string>, Array<number | string>>;
+  observations: Int8;
+  max_ms: number;
+  stats_since: Generated<Date>;
+  last_seen: Defaulted<Date>;
+}
+
+export interface QueryLockWaitsTable extends QueryKey {
+  locktype: string;
+  mode: string;
+  database: Defaulted<number>;
+  relation: Defaulted<number>;
+  waits: DefaultedInt8;
+  wait_time_ms: Defaulted<number>;
+  stats_since: Generated<Date>;
+  last_seen: Defaulted<Date>;
+}
+
+export interface QueryLwlockWaitsTable extends QueryKey {
+  tranche: string;
+  mode: string;
+  waits: DefaultedInt8;
+  wait_time_ms: Defaulted<number>;
+  stats_since: Generated<Date>;
+  last_seen: Defaulted<Date>;
+}
+
+/** A bpf_stats.collect() request (status: pending, running, done, failed, rejected, stopped). */
+export interface CollectionsTable {
+  id: ColumnType<string, never, never>;
+  requested_by: Defaulted<string>;
+  requested_at: Generated<Date>;
+  probes: string[];
+  /** An interval, as text. */
+  duration: string | null;
+  status: Defaulted<string>;
+  started_at: Date | null;
+  finished_at: Date | null;
+  error: string | null;
+}
+
+export interface CapabilitiesTable {
+  host: string;
+  kind: 'requirement' | 'feature' | 'probe set';
+  probe: string;
+  available: boolean;
+  required: boolean;
+  reason: string;
+  checked_at: Generated<Date>;
+}
+
+/** One collector's row (src/health/health-part.ts). */
+export interface HealthTable {
+  host: string;
+  pid: number;
+  version: string;
+  postmaster_pid: number;
+  probe_sets: string[];
+  started_at: Date;
+  interval_ms: number;
+  last_flush_at: Date | null;
+  flush_ms: number | null;
+  flushes: DefaultedInt8;
+  rows_written: DefaultedInt8;
+  last_rows: Defaulted<number>;
+  dropped_events: DefaultedInt8;
+  dropped: Defaulted<unknown>;
+  map_fill_pct: Defaulted<number>;
+  map_fill: Defaulted<unknown>;
+  pending_rows: Defaulted<number>;
+  failed_flushes: DefaultedInt8;
+  last_error: string | null;
+  last_error_at: Date | null;
+  /** An interval, as text. */
+  history_retention: string | null;
+  updated_at: Generated<Date>;
+  stopped_at: Date | null;
+}
+
 /** The bpf_stats schema as kysely sees it. */
 export interface BpfStatsDatabase {
   'bpf_stats.query_stats': QueryStatsTable;
   'bpf_stats.backend_stats': BackendStatsTable;
+  'bpf_stats.query_stats_history': QueryStatsHistoryTable;
+  'bpf_stats.backend_stats_history': BackendStatsHistoryTable;
+  'bpf_stats.query_histograms': QueryHistogramsTable;
+  'bpf_stats.query_lock_waits': QueryLockWaitsTable;
+  'bpf_stats.query_lwlock_waits': QueryLwlockWaitsTable;
+  'bpf_stats.collections': CollectionsTable;
+  'bpf_stats.capabilities': CapabilitiesTable;
+  'bpf_stats.health': HealthTable;
 }
+
+/** The handle every bpf_stats statement goes through. */
+export type BpfStatsDb = Kysely<BpfStatsDatabase>;

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROBE_SETS } from '../../src/attach/probe-sets.js';
+import { PROBE_SETS } from '../../src/families/index.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { EMBEDDED_MAJORS, embeddedPostgresBin } from '../support/embedded-postgres.js';

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, statfsSync, statSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KernelFeatures } from '../../src/attach/kernel-features.js';
+import { KernelFeatures } from '../../src/collector/kernel-features.js';
 import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';

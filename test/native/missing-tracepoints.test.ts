@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { collectorObjectPath } from '../../src/attach/collector-object.js';
-import { disableMissingTracepoints } from '../../src/attach/disable-missing-tracepoints.js';
-import { KernelFeatures } from '../../src/attach/kernel-features.js';
+import { collectorObjectPath } from '../../src/collector/collector-object.js';
+import { disableMissingTracepoints } from '../../src/collector/disable-missing-tracepoints.js';
+import { KernelFeatures } from '../../src/collector/kernel-features.js';
 import { loadNative } from '../../src/native/bpf-native.js';
 
 /** This kernel, minus the tracepoints named: what an older kernel looks like to the loader. */

@@ -1,11 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { PROBE_SETS } from '../../src/attach/probe-sets.js';
+import { PROBE_SETS, type ProbeSetName } from '../../src/families/index.js';
+import { probeSetUnsupportedReason } from '../../src/families/probe-set-support.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest } from '../../src/control/collection-request.js';
-import type { PostmasterTarget } from '../../src/target/postmaster-target.js';
+import type { PostmasterTarget, StatusLayout } from '../../src/target/postmaster-target.js';
 
-// Only what PROBE_SETS' unsupportedReason reads: a build with and one without PortalRun.
-const withPortalRun = { binaryPath: '/usr/lib/postgresql/15/bin/postgres', statementEnd: { kind: 'uretprobe', symbol: 'PortalRun' } } as unknown as PostmasterTarget;
-const stripped = { binaryPath: '/opt/pg/bin/postgres', statementEnd: null } as unknown as PostmasterTarget;
+// Only what the sets' support check reads: a build with and one without PortalRun.
+const target = (t: object) => t as unknown as PostmasterTarget;
+const layout = { activityStartOffset: 96 } as unknown as StatusLayout;
+const supportOf = (t: PostmasterTarget, l: StatusLayout | null = layout) => (set: ProbeSetName) => probeSetUnsupportedReason(set, { target: t, layout: l, perfEvents: {} });
+const withPortalRun = supportOf(target({ binaryPath: '/usr/lib/postgresql/15/bin/postgres', statementEnd: { kind: 'uretprobe', symbol: 'PortalRun' } }));
+const stripped = supportOf(target({ binaryPath: '/opt/pg/bin/postgres', statementEnd: null }));
 // On this kernel every default set is supported (the memory and io tracepoints exist).
 const DEFAULT_SETS = Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name);
 
@@ -58,5 +62,18 @@ describe('validateCollectionRequest', () => {
     });
     // The default sets are supported everywhere the sidecar runs.
     expect(validateCollectionRequest({ id: 5, probes: ['default'], duration_s: 1 }, stripped)).toMatchObject({ ok: true, sets: DEFAULT_SETS });
+  });
+
+  it('rejects latency where the calibrated layout has no query_start/state_change, as run and check say', () => {
+    const t = target({ binaryPath: '/usr/lib/postgresql/15/bin/postgres', statementEnd: null });
+    const noActivityStart = { activityStartOffset: null } as unknown as StatusLayout;
+    const reason = probeSetUnsupportedReason('latency', { target: t, layout: noActivityStart, perfEvents: {} });
+    expect(reason).toMatch(/query_start\/state_change not found/);
+    expect(validateCollectionRequest({ id: 6, probes: ['latency'], duration_s: 1 }, supportOf(t, noActivityStart))).toEqual({
+      ok: false,
+      id: 6,
+      error: `probe set latency is not supported here: ${reason}`,
+    });
+    expect(validateCollectionRequest({ id: 7, probes: ['latency'], duration_s: 1 }, supportOf(t))).toMatchObject({ ok: true, sets: ['latency'] });
   });
 });

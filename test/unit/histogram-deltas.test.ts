@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { decodeHistograms } from '../../src/collect/decode-histograms.js';
-import { HistogramDeltas } from '../../src/collect/histogram-deltas.js';
-import { toColumnValues, METRIC_COLUMNS } from '../../src/collect/metric-columns.js';
+import { decodeHistograms } from '../../src/collector/decode-histograms.js';
+import { HistogramDeltas } from '../../src/flush/histogram-deltas.js';
+import { METRIC_COLUMNS } from '../../src/families/index.js';
+import { toColumnValues } from '../../src/families/metric-values.js';
 import type { MapBatch, MapLayout } from '../../src/native/bpf-native.js';
 
 const SLOTS = 4;

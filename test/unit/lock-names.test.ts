@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { lockModeName, locktypeName, lwlockModeName } from '../../src/collect/lock-names.js';
-import { lockRodata } from '../../src/attach/attach-target-probes.js';
+import { lockModeName, locktypeName, lwlockModeName } from '../../src/families/locks/lock-names.js';
+import { lockRodata } from '../../src/families/locks/lock-probe-sets.js';
 
 describe('lock names', () => {
   it("names lock tag types and modes as pg_locks does, and says so when it cannot", () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { METRIC_COLUMNS, toColumnValues } from '../../src/collect/metric-columns.js';
+import { METRIC_COLUMNS } from '../../src/families/index.js';
+import { toColumnValues } from '../../src/families/metric-values.js';
 
 describe('toColumnValues', () => {
   const deltas = METRIC_COLUMNS.map((c) => (c.unit === 'ns' ? 2_500_000n : 3n));

@@ -1,17 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import { parseCli, parseDuration } from '../../src/cli/parse-args.js';
+import { parseCli } from '../../src/cli/parse-args.js';
+import { parseDuration } from '../../src/cli/parse-duration.js';
 import { UserError } from '../../src/errors.js';
 
 describe('parseDuration', () => {
-  it('reads milliseconds, seconds and minutes', () => {
+  it('reads milliseconds, seconds, minutes, hours and days', () => {
     expect(parseDuration('250', 'x')).toBe(250);
+    expect(parseDuration('2min', 'x')).toBe(120_000);
+    expect(parseDuration('1h', 'x')).toBe(3_600_000);
+    expect(parseDuration('1d', 'x')).toBe(86_400_000);
+    expect(parseDuration('5', 'x', { bareUnit: 's' })).toBe(5000);
     expect(parseDuration('250ms', 'x')).toBe(250);
     expect(parseDuration('1.5s', 'x')).toBe(1500);
     expect(parseDuration('2m', 'x')).toBe(120_000);
   });
 
   it('rejects garbage, zero and negative values with the flag name', () => {
-    for (const bad of ['', 'soon', '-1s', '0', '1h', '1 s s']) {
+    for (const bad of ['', 'soon', '-1s', '0', '1 s s', '1w']) {
       expect(() => parseDuration(bad, '--interval')).toThrow(/--interval/);
     }
   });
@@ -40,7 +45,15 @@ describe('parseCli', () => {
   it('rejects unknown commands, options and probe sets as user errors', () => {
     expect(() => parseCli(['collect'])).toThrow(UserError);
     expect(() => parseCli(['run', '--bogus'])).toThrow(UserError);
-    expect(() => parseCli(['run', '--probes', 'query,llamas'])).toThrow(/unknown probe set llamas: known sets are cpu, query/);
+    expect(() => parseCli(['run', '--probes', 'query,llamas'])).toThrow(/unknown probe set llamas: known sets are cpu, sched, query/);
     expect(() => parseCli(['run', 'extra'])).toThrow(/unexpected argument 'extra'/);
+  });
+
+  it('reads every duration option with the same units and refuses negatives in one line', () => {
+    expect(parseCli(['run', '--interval', '2min'])).toMatchObject({ intervalMs: 120_000 });
+    expect(parseCli(['run', '--history-retention', '36h'])).toMatchObject({ historyRetentionMs: 129_600_000 });
+    for (const argv of [['run', '--interval', '-5s'], ['run', '--interval=-5s'], ['run', '--history-retention', '-1d']]) {
+      expect(() => parseCli(argv), argv.join(' ')).toThrow(/^invalid --(interval|history-retention) '-\d[a-z]+': must be positive$/);
+    }
   });
 });

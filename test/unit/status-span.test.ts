@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { STATUS_SPAN_MAX, statusSpan } from '../../src/attach/status-span.js';
+import { STATUS_SPAN_MAX, statusSpan } from '../../src/collector/status-span.js';
 
 describe('statusSpan', () => {
   it('covers st_state through st_query_id when the state comes first', () => {

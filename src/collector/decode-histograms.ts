@@ -1,0 +1,58 @@
+import { RecordLayout } from '../bpf/record-layout.js';
+import { HIST_KIND_NAMES, type HistKindName } from '../bpf/mirror.js';
+import type { MapBatch, MapLayout } from '../native/bpf-native.js';
+
+/** One (query, kind) histogram, cumulative, summed over CPUs (max_ns: the max over CPUs). */
+export interface HistogramSample {
+  userid: number;
+  dbid: number;
+  toplevel: boolean;
+  queryid: bigint;
+  kind: HistKindName;
+  /** slots[i] counts observations in [2^i, 2^(i+1)) microseconds (slot 0 from 0). */
+  slots: bigint[];
+  maxNs: bigint;
+}
+
+/**
+ * Decodes a batch read of the per-CPU `histograms` map (struct hist_key -> struct hist), with
+ * field offsets from the object's BTF. A kind this collector has no name for is skipped.
+ *
+ * @example
+ * const samples = decodeHistograms(obj.mapLookupBatch('histograms'), obj.mapLayout('histograms'), cpus);
+ */
+export function decodeHistograms(batch: MapBatch, layout: MapLayout, cpus: number): HistogramSample[] {
+  const keys = new RecordLayout(layout.key, 'struct hist_key');
+  const values = new RecordLayout(layout.value, 'struct hist');
+  const slotsField = values.field('slots');
+  const maxField = values.field('max_ns');
+  const count = slotsField.count ?? 0;
+  const elem = slotsField.elemSize ?? 8;
+  const stride = batch.valueSize / cpus;
+  const samples: HistogramSample[] = [];
+  for (let i = 0; i < batch.count; i++) {
+    const k = i * batch.keySize;
+    const kind = HIST_KIND_NAMES[Number(keys.int(batch.keys, k, 'kind'))];
+    if (!kind) continue;
+    const slots = new Array<bigint>(count).fill(0n);
+    let maxNs = 0n;
+    for (let cpu = 0; cpu < cpus; cpu++) {
+      const at = i * batch.valueSize + cpu * stride;
+      for (let s = 0; s < count; s++) {
+        slots[s]! += elem === 8 ? batch.values.readBigUInt64LE(at + slotsField.offset + s * elem) : BigInt(batch.values.readUInt32LE(at + slotsField.offset + s * elem));
+      }
+      const max = batch.values.readBigUInt64LE(at + maxField.offset);
+      if (max > maxNs) maxNs = max;
+    }
+    samples.push({
+      queryid: keys.int(batch.keys, k, 'q.queryid'),
+      userid: Number(keys.int(batch.keys, k, 'q.userid')),
+      dbid: Number(keys.int(batch.keys, k, 'q.dbid')),
+      toplevel: keys.int(batch.keys, k, 'q.toplevel') !== 0n,
+      kind,
+      slots,
+      maxNs,
+    });
+  }
+  return samples;
+}

@@ -1,0 +1,49 @@
+import { readFileSync } from 'node:fs';
+import { MAPS } from '../bpf/mirror.js';
+import { RecordLayout } from '../bpf/record-layout.js';
+import type { BpfObject } from '../native/bpf-native.js';
+import { CLOCK_TICKS, procStat } from '../target/proc-stat.js';
+
+/**
+ * Marks exited, as of now, every tracked process that is gone (or a zombie) although BPF never
+ * saw its final switch: it exited while the probes were detached. The next flush closes it.
+ *
+ * @example
+ * object.probes.resume(sets); // calls markExitedWhilePaused(object) once attached again
+ */
+export function markExitedWhilePaused(object: BpfObject): void {
+  const batch = object.mapLookupBatch(MAPS.backends);
+  const layout = new RecordLayout(object.mapLayout(MAPS.backends).value, 'struct backend_record');
+  const exited = layout.field('exited_ns');
+  const now = process.hrtime.bigint();
+  const offset = bootMinusMonotonicNs();
+  for (let i = 0; i < batch.count; i++) {
+    const at = i * batch.valueSize;
+    if (layout.int(batch.values, at, 'exited_ns') !== 0n) continue;
+    const pid = batch.keys.readUInt32LE(i * batch.keySize);
+    if (sameProcess(pid, layout.int(batch.values, at, 'task_start_ns'), offset)) continue;
+    const value = Buffer.from(batch.values.subarray(at, at + batch.valueSize));
+    value.writeBigUInt64LE(now, exited.offset);
+    object.mapUpdate(MAPS.backends, batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize), value);
+  }
+}
+
+/**
+ * Whether `pid` is still the live process that started at `taskStartNs` (task->start_time,
+ * CLOCK_MONOTONIC): /proc/<pid>/stat counts its start in clock ticks since boot, so the two
+ * agree to a tick or two once the time the machine was suspended is added. A zombie has made
+ * its final context switch already, so it counts as gone.
+ */
+function sameProcess(pid: number, taskStartNs: bigint, bootMinusMonotonicNs: bigint): boolean {
+  const stat = procStat(pid);
+  if (!stat || stat.state === 'Z' || stat.state === 'X') return false;
+  const tickNs = BigInt(1e9 / CLOCK_TICKS);
+  const difference = BigInt(stat.startTicks) * tickNs - (taskStartNs + bootMinusMonotonicNs);
+  return difference > -3n * tickNs && difference < 3n * tickNs;
+}
+
+/** CLOCK_BOOTTIME - CLOCK_MONOTONIC (time suspended), to 10 ms: /proc/uptime is boot-based. */
+function bootMinusMonotonicNs(): bigint {
+  const uptimeNs = BigInt(Math.round(Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 1e3)) * 1_000_000n;
+  return uptimeNs - process.hrtime.bigint();
+}

@@ -1,0 +1,35 @@
+import type { CounterName } from '../bpf/mirror.js';
+import type { HistogramSample } from './decode-histograms.js';
+import type { BackendSample, MapFill, QuerySample } from './map-samples.js';
+import type { RawMap } from './map-readers.js';
+
+/**
+ * What the BPF maps held at one moment: ONE per flush, shared by every part of it, so no map
+ * is read twice in a flush. The maps every flush needs are read when the snapshot is taken; a
+ * family's own map (e.g. lock_waits) is read the first time a part asks for it, then kept.
+ *
+ * @example
+ * const snapshot = object.maps.snapshot(METRIC_COLUMNS.map((c) => c.field));
+ * snapshot.queries; snapshot.map('lock_waits'); snapshot.map('lock_waits'); // read once
+ */
+export class MapSnapshot {
+  private readonly raw = new Map<string, RawMap>();
+
+  constructor(
+    readonly backends: BackendSample[],
+    readonly queries: QuerySample[],
+    readonly histograms: HistogramSample[],
+    /** The BPF side's overflow and failure counters, cumulative since load. */
+    readonly counters: Record<CounterName, bigint>,
+    /** How full the bounded maps were, as this snapshot read them. */
+    readonly fill: MapFill[],
+    private readonly read: (name: string) => RawMap,
+  ) {}
+
+  /** Every entry of a map with its BTF key/value layout, read at most once per snapshot. */
+  map(name: string): RawMap {
+    let raw = this.raw.get(name);
+    if (!raw) this.raw.set(name, (raw = this.read(name)));
+    return raw;
+  }
+}

@@ -1,0 +1,50 @@
+import { MAPS } from '../bpf/mirror.js';
+import type { BpfObject } from '../native/bpf-native.js';
+
+/**
+ * The object's globals: `const volatile` settings written before load (.rodata), and the
+ * variables user space and BPF share at run time (.bss), by name. A name the object lacks is
+ * a build mismatch.
+ *
+ * @example
+ * const globals = new ObjectGlobals(object);
+ * globals.writeBss('tracking_epoch', globals.readBss('tracking_epoch') + 1n);
+ */
+export class ObjectGlobals {
+  constructor(private readonly object: BpfObject) {}
+
+  /** Writes `const volatile` settings; only before load. */
+  writeRodata(values: Record<string, number | bigint>): void {
+    const variables = new Map(this.object.rodata().map((v) => [v.name, v]));
+    for (const [name, value] of Object.entries(values)) {
+      const v = variables.get(name);
+      if (!v) throw new Error(`BPF object has no setting ${name}: rebuild with npm run build`);
+      const bytes = Buffer.alloc(v.size);
+      if (v.size === 8) bytes.writeBigUInt64LE(BigInt.asUintN(64, BigInt(value)));
+      else if (v.size === 4) bytes.writeUInt32LE(Number(BigInt.asUintN(32, BigInt(value))));
+      else throw new Error(`BPF setting ${name} has unsupported size ${v.size}`);
+      this.object.setRodata(v.offset, bytes);
+    }
+  }
+
+  /** A global the BPF programs may change at run time (.bss); only after load. */
+  readBss(name: string): bigint {
+    const { variable, value } = this.bssVariable(name);
+    return variable.size === 8 ? value.readBigUInt64LE(variable.offset) : BigInt(value.readUInt32LE(variable.offset));
+  }
+
+  writeBss(name: string, to: bigint): void {
+    const { variable, value } = this.bssVariable(name);
+    if (variable.size === 8) value.writeBigUInt64LE(BigInt.asUintN(64, to), variable.offset);
+    else value.writeUInt32LE(Number(BigInt.asUintN(32, to)), variable.offset);
+    this.object.mapUpdate(MAPS.bss, Buffer.alloc(4), value);
+  }
+
+  private bssVariable(name: string) {
+    const variable = this.object.mapLayout(MAPS.bss).value.find((f) => f.name === name);
+    if (!variable) throw new Error(`BPF object has no ${name}: rebuild with npm run build`);
+    const value = this.object.mapLookup(MAPS.bss, Buffer.alloc(4));
+    if (!value) throw new Error('BPF object has no .bss value');
+    return { variable, value };
+  }
+}

@@ -1,0 +1,134 @@
+import { MAPS } from '../bpf/mirror.js';
+import type { BpfLink, BpfObject } from '../native/bpf-native.js';
+import type { PostmasterTarget } from '../target/postmaster-target.js';
+import { attachTargetProbes } from './attach-target-probes.js';
+import { markExitedWhilePaused } from './exited-while-paused.js';
+import type { MapReaders } from './map-readers.js';
+import type { ObjectGlobals } from './object-globals.js';
+import { onlineCpus, type PerfEventSpec } from './perf-events.js';
+import type { AttachableSet, ProbeAttachment } from './probe-attachment.js';
+import { SwitchLink } from './switch-link.js';
+
+/** Start-of-wait maps: an entry whose end fell in a pause would charge the pause. */
+const IN_FLIGHT_MAPS = [MAPS.memStalls, MAPS.ioInflight, MAPS.lockWaitStarts, MAPS.lwlockWaitStarts];
+
+/**
+ * The probe sets attached to the loaded object, by name: attach and detach, the switches of
+ * sets that share a program, pause and resume. Whether a set is supported here is decided
+ * before (src/families/probe-set-support.ts), not here.
+ *
+ * @example
+ * object.probes.attach('cpu');
+ * const sets = object.probes.pause(); // ... later
+ * object.probes.resume(sets);
+ */
+export class ProbeAttachments<Name extends string> {
+  private readonly links = new Map<Name, BpfLink[]>();
+
+  constructor(
+    private readonly object: BpfObject,
+    private readonly globals: ObjectGlobals,
+    private readonly maps: MapReaders,
+    private readonly target: PostmasterTarget,
+    private readonly sets: Readonly<Record<Name, AttachableSet<Name>>>,
+    private readonly perfEvents: Partial<Record<string, PerfEventSpec>>,
+  ) {}
+
+  attached(): Name[] {
+    return [...this.links.keys()];
+  }
+
+  /** Attaches a probe set; attaching one that is attached already does nothing. */
+  attach(name: Name): void {
+    if (this.links.has(name)) return;
+    const links: BpfLink[] = [];
+    try {
+      for (const a of this.sets[name].attachments) links.push(...this.attachOne(a));
+    } catch (error) {
+      for (const link of links) link.destroy();
+      throw error;
+    }
+    this.links.set(name, links);
+  }
+
+  detach(name: Name): void {
+    for (const link of this.links.get(name) ?? []) link.destroy();
+    this.links.delete(name);
+  }
+
+  /**
+   * Detaches every probe set and returns their names, for resume(). The maps keep what was
+   * collected; nothing is counted until resume().
+   */
+  pause(): Name[] {
+    const sets = this.attached();
+    for (const name of sets) this.detach(name);
+    return sets;
+  }
+
+  /**
+   * Collection starts again after pause(), as if newly attached: a new tracking epoch makes each
+   * kept record count from its task's next switch, tasks forked meanwhile count from that switch
+   * too, waits whose start or end fell in the pause are forgotten, and processes that exited
+   * meanwhile (their last switch unseen) are marked exited now, so the next flush closes them.
+   */
+  resume(sets: Name[]): void {
+    if (this.attached().length) throw new Error('resume() while probe sets are attached: pause() first');
+    this.globals.writeBss('tracking_since_ns', process.hrtime.bigint());
+    this.globals.writeBss('tracking_epoch', this.globals.readBss('tracking_epoch') + 1n);
+    for (const name of IN_FLIGHT_MAPS) this.maps.clear(name);
+    // One set that cannot attach again must not keep the others off.
+    const failures: unknown[] = [];
+    for (const name of sets) {
+      try {
+        this.attach(name);
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    // After attaching: a process that exits from here on has its final switch seen by BPF, and
+    // one that exited before (or is a zombie, its final switch done) is found here.
+    markExitedWhilePaused(this.object);
+    if (failures.length) throw failures[0];
+  }
+
+  private attachOne(a: ProbeAttachment): BpfLink[] {
+    switch (a.kind) {
+      case 'auto':
+        return [this.object.attach(a.program)];
+      case 'statement-end':
+        return [this.attachStatementEnd(a.program)];
+      case 'target':
+        return attachTargetProbes(this.object, this.target, a.probes(this.target));
+      case 'switch':
+        return [new SwitchLink(() => this.setHistSwitch(a.bit, true), () => this.setHistSwitch(a.bit, false))];
+      case 'perf-event': {
+        const event = this.perfEvents[a.program] ?? a.event;
+        const links: BpfLink[] = [];
+        try {
+          for (const cpu of onlineCpus()) {
+            links.push(this.object.attachPerfEvent(a.program, { type: event.type, config: event.config, samplePeriod: event.samplePeriod, cpu }));
+          }
+        } catch (error) {
+          for (const link of links) link.destroy();
+          throw error;
+        }
+        return links;
+      }
+    }
+  }
+
+  private attachStatementEnd(program: string): BpfLink {
+    const end = this.target.statementEnd!;
+    // pid -1: every backend, including those forked after attach.
+    return end.kind === 'usdt-site'
+      ? this.object.attachUprobe(program, false, -1, this.target.binaryPath, null, Number(end.fileOffset))
+      : this.object.attachUprobe(program, true, -1, this.target.binaryPath, end.symbol, 0);
+  }
+
+  /** Flips one bit of the object's `hist_switches` (.bss), read by the sched_switch program. */
+  private setHistSwitch(bit: number, on: boolean): void {
+    const current = this.globals.readBss('hist_switches');
+    this.globals.writeBss('hist_switches', on ? current | BigInt(bit) : current & ~BigInt(bit));
+  }
+}

@@ -1,0 +1,95 @@
+import type { PerfEventSpec } from '../collector/perf-events.js';
+import type { ProbeAttachment } from '../collector/probe-attachment.js';
+import type { FlushPart } from '../flush/flush-part.js';
+import type { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
+import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+
+/*
+ * The one seam a family of metrics plugs into. A family is one folder of src/families/ and
+ * contributes, in one object:
+ *   - its probe sets: the names a DBA attaches (`--probes`, bpf_stats.collect()), each with the
+ *     programs it attaches and the one answer to "can it run here?";
+ *   - its metric columns: the columns of query_stats / backend_stats (and their history) that
+ *     its sets fill from `struct metrics`. The kysely table types derive the column names from
+ *     these lists, so a new column is declared here and nowhere else in TypeScript;
+ *   - optionally, settings of its BPF programs (.rodata) and a flush part for tables of its own.
+ * src/families/index.ts lists the families; everything else reads them through it.
+ *
+ * Adding a scheduler counter: a member of struct metrics (bpf/), a column here in cpu/,
+ * a migration adding it to the tables, and the view that shows it.
+ */
+
+/** Everything that decides whether a probe set can run: the Postgres, its calibrated status layout, the object's settings. */
+export interface SupportContext {
+  target: PostmasterTarget;
+  /**
+   * Where PgBackendStatus keeps what BPF reads, calibrated on a live backend; null when it
+   * could not be calibrated (e.g. `check` without the privileges to read backend memory).
+   */
+  layout: StatusLayout | null;
+  /** Perf events that replace a program's own (CollectorObjectOptions.perfEvents). */
+  perfEvents: Partial<Record<string, PerfEventSpec>>;
+}
+
+/** A named group of probes a DBA switches on or off. */
+export interface ProbeSet<Name extends string = string> {
+  name: Name;
+  description: string;
+  /** Always attached by `run`; the others are opt-in. */
+  default: boolean;
+  /**
+   * A default set that `run` attaches only where it is supported (logging why not) instead of
+   * refusing to start; `check` shows it as optional.
+   */
+  whereSupported?: boolean;
+  /**
+   * Why this set cannot run here, or null when it can. Called only through
+   * probeSetUnsupportedReason (probe-set-support.ts), which adds what every set shares.
+   */
+  unsupportedReason(context: SupportContext): string | null;
+  attachments: readonly ProbeAttachment[];
+  /** Measured cost, for `check` and the docs (bench/overhead.ts). */
+  cost: string;
+}
+
+/** How one column of query_stats / backend_stats is filled from `struct metrics` (bpf/pgstats.h). */
+export interface MetricColumn<Set extends string = string> {
+  column: string;
+  /** Member of struct metrics. */
+  field: string;
+  /** ns fields become milliseconds (float8); counts stay integers (int8). */
+  unit: 'ns' | 'count';
+  /** The column is NULL unless one of these sets was attached during the flush's interval. */
+  measuredBy: readonly Set[];
+}
+
+/** What a family's flush part may need from the running sidecar. */
+export interface FamilyFlushContext {
+  target: PostmasterTarget;
+  /** Names LWLock tranche ids the probes could not name (no USDT). */
+  trancheNames: LwlockTrancheNames;
+}
+
+/** What one family contributes. Declare it with defineFamily() so its names stay literal types. */
+export interface Family<Set extends string = string> {
+  name: string;
+  probeSets: { readonly [S in Set]: ProbeSet<S> };
+  columns: readonly MetricColumn<Set>[];
+  /** Settings of the family's BPF programs for this target, written before load. */
+  rodata?(target: PostmasterTarget): Record<string, number>;
+  /** The family's part of every flush, for tables of its own (e.g. the lock waits). */
+  flushPart?(context: FamilyFlushContext): FlushPart;
+}
+
+/**
+ * Declares a family, keeping its set and column names as literal types (ProbeSetName and the
+ * table types derive from them) and checking that each column is measured by the family's own sets.
+ *
+ * @example
+ * export const queryFamily = defineFamily({ name: 'query', probeSets: { query: {...} }, columns: [...] });
+ */
+export function defineFamily<const Set extends string, const Columns extends readonly MetricColumn<NoInfer<Set>>[]>(
+  family: Omit<Family<Set>, 'columns'> & { columns: Columns },
+): Omit<Family<Set>, 'columns'> & { columns: Columns } {
+  return family;
+}

@@ -1,0 +1,23 @@
+import { perfEventsUnsupportedReason } from '../collector/perf-events.js';
+import type { SupportContext } from './family.js';
+import { PROBE_SETS, type ProbeSetName } from './index.js';
+
+/**
+ * THE answer to "can this probe set run here?", for `check`, bpf_stats.capabilities, the
+ * validation of bpf_stats.collect() requests and `run` alike: why it cannot, or null. A set
+ * whose perf events are all replaced (CollectorObjectOptions.perfEvents) is judged by the
+ * replacements; otherwise the set decides from the Postgres, its calibrated layout and the host.
+ *
+ * @example
+ * probeSetUnsupportedReason('latency', { target, layout: { ...layout, activityStartOffset: null }, perfEvents: {} });
+ * // 'query_start/state_change not found side by side in PgBackendStatus (track_activities off?)'
+ */
+export function probeSetUnsupportedReason(name: ProbeSetName, context: SupportContext): string | null {
+  const set = PROBE_SETS[name];
+  const perf = set.attachments.flatMap((a) => (a.kind === 'perf-event' ? [a] : []));
+  const replaced = perf.map((a) => context.perfEvents[a.program]);
+  if (perf.length && replaced.every((spec) => spec !== undefined)) {
+    return perfEventsUnsupportedReason(replaced.flatMap((spec) => (spec ? [spec] : [])));
+  }
+  return set.unsupportedReason(context);
+}

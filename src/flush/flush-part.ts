@@ -1,0 +1,42 @@
+import type { RawBuilder } from 'kysely';
+import type { MapSnapshot } from '../collector/map-snapshot.js';
+
+/** What one flush works from: the maps as read once for it, and which probe sets it speaks for. */
+export interface FlushInput {
+  maps: MapSnapshot;
+  /** The probe sets attached at any time since the last flush: their columns are measured, not NULL. */
+  measured: ReadonlySet<string>;
+  /** performance.now() when the flush began. */
+  startedMs: number;
+}
+
+/** A part's share of one flush: what it writes, and what it remembers once that is written. */
+export interface PreparedPart {
+  /**
+   * Data-modifying statements (INSERT / UPDATE, no trailing semicolon); each becomes a CTE of
+   * the flush's one statement. None: the part has nothing to write this time.
+   */
+  statements: RawBuilder<unknown>[];
+  /**
+   * Called once the flush's statement succeeded, never when it failed: move delta baselines,
+   * forget exited processes. A part that did not commit sends the same increments next time.
+   */
+  commit(): void;
+}
+
+/**
+ * The one seam of a flush. Every table a flush writes has a part: query stats, backend stats,
+ * histograms, lock waits (src/families/locks/), history, health. A flush reads the BPF maps
+ * once, asks every part in turn to prepare() from that input, joins all their statements into
+ * ONE statement (FlushWriter) and commits every part after it succeeded.
+ *
+ * prepare() must not write anything or change what the part remembers: that is commit()'s job.
+ *
+ * @example
+ * const part: FlushPart = { name: 'noop', prepare: () => ({ statements: [], commit: () => undefined }) };
+ */
+export interface FlushPart {
+  /** Names the part's CTEs (e.g. 'query_stats'); a plain SQL identifier. */
+  readonly name: string;
+  prepare(input: FlushInput): PreparedPart;
+}

@@ -1,0 +1,42 @@
+import { sql, type RawBuilder } from 'kysely';
+import type { FlushInput, FlushPart, PreparedPart } from './flush-part.js';
+import { HistogramDeltas, type HistogramRow } from './histogram-deltas.js';
+
+/**
+ * bpf_stats.query_histograms' part of a flush: the histograms of the latency, sched and io
+ * sets share one map and one table. Nothing is written when no histogram moved.
+ *
+ * @example
+ * new FlushWriter(db, [..., new HistogramsPart(), ...]);
+ */
+export class HistogramsPart implements FlushPart {
+  readonly name = 'query_histograms';
+  private readonly deltas = new HistogramDeltas();
+
+  prepare({ maps }: FlushInput): PreparedPart {
+    const { rows, commit } = this.deltas.prepare(maps.histograms);
+    return { statements: rows.length ? [histogramUpsert(rows)] : [], commit };
+  }
+}
+
+/**
+ * The upsert of one flush's histogram increments, as one statement: each (query, kind) row's
+ * counts are added slot by slot, its max kept as the greatest seen. The counts travel as one
+ * flat int8[] (rows × slots) and are re-sliced on the server (beyond the builder: a sql template).
+ */
+function histogramUpsert(rows: readonly HistogramRow[]): RawBuilder<unknown> {
+  const slots = rows[0]!.counts.length;
+  const flat = rows.flatMap((r) => r.counts.map((c) => c.toString()));
+  return sql`
+    INSERT INTO bpf_stats.query_histograms AS h (userid, dbid, toplevel, queryid, kind, counts, observations, max_ms, last_seen)
+    SELECT u.userid, u.dbid, u.toplevel, u.queryid, u.kind, c.counts, (SELECT sum(x) FROM unnest(c.counts) x)::bigint, u.max_ms, now()
+      FROM unnest(${rows.map((r) => r.userid)}::oid[], ${rows.map((r) => r.dbid)}::oid[], ${rows.map((r) => r.toplevel)}::bool[],
+                  ${rows.map((r) => r.queryid)}::int8[], ${rows.map((r) => r.kind)}::text[], ${rows.map((r) => r.maxMs)}::float8[])
+           WITH ORDINALITY AS u(userid, dbid, toplevel, queryid, kind, max_ms, n)
+     CROSS JOIN LATERAL (SELECT (${flat}::int8[])[(u.n - 1) * ${slots} + 1 : u.n * ${slots}] AS counts) c
+    ON CONFLICT (userid, dbid, toplevel, queryid, kind) DO UPDATE SET
+      counts = ARRAY(SELECT coalesce(a, 0) + coalesce(b, 0) FROM unnest(h.counts, excluded.counts) WITH ORDINALITY AS t(a, b, i) ORDER BY i),
+      observations = h.observations + excluded.observations,
+      max_ms = greatest(h.max_ms, excluded.max_ms),
+      last_seen = excluded.last_seen`;
+}

@@ -1,0 +1,187 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { MapFill } from '../collector/map-samples.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
+import { packageRoot } from '../package-root.js';
+import type { BpfStatsDatabase } from '../storage/database.js';
+import type { MetricRows } from '../storage/metric-rows.js';
+
+/** What one flush saw of the BPF side, for its health row. */
+export interface FlushObservation {
+  /** Rows this flush writes (query and backend rows). */
+  rows: number;
+  /** Milliseconds from the start of the flush to its health statement. */
+  ms: number;
+  /** The BPF `counters`, cumulative since the object was loaded. */
+  counters: Record<string, bigint>;
+  fill: MapFill[];
+}
+
+/**
+ * The collector's row in bpf_stats.health, keyed by (host, pid): its part of each flush, in
+ * the flush's statement, so the row says exactly what the committed data contains. A flush that
+ * fails cannot write it; the failure (last_error, pending_rows) is written on its own when the
+ * database still answers, and always by the next flush that succeeds. The last of the parts:
+ * flush_ms runs to the moment the statement is assembled.
+ *
+ * @example
+ * const health = new HealthPart(db, rows, { postmasterPid: 42, intervalMs: 1000, probeSets: () => ['cpu'], historyRetentionMs: null });
+ * await health.start();
+ * new FlushWriter(db, [..., health]);
+ */
+export class HealthPart implements FlushPart {
+  readonly name = 'health';
+  readonly host = hostname();
+  readonly pid = process.pid;
+  private readonly startedAt = new Date();
+  private flushes = 0;
+  private rowsWritten = 0;
+  private lastRows = 0;
+  private failedFlushes = 0;
+  private pendingRows = 0;
+  private lastError: string | null = null;
+  private lastErrorAt: Date | null = null;
+  private last: FlushObservation | null = null;
+  /** What the flush in progress observed, until it is committed or failed. */
+  private observation: FlushObservation | null = null;
+
+  constructor(
+    private readonly db: Kysely<BpfStatsDatabase>,
+    private readonly rows: MetricRows,
+    private readonly settings: { postmasterPid: number; intervalMs: number; probeSets: () => string[]; historyRetentionMs: number | null },
+  ) {}
+
+  /** Inserts this collector's row, and removes rows of this host's collectors that are gone. */
+  async start(): Promise<void> {
+    const others = await this.db.selectFrom('bpf_stats.health').select('pid').where('host', '=', this.host).where('pid', '<>', this.pid).execute();
+    const gone = others.map((r) => r.pid).filter((pid) => !alive(pid));
+    if (gone.length) await this.db.deleteFrom('bpf_stats.health').where('host', '=', this.host).where('pid', 'in', gone).execute();
+    await this.db.deleteFrom('bpf_stats.health').where('host', '=', this.host).where('pid', '=', this.pid).execute();
+    await this.db
+      .insertInto('bpf_stats.health')
+      .values({
+        host: this.host,
+        pid: this.pid,
+        version: VERSION,
+        postmaster_pid: this.settings.postmasterPid,
+        probe_sets: this.settings.probeSets(),
+        started_at: this.startedAt,
+        interval_ms: this.settings.intervalMs,
+        history_retention: retention(this.settings.historyRetentionMs),
+      })
+      .execute();
+  }
+
+  /**
+   * The flush's health upsert, one more data-modifying CTE of the flush's single statement (so
+   * last_flush_at is the rows' last_seen).
+   */
+  prepare({ maps, measured, startedMs }: FlushInput): PreparedPart {
+    const { queries, backends } = this.rows.prepare(maps, measured);
+    const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill: maps.fill };
+    this.observation = flush;
+    const statement = this.upsertStatement(flush, {
+      flushes: this.flushes + 1,
+      rowsWritten: this.rowsWritten + flush.rows,
+      lastRows: flush.rows,
+      pendingRows: 0,
+      succeeded: true,
+    });
+    return { statements: [statement], commit: () => this.committed(flush) };
+  }
+
+  private committed(flush: FlushObservation): void {
+    this.observation = null;
+    this.flushes++;
+    this.rowsWritten += flush.rows;
+    this.lastRows = flush.rows;
+    this.pendingRows = 0;
+    this.last = flush;
+  }
+
+  /**
+   * Records a failed flush and writes that on its own, if the database answers. The rows it
+   * could not write become pending_rows, when the flush got as far as preparing them; the
+   * counters and map fill are the ones it read, if it got that far.
+   */
+  async failed(error: string): Promise<void> {
+    const observed = this.observation;
+    this.observation = null;
+    this.failedFlushes++;
+    this.lastError = error;
+    this.lastErrorAt = new Date();
+    if (observed) this.pendingRows = observed.rows;
+    const flush = observed ?? this.last ?? { rows: 0, ms: 0, counters: {}, fill: [] };
+    await this.upsertStatement(flush, {
+      flushes: this.flushes,
+      rowsWritten: this.rowsWritten,
+      lastRows: this.lastRows,
+      pendingRows: this.pendingRows,
+      succeeded: false,
+    })
+      .execute(this.db)
+      .catch(() => undefined);
+  }
+
+  /** Marks a clean stop (best effort: the database may be away). */
+  async stopped(): Promise<void> {
+    await this.db
+      .updateTable('bpf_stats.health')
+      .set({ stopped_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+      .where('host', '=', this.host)
+      .where('pid', '=', this.pid)
+      .execute()
+      .catch(() => undefined);
+  }
+
+  private upsertStatement(
+    flush: FlushObservation,
+    state: { flushes: number; rowsWritten: number; lastRows: number; pendingRows: number; succeeded: boolean },
+  ): RawBuilder<unknown> {
+    const dropped = Object.fromEntries(Object.entries(flush.counters).map(([k, v]) => [k, Number(v)]));
+    const droppedEvents = Object.values(flush.counters).reduce((a, b) => a + b, 0n);
+    const fill = Object.fromEntries(flush.fill.map((m) => [m.map, { entries: m.entries, max_entries: m.maxEntries }]));
+    const fillPct = Math.max(0, ...flush.fill.map((m) => (100 * m.entries) / m.maxEntries));
+    // A successful flush stamps the transaction time (= the rows' last_seen and history ts);
+    // a failure report leaves last_flush_at and flush_ms as the last success set them.
+    const lastFlushAt = state.succeeded ? sql`now()` : sql`NULL::timestamptz`;
+    const flushMs = state.succeeded ? flush.ms : null;
+    return sql`
+      INSERT INTO bpf_stats.health AS h (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, last_flush_at, flush_ms,
+        flushes, rows_written, last_rows, dropped_events, dropped, map_fill_pct, map_fill, pending_rows, failed_flushes,
+        last_error, last_error_at, history_retention, updated_at)
+      VALUES (${this.host}, ${this.pid}, ${VERSION}, ${this.settings.postmasterPid}, ${this.settings.probeSets()}::text[],
+        ${this.startedAt}, ${this.settings.intervalMs}, ${lastFlushAt}, ${flushMs}::float8, ${state.flushes}, ${state.rowsWritten}, ${state.lastRows},
+        ${droppedEvents.toString()}::int8, ${JSON.stringify(dropped)}::jsonb, ${fillPct}, ${JSON.stringify(fill)}::jsonb,
+        ${state.pendingRows}, ${this.failedFlushes}, ${this.lastError}, ${this.lastErrorAt}::timestamptz,
+        ${retention(this.settings.historyRetentionMs)}::interval, now())
+      ON CONFLICT (host, pid) DO UPDATE SET
+        probe_sets = excluded.probe_sets,
+        last_flush_at = coalesce(excluded.last_flush_at, h.last_flush_at),
+        flush_ms = coalesce(excluded.flush_ms, h.flush_ms),
+        flushes = excluded.flushes, rows_written = excluded.rows_written, last_rows = excluded.last_rows,
+        dropped_events = excluded.dropped_events, dropped = excluded.dropped,
+        map_fill_pct = excluded.map_fill_pct, map_fill = excluded.map_fill,
+        pending_rows = excluded.pending_rows, failed_flushes = excluded.failed_flushes,
+        last_error = excluded.last_error, last_error_at = excluded.last_error_at,
+        updated_at = excluded.updated_at, stopped_at = NULL`;
+  }
+}
+
+const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+
+function retention(ms: number | null): string | null {
+  return ms === null ? null : `${ms} milliseconds`;
+}
+
+/** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

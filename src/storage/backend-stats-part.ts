@@ -1,0 +1,55 @@
+import { sql, type Kysely } from 'kysely';
+import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
+import type { BpfStatsDatabase } from './database.js';
+import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from './metric-arrays.js';
+import type { MetricRows } from './metric-rows.js';
+import { accumulate } from './query-stats-part.js';
+
+/**
+ * bpf_stats.backend_stats' part of a flush: one upsert for all rows, metric columns
+ * accumulating like query_stats'; identity columns keep what is known; an exited process gets
+ * exited_at and is forgotten (its map entry deleted) once the flush is written.
+ *
+ * @example
+ * new FlushWriter(db, [new BackendStatsPart(db, rows), ...]);
+ */
+export class BackendStatsPart implements FlushPart {
+  readonly name = 'backend_stats';
+
+  constructor(
+    private readonly db: Kysely<BpfStatsDatabase>,
+    private readonly rows: MetricRows,
+  ) {}
+
+  prepare({ maps, measured }: FlushInput): PreparedPart {
+    const prepared = this.rows.prepare(maps, measured);
+    const rows = prepared.backends;
+    if (!rows.length) return { statements: [], commit: prepared.commitBackends };
+    const timestamps = (values: Array<bigint | null>) => values.map((v) => (v === null ? null : v.toString()));
+    const insert = this.db
+      .insertInto('bpf_stats.backend_stats')
+      .columns(['pid', 'backend_start', 'backend_type', 'datid', 'usesysid', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen', 'exited_at'])
+      .expression(
+        sql`SELECT u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid,
+                   ${metricColumnList('u')}, now(), ${usToTimestamp(sql`u.exited_us`)}
+              FROM unnest(
+                ${rows.map((r) => r.pid)}::int4[], ${timestamps(rows.map((r) => r.backendStartUs))}::int8[],
+                ${rows.map((r) => r.backendType)}::text[], ${rows.map((r) => r.datid)}::oid[],
+                ${rows.map((r) => r.usesysid)}::oid[], ${rows.map((r) => r.queryid)}::int8[],
+                ${metricArrays(rows.map((r) => r.values))}, ${timestamps(rows.map((r) => r.exitedAtUs))}::int8[])
+                AS u(pid, start_us, backend_type, datid, usesysid, queryid, ${metricColumnList()}, exited_us)`,
+      )
+      .onConflict((oc) =>
+        oc.columns(['pid', 'backend_start']).doUpdateSet({
+          ...accumulate('bpf_stats.backend_stats'),
+          backend_type: sql`excluded.backend_type`,
+          datid: sql`coalesce(excluded.datid, bpf_stats.backend_stats.datid)`,
+          usesysid: sql`coalesce(excluded.usesysid, bpf_stats.backend_stats.usesysid)`,
+          queryid: sql`coalesce(excluded.queryid, bpf_stats.backend_stats.queryid)`,
+          last_seen: sql`excluded.last_seen`,
+          exited_at: sql`coalesce(excluded.exited_at, bpf_stats.backend_stats.exited_at)`,
+        }),
+      );
+    return { statements: [sql`${insert}`], commit: prepared.commitBackends };
+  }
+}

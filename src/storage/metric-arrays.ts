@@ -1,0 +1,31 @@
+import { sql, type RawBuilder } from 'kysely';
+import { METRIC_COLUMNS, type MetricColumnName } from '../families/index.js';
+import type { MetricValue } from '../families/metric-values.js';
+
+const PG_ARRAY_TYPE: Record<'ns' | 'count', string> = { ns: 'float8[]', count: 'int8[]' };
+
+/** The metric column names, in METRIC_COLUMNS order. */
+export const METRIC_COLUMN_NAMES: readonly MetricColumnName[] = METRIC_COLUMNS.map((c) => c.column);
+
+/** One array parameter per metric column, cast to its column type (the unnest(...) arguments). */
+export function metricArrays(rows: MetricValue[][]): RawBuilder<unknown> {
+  return sql.join(
+    METRIC_COLUMNS.map((c, i) => {
+      const values = rows.map((v) => {
+        const value = v[i];
+        return typeof value === 'bigint' ? value.toString() : (value ?? null);
+      });
+      return sql`${values}::${sql.raw(PG_ARRAY_TYPE[c.unit])}`;
+    }),
+  );
+}
+
+/** The metric columns as identifiers (`calls, total_time_ms, ...`), or as `alias.column` references. */
+export function metricColumnList(alias?: string): RawBuilder<unknown> {
+  return sql.join(METRIC_COLUMN_NAMES.map((c) => (alias ? sql.ref(`${alias}.${c}`) : sql.id(c))));
+}
+
+/** A timestamptz from microseconds since the Unix epoch. */
+export function usToTimestamp(us: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`timestamptz 'epoch' + ${us} * interval '1 microsecond'`;
+}

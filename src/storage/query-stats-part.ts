@@ -1,0 +1,53 @@
+import { sql, type Kysely, type RawBuilder, type Updateable } from 'kysely';
+import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
+import type { MetricColumnName } from '../families/index.js';
+import type { BpfStatsDatabase, MetricColumns } from './database.js';
+import { METRIC_COLUMN_NAMES, metricArrays } from './metric-arrays.js';
+import type { MetricRows } from './metric-rows.js';
+
+/**
+ * bpf_stats.query_stats' part of a flush: one INSERT ... SELECT FROM unnest(...) ON CONFLICT for
+ * all rows, whatever their number. Metric columns accumulate; a NULL increment (a probe set that
+ * is off) leaves the stored value as it was.
+ *
+ * @example
+ * new FlushWriter(db, [new QueryStatsPart(db, rows), ...]);
+ */
+export class QueryStatsPart implements FlushPart {
+  readonly name = 'query_stats';
+
+  constructor(
+    private readonly db: Kysely<BpfStatsDatabase>,
+    private readonly rows: MetricRows,
+  ) {}
+
+  prepare({ maps, measured }: FlushInput): PreparedPart {
+    const prepared = this.rows.prepare(maps, measured);
+    const rows = prepared.queries;
+    if (!rows.length) return { statements: [], commit: () => undefined };
+    const insert = this.db
+      .insertInto('bpf_stats.query_stats')
+      .columns(['userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen'])
+      .expression(
+        sql`SELECT u.*, now() FROM unnest(
+              ${rows.map((r) => r.userid)}::oid[], ${rows.map((r) => r.dbid)}::oid[],
+              ${rows.map((r) => r.toplevel)}::bool[], ${rows.map((r) => r.queryid)}::int8[],
+              ${metricArrays(rows.map((r) => r.values))}) AS u`,
+      )
+      .onConflict((oc) =>
+        oc.columns(['userid', 'dbid', 'toplevel', 'queryid']).doUpdateSet({ ...accumulate('bpf_stats.query_stats'), last_seen: sql`excluded.last_seen` }),
+      );
+    return { statements: [sql`${insert}`], commit: prepared.commitQueries };
+  }
+}
+
+/** SET col = stored + increment for every metric column; NULL increments keep the stored value. */
+export function accumulate(table: string): { [C in MetricColumnName]: RawBuilder<Updateable<MetricColumns>[C]> } {
+  const set = METRIC_COLUMN_NAMES.map((column) => {
+    const stored = sql.ref(`${table}.${column}`);
+    const increment = sql.ref(`excluded.${column}`);
+    return [column, sql`CASE WHEN ${increment} IS NULL THEN ${stored} ELSE coalesce(${stored}, 0) + ${increment} END`];
+  });
+  // Each value is the column's own type: stored + increment.
+  return Object.fromEntries(set) as { [C in MetricColumnName]: RawBuilder<Updateable<MetricColumns>[C]> };
+}
