@@ -3,7 +3,8 @@
  * Per-query histograms fed from the sched_switch path: statement latency and run-queue waits.
  *
  * Both are switched by the collector at run time through `hist_switches` (.bss): one load on
- * every switch-out when both are off. account_switch_out() calls hist_on_switch_out() once.
+ * every switch-out when both are off. account_switch_out() (bpf/cpu.bpf.h) calls
+ * hist_on_switch_out() once.
  *
  * Statement latency without a uprobe: Postgres' pgstat_report_activity() keeps, next to each
  * other in PgBackendStatus, st_activity_start_timestamp (the statement's start,
@@ -20,18 +21,17 @@
 #ifndef LATENCY_BPF_H
 #define LATENCY_BPF_H
 
-/* Included by attribution.bpf.h after hist_observe(), before account_switch_out(). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "records.h"
+#include "hist.bpf.h"
+#include "pg-status.bpf.h"
 
 #define HIST_SWITCH_LATENCY 0x1u /* the `latency` set is attached */
 #define HIST_SWITCH_RUNQ    0x2u /* the `sched` set is attached */
 
-/* Written by the collector after load (src/attach/collector-object.ts, setHistSwitches). */
+/* Written by the collector after load, when a set that owns a bit attaches or detaches (src/collector/). */
 __u32 hist_switches = 0;
-
-/* st_activity_start_timestamp inside PgBackendStatus (st_state_start_timestamp follows); 0 = unknown. */
-const volatile __u32 status_activity_start_off = 0;
-/* 1 when st_xact_start_timestamp directly precedes st_activity_start_timestamp (calibrated). */
-const volatile __u32 status_xact_start_before = 0;
 
 static __always_inline void observe_statement_end(struct backend_record *r, const struct query_key *key,
 						  bool client_read)

@@ -21,12 +21,46 @@
  * with USDT also a deadlock, reported before lock__wait__done) never reaches its end probe:
  * its start record is overwritten by the next wait (LRU-bounded), so it is not counted here,
  * while lock_wait_ms still has its time.
+ *
+ * The map records below (lock_wait_key, lwlock_wait_key, wait_totals) are read by the
+ * collector by field name from BTF (src/families/locks/).
  */
 #ifndef LOCKS_BPF_H
 #define LOCKS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
-#include "locks.h"
+#include "records.h"
+#include "maps.bpf.h"
+#include "pg-status.bpf.h"
+#include "attribution.bpf.h"
+
+/* Heavyweight lock waits of one query, by what it waited for (LOCKTAG type, LOCKMODE). */
+struct lock_wait_key {
+	struct query_key q;
+	__u32 locktag_type;  /* enum LockTagType: 0 relation, 1 extend, ... 5 transactionid, ... */
+	__u32 mode;          /* LOCKMODE: 1 AccessShareLock ... 8 AccessExclusiveLock */
+	__u32 database;      /* locktag_field1 for relation-scoped, object and advisory tags, else 0 */
+	__u32 relation;      /* locktag_field2 for relation, extend, page and tuple tags, else 0 */
+};
+
+#define TRANCHE_NAME_LEN 32
+#define LWLOCK_MODE_UNKNOWN 0xffu /* no USDT: the semaphore sleep does not say which mode */
+
+/* LWLock waits of one query, by tranche (and mode when the USDT probe gives it). */
+struct lwlock_wait_key {
+	struct query_key q;
+	__u32 tranche_id;    /* from *my_wait_event_info (PG_WAIT_LWLOCK | tranche) */
+	__u32 mode;          /* LWLockMode: 0 exclusive, 1 shared, 2 wait-until-free; or unknown */
+	char tranche[TRANCHE_NAME_LEN]; /* the name the USDT probe passes; empty without USDT */
+};
+
+struct wait_totals {
+	__u64 waits;
+	__u64 wait_ns;
+};
 
 /* LockTagType values whose field1 is a database and field2 a relation (lock.h, 14-18). */
 #define LOCKTAG_RELATION        0
@@ -85,16 +119,6 @@ struct {
 	__type(value, struct wait_totals);
 } lwlock_waits SEC(".maps");
 
-/* The calling backend's record when it is one we report on. */
-static __always_inline struct backend_record *waiting_backend(__u32 pid)
-{
-	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
-
-	if (!r || (r->flags & BACKEND_EXCLUDED))
-		return NULL;
-	return r;
-}
-
 /*
  * The query the calling backend waits in. Its query id is 0 when the wait came before the
  * statement had one: relation locks taken during parse analysis (a SELECT queued behind an
@@ -103,7 +127,7 @@ static __always_inline struct backend_record *waiting_backend(__u32 pid)
  */
 static __always_inline bool waiting_query(__u32 pid, struct query_key *q)
 {
-	struct backend_record *r = waiting_backend(pid);
+	struct backend_record *r = reported_backend(pid);
 
 	return r && read_current(bpf_get_current_task_btf(), r, pid, q, NULL);
 }
@@ -111,17 +135,10 @@ static __always_inline bool waiting_query(__u32 pid, struct query_key *q)
 static __always_inline void add_totals(void *map, const void *key, __u64 ns, __u32 full_counter)
 {
 	static const struct wait_totals zero = {};
-	struct wait_totals *t = bpf_map_lookup_elem(map, key);
+	struct wait_totals *t = map_lookup_or_init(map, key, &zero, full_counter);
 
-	if (!t) {
-		if (bpf_map_update_elem(map, key, &zero, BPF_NOEXIST) && !bpf_map_lookup_elem(map, key)) {
-			count(full_counter);
-			return;
-		}
-		t = bpf_map_lookup_elem(map, key);
-		if (!t)
-			return;
-	}
+	if (!t)
+		return;
 	__sync_fetch_and_add(&t->waits, 1);
 	__sync_fetch_and_add(&t->wait_ns, ns);
 }
@@ -225,7 +242,7 @@ int BPF_KRETPROBE(on_procsleep_rt)
 /* The backend's wait event now (LWLockAcquire reports PG_WAIT_LWLOCK | tranche before it sleeps). */
 static __always_inline __u32 current_wait_event(__u32 pid)
 {
-	struct backend_record *r = waiting_backend(pid);
+	struct backend_record *r = reported_backend(pid);
 	__u64 ptr = r ? r->wait_event_ptr : 0;
 	__u32 event = 0;
 
@@ -314,7 +331,7 @@ int BPF_KPROBE(on_spin_delay)
 	struct query_key q = {};
 	struct metrics *qm;
 
-	r = waiting_backend(pid);
+	r = reported_backend(pid);
 	if (!r)
 		return 0;
 	r->m.spinlock_delays++;

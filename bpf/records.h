@@ -6,8 +6,10 @@
  * sizes from the object's BTF (src/bpf/record-layout.ts), so renaming or adding a field here
  * is picked up on both sides. Keep fields __u64/__u32 so BTF describes them as plain ints.
  */
-#ifndef PGSTATS_H
-#define PGSTATS_H
+#ifndef RECORDS_H
+#define RECORDS_H
+
+#include "vmlinux.h"
 
 /* Exactly pg_stat_statements' key, so `JOIN pg_stat_statements USING (...)` works. */
 struct query_key {
@@ -115,11 +117,11 @@ struct backend_record {
 	__u64 wait_event_ptr;    /* cached my_wait_event_info */
 	struct query_key sleep_key;
 	__u32 sleep_class;
-	__u32 epoch;             /* tracking_epoch when last_* were taken (bpf/attribution.bpf.h) */
+	__u32 epoch;             /* tracking_epoch when last_* were taken (bpf/cpu.bpf.h) */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 };
 
-/* Indexes into the `counters` array: overflow and failures, surfaced in bpf_stats.health. */
+/* Indexes into the `counters` array (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */
 enum counter_index {
 	COUNTER_BACKENDS_FULL = 0,   /* a backend could not be tracked: backends map full */
 	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */
@@ -134,4 +136,4 @@ enum counter_index {
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 
-#endif /* PGSTATS_H */
+#endif /* RECORDS_H */
