@@ -56,6 +56,14 @@ static __always_inline __u64 switch_time(struct task_struct *task)
 	return bpf_ktime_get_ns();
 }
 
+/* The task's SCHED_COUNTERS now. */
+static __always_inline void sched_counts_read(struct sched_counts *c, struct task_struct *task)
+{
+#define READ_COUNTER(name, task_field) c->name = task->task_field;
+	SCHED_COUNTERS(READ_COUNTER)
+#undef READ_COUNTER
+}
+
 /* The task's counters as of `now`: its next interval starts here. */
 static __always_inline void baseline(struct backend_record *r, struct task_struct *task, __u64 now, __u64 sum_exec)
 {
@@ -63,11 +71,7 @@ static __always_inline void baseline(struct backend_record *r, struct task_struc
 	r->last_ts = now;
 	r->last_sum_exec = sum_exec;
 	r->last_run_delay = task->sched_info.run_delay;
-	r->last_nvcsw = task->nvcsw;
-	r->last_nivcsw = task->nivcsw;
-	r->last_migrations = task->se.nr_migrations;
-	r->last_minflt = task->min_flt;
-	r->last_majflt = task->maj_flt;
+	sched_counts_read(&r->last, task);
 }
 
 /* Start tracking a task: counters count from now (or from fork, for tasks born after attach). */
@@ -105,14 +109,11 @@ static __always_inline void add_wait(struct metrics *m, __u32 sleep_class, __u64
 	}
 }
 
+/* What a task did between two switch-outs, apart from sleeping. */
 struct slice {
 	__u64 on_cpu_ns;
 	__u64 runq_ns;
-	__u64 nvcsw;
-	__u64 nivcsw;
-	__u64 migrations;
-	__u64 minflt;
-	__u64 majflt;
+	struct sched_counts counts;
 };
 
 static __always_inline void add_slice(struct metrics *m, const struct slice *s)
@@ -120,11 +121,9 @@ static __always_inline void add_slice(struct metrics *m, const struct slice *s)
 	m->total_ns += s->on_cpu_ns + s->runq_ns;
 	m->on_cpu_ns += s->on_cpu_ns;
 	m->runq_ns += s->runq_ns;
-	m->nvcsw += s->nvcsw;
-	m->nivcsw += s->nivcsw;
-	m->cpu_migrations += s->migrations;
-	m->minflt += s->minflt;
-	m->majflt += s->majflt;
+#define ADD_COUNTER(name, task_field) m->name += s->counts.name;
+	SCHED_COUNTERS(ADD_COUNTER)
+#undef ADD_COUNTER
 }
 
 static __always_inline __u32 classify_sleep(struct task_struct *task, bool preempt, unsigned int state,
@@ -191,7 +190,8 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	struct query_key key = {};
 	struct metrics *qm;
 	struct slice s;
-	__u64 sum_exec, run_delay, nvcsw, nivcsw, migrations, minflt, majflt, interval, sleep_ns;
+	struct sched_counts counts;
+	__u64 sum_exec, run_delay, interval, sleep_ns;
 	bool dead = state & TASK_DEAD, sleeping;
 
 	r = bpf_map_lookup_elem(&backends, &pid);
@@ -211,11 +211,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		r->last_ts = now - task->se.sum_exec_runtime - task->sched_info.run_delay;
 		r->last_sum_exec = 0;
 		r->last_run_delay = 0;
-		r->last_nvcsw = 0;
-		r->last_nivcsw = 0;
-		r->last_migrations = 0;
-		r->last_minflt = 0;
-		r->last_majflt = 0;
+		__builtin_memset(&r->last, 0, sizeof(r->last));
 	}
 	if (r->flags & BACKEND_EXCLUDED)
 		return;
@@ -225,19 +221,13 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	if (r->epoch != tracking_epoch)
 		baseline(r, task, now, sum_exec);
 	run_delay = task->sched_info.run_delay;
-	nvcsw = task->nvcsw;
-	nivcsw = task->nivcsw;
-	migrations = task->se.nr_migrations;
-	minflt = task->min_flt;
-	majflt = task->maj_flt;
+	sched_counts_read(&counts, task);
 
 	s.on_cpu_ns = sum_exec - r->last_sum_exec;
 	s.runq_ns = run_delay - r->last_run_delay;
-	s.nvcsw = nvcsw - r->last_nvcsw;
-	s.nivcsw = nivcsw - r->last_nivcsw;
-	s.migrations = migrations - r->last_migrations;
-	s.minflt = minflt - r->last_minflt;
-	s.majflt = majflt - r->last_majflt;
+#define COUNTER_DELTA(name, task_field) s.counts.name = counts.name - r->last.name;
+	SCHED_COUNTERS(COUNTER_DELTA)
+#undef COUNTER_DELTA
 	interval = now - r->last_ts;
 	sleep_ns = interval > s.on_cpu_ns + s.runq_ns ? interval - s.on_cpu_ns - s.runq_ns : 0;
 
@@ -269,11 +259,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	r->last_ts = now;
 	r->last_sum_exec = sum_exec;
 	r->last_run_delay = run_delay;
-	r->last_nvcsw = nvcsw;
-	r->last_nivcsw = nivcsw;
-	r->last_migrations = migrations;
-	r->last_minflt = minflt;
-	r->last_majflt = majflt;
+	r->last = counts;
 	hist_on_switch_out(r, &key, s.runq_ns, next_class);
 	r->sleep_class = next_class;
 	r->sleep_key = key;

@@ -21,6 +21,28 @@ struct query_key {
 };
 
 /*
+ * The scheduler's and the fault handler's per-task cumulative counters that the cpu family
+ * charges as deltas between two switch-outs of a backend (bpf/cpu.bpf.h), one line each:
+ *     X(field in struct metrics, field of task_struct)
+ * Each line becomes a metric, the backend's baseline of it, its share of a slice, and the
+ * code that reads, subtracts and adds it. A new counter is one line here; user space then
+ * needs its column (src/families/cpu/, a migration, a view). Order = order in struct metrics.
+ */
+#define SCHED_COUNTERS(X)                       \
+	X(minflt, min_flt)                      \
+	X(majflt, maj_flt)                      \
+	X(nvcsw, nvcsw)                         \
+	X(nivcsw, nivcsw)                       \
+	X(cpu_migrations, se.nr_migrations)
+
+#define SCHED_COUNTER_FIELD(name, task_field) __u64 name;
+
+/* The SCHED_COUNTERS of one task at one moment, or their change between two moments. */
+struct sched_counts {
+	SCHED_COUNTERS(SCHED_COUNTER_FIELD)
+};
+
+/*
  * Nanosecond and count metrics accumulated per query and per backend. The time
  * components partition the wall time the scheduler saw the backend spend on a query:
  * total_ns = on_cpu_ns + runq_ns + (the *_wait_ns below).
@@ -35,11 +57,7 @@ struct metrics {
 	__u64 reclaim_ns;
 	__u64 other_wait_ns;
 	__u64 calls;
-	__u64 minflt;
-	__u64 majflt;
-	__u64 nvcsw;
-	__u64 nivcsw;
-	__u64 cpu_migrations;
+	SCHED_COUNTERS(SCHED_COUNTER_FIELD) /* minflt, majflt, nvcsw, nivcsw, cpu_migrations */
 	/* Families beyond the scheduler's (issue 3); each is filled by its own probe set. */
 	__u64 reclaim_pages;        /* pages reclaimed by this task's direct / memcg reclaim */
 	__u64 compaction_ns;        /* direct compaction stalls */
@@ -91,7 +109,7 @@ enum sleep_class {
 
 /*
  * One live or recently exited postmaster child, keyed by pid. The first part is what the
- * collector reports; the `last_*` / `sleep_*` part is the BPF side's bookkeeping between two
+ * collector reports; the `last*` / `sleep_*` part is the BPF side's bookkeeping between two
  * context switches of the same task.
  */
 struct backend_record {
@@ -106,18 +124,14 @@ struct backend_record {
 	__u32 flags;
 
 	__u64 last_ts;           /* rq->clock at the last switch-out (sched_clock domain) */
-	__u64 last_sum_exec;
-	__u64 last_run_delay;
-	__u64 last_nvcsw;
-	__u64 last_nivcsw;
-	__u64 last_migrations;
-	__u64 last_minflt;
-	__u64 last_majflt;
+	__u64 last_sum_exec;     /* se.sum_exec_runtime then */
+	__u64 last_run_delay;    /* sched_info.run_delay then */
+	struct sched_counts last; /* SCHED_COUNTERS then */
 	__u64 status_ptr;        /* cached MyBEEntry */
 	__u64 wait_event_ptr;    /* cached my_wait_event_info */
 	struct query_key sleep_key;
 	__u32 sleep_class;
-	__u32 epoch;             /* tracking_epoch when last_* were taken (bpf/cpu.bpf.h) */
+	__u32 epoch;             /* tracking_epoch when last* were taken (bpf/cpu.bpf.h) */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 };
 
