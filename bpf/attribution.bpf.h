@@ -18,6 +18,16 @@
 const volatile __u32 postmaster_tgid = 0;
 
 /*
+ * Written by the collector right after load and whenever collection resumes after a pause
+ * (src/collector/): CLOCK_MONOTONIC when collection (re)started, so tasks forked later are
+ * counted from their fork and older ones from their next switch (bpf/cpu.bpf.h); and the epoch, so a record
+ * kept across a pause is re-baselined at its task's next switch instead of charging the
+ * task's next interval with everything it did while nothing was attached.
+ */
+__u64 tracking_since_ns = 0;
+__u32 tracking_epoch = 0;
+
+/*
  * The maps every context switch touches are not preallocated. Preallocated, they made the
  * links cost pgbench -S ~1 us more CPU per transaction than the handler's own run time
  * (bench/cpu-by-process.ts; README, "Where the cost went"). Our reading, unconfirmed without a

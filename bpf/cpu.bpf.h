@@ -27,16 +27,6 @@
 #define TASK_RUNNING 0x0000
 #define TASK_DEAD    0x0080
 
-/*
- * Written by the collector right after load and whenever collection resumes after a pause
- * (src/collector/): CLOCK_MONOTONIC when collection (re)started, so tasks forked later are
- * counted from their fork and older ones from their next switch; and the epoch, so a record
- * kept across a pause is re-baselined at its task's next switch instead of charging the
- * task's next interval with everything it did while nothing was attached.
- */
-__u64 tracking_since_ns = 0;
-__u32 tracking_epoch = 0;
-
 static const struct backend_record empty_backend = {};
 
 /*
@@ -90,7 +80,7 @@ static __always_inline struct backend_record *track(struct task_struct *task, __
 	return r;
 }
 
-static __always_inline void add_wait(struct metrics *m, __u32 sleep_class, __u64 ns)
+static __always_inline void add_wait(struct metrics *m, enum sleep_class sleep_class, __u64 ns)
 {
 	m->total_ns += ns;
 	switch (sleep_class) {
@@ -126,7 +116,7 @@ static __always_inline void add_slice(struct metrics *m, const struct slice *s)
 #undef ADD_COUNTER
 }
 
-static __always_inline __u32 classify_sleep(struct task_struct *task, bool preempt, unsigned int state,
+static __always_inline enum sleep_class classify_sleep(struct task_struct *task, bool preempt, unsigned int state,
 					    __u32 wait_event)
 {
 	if (preempt || state == TASK_RUNNING || (state & TASK_DEAD))
@@ -183,7 +173,8 @@ static __always_inline __u64 running_time(struct task_struct *task, __u64 *sum_e
 static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state,
 					       bool running)
 {
-	__u32 pid = task->pid, wait_event = 0, next_class;
+	__u32 pid = task->pid, wait_event = 0;
+	enum sleep_class next_class;
 	__u64 running_sum_exec = 0;
 	__u64 now = running ? running_time(task, &running_sum_exec) : switch_time(task);
 	struct backend_record *r;

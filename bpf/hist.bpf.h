@@ -35,7 +35,7 @@ static __always_inline __u32 hist_slot(__u64 ns)
 }
 
 /* The query's histogram of `kind`, created empty on first use; NULL (counted) when the map is full. */
-static __always_inline struct hist *hist_for(const struct query_key *q, __u32 kind)
+static __always_inline struct hist *hist_for(const struct query_key *q, enum hist_kind kind)
 {
 	static const struct hist empty_hist = {};
 	struct hist_key key = { .q = *q, .kind = kind };
@@ -46,7 +46,7 @@ static __always_inline struct hist *hist_for(const struct query_key *q, __u32 ki
 }
 
 /* Counts one observation of `ns` in the query's histogram of `kind`, and keeps its maximum. */
-static __always_inline void hist_observe(const struct query_key *q, __u32 kind, __u64 ns)
+static __always_inline void hist_observe(const struct query_key *q, enum hist_kind kind, __u64 ns)
 {
 	struct hist *h = hist_for(q, kind);
 
@@ -62,7 +62,7 @@ static __always_inline void hist_observe(const struct query_key *q, __u32 kind, 
  * softirq or hardirq context): an atomic increment. The maximum is a plain store, so of two
  * completions racing on one CPU the larger may be lost.
  */
-static __always_inline void hist_observe_atomic(const struct query_key *q, __u32 kind, __u64 ns)
+static __always_inline void hist_observe_atomic(const struct query_key *q, enum hist_kind kind, __u64 ns)
 {
 	struct hist *h = hist_for(q, kind);
 

@@ -27,11 +27,14 @@
 #include "hist.bpf.h"
 #include "pg-status.bpf.h"
 
-#define HIST_SWITCH_LATENCY 0x1u /* the `latency` set is attached */
-#define HIST_SWITCH_RUNQ    0x2u /* the `sched` set is attached */
+/* Bits of hist_switches: work inside on_sched_switch that an opt-in set switches on. */
+enum hist_switch {
+	HIST_SWITCH_LATENCY = 0x1, /* the `latency` set is attached */
+	HIST_SWITCH_RUNQ = 0x2,    /* the `sched` set is attached */
+};
 
 /* Written by the collector after load, when a set that owns a bit attaches or detaches (src/collector/). */
-__u32 hist_switches = 0;
+enum hist_switch hist_switches = 0;
 
 static __always_inline void observe_statement_end(struct backend_record *r, const struct query_key *key,
 						  bool client_read)
@@ -77,9 +80,9 @@ static __always_inline void observe_statement_end(struct backend_record *r, cons
  * missed a third of the statements in a sequential client loop here.
  */
 static __always_inline void hist_on_switch_out(struct backend_record *r, const struct query_key *key,
-					       __u64 runq_ns, __u32 next_class)
+					       __u64 runq_ns, enum sleep_class next_class)
 {
-	__u32 switches = hist_switches;
+	enum hist_switch switches = hist_switches;
 
 	if (!switches)
 		return;

@@ -47,13 +47,25 @@ struct lock_wait_key {
 };
 
 #define TRANCHE_NAME_LEN 32
-#define LWLOCK_MODE_UNKNOWN 0xffu /* no USDT: the semaphore sleep does not say which mode */
+
+/* Postgres' LWLockMode (lwlock.h, 14-18), as the USDT probe passes it, or unknown. */
+enum lwlock_mode {
+	LWLOCK_MODE_EXCLUSIVE = 0,
+	LWLOCK_MODE_SHARED = 1,
+	LWLOCK_MODE_WAIT_UNTIL_FREE = 2,
+	LWLOCK_MODE_UNKNOWN = 0xff, /* no USDT: the semaphore sleep does not say which mode */
+};
+
+/* An LWLock tranche id (the low 16 bits of a PG_WAIT_LWLOCK wait event), or unknown. */
+enum lwlock_tranche {
+	LWLOCK_TRANCHE_UNKNOWN = 0xffffffff, /* the wait event at the sleep was not an LWLock's */
+};
 
 /* LWLock waits of one query, by tranche (and mode when the USDT probe gives it). */
 struct lwlock_wait_key {
 	struct query_key q;
-	__u32 tranche_id;    /* from *my_wait_event_info (PG_WAIT_LWLOCK | tranche) */
-	__u32 mode;          /* LWLockMode: 0 exclusive, 1 shared, 2 wait-until-free; or unknown */
+	enum lwlock_tranche tranche_id; /* from *my_wait_event_info (PG_WAIT_LWLOCK | tranche) */
+	enum lwlock_mode mode;
 	char tranche[TRANCHE_NAME_LEN]; /* the name the USDT probe passes; empty without USDT */
 };
 
@@ -132,7 +144,7 @@ static __always_inline bool waiting_query(__u32 pid, struct query_key *q)
 	return r && read_current(bpf_get_current_task_btf(), r, pid, q, NULL);
 }
 
-static __always_inline void add_totals(void *map, const void *key, __u64 ns, __u32 full_counter)
+static __always_inline void add_totals(void *map, const void *key, __u64 ns, enum counter_index full_counter)
 {
 	static const struct wait_totals zero = {};
 	struct wait_totals *t = map_lookup_or_init(map, key, &zero, full_counter);
@@ -267,7 +279,7 @@ static __always_inline void lwlock_wait_begin(bool lwlock_only)
 	bpf_map_update_elem(&lwlock_wait_starts, &pid, &s, BPF_ANY);
 }
 
-static __always_inline void lwlock_wait_end(const char *name, __u32 mode)
+static __always_inline void lwlock_wait_end(const char *name, enum lwlock_mode mode)
 {
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
 	struct lwlock_wait_start *s = bpf_map_lookup_elem(&lwlock_wait_starts, &pid);
@@ -277,7 +289,8 @@ static __always_inline void lwlock_wait_end(const char *name, __u32 mode)
 	if (!s)
 		return;
 	ns = bpf_ktime_get_ns() - s->ts;
-	key.tranche_id = (s->wait_event & PG_WAIT_CLASS_MASK) == PG_WAIT_LWLOCK ? s->wait_event & 0xffff : 0xffffffffu;
+	key.tranche_id = (s->wait_event & PG_WAIT_CLASS_MASK) == PG_WAIT_LWLOCK ? s->wait_event & 0xffff
+									     : LWLOCK_TRANCHE_UNKNOWN;
 	key.mode = mode;
 	bpf_map_delete_elem(&lwlock_wait_starts, &pid);
 	if (name)

@@ -14,11 +14,11 @@
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, COUNTER_MAX);
-	__type(key, __u32);
+	__type(key, enum counter_index);
 	__type(value, __u64);
 } counters SEC(".maps");
 
-static __always_inline void count(__u32 index)
+static __always_inline void count(enum counter_index index)
 {
 	__u64 *value = bpf_map_lookup_elem(&counters, &index);
 
@@ -32,7 +32,8 @@ static __always_inline void count(__u32 index)
  * in counters[full]. BPF_NOEXIST keeps a value another CPU inserted between our lookup and
  * our update: that update fails, and the second lookup finds the winner's value.
  */
-static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init, __u32 full)
+static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init,
+						enum counter_index full)
 {
 	void *value = bpf_map_lookup_elem(map, key);
 

@@ -50,9 +50,11 @@ const volatile __u32 status_xact_start_before = 0;
  * event, for the most common sleep of an OLTP backend. Length 0: the fields are too far apart
  * (or one is unknown), and st_query_id is read alone.
  */
-#define STATUS_SPAN_MAX 256
+enum status_span_bound {
+	STATUS_SPAN_MAX = 256, /* the longest span read in one go; longer: status_span_len is 0 */
+};
 const volatile __u32 status_span_off = 0;
-const volatile __u32 status_span_len = 0;
+const volatile enum status_span_bound status_span_len = 0; /* 0 .. STATUS_SPAN_MAX */
 
 /* Room for the span: too large for the BPF stack next to the rest of a switch's state. */
 struct status_span {

@@ -3,8 +3,14 @@
  * Record layouts shared by the BPF programs and the TypeScript collector.
  *
  * The collector does not mirror these structs by hand: it reads field names, offsets and
- * sizes from the object's BTF (src/bpf/record-layout.ts), so renaming or adding a field here
- * is picked up on both sides. Keep fields __u64/__u32 so BTF describes them as plain ints.
+ * sizes from the object's BTF (src/bpf/record-layout.ts), and the build generates its typed
+ * contract (src/bpf/contract.ts) from the same BTF, so renaming or adding a field here is
+ * picked up on both sides. Keep fields __u64/__u32, or a 4-byte enum for a value user space
+ * names, so BTF describes them as plain integers.
+ *
+ * Constants user space needs are enums, not #defines: BTF carries an enum and its values,
+ * but only when something in the object is typed with it (clang emits no BTF for a type
+ * nothing uses), so each enum here types the field, map key or global that carries it.
  */
 #ifndef RECORDS_H
 #define RECORDS_H
@@ -85,7 +91,7 @@ enum hist_kind {
 
 struct hist_key {
 	struct query_key q;
-	__u32 kind;
+	enum hist_kind kind;
 	__u32 pad;
 };
 
@@ -104,8 +110,11 @@ enum sleep_class {
 	SLEEP_OTHER = 5,
 };
 
-#define BACKEND_IDENTITY_KNOWN 0x1u /* userid, dbid, backend_start, backend_type were read */
-#define BACKEND_EXCLUDED       0x2u /* one of the collector's own connections */
+/* Bits of backend_record.flags. */
+enum backend_flags {
+	BACKEND_IDENTITY_KNOWN = 0x1, /* userid, dbid, backend_start, backend_type were read */
+	BACKEND_EXCLUDED = 0x2,       /* one of the collector's own connections */
+};
 
 /*
  * One live or recently exited postmaster child, keyed by pid. The first part is what the
@@ -121,7 +130,7 @@ struct backend_record {
 	__u32 userid;
 	__u32 dbid;
 	__s32 backend_type;      /* st_backendType, -1 when the process has no PgBackendStatus */
-	__u32 flags;
+	enum backend_flags flags;
 
 	__u64 last_ts;           /* rq->clock at the last switch-out (sched_clock domain) */
 	__u64 last_sum_exec;     /* se.sum_exec_runtime then */
@@ -130,12 +139,12 @@ struct backend_record {
 	__u64 status_ptr;        /* cached MyBEEntry */
 	__u64 wait_event_ptr;    /* cached my_wait_event_info */
 	struct query_key sleep_key;
-	__u32 sleep_class;
+	enum sleep_class sleep_class;
 	__u32 epoch;             /* tracking_epoch when last* were taken (bpf/cpu.bpf.h) */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 };
 
-/* Indexes into the `counters` array (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */
+/* Indexes into the `counters` array, its key type (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */
 enum counter_index {
 	COUNTER_BACKENDS_FULL = 0,   /* a backend could not be tracked: backends map full */
 	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */
