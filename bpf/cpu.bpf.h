@@ -260,6 +260,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		r->exited_ns = bpf_ktime_get_ns(); /* CLOCK_MONOTONIC, which user space turns into wall time */
 }
 
+/* prev_state is the tracepoint's fourth argument since Linux 5.18 (commit fa2c3254d7cf). */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Per-query histograms fed from the sched_switch path: statement latency and run-queue waits.
+ * The latency family (set "latency": statement latency) and the sched set's run-queue waits:
+ * per-query histograms (bpf/hist.bpf.h) fed from the sched_switch path.
  *
  * Both are switched by the collector at run time through `hist_switches` (.bss): one load on
  * every switch-out when both are off. account_switch_out() (bpf/cpu.bpf.h) calls

@@ -64,7 +64,7 @@ struct metrics {
 	__u64 other_wait_ns;
 	__u64 calls;
 	SCHED_COUNTERS(SCHED_COUNTER_FIELD) /* minflt, majflt, nvcsw, nivcsw, cpu_migrations */
-	/* Families beyond the scheduler's (issue 3); each is filled by its own probe set. */
+	/* The other families (memory, io, llc, spinlock); each is filled by its own probe set. */
 	__u64 reclaim_pages;        /* pages reclaimed by this task's direct / memcg reclaim */
 	__u64 compaction_ns;        /* direct compaction stalls */
 	__u64 writeback_throttle_ns; /* balance_dirty_pages pauses */
