@@ -116,8 +116,8 @@ static __always_inline void add_slice(struct metrics *m, const struct slice *s)
 #undef ADD_COUNTER
 }
 
-static __always_inline enum sleep_class classify_sleep(struct task_struct *task, bool preempt, unsigned int state,
-					    __u32 wait_event)
+static __always_inline enum sleep_class classify_sleep(struct task_struct *task, bool preempt,
+						       unsigned int state, __u32 wait_event)
 {
 	if (preempt || state == TASK_RUNNING || (state & TASK_DEAD))
 		return SLEEP_NONE;
@@ -165,7 +165,6 @@ static __always_inline __u64 running_time(struct task_struct *task, __u64 *sum_e
  * The sleep belongs to the query the backend was waiting in; the run-queue wait and the CPU
  * slice belong to the query it is on now. On-CPU and run-queue time come from the scheduler's
  * own accounting (se.sum_exec_runtime, sched_info.run_delay); the sleep is the rest.
-
  *
  * `running`: called for the task on this CPU from a periodic sample rather than a switch-out;
  * it is accounted as if preempted, so a statement that never leaves its CPU still shows its time.
