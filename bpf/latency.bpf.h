@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Per-query histograms fed from the sched_switch path: statement latency and run-queue waits.
+ * The latency family (set "latency": statement latency) and the sched set's run-queue waits:
+ * per-query histograms (bpf/hist.bpf.h) fed from the sched_switch path.
  *
  * Both are switched by the collector at run time through `hist_switches` (.bss): one load on
- * every switch-out when both are off. account_switch_out() calls hist_on_switch_out() once.
+ * every switch-out when both are off. account_switch_out() (bpf/cpu.bpf.h) calls
+ * hist_on_switch_out() once.
  *
  * Statement latency without a uprobe: Postgres' pgstat_report_activity() keeps, next to each
  * other in PgBackendStatus, st_activity_start_timestamp (the statement's start,
@@ -20,18 +22,20 @@
 #ifndef LATENCY_BPF_H
 #define LATENCY_BPF_H
 
-/* Included by attribution.bpf.h after hist_observe(), before account_switch_out(). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "records.h"
+#include "hist.bpf.h"
+#include "pg-status.bpf.h"
 
-#define HIST_SWITCH_LATENCY 0x1u /* the `latency` set is attached */
-#define HIST_SWITCH_RUNQ    0x2u /* the `sched` set is attached */
+/* Bits of hist_switches: work inside on_sched_switch that an opt-in set switches on. */
+enum hist_switch {
+	HIST_SWITCH_LATENCY = 0x1, /* the `latency` set is attached */
+	HIST_SWITCH_RUNQ = 0x2,    /* the `sched` set is attached */
+};
 
-/* Written by the collector after load (src/attach/collector-object.ts, setHistSwitches). */
-__u32 hist_switches = 0;
-
-/* st_activity_start_timestamp inside PgBackendStatus (st_state_start_timestamp follows); 0 = unknown. */
-const volatile __u32 status_activity_start_off = 0;
-/* 1 when st_xact_start_timestamp directly precedes st_activity_start_timestamp (calibrated). */
-const volatile __u32 status_xact_start_before = 0;
+/* Written by the collector after load, when a set that owns a bit attaches or detaches (src/collector/). */
+enum hist_switch hist_switches = 0;
 
 static __always_inline void observe_statement_end(struct backend_record *r, const struct query_key *key,
 						  bool client_read)
@@ -77,9 +81,9 @@ static __always_inline void observe_statement_end(struct backend_record *r, cons
  * missed a third of the statements in a sequential client loop here.
  */
 static __always_inline void hist_on_switch_out(struct backend_record *r, const struct query_key *key,
-					       __u64 runq_ns, __u32 next_class)
+					       __u64 runq_ns, enum sleep_class next_class)
 {
-	__u32 switches = hist_switches;
+	enum hist_switch switches = hist_switches;
 
 	if (!switches)
 		return;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * LLC references and misses per backend and per query, from sampled perf events.
+ * The llc family (opt-in set "llc"): LLC references and misses per backend and per query,
+ * from sampled perf events.
  *
  * User space opens one event per CPU (pid -1) with a sample period and attaches
  * on_llc_reference / on_llc_miss to it; the event type and config are user space's choice
@@ -11,6 +12,10 @@
 #ifndef LLC_BPF_H
 #define LLC_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "records.h"
+#include "pg-status.bpf.h"
 #include "attribution.bpf.h"
 
 static __always_inline int llc_sample(__u64 period, bool miss)
@@ -24,8 +29,8 @@ static __always_inline int llc_sample(__u64 period, bool miss)
 	if (!is_postmaster_family(task))
 		return 0;
 	/* Only tasks the sched_switch program created: never allocate from this (NMI) context. */
-	r = bpf_map_lookup_elem(&backends, &pid);
-	if (!r || (r->flags & BACKEND_EXCLUDED))
+	r = reported_backend(pid);
+	if (!r)
 		return 0;
 	if (miss)
 		__sync_fetch_and_add(&r->m.llc_misses, period);
@@ -41,6 +46,18 @@ static __always_inline int llc_sample(__u64 period, bool miss)
 	else
 		qm->llc_references += period;
 	return 0;
+}
+
+SEC("perf_event")
+int on_llc_reference(struct bpf_perf_event_data *ctx)
+{
+	return llc_sample(ctx->sample_period, false);
+}
+
+SEC("perf_event")
+int on_llc_miss(struct bpf_perf_event_data *ctx)
+{
+	return llc_sample(ctx->sample_period, true);
 }
 
 #endif /* LLC_BPF_H */

@@ -21,12 +21,58 @@
  * with USDT also a deadlock, reported before lock__wait__done) never reaches its end probe:
  * its start record is overwritten by the next wait (LRU-bounded), so it is not counted here,
  * while lock_wait_ms still has its time.
+ *
+ * The map records below (lock_wait_key, lwlock_wait_key, wait_totals) are read by the
+ * collector by field name from BTF (src/families/locks/).
  */
 #ifndef LOCKS_BPF_H
 #define LOCKS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
-#include "locks.h"
+#include "records.h"
+#include "maps.bpf.h"
+#include "pg-status.bpf.h"
+#include "attribution.bpf.h"
+
+/* Heavyweight lock waits of one query, by what it waited for (LOCKTAG type, LOCKMODE). */
+struct lock_wait_key {
+	struct query_key q;
+	__u32 locktag_type;  /* enum LockTagType: 0 relation, 1 extend, ... 5 transactionid, ... */
+	__u32 mode;          /* LOCKMODE: 1 AccessShareLock ... 8 AccessExclusiveLock */
+	__u32 database;      /* locktag_field1 for relation-scoped, object and advisory tags, else 0 */
+	__u32 relation;      /* locktag_field2 for relation, extend, page and tuple tags, else 0 */
+};
+
+#define TRANCHE_NAME_LEN 32
+
+/* Postgres' LWLockMode (lwlock.h, 14-18), as the USDT probe passes it, or unknown. */
+enum lwlock_mode {
+	LWLOCK_MODE_EXCLUSIVE = 0,
+	LWLOCK_MODE_SHARED = 1,
+	LWLOCK_MODE_WAIT_UNTIL_FREE = 2,
+	LWLOCK_MODE_UNKNOWN = 0xff, /* no USDT: the semaphore sleep does not say which mode */
+};
+
+/* An LWLock tranche id (the low 16 bits of a PG_WAIT_LWLOCK wait event), or unknown. */
+enum lwlock_tranche {
+	LWLOCK_TRANCHE_UNKNOWN = 0xffffffff, /* the wait event at the sleep was not an LWLock's */
+};
+
+/* LWLock waits of one query, by tranche (and mode when the USDT probe gives it). */
+struct lwlock_wait_key {
+	struct query_key q;
+	enum lwlock_tranche tranche_id; /* from *my_wait_event_info (PG_WAIT_LWLOCK | tranche) */
+	enum lwlock_mode mode;
+	char tranche[TRANCHE_NAME_LEN]; /* the name the USDT probe passes; empty without USDT */
+};
+
+struct wait_totals {
+	__u64 waits;
+	__u64 wait_ns;
+};
 
 /* LockTagType values whose field1 is a database and field2 a relation (lock.h, 14-18). */
 #define LOCKTAG_RELATION        0
@@ -85,16 +131,6 @@ struct {
 	__type(value, struct wait_totals);
 } lwlock_waits SEC(".maps");
 
-/* The calling backend's record when it is one we report on. */
-static __always_inline struct backend_record *waiting_backend(__u32 pid)
-{
-	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
-
-	if (!r || (r->flags & BACKEND_EXCLUDED))
-		return NULL;
-	return r;
-}
-
 /*
  * The query the calling backend waits in. Its query id is 0 when the wait came before the
  * statement had one: relation locks taken during parse analysis (a SELECT queued behind an
@@ -103,25 +139,18 @@ static __always_inline struct backend_record *waiting_backend(__u32 pid)
  */
 static __always_inline bool waiting_query(__u32 pid, struct query_key *q)
 {
-	struct backend_record *r = waiting_backend(pid);
+	struct backend_record *r = reported_backend(pid);
 
 	return r && read_current(bpf_get_current_task_btf(), r, pid, q, NULL);
 }
 
-static __always_inline void add_totals(void *map, const void *key, __u64 ns, __u32 full_counter)
+static __always_inline void add_totals(void *map, const void *key, __u64 ns, enum counter_index full_counter)
 {
 	static const struct wait_totals zero = {};
-	struct wait_totals *t = bpf_map_lookup_elem(map, key);
+	struct wait_totals *t = map_lookup_or_init(map, key, &zero, full_counter);
 
-	if (!t) {
-		if (bpf_map_update_elem(map, key, &zero, BPF_NOEXIST) && !bpf_map_lookup_elem(map, key)) {
-			count(full_counter);
-			return;
-		}
-		t = bpf_map_lookup_elem(map, key);
-		if (!t)
-			return;
-	}
+	if (!t)
+		return;
 	__sync_fetch_and_add(&t->waits, 1);
 	__sync_fetch_and_add(&t->wait_ns, ns);
 }
@@ -225,7 +254,7 @@ int BPF_KRETPROBE(on_procsleep_rt)
 /* The backend's wait event now (LWLockAcquire reports PG_WAIT_LWLOCK | tranche before it sleeps). */
 static __always_inline __u32 current_wait_event(__u32 pid)
 {
-	struct backend_record *r = waiting_backend(pid);
+	struct backend_record *r = reported_backend(pid);
 	__u64 ptr = r ? r->wait_event_ptr : 0;
 	__u32 event = 0;
 
@@ -250,7 +279,7 @@ static __always_inline void lwlock_wait_begin(bool lwlock_only)
 	bpf_map_update_elem(&lwlock_wait_starts, &pid, &s, BPF_ANY);
 }
 
-static __always_inline void lwlock_wait_end(const char *name, __u32 mode)
+static __always_inline void lwlock_wait_end(const char *name, enum lwlock_mode mode)
 {
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
 	struct lwlock_wait_start *s = bpf_map_lookup_elem(&lwlock_wait_starts, &pid);
@@ -260,7 +289,8 @@ static __always_inline void lwlock_wait_end(const char *name, __u32 mode)
 	if (!s)
 		return;
 	ns = bpf_ktime_get_ns() - s->ts;
-	key.tranche_id = (s->wait_event & PG_WAIT_CLASS_MASK) == PG_WAIT_LWLOCK ? s->wait_event & 0xffff : 0xffffffffu;
+	key.tranche_id = (s->wait_event & PG_WAIT_CLASS_MASK) == PG_WAIT_LWLOCK ? s->wait_event & 0xffff
+									     : LWLOCK_TRANCHE_UNKNOWN;
 	key.mode = mode;
 	bpf_map_delete_elem(&lwlock_wait_starts, &pid);
 	if (name)
@@ -314,7 +344,7 @@ int BPF_KPROBE(on_spin_delay)
 	struct query_key q = {};
 	struct metrics *qm;
 
-	r = waiting_backend(pid);
+	r = reported_backend(pid);
 	if (!r)
 		return 0;
 	r->m.spinlock_delays++;

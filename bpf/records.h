@@ -3,11 +3,19 @@
  * Record layouts shared by the BPF programs and the TypeScript collector.
  *
  * The collector does not mirror these structs by hand: it reads field names, offsets and
- * sizes from the object's BTF (src/bpf/record-layout.ts), so renaming or adding a field here
- * is picked up on both sides. Keep fields __u64/__u32 so BTF describes them as plain ints.
+ * sizes from the object's BTF (src/bpf/record-layout.ts), and the build generates its typed
+ * contract (src/bpf/contract.ts) from the same BTF, so renaming or adding a field here is
+ * picked up on both sides. Keep fields __u64/__u32, or a 4-byte enum for a value user space
+ * names, so BTF describes them as plain integers.
+ *
+ * Constants user space needs are enums, not #defines: BTF carries an enum and its values,
+ * but only when something in the object is typed with it (clang emits no BTF for a type
+ * nothing uses), so each enum here types the field, map key or global that carries it.
  */
-#ifndef PGSTATS_H
-#define PGSTATS_H
+#ifndef RECORDS_H
+#define RECORDS_H
+
+#include "vmlinux.h"
 
 /* Exactly pg_stat_statements' key, so `JOIN pg_stat_statements USING (...)` works. */
 struct query_key {
@@ -16,6 +24,28 @@ struct query_key {
 	__u32 dbid;
 	__u32 toplevel;
 	__u32 pad;
+};
+
+/*
+ * The scheduler's and the fault handler's per-task cumulative counters that the cpu family
+ * charges as deltas between two switch-outs of a backend (bpf/cpu.bpf.h), one line each:
+ *     X(field in struct metrics, field of task_struct)
+ * Each line becomes a metric, the backend's baseline of it, its share of a slice, and the
+ * code that reads, subtracts and adds it. A new counter is one line here; user space then
+ * needs its column (src/families/cpu/, a migration, a view). Order = order in struct metrics.
+ */
+#define SCHED_COUNTERS(X)                       \
+	X(minflt, min_flt)                      \
+	X(majflt, maj_flt)                      \
+	X(nvcsw, nvcsw)                         \
+	X(nivcsw, nivcsw)                       \
+	X(cpu_migrations, se.nr_migrations)
+
+#define SCHED_COUNTER_FIELD(name, task_field) __u64 name;
+
+/* The SCHED_COUNTERS of one task at one moment, or their change between two moments. */
+struct sched_counts {
+	SCHED_COUNTERS(SCHED_COUNTER_FIELD)
 };
 
 /*
@@ -33,12 +63,8 @@ struct metrics {
 	__u64 reclaim_ns;
 	__u64 other_wait_ns;
 	__u64 calls;
-	__u64 minflt;
-	__u64 majflt;
-	__u64 nvcsw;
-	__u64 nivcsw;
-	__u64 cpu_migrations;
-	/* Families beyond the scheduler's (issue 3); each is filled by its own probe set. */
+	SCHED_COUNTERS(SCHED_COUNTER_FIELD) /* minflt, majflt, nvcsw, nivcsw, cpu_migrations */
+	/* The other families (memory, io, llc, spinlock); each is filled by its own probe set. */
 	__u64 reclaim_pages;        /* pages reclaimed by this task's direct / memcg reclaim */
 	__u64 compaction_ns;        /* direct compaction stalls */
 	__u64 writeback_throttle_ns; /* balance_dirty_pages pauses */
@@ -65,7 +91,7 @@ enum hist_kind {
 
 struct hist_key {
 	struct query_key q;
-	__u32 kind;
+	enum hist_kind kind;
 	__u32 pad;
 };
 
@@ -84,12 +110,15 @@ enum sleep_class {
 	SLEEP_OTHER = 5,
 };
 
-#define BACKEND_IDENTITY_KNOWN 0x1u /* userid, dbid, backend_start, backend_type were read */
-#define BACKEND_EXCLUDED       0x2u /* one of the collector's own connections */
+/* Bits of backend_record.flags. */
+enum backend_flags {
+	BACKEND_IDENTITY_KNOWN = 0x1, /* userid, dbid, backend_start, backend_type were read */
+	BACKEND_EXCLUDED = 0x2,       /* one of the collector's own connections */
+};
 
 /*
  * One live or recently exited postmaster child, keyed by pid. The first part is what the
- * collector reports; the `last_*` / `sleep_*` part is the BPF side's bookkeeping between two
+ * collector reports; the `last*` / `sleep_*` part is the BPF side's bookkeeping between two
  * context switches of the same task.
  */
 struct backend_record {
@@ -101,25 +130,21 @@ struct backend_record {
 	__u32 userid;
 	__u32 dbid;
 	__s32 backend_type;      /* st_backendType, -1 when the process has no PgBackendStatus */
-	__u32 flags;
+	enum backend_flags flags;
 
 	__u64 last_ts;           /* rq->clock at the last switch-out (sched_clock domain) */
-	__u64 last_sum_exec;
-	__u64 last_run_delay;
-	__u64 last_nvcsw;
-	__u64 last_nivcsw;
-	__u64 last_migrations;
-	__u64 last_minflt;
-	__u64 last_majflt;
+	__u64 last_sum_exec;     /* se.sum_exec_runtime then */
+	__u64 last_run_delay;    /* sched_info.run_delay then */
+	struct sched_counts last; /* SCHED_COUNTERS then */
 	__u64 status_ptr;        /* cached MyBEEntry */
 	__u64 wait_event_ptr;    /* cached my_wait_event_info */
 	struct query_key sleep_key;
-	__u32 sleep_class;
-	__u32 epoch;             /* tracking_epoch when last_* were taken (bpf/attribution.bpf.h) */
+	enum sleep_class sleep_class;
+	__u32 epoch;             /* tracking_epoch when last* were taken (bpf/cpu.bpf.h) */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 };
 
-/* Indexes into the `counters` array: overflow and failures, surfaced in bpf_stats.health. */
+/* Indexes into the `counters` array, its key type (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */
 enum counter_index {
 	COUNTER_BACKENDS_FULL = 0,   /* a backend could not be tracked: backends map full */
 	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */
@@ -134,4 +159,4 @@ enum counter_index {
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 
-#endif /* PGSTATS_H */
+#endif /* RECORDS_H */

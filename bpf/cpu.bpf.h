@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cpu family (default set "cpu"; the sched set adds run-queue histograms through
+ * bpf/latency.bpf.h): each backend's wall time split into on-CPU, run-queue and off-CPU waits
+ * (by the kernel's iowait flag and Postgres' own wait event), and the scheduler's per-task
+ * counters (SCHED_COUNTERS in bpf/records.h), attributed to the backend and to its current
+ * query.
+ *
+ * One tp_btf program on sched_switch, filtered to the postmaster and its children in two
+ * loads, and a CPU-clock sample for backends that never leave their CPU. At each switch-out
+ * the backend's query and wait event are read from its PgBackendStatus (bpf/pg-status.bpf.h)
+ * and the scheduler's own cumulative counters from task_struct: a few loads, no uprobe.
+ */
+#ifndef CPU_BPF_H
+#define CPU_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "records.h"
+#include "maps.bpf.h"
+#include "pg-status.bpf.h"
+#include "attribution.bpf.h"
+#include "latency.bpf.h"
+
+#define TASK_RUNNING 0x0000
+#define TASK_DEAD    0x0080
+
+static const struct backend_record empty_backend = {};
+
+/*
+ * The time of this context switch: __schedule() has just updated this CPU's rq->clock (the
+ * clock run_delay is kept in), and three loads cost far less than bpf_ktime_get_ns, which was a
+ * sixth of this handler's cost here. The rq is reached through the task's CFS runqueue; a kernel
+ * without CONFIG_FAIR_GROUP_SCHED falls back to the helper (one clock either way).
+ */
+static __always_inline __u64 switch_time(struct task_struct *task)
+{
+	if (bpf_core_field_exists(task->se.cfs_rq)) {
+		struct cfs_rq *cfs_rq = task->se.cfs_rq;
+
+		if (cfs_rq)
+			return cfs_rq->rq->clock;
+	}
+	return bpf_ktime_get_ns();
+}
+
+/* The task's SCHED_COUNTERS now. */
+static __always_inline void sched_counts_read(struct sched_counts *c, struct task_struct *task)
+{
+#define READ_COUNTER(name, task_field) c->name = task->task_field;
+	SCHED_COUNTERS(READ_COUNTER)
+#undef READ_COUNTER
+}
+
+/* The task's counters as of `now`: its next interval starts here. */
+static __always_inline void baseline(struct backend_record *r, struct task_struct *task, __u64 now, __u64 sum_exec)
+{
+	r->epoch = tracking_epoch;
+	r->last_ts = now;
+	r->last_sum_exec = sum_exec;
+	r->last_run_delay = task->sched_info.run_delay;
+	sched_counts_read(&r->last, task);
+}
+
+/* Start tracking a task: counters count from now (or from fork, for tasks born after attach). */
+static __always_inline struct backend_record *track(struct task_struct *task, __u32 pid, __u64 now)
+{
+	struct backend_record *r = map_lookup_or_init(&backends, &pid, &empty_backend, COUNTER_BACKENDS_FULL);
+
+	if (!r)
+		return NULL;
+	r->backend_type = -1;
+	r->task_start_ns = task->start_time;
+	baseline(r, task, now, task->se.sum_exec_runtime);
+	r->sleep_key.toplevel = 1;
+	if (bpf_map_lookup_elem(&excluded_pids, &pid))
+		r->flags |= BACKEND_EXCLUDED;
+	return r;
+}
+
+static __always_inline void add_wait(struct metrics *m, enum sleep_class sleep_class, __u64 ns)
+{
+	m->total_ns += ns;
+	switch (sleep_class) {
+	case SLEEP_IO:
+		m->io_wait_ns += ns;
+		break;
+	case SLEEP_LOCK:
+		m->lock_wait_ns += ns;
+		break;
+	case SLEEP_LWLOCK:
+		m->lwlock_wait_ns += ns;
+		break;
+	default:
+		m->other_wait_ns += ns;
+		break;
+	}
+}
+
+/* What a task did between two switch-outs, apart from sleeping. */
+struct slice {
+	__u64 on_cpu_ns;
+	__u64 runq_ns;
+	struct sched_counts counts;
+};
+
+static __always_inline void add_slice(struct metrics *m, const struct slice *s)
+{
+	m->total_ns += s->on_cpu_ns + s->runq_ns;
+	m->on_cpu_ns += s->on_cpu_ns;
+	m->runq_ns += s->runq_ns;
+#define ADD_COUNTER(name, task_field) m->name += s->counts.name;
+	SCHED_COUNTERS(ADD_COUNTER)
+#undef ADD_COUNTER
+}
+
+static __always_inline enum sleep_class classify_sleep(struct task_struct *task, bool preempt,
+						       unsigned int state, __u32 wait_event)
+{
+	if (preempt || state == TASK_RUNNING || (state & TASK_DEAD))
+		return SLEEP_NONE;
+	if (BPF_CORE_READ_BITFIELD(task, in_iowait))
+		return SLEEP_IO;
+	switch (wait_event & PG_WAIT_CLASS_MASK) {
+	case PG_WAIT_LOCK:
+		return SLEEP_LOCK;
+	case PG_WAIT_LWLOCK:
+		return SLEEP_LWLOCK;
+	case PG_WAIT_IO:
+		return SLEEP_IO;
+	case PG_WAIT_CLIENT:
+		return wait_event == client_read_event ? SLEEP_CLIENT : SLEEP_OTHER;
+	default:
+		return SLEEP_OTHER;
+	}
+}
+
+/*
+ * For a task that is on its CPU right now (a periodic sample, not a context switch): the time
+ * of the runqueue's last clock update, and the task's CPU time up to that same moment. The
+ * scheduler adds the running slice to sum_exec_runtime only at its own updates, so the part
+ * since se.exec_start (kept in the rq's clock_task) is added here, or a running task would look
+ * as if it had slept.
+ */
+static __always_inline __u64 running_time(struct task_struct *task, __u64 *sum_exec)
+{
+	struct cfs_rq *cfs_rq = task->se.cfs_rq;
+	__u64 clock_task, start;
+
+	*sum_exec = task->se.sum_exec_runtime;
+	if (!cfs_rq)
+		return bpf_ktime_get_ns();
+	clock_task = cfs_rq->rq->clock_task;
+	start = task->se.exec_start;
+	if (clock_task > start)
+		*sum_exec += clock_task - start;
+	return cfs_rq->rq->clock;
+}
+
+/*
+ * Account everything since the task's previous switch-out, now that it leaves the CPU:
+ *   [previous switch-out] sleep ... [woken] run-queue wait ... on CPU ... [now]
+ * The sleep belongs to the query the backend was waiting in; the run-queue wait and the CPU
+ * slice belong to the query it is on now. On-CPU and run-queue time come from the scheduler's
+ * own accounting (se.sum_exec_runtime, sched_info.run_delay); the sleep is the rest.
+ *
+ * `running`: called for the task on this CPU from a periodic sample rather than a switch-out;
+ * it is accounted as if preempted, so a statement that never leaves its CPU still shows its time.
+ */
+static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state,
+					       bool running)
+{
+	__u32 pid = task->pid, wait_event = 0;
+	enum sleep_class next_class;
+	__u64 running_sum_exec = 0;
+	__u64 now = running ? running_time(task, &running_sum_exec) : switch_time(task);
+	struct backend_record *r;
+	struct query_key key = {};
+	struct metrics *qm;
+	struct slice s;
+	struct sched_counts counts;
+	__u64 sum_exec, run_delay, interval, sleep_ns;
+	bool dead = state & TASK_DEAD, sleeping;
+
+	r = bpf_map_lookup_elem(&backends, &pid);
+	if (!r) {
+		/* A sample never starts tracking: the task's next switch-out does. */
+		if (dead || running)
+			return;
+		r = track(task, pid, now);
+		if (!r)
+			return;
+		if (r->task_start_ns < tracking_since_ns)
+			return; /* older than the collector: baseline taken, count from the next switch */
+		/*
+		 * Forked since: its counters started at zero at fork, so nothing is lost. A new task is
+		 * runnable from fork to its first switch-out, so that interval has no sleep in it.
+		 */
+		r->last_ts = now - task->se.sum_exec_runtime - task->sched_info.run_delay;
+		r->last_sum_exec = 0;
+		r->last_run_delay = 0;
+		__builtin_memset(&r->last, 0, sizeof(r->last));
+	}
+	if (r->flags & BACKEND_EXCLUDED)
+		return;
+
+	sum_exec = running ? running_sum_exec : task->se.sum_exec_runtime;
+	/* Kept across a pause: what the task did meanwhile belongs to nobody (zero interval below). */
+	if (r->epoch != tracking_epoch)
+		baseline(r, task, now, sum_exec);
+	run_delay = task->sched_info.run_delay;
+	sched_counts_read(&counts, task);
+
+	s.on_cpu_ns = sum_exec - r->last_sum_exec;
+	s.runq_ns = run_delay - r->last_run_delay;
+#define COUNTER_DELTA(name, task_field) s.counts.name = counts.name - r->last.name;
+	SCHED_COUNTERS(COUNTER_DELTA)
+#undef COUNTER_DELTA
+	interval = now - r->last_ts;
+	sleep_ns = interval > s.on_cpu_ns + s.runq_ns ? interval - s.on_cpu_ns - s.runq_ns : 0;
+
+	/*
+	 * The wait event only classifies a sleep, so it is read only for a task going to sleep. An
+	 * exiting task has already dropped its mm: its last known query stands.
+	 */
+	sleeping = !preempt && state != TASK_RUNNING && !dead;
+	if (dead || !read_current(task, r, pid, &key, sleeping ? &wait_event : NULL)) {
+		key = r->sleep_key;
+		if (!dead)
+			key.queryid = 0;
+	}
+
+	/* The sleep that ended this interval. */
+	if (sleep_ns && r->sleep_class != SLEEP_CLIENT) {
+		add_wait(&r->m, r->sleep_class, sleep_ns);
+		qm = query_metrics(&r->sleep_key);
+		if (qm)
+			add_wait(qm, r->sleep_class, sleep_ns);
+	}
+	/* The run-queue wait and the CPU slice. */
+	add_slice(&r->m, &s);
+	qm = query_metrics(&key);
+	if (qm)
+		add_slice(qm, &s);
+
+	next_class = classify_sleep(task, preempt, state, wait_event);
+	r->last_ts = now;
+	r->last_sum_exec = sum_exec;
+	r->last_run_delay = run_delay;
+	r->last = counts;
+	hist_on_switch_out(r, &key, s.runq_ns, next_class);
+	r->sleep_class = next_class;
+	r->sleep_key = key;
+	if (key.queryid)
+		r->queryid = key.queryid;
+	if (dead)
+		r->exited_ns = bpf_ktime_get_ns(); /* CLOCK_MONOTONIC, which user space turns into wall time */
+}
+
+/* prev_state is the tracepoint's fourth argument since Linux 5.18 (commit fa2c3254d7cf). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	if (is_postmaster_family(prev))
+		account_switch_out(prev, preempt, prev_state, false);
+	return 0;
+}
+
+/*
+ * With on_sched_switch: a CPU-clock sample every 100 ms on each CPU accounts the backend
+ * running there as if it had been preempted, so a long CPU-bound statement that never leaves
+ * its CPU shows its time in bpf_stats while it runs (about 20 runs a second on 2 CPUs).
+ */
+SEC("perf_event")
+int on_cpu_tick(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	if (is_postmaster_family(task))
+		account_switch_out(task, true, TASK_RUNNING, true);
+	return 0;
+}
+
+#endif /* CPU_BPF_H */

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Map helpers every family uses: the overflow counters, and the one way to find-or-create a
+ * value in a bounded hash so that a full map is counted rather than silently dropped.
+ */
+#ifndef MAPS_BPF_H
+#define MAPS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "records.h"
+
+/* Overflow and failure counts by enum counter_index, read by the collector for bpf_stats.health. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, COUNTER_MAX);
+	__type(key, enum counter_index);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(enum counter_index index)
+{
+	__u64 *value = bpf_map_lookup_elem(&counters, &index);
+
+	if (value)
+		__sync_fetch_and_add(value, 1);
+}
+
+/*
+ * The value of `key` in the hash `map`, inserted as a copy of `init` when absent; NULL when
+ * it cannot be added (the map is full, or an on-demand allocation failed), which is counted
+ * in counters[full]. BPF_NOEXIST keeps a value another CPU inserted between our lookup and
+ * our update: that update fails, and the second lookup finds the winner's value.
+ */
+static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init,
+						enum counter_index full)
+{
+	void *value = bpf_map_lookup_elem(map, key);
+
+	if (value)
+		return value;
+	if (bpf_map_update_elem(map, key, init, BPF_NOEXIST) && !bpf_map_lookup_elem(map, key)) {
+		count(full);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(map, key);
+}
+
+#endif /* MAPS_BPF_H */

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The query family (opt-in set "query"): exact call counts from a uprobe where each top-level
+ * statement ends. It costs a trap (~4 us here) per statement, which is why it is not in the
+ * default set; the cpu family attributes time to queries without it.
+ */
+#ifndef QUERY_BPF_H
+#define QUERY_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "records.h"
+#include "pg-status.bpf.h"
+#include "attribution.bpf.h"
+
+/*
+ * The end of one top-level statement: a uprobe on the query__execute__done site inside
+ * PortalRun, or a uretprobe on PortalRun where the build has no USDT. Reads no probe
+ * arguments, so it is a plain uprobe program either way.
+ */
+SEC("uprobe")
+int BPF_KPROBE(on_query_done)
+{
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	struct backend_record *r = reported_backend(pid);
+	struct query_key key = {};
+	struct metrics *qm;
+
+	if (!r)
+		return 0;
+	r->m.calls++;
+	/* No wait event wanted: a statement ending is not a sleep. */
+	if (!read_current(bpf_get_current_task_btf(), r, pid, &key, NULL))
+		return 0;
+	qm = query_metrics(&key);
+	if (qm)
+		qm->calls++;
+	return 0;
+}
+
+#endif /* QUERY_BPF_H */
