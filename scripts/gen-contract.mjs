@@ -21,7 +21,10 @@ if (!objectPath || !bpfDir || !outPath) {
   process.exit(2);
 }
 
-const types = JSON.parse(execFileSync('bpftool', ['btf', 'dump', 'file', objectPath, '-j'], { encoding: 'utf8', maxBuffer: 1 << 28 })).types;
+// bpftool prints enum values as 64-bit integers (sign-extended), past what a JSON number holds
+// exactly: they are read as strings and kept as BigInt.
+const dump = execFileSync('bpftool', ['btf', 'dump', 'file', objectPath, '-j'], { encoding: 'utf8', maxBuffer: 1 << 28 });
+const types = JSON.parse(dump.replace(/"val":\s*(-?\d+)/g, '"val":"$1"')).types;
 const byId = new Map(types.map((t) => [t.id, t]));
 
 // Names declared in our own headers: `struct name {` and `enum name {`.
@@ -57,7 +60,7 @@ function sizeOf(t) {
 
 function isSigned(t) {
   if (t.kind === 'INT') return t.encoding === 'SIGNED';
-  if (t.kind === 'ENUM' || t.kind === 'ENUM64') return t.encoding === 'SIGNED' || t.values.some((v) => v.val < 0);
+  if (t.kind === 'ENUM' || t.kind === 'ENUM64') return t.encoding === 'SIGNED' || t.values.some((v) => BigInt(v.val) < 0n && t.encoding !== 'UNSIGNED');
   return false;
 }
 
@@ -143,7 +146,7 @@ const pascal = (name) => name.replace(/(^|_)(\w)/g, (_, __, c) => c.toUpperCase(
 function literal(value, indent = '') {
   const key = (k) => (/^[A-Za-z_$][\w$]*$/.test(k) ? k : `'${k}'`);
   const flat = (v) => typeof v !== 'object' || v === null;
-  if (flat(value)) return typeof value === 'string' ? `'${value}'` : String(value);
+  if (flat(value)) return typeof value === 'string' ? `'${value}'` : typeof value === 'bigint' ? `${value}n` : String(value);
   const entries = Object.entries(value);
   if (entries.every(([, v]) => flat(v))) return `{ ${entries.map(([k, v]) => `${key(k)}: ${literal(v)}`).join(', ')} }`;
   const inner = `${indent}  `;
@@ -173,7 +176,12 @@ const out = [
 ];
 for (const e of enums) {
   out.push(`/** enum ${e.name} (bpf/). */`);
-  out.push(`export const ${pascal(e.name)} = ${literal(Object.fromEntries(e.values.map((v) => [v.name, v.val])))} as const;`);
+  const bits = e.size * 8;
+  const value = (v) => {
+    const exact = isSigned(e) ? BigInt.asIntN(bits, BigInt(v.val)) : BigInt.asUintN(bits, BigInt(v.val));
+    return Number.isSafeInteger(Number(exact)) ? Number(exact) : exact;
+  };
+  out.push(`export const ${pascal(e.name)} = ${literal(Object.fromEntries(e.values.map((v) => [v.name, value(v)])))} as const;`);
   out.push('');
 }
 out.push('/** Record layouts of bpf/*.h: fields flattened as RecordLayout names them, offsets and sizes in bytes. */');
