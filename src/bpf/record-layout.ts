@@ -1,3 +1,5 @@
+import { Structs, type FieldOf, type StructName } from './contract.js';
+
 /** A member of a BPF record, as the object's BTF describes it (see native mapLayout()). */
 export interface BtfField {
   name: string;
@@ -11,13 +13,15 @@ export interface BtfField {
 
 /**
  * Reads records whose layout comes from BTF, so the C header in bpf/ is the only definition
- * of a record: fields are found by name, and a field the object lacks is an error naming it.
+ * of a record. Built with RecordLayout.of(), field names are the generated contract's
+ * (src/bpf/contract.ts): a name bpf/ does not have is a compile error, and an object on disk
+ * whose layout differs from the one the collector was built against is refused by name.
  *
  * @example
- * const layout = new RecordLayout(obj.mapLayout('backends').value, 'backends value');
- * layout.int(buffer, 0, 'm.on_cpu_ns'); // bigint
+ * const layout = RecordLayout.of('backend_record', obj.mapLayout('backends').value);
+ * layout.int(buffer, 0, 'm.on_cpu_ns'); // bigint; 'm.on_cpu' would not compile
  */
-export class RecordLayout {
+export class RecordLayout<Name extends string = string> {
   private readonly byName = new Map<string, BtfField>();
 
   constructor(
@@ -27,18 +31,36 @@ export class RecordLayout {
     for (const field of fields) this.byName.set(field.name, field);
   }
 
-  has(name: string): boolean {
+  /**
+   * The layout of `struct`, as the loaded object's BTF gives it (`fields`), checked against
+   * the contract the collector was compiled with: every field it names must be where it says.
+   */
+  static of<S extends StructName>(struct: S, fields: BtfField[]): RecordLayout<FieldOf<S>> {
+    const layout = new RecordLayout<FieldOf<S>>(fields, `struct ${struct}`);
+    const expected: Record<string, { offset: number; size: number }> = Structs[struct].fields;
+    for (const [name, want] of Object.entries(expected)) {
+      const got = layout.byName.get(name);
+      if (!got || got.offset !== want.offset || got.size !== want.size) {
+        throw new Error(
+          `struct ${struct}.${name} is ${got ? `at ${got.offset} (${got.size} bytes)` : 'missing'} in the BPF object, at ${want.offset} (${want.size} bytes) in the collector: rebuild both with npm run build`,
+        );
+      }
+    }
+    return layout;
+  }
+
+  has(name: Name): boolean {
     return this.byName.has(name);
   }
 
-  field(name: string): BtfField {
+  field(name: Name): BtfField {
     const field = this.byName.get(name);
     if (!field) throw new Error(`${this.what} has no field ${name}: the BPF object and the collector disagree (rebuild with npm run build)`);
     return field;
   }
 
   /** An integer field (1, 2, 4 or 8 bytes) as a bigint. */
-  int(buffer: Buffer, base: number, name: string): bigint {
+  int(buffer: Buffer, base: number, name: Name): bigint {
     return readInt(buffer, base, this.field(name));
   }
 
@@ -46,7 +68,7 @@ export class RecordLayout {
    * Sums integer fields over the per-CPU copies of one value: `stride` bytes apart, `cpus` of them
    * (the layout the kernel uses for per-CPU maps).
    */
-  sumPerCpu(buffer: Buffer, base: number, stride: number, cpus: number, names: string[]): bigint[] {
+  sumPerCpu(buffer: Buffer, base: number, stride: number, cpus: number, names: readonly Name[]): bigint[] {
     const fields = names.map((n) => this.field(n));
     const sums = fields.map(() => 0n);
     for (let cpu = 0; cpu < cpus; cpu++) {

@@ -1,8 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { MAPS } from '../bpf/mirror.js';
+import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
+import type { ProgramName, RodataName } from '../bpf/contract.js';
 import { UserError } from '../errors.js';
-import { loadNative, type BpfObject as NativeBpfObject } from '../native/bpf-native.js';
+import { loadNative } from '../native/bpf-native.js';
 import { packageRoot } from '../package-root.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
@@ -20,7 +21,7 @@ export interface CollectorObjectOptions<Name extends string> {
   /** Every probe set the object can attach, by name (src/families/). */
   probeSets: Readonly<Record<Name, AttachableSet<Name>>>;
   /** Settings the families add to the object's own (e.g. the lock programs' per-version ones). */
-  rodata?: Record<string, number | bigint>;
+  rodata?: Partial<Record<RodataName, number | bigint>>;
   /** Map capacities: backends tracked at once, distinct query keys. */
   maxBackends?: number;
   maxQueries?: number;
@@ -29,7 +30,7 @@ export interface CollectorObjectOptions<Name extends string> {
    * whose PMU names its LLC events differently, and for tests that prove the path with a
    * software event on a host without a PMU.
    */
-  perfEvents?: Partial<Record<string, PerfEventSpec>>;
+  perfEvents?: Partial<Record<ProgramName, PerfEventSpec>>;
 }
 
 /** Path of the compiled collector object. */
@@ -53,7 +54,7 @@ export class CollectorObject<Name extends string = string> {
   private closed = false;
 
   private constructor(
-    private readonly object: NativeBpfObject,
+    private readonly object: CollectorBpfObject,
     globals: ObjectGlobals,
     options: CollectorObjectOptions<Name>,
   ) {
@@ -64,7 +65,7 @@ export class CollectorObject<Name extends string = string> {
   static load<Name extends string>(options: CollectorObjectOptions<Name>): CollectorObject<Name> {
     const path = collectorObjectPath();
     if (!existsSync(path)) throw new UserError(`${path} is missing: run npm run build`);
-    const object = new (loadNative().BpfObject)(path);
+    const object: CollectorBpfObject = new (loadNative().BpfObject)(path);
     try {
       const { target, layout } = options;
       const span = statusSpan(layout);
@@ -91,8 +92,8 @@ export class CollectorObject<Name extends string = string> {
         status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
       });
       disableMissingTracepoints(object, KernelFeatures.host());
-      object.setMaxEntries(MAPS.backends, options.maxBackends ?? 8192);
-      object.setMaxEntries(MAPS.queries, options.maxQueries ?? 8192);
+      object.setMaxEntries('backends', options.maxBackends ?? 8192);
+      object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.load();
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
       return new CollectorObject(object, globals, options);
@@ -106,9 +107,9 @@ export class CollectorObject<Name extends string = string> {
   exclude(pid: number): void {
     const key = Buffer.alloc(4);
     key.writeUInt32LE(pid);
-    this.object.mapUpdate(MAPS.excludedPids, key, Buffer.from([1]));
+    this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
     // A record made before the exclusion is dropped; the next switch re-creates it excluded.
-    this.object.mapDelete(MAPS.backends, key);
+    this.object.mapDelete('backends', key);
   }
 
   /** Forgets processes whose final figures were written. */
@@ -116,7 +117,7 @@ export class CollectorObject<Name extends string = string> {
     if (!pids.length) return;
     const keys = Buffer.alloc(pids.length * 4);
     pids.forEach((pid, i) => keys.writeUInt32LE(pid, i * 4));
-    this.object.mapDeleteBatch(MAPS.backends, keys, pids.length);
+    this.object.mapDeleteBatch('backends', keys, pids.length);
   }
 
   /** Detaches every probe set and frees the object; safe to call twice. */

@@ -1,5 +1,10 @@
 import { RecordLayout } from '../bpf/record-layout.js';
-import { HIST_KIND_NAMES, type HistKindName } from '../bpf/mirror.js';
+import { HistKind } from '../bpf/contract.js';
+
+type KindNameOf<Member> = Member extends `HIST_${infer Name}` ? Lowercase<Name> : never;
+/** What a histogram measures, by its name in bpf_stats.query_histograms: enum hist_kind's member in lower case, without HIST_. */
+export type HistKindName = KindNameOf<keyof typeof HistKind>;
+const KIND_NAMES = new Map<number, HistKindName>(Object.entries(HistKind).map(([member, value]) => [value, member.slice('HIST_'.length).toLowerCase() as HistKindName]));
 import type { MapBatch, MapLayout } from '../native/bpf-native.js';
 
 /** One (query, kind) histogram, cumulative, summed over CPUs (max_ns: the max over CPUs). */
@@ -22,8 +27,8 @@ export interface HistogramSample {
  * const samples = decodeHistograms(obj.mapLookupBatch('histograms'), obj.mapLayout('histograms'), cpus);
  */
 export function decodeHistograms(batch: MapBatch, layout: MapLayout, cpus: number): HistogramSample[] {
-  const keys = new RecordLayout(layout.key, 'struct hist_key');
-  const values = new RecordLayout(layout.value, 'struct hist');
+  const keys = RecordLayout.of('hist_key', layout.key);
+  const values = RecordLayout.of('hist', layout.value);
   const slotsField = values.field('slots');
   const maxField = values.field('max_ns');
   const count = slotsField.count ?? 0;
@@ -32,7 +37,7 @@ export function decodeHistograms(batch: MapBatch, layout: MapLayout, cpus: numbe
   const samples: HistogramSample[] = [];
   for (let i = 0; i < batch.count; i++) {
     const k = i * batch.keySize;
-    const kind = HIST_KIND_NAMES[Number(keys.int(batch.keys, k, 'kind'))];
+    const kind = KIND_NAMES.get(Number(keys.int(batch.keys, k, 'kind')));
     if (!kind) continue;
     const slots = new Array<bigint>(count).fill(0n);
     let maxNs = 0n;

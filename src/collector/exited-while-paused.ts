@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { MAPS } from '../bpf/mirror.js';
+import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
 import { RecordLayout } from '../bpf/record-layout.js';
-import type { BpfObject } from '../native/bpf-native.js';
 import { CLOCK_TICKS, procStat } from '../target/proc-stat.js';
 
 /**
@@ -11,9 +10,9 @@ import { CLOCK_TICKS, procStat } from '../target/proc-stat.js';
  * @example
  * object.probes.resume(sets); // calls markExitedWhilePaused(object) once attached again
  */
-export function markExitedWhilePaused(object: BpfObject): void {
-  const batch = object.mapLookupBatch(MAPS.backends);
-  const layout = new RecordLayout(object.mapLayout(MAPS.backends).value, 'struct backend_record');
+export function markExitedWhilePaused(object: CollectorBpfObject): void {
+  const batch = object.mapLookupBatch('backends');
+  const layout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
   const exited = layout.field('exited_ns');
   const now = process.hrtime.bigint();
   const offset = bootMinusMonotonicNs();
@@ -24,7 +23,7 @@ export function markExitedWhilePaused(object: BpfObject): void {
     if (sameProcess(pid, layout.int(batch.values, at, 'task_start_ns'), offset)) continue;
     const value = Buffer.from(batch.values.subarray(at, at + batch.valueSize));
     value.writeBigUInt64LE(now, exited.offset);
-    object.mapUpdate(MAPS.backends, batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize), value);
+    object.mapUpdate('backends', batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize), value);
   }
 }
 

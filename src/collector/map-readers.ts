@@ -1,19 +1,24 @@
-import { BACKEND_EXCLUDED, BACKEND_IDENTITY_KNOWN, COUNTER_NAMES, MAPS, type CounterName } from '../bpf/mirror.js';
-import { RecordLayout } from '../bpf/record-layout.js';
-import type { BpfObject, MapBatch } from '../native/bpf-native.js';
+import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
+import { BackendFlags, Maps, Structs, type FieldOf, type MapName, type StructName } from '../bpf/contract.js';
+import { COUNTERS, type CounterName } from '../bpf/counters.js';
+import { RecordLayout, type BtfField } from '../bpf/record-layout.js';
+import type { MapBatch } from '../native/bpf-native.js';
 import { decodeHistograms, type HistogramSample } from './decode-histograms.js';
 import type { BackendSample, MapFill, QuerySample } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
 
+/** The fields of a map's key or value when it is a struct of bpf/ (never for a plain integer). */
+type PartFields<N extends MapName, Part extends 'key' | 'value'> = (typeof Maps)[N] extends { [P in Part]: infer T } ? (T extends StructName ? FieldOf<T> : never) : never;
+
 /** A batch read of one map with its BTF key/value layouts, for the families' own decoders. */
-export interface RawMap {
+export interface RawMap<N extends MapName = MapName> {
   batch: MapBatch;
-  key: RecordLayout;
-  value: RecordLayout;
+  key: RecordLayout<PartFields<N, 'key'>>;
+  value: RecordLayout<PartFields<N, 'value'>>;
 }
 
 /** The maps whose capacity bounds what the collector can track (bpf_stats.health.map_fill). */
-const FILL_MAPS = [MAPS.backends, MAPS.queries, MAPS.histograms];
+const FILL_MAPS: readonly MapName[] = ['backends', 'queries', 'histograms'];
 
 /**
  * Reads the collector object's maps as typed samples, with field offsets from its BTF.
@@ -23,32 +28,32 @@ const FILL_MAPS = [MAPS.backends, MAPS.queries, MAPS.histograms];
  * const snapshot = object.maps.snapshot(['on_cpu_ns', 'runq_ns']);
  */
 export class MapReaders {
-  private readonly backendLayout: RecordLayout;
-  private readonly queryKeyLayout: RecordLayout;
-  private readonly queryValueLayout: RecordLayout;
+  private readonly backendLayout: RecordLayout<FieldOf<'backend_record'>>;
+  private readonly queryKeyLayout: RecordLayout<FieldOf<'query_key'>>;
+  private readonly queryValueLayout: RecordLayout<FieldOf<'metrics'>>;
 
   constructor(
-    private readonly object: BpfObject,
+    private readonly object: CollectorBpfObject,
     private readonly cpus: number,
   ) {
-    this.backendLayout = new RecordLayout(object.mapLayout(MAPS.backends).value, 'struct backend_record');
-    const queries = object.mapLayout(MAPS.queries);
-    this.queryKeyLayout = new RecordLayout(queries.key, 'struct query_key');
-    this.queryValueLayout = new RecordLayout(queries.value, 'struct metrics');
+    this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
+    const queries = object.mapLayout('queries');
+    this.queryKeyLayout = RecordLayout.of('query_key', queries.key);
+    this.queryValueLayout = RecordLayout.of('metrics', queries.value);
   }
 
   /** Reads the maps every flush needs; `metricFields`: the members of struct metrics to read, in column order. */
-  snapshot(metricFields: readonly string[]): MapSnapshot {
-    const backends = this.object.mapLookupBatch(MAPS.backends);
-    const queries = this.object.mapLookupBatch(MAPS.queries);
-    const histograms = this.object.mapLookupBatch(MAPS.histograms);
-    const counts: Record<string, number> = { [MAPS.backends]: backends.count, [MAPS.queries]: queries.count, [MAPS.histograms]: histograms.count };
+  snapshot(metricFields: readonly FieldOf<'metrics'>[]): MapSnapshot {
+    const backends = this.object.mapLookupBatch('backends');
+    const queries = this.object.mapLookupBatch('queries');
+    const histograms = this.object.mapLookupBatch('histograms');
+    const counts: Partial<Record<MapName, number>> = { backends: backends.count, queries: queries.count, histograms: histograms.count };
     const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
     const fill: MapFill[] = FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({ map: name, entries: counts[name]!, maxEntries: capacity.get(name)! }));
     return new MapSnapshot(
       this.decodeBackends(backends, metricFields),
       this.decodeQueries(queries, metricFields),
-      decodeHistograms(histograms, this.object.mapLayout(MAPS.histograms), this.cpus),
+      decodeHistograms(histograms, this.object.mapLayout('histograms'), this.cpus),
       this.readCounters(),
       fill,
       (name) => this.readMap(name),
@@ -56,42 +61,45 @@ export class MapReaders {
   }
 
   /** Every entry of a map with its BTF key/value layout. */
-  readMap(name: string): RawMap {
+  readMap<N extends MapName>(name: N): RawMap<N> {
     const layout = this.object.mapLayout(name);
-    return { batch: this.object.mapLookupBatch(name), key: new RecordLayout(layout.key, `${name} key`), value: new RecordLayout(layout.value, `${name} value`) };
+    const part = (type: string, fields: BtfField[]) =>
+      type in Structs ? RecordLayout.of(type as StructName, fields) : new RecordLayout(fields, `${name} ${type}`);
+    const { key, value } = Maps[name] as { key: string; value: string };
+    return { batch: this.object.mapLookupBatch(name), key: part(key, layout.key), value: part(value, layout.value) } as RawMap<N>;
   }
 
-  /** The per-query histograms (bpf/pgstats.h, struct hist), summed over CPUs. */
+  /** The per-query histograms (bpf/records.h, struct hist), summed over CPUs. */
   readHistograms(): HistogramSample[] {
-    return decodeHistograms(this.object.mapLookupBatch(MAPS.histograms), this.object.mapLayout(MAPS.histograms), this.cpus);
+    return decodeHistograms(this.object.mapLookupBatch('histograms'), this.object.mapLayout('histograms'), this.cpus);
   }
 
-  /** Overflow and failure counters of the BPF side (bpf/pgstats.h, enum counter_index). */
+  /** Overflow and failure counters of the BPF side (bpf/records.h, enum counter_index). */
   readCounters(): Record<CounterName, bigint> {
     const out = {} as Record<CounterName, bigint>;
-    COUNTER_NAMES.forEach((name, index) => {
+    for (const { name, index } of COUNTERS) {
       const key = Buffer.alloc(4);
       key.writeUInt32LE(index);
-      out[name] = this.object.mapLookup(MAPS.counters, key)?.readBigUInt64LE(0) ?? 0n;
-    });
+      out[name] = this.object.mapLookup('counters', key)?.readBigUInt64LE(0) ?? 0n;
+    }
     return out;
   }
 
   /** Empties a map, if the object has it. */
-  clear(name: string): void {
+  clear(name: MapName): void {
     if (!this.object.maps().some((m) => m.name === name)) return;
     const { keys, count } = this.object.mapLookupBatch(name);
     if (count) this.object.mapDeleteBatch(name, keys, count);
   }
 
-  private decodeBackends(batch: MapBatch, metricFields: readonly string[]): BackendSample[] {
+  private decodeBackends(batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[]): BackendSample[] {
     const layout = this.backendLayout;
-    const names = metricFields.map((f) => `m.${f}`);
+    const names = metricFields.map((f) => `m.${f}` as const);
     const samples: BackendSample[] = [];
     for (let i = 0; i < batch.count; i++) {
       const at = i * batch.valueSize;
       const flags = layout.int(batch.values, at, 'flags');
-      if (flags & BACKEND_EXCLUDED) continue;
+      if (flags & BigInt(BackendFlags.BACKEND_EXCLUDED)) continue;
       samples.push({
         pid: batch.keys.readUInt32LE(i * batch.keySize),
         metrics: names.map((n) => layout.int(batch.values, at, n)),
@@ -102,13 +110,13 @@ export class MapReaders {
         userid: Number(layout.int(batch.values, at, 'userid')),
         dbid: Number(layout.int(batch.values, at, 'dbid')),
         backendType: Number(layout.int(batch.values, at, 'backend_type')),
-        identityKnown: (flags & BACKEND_IDENTITY_KNOWN) !== 0n,
+        identityKnown: (flags & BigInt(BackendFlags.BACKEND_IDENTITY_KNOWN)) !== 0n,
       });
     }
     return samples;
   }
 
-  private decodeQueries(batch: MapBatch, metricFields: readonly string[]): QuerySample[] {
+  private decodeQueries(batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[]): QuerySample[] {
     const keys = this.queryKeyLayout;
     const stride = batch.valueSize / this.cpus;
     const samples: QuerySample[] = [];
@@ -119,7 +127,7 @@ export class MapReaders {
         userid: Number(keys.int(batch.keys, k, 'userid')),
         dbid: Number(keys.int(batch.keys, k, 'dbid')),
         toplevel: keys.int(batch.keys, k, 'toplevel') !== 0n,
-        metrics: this.queryValueLayout.sumPerCpu(batch.values, i * batch.valueSize, stride, this.cpus, [...metricFields]),
+        metrics: this.queryValueLayout.sumPerCpu(batch.values, i * batch.valueSize, stride, this.cpus, metricFields),
       });
     }
     return samples;

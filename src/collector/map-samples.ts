@@ -1,4 +1,4 @@
-/** Raw cumulative sample of one tracked process (bpf/pgstats.h, struct backend_record). */
+/** Raw cumulative sample of one tracked process (bpf/records.h, struct backend_record). */
 export interface BackendSample {
   pid: number;
   metrics: bigint[];

@@ -1,4 +1,5 @@
-import type { CounterName } from '../bpf/mirror.js';
+import type { MapName } from '../bpf/contract.js';
+import type { CounterName } from '../bpf/counters.js';
 import type { HistogramSample } from './decode-histograms.js';
 import type { BackendSample, MapFill, QuerySample } from './map-samples.js';
 import type { RawMap } from './map-readers.js';
@@ -13,7 +14,7 @@ import type { RawMap } from './map-readers.js';
  * snapshot.queries; snapshot.map('lock_waits'); snapshot.map('lock_waits'); // read once
  */
 export class MapSnapshot {
-  private readonly raw = new Map<string, RawMap>();
+  private readonly raw = new Map<MapName, RawMap>();
 
   constructor(
     readonly backends: BackendSample[],
@@ -23,13 +24,13 @@ export class MapSnapshot {
     readonly counters: Record<CounterName, bigint>,
     /** How full the bounded maps were, as this snapshot read them. */
     readonly fill: MapFill[],
-    private readonly read: (name: string) => RawMap,
+    private readonly read: <N extends MapName>(name: N) => RawMap<N>,
   ) {}
 
   /** Every entry of a map with its BTF key/value layout, read at most once per snapshot. */
-  map(name: string): RawMap {
-    let raw = this.raw.get(name);
-    if (!raw) this.raw.set(name, (raw = this.read(name)));
+  map<N extends MapName>(name: N): RawMap<N> {
+    let raw = this.raw.get(name) as RawMap<N> | undefined;
+    if (!raw) this.raw.set(name, (raw = this.read(name)) as RawMap);
     return raw;
   }
 }

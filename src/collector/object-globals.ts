@@ -1,5 +1,5 @@
-import { MAPS } from '../bpf/mirror.js';
-import type { BpfObject } from '../native/bpf-native.js';
+import { BSS_MAP, type CollectorBpfObject } from '../bpf/collector-bpf-object.js';
+import type { BssName, RodataName } from '../bpf/contract.js';
 
 /**
  * The object's globals: `const volatile` settings written before load (.rodata), and the
@@ -11,12 +11,12 @@ import type { BpfObject } from '../native/bpf-native.js';
  * globals.writeBss('tracking_epoch', globals.readBss('tracking_epoch') + 1n);
  */
 export class ObjectGlobals {
-  constructor(private readonly object: BpfObject) {}
+  constructor(private readonly object: CollectorBpfObject) {}
 
   /** Writes `const volatile` settings; only before load. */
-  writeRodata(values: Record<string, number | bigint>): void {
+  writeRodata(values: Partial<Record<RodataName, number | bigint>>): void {
     const variables = new Map(this.object.rodata().map((v) => [v.name, v]));
-    for (const [name, value] of Object.entries(values)) {
+    for (const [name, value] of Object.entries(values) as [RodataName, number | bigint][]) {
       const v = variables.get(name);
       if (!v) throw new Error(`BPF object has no setting ${name}: rebuild with npm run build`);
       const bytes = Buffer.alloc(v.size);
@@ -28,22 +28,22 @@ export class ObjectGlobals {
   }
 
   /** A global the BPF programs may change at run time (.bss); only after load. */
-  readBss(name: string): bigint {
+  readBss(name: BssName): bigint {
     const { variable, value } = this.bssVariable(name);
     return variable.size === 8 ? value.readBigUInt64LE(variable.offset) : BigInt(value.readUInt32LE(variable.offset));
   }
 
-  writeBss(name: string, to: bigint): void {
+  writeBss(name: BssName, to: bigint): void {
     const { variable, value } = this.bssVariable(name);
     if (variable.size === 8) value.writeBigUInt64LE(BigInt.asUintN(64, to), variable.offset);
     else value.writeUInt32LE(Number(BigInt.asUintN(32, to)), variable.offset);
-    this.object.mapUpdate(MAPS.bss, Buffer.alloc(4), value);
+    this.object.mapUpdate(BSS_MAP, Buffer.alloc(4), value);
   }
 
-  private bssVariable(name: string) {
-    const variable = this.object.mapLayout(MAPS.bss).value.find((f) => f.name === name);
+  private bssVariable(name: BssName) {
+    const variable = this.object.mapLayout(BSS_MAP).value.find((f) => f.name === name);
     if (!variable) throw new Error(`BPF object has no ${name}: rebuild with npm run build`);
-    const value = this.object.mapLookup(MAPS.bss, Buffer.alloc(4));
+    const value = this.object.mapLookup(BSS_MAP, Buffer.alloc(4));
     if (!value) throw new Error('BPF object has no .bss value');
     return { variable, value };
   }

@@ -1,24 +1,25 @@
+import type { HistSwitch, ProgramName } from '../bpf/contract.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import type { PerfEventSpec } from './perf-events.js';
 
 /** One attachment a probe set makes: a program of the collector object and where it goes. */
 export type ProbeAttachment =
-  | { program: string; kind: 'auto' }
+  | { program: ProgramName; kind: 'auto' }
   /** The end of each top-level statement, as discovery located it for this binary. */
-  | { program: string; kind: 'statement-end' }
+  | { program: ProgramName; kind: 'statement-end' }
   /** Probes chosen per target: USDT where the build has it, exported functions otherwise. */
   | { kind: 'target'; probes(target: PostmasterTarget): TargetProbe[] }
   /** Work switched on inside `program` (already attached by another set): a bit of hist_switches. */
-  | { program: string; kind: 'switch'; bit: number }
+  | { program: ProgramName; kind: 'switch'; bit: (typeof HistSwitch)[keyof typeof HistSwitch] }
   /** A sampled perf event opened on every online CPU (user space chooses the event). */
-  | { program: string; kind: 'perf-event'; event: PerfEventSpec };
+  | { program: ProgramName; kind: 'perf-event'; event: PerfEventSpec };
 
 /** A USDT probe (postgresql provider) or a uprobe/uretprobe on an exported function. */
 export type TargetProbe =
-  | { program: string; usdt: string }
-  | { program: string; symbol: string; retprobe: boolean }
+  | { program: ProgramName; usdt: string }
+  | { program: ProgramName; symbol: string; retprobe: boolean }
   /** A uprobe at one instruction (file offset), e.g. one call site inside a function. */
-  | { program: string; fileOffset: bigint };
+  | { program: ProgramName; fileOffset: bigint };
 
 /** What the loaded object needs to know of a probe set to attach it: a name and its attachments. */
 export interface AttachableSet<Name extends string = string> {

@@ -1,5 +1,6 @@
-import { MAPS } from '../bpf/mirror.js';
-import type { BpfLink, BpfObject } from '../native/bpf-native.js';
+import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
+import type { MapName, ProgramName } from '../bpf/contract.js';
+import type { BpfLink } from '../native/bpf-native.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import { attachTargetProbes } from './attach-target-probes.js';
 import { markExitedWhilePaused } from './exited-while-paused.js';
@@ -10,7 +11,7 @@ import type { AttachableSet, ProbeAttachment } from './probe-attachment.js';
 import { SwitchLink } from './switch-link.js';
 
 /** Start-of-wait maps: an entry whose end fell in a pause would charge the pause. */
-const IN_FLIGHT_MAPS = [MAPS.memStalls, MAPS.ioInflight, MAPS.lockWaitStarts, MAPS.lwlockWaitStarts];
+const IN_FLIGHT_MAPS: readonly MapName[] = ['mem_stalls', 'io_inflight', 'lock_wait_starts', 'lwlock_wait_starts'];
 
 /**
  * The probe sets attached to the loaded object, by name: attach and detach, the switches of
@@ -26,12 +27,12 @@ export class ProbeAttachments<Name extends string> {
   private readonly links = new Map<Name, BpfLink[]>();
 
   constructor(
-    private readonly object: BpfObject,
+    private readonly object: CollectorBpfObject,
     private readonly globals: ObjectGlobals,
     private readonly maps: MapReaders,
     private readonly target: PostmasterTarget,
     private readonly sets: Readonly<Record<Name, AttachableSet<Name>>>,
-    private readonly perfEvents: Partial<Record<string, PerfEventSpec>>,
+    private readonly perfEvents: Partial<Record<ProgramName, PerfEventSpec>>,
   ) {}
 
   attached(): Name[] {
@@ -118,7 +119,7 @@ export class ProbeAttachments<Name extends string> {
     }
   }
 
-  private attachStatementEnd(program: string): BpfLink {
+  private attachStatementEnd(program: ProgramName): BpfLink {
     const end = this.target.statementEnd!;
     // pid -1: every backend, including those forked after attach.
     return end.kind === 'usdt-site'

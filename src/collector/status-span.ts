@@ -1,7 +1,8 @@
-import { STATUS_SPAN_MAX } from '../bpf/mirror.js';
+import { StatusSpanBound } from '../bpf/contract.js';
 import type { StatusLayout } from '../target/postmaster-target.js';
 
-export { STATUS_SPAN_MAX };
+/** The longest span BPF reads in one go (bpf/pg-status.bpf.h). */
+export const STATUS_SPAN_MAX = StatusSpanBound.STATUS_SPAN_MAX;
 
 /** A byte range of PgBackendStatus that BPF copies with one user read. */
 export interface StatusSpan {

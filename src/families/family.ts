@@ -1,3 +1,4 @@
+import type { FieldOf, ProgramName, RodataName } from '../bpf/contract.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { ProbeAttachment } from '../collector/probe-attachment.js';
 import type { FlushPart } from '../flush/flush-part.js';
@@ -15,7 +16,7 @@ import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target
  *   - optionally, settings of its BPF programs (.rodata) and a flush part for tables of its own.
  * src/families/index.ts lists the families; everything else reads them through it.
  *
- * Adding a scheduler counter: a member of struct metrics (bpf/), a column here in cpu/,
+ * Adding a scheduler counter: a line of SCHED_COUNTERS (bpf/records.h), a column here in cpu/,
  * a migration adding it to the tables, and the view that shows it.
  */
 
@@ -28,7 +29,7 @@ export interface SupportContext {
    */
   layout: StatusLayout | null;
   /** Perf events that replace a program's own (CollectorObjectOptions.perfEvents). */
-  perfEvents: Partial<Record<string, PerfEventSpec>>;
+  perfEvents: Partial<Record<ProgramName, PerfEventSpec>>;
 }
 
 /** A named group of probes a DBA switches on or off. */
@@ -52,15 +53,21 @@ export interface ProbeSet<Name extends string = string> {
   cost: string;
 }
 
-/** How one column of query_stats / backend_stats is filled from `struct metrics` (bpf/pgstats.h). */
+/** How one column of query_stats / backend_stats is filled from `struct metrics` (bpf/records.h). */
 export interface MetricColumn<Set extends string = string> {
   column: string;
-  /** Member of struct metrics. */
-  field: string;
+  /** Member of struct metrics (a name the generated contract checks). */
+  field: FieldOf<'metrics'>;
   /** ns fields become milliseconds (float8); counts stay integers (int8). */
   unit: 'ns' | 'count';
   /** The column is NULL unless one of these sets was attached during the flush's interval. */
   measuredBy: readonly Set[];
+  /**
+   * What the column means, with its unit and the set that fills it: the COMMENT ON of this
+   * column in every bpf_stats relation that has it (src/storage/metric-column-comments.ts), so
+   * `\d+` in psql documents it.
+   */
+  description: string;
 }
 
 /** What a family's flush part may need from the running sidecar. */
@@ -76,7 +83,7 @@ export interface Family<Set extends string = string> {
   probeSets: { readonly [S in Set]: ProbeSet<S> };
   columns: readonly MetricColumn<Set>[];
   /** Settings of the family's BPF programs for this target, written before load. */
-  rodata?(target: PostmasterTarget): Record<string, number>;
+  rodata?(target: PostmasterTarget): Partial<Record<RodataName, number>>;
   /** The family's part of every flush, for tables of its own (e.g. the lock waits). */
   flushPart?(context: FamilyFlushContext): FlushPart;
 }

@@ -1,3 +1,4 @@
+import type { RodataName } from '../bpf/contract.js';
 import { UserError } from '../errors.js';
 import type { FlushPart } from '../flush/flush-part.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
@@ -31,7 +32,7 @@ export const PROBE_SETS = Object.assign({}, ...FAMILIES.map((f) => f.probeSets))
 export const METRIC_COLUMNS: readonly (FamilyMetricColumn & MetricColumn<ProbeSetName>)[] = FAMILIES.flatMap((f): readonly FamilyMetricColumn[] => f.columns);
 
 /** The settings every family adds to the BPF object for this target. */
-export function familyRodata(target: PostmasterTarget): Record<string, number> {
+export function familyRodata(target: PostmasterTarget): Partial<Record<RodataName, number>> {
   return Object.assign({}, ...FAMILIES.map((f) => f.rodata?.(target) ?? {}));
 }
 

@@ -1,6 +1,7 @@
+import type { ProgramName } from '../bpf/contract.js';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { COUNTER_NAMES, type CounterName } from '../bpf/mirror.js';
+import type { CounterName } from '../bpf/counters.js';
 import { probeCapabilities } from '../capabilities/probe-capabilities.js';
 import { writeCapabilities } from '../capabilities/write-capabilities.js';
 import { assertHostReady } from '../capabilities/host-checks.js';
@@ -41,7 +42,7 @@ export interface SidecarOptions {
   /** Opt-in probe sets to attach besides the default ones. */
   probeSets?: ProbeSetName[];
   /** Replaces the perf events of perf-event programs (see CollectorObjectOptions.perfEvents). */
-  perfEvents?: Partial<Record<string, PerfEventSpec>>;
+  perfEvents?: Partial<Record<ProgramName, PerfEventSpec>>;
   log?: (line: string) => void;
   /** History retention (default 7 days); null: no history is written. */
   historyRetentionMs?: number | null;

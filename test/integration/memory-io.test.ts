@@ -1,3 +1,4 @@
+import { HistKind, Structs } from '../../src/bpf/contract.js';
 import { existsSync, readFileSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -88,14 +89,14 @@ function requestBytes(events: TraceEvent[], pid: number, device: string, op: 'R'
   return { bytes, requests, elsewhere };
 }
 
-const HIST_IO = 2; // enum hist_kind in bpf/pgstats.h
-const HIST_SLOTS = 32; // struct hist: slots[HIST_SLOTS], then max_ns
+const KIND_OFFSET = Structs.hist_key.fields.kind.offset;
+const HIST_SLOTS = Structs.hist.fields.slots.count;
 
 /** Observations in the query's block IO latency histogram (struct hist_key / struct hist), all CPUs. */
 function ioLatencyObservations(queryid: bigint): number {
   let n = 0;
   for (const { key, values } of dumpOwnMap('histograms')) {
-    if (key.readBigInt64LE(0) !== queryid || key.readUInt32LE(24) !== HIST_IO) continue;
+    if (key.readBigInt64LE(0) !== queryid || key.readUInt32LE(KIND_OFFSET) !== HistKind.HIST_IO) continue;
     for (const v of values) for (let slot = 0; slot < HIST_SLOTS; slot++) n += Number(v.readBigUInt64LE(slot * 8));
   }
   return n;
@@ -104,7 +105,7 @@ function ioLatencyObservations(queryid: bigint): number {
 /**
  * Bytes of `pid`'s block requests that completed without any BPF program seeing it (the kernel
  * runs none on a CPU busy in a bpf() call of some process): io_inflight still holds them until
- * their request struct is reused, and charges them then (struct io_owner in bpf/memory-io.bpf.h).
+ * their request struct is reused, and charges them then (struct io_owner in bpf/io.bpf.h).
  */
 function unseenCompletions(pid: number): { bytes: number; requests: number } {
   let bytes = 0;

@@ -1,50 +1,52 @@
 import { describe, expect, it } from 'vitest';
+import { HistKind, Structs } from '../../src/bpf/contract.js';
 import { decodeHistograms } from '../../src/collector/decode-histograms.js';
 import { HistogramDeltas } from '../../src/flush/histogram-deltas.js';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { toColumnValues } from '../../src/families/metric-values.js';
 import type { MapBatch, MapLayout } from '../../src/native/bpf-native.js';
 
-const SLOTS = 4;
-/** struct hist_key { struct query_key q; __u32 kind; __u32 pad; } and struct hist { slots[4]; max_ns; } as BTF flattens them. */
-const LAYOUT: MapLayout = {
-  key: [
-    { name: 'q.queryid', offset: 0, size: 8, kind: 'int', signed: false },
-    { name: 'q.userid', offset: 8, size: 4, kind: 'int', signed: false },
-    { name: 'q.dbid', offset: 12, size: 4, kind: 'int', signed: false },
-    { name: 'q.toplevel', offset: 16, size: 4, kind: 'int', signed: false },
-    { name: 'q.pad', offset: 20, size: 4, kind: 'int', signed: false },
-    { name: 'kind', offset: 24, size: 4, kind: 'int', signed: false },
-    { name: 'pad', offset: 28, size: 4, kind: 'int', signed: false },
-  ],
-  value: [
-    { name: 'slots', offset: 0, size: 8 * SLOTS, kind: 'array', signed: false, count: SLOTS, elemSize: 8 },
-    { name: 'max_ns', offset: 8 * SLOTS, size: 8, kind: 'int', signed: false },
-  ],
-};
+/** struct hist_key and struct hist as the generated contract lays them out (the object's own BTF). */
+const LAYOUT: MapLayout = { key: fieldsOf('hist_key'), value: fieldsOf('hist') };
+const SLOTS = Structs.hist.fields.slots.count;
+const KEY_SIZE = Structs.hist_key.size;
+const STRIDE = Structs.hist.size;
 
-/** One entry, two CPUs. */
+function fieldsOf(struct: 'hist_key' | 'hist'): MapLayout['key'] {
+  return Object.entries(Structs[struct].fields).map(([name, f]) =>
+    'count' in f
+      ? { name, offset: f.offset, size: f.size, kind: 'array' as const, signed: false, count: f.count, elemSize: f.elemSize }
+      : { name, offset: f.offset, size: f.size, kind: 'int' as const, signed: f.signed },
+  );
+}
+
+/** `first` followed by zeros up to the histogram's slot count. */
+function padded(first: bigint[]): bigint[] {
+  return [...first, ...new Array<bigint>(SLOTS - first.length).fill(0n)];
+}
+
+/** One entry, two CPUs; `cpu0` and `cpu1` give the first slots, the rest are 0. */
 function batch(kind: number, cpu0: number[], cpu1: number[], max: [number, number]): MapBatch {
-  const keys = Buffer.alloc(32);
-  keys.writeBigUInt64LE(0xfedcba9876543210n, 0);
-  keys.writeUInt32LE(10, 8);
-  keys.writeUInt32LE(5, 12);
-  keys.writeUInt32LE(1, 16);
-  keys.writeUInt32LE(kind, 24);
-  const stride = 8 * SLOTS + 8;
-  const values = Buffer.alloc(2 * stride);
+  const key = Structs.hist_key.fields;
+  const keys = Buffer.alloc(KEY_SIZE);
+  keys.writeBigUInt64LE(0xfedcba9876543210n, key['q.queryid'].offset);
+  keys.writeUInt32LE(10, key['q.userid'].offset);
+  keys.writeUInt32LE(5, key['q.dbid'].offset);
+  keys.writeUInt32LE(1, key['q.toplevel'].offset);
+  keys.writeUInt32LE(kind, key.kind.offset);
+  const values = Buffer.alloc(2 * STRIDE);
   [cpu0, cpu1].forEach((slots, cpu) => {
-    slots.forEach((c, i) => values.writeBigUInt64LE(BigInt(c), cpu * stride + i * 8));
-    values.writeBigUInt64LE(BigInt(max[cpu]!), cpu * stride + 8 * SLOTS);
+    slots.forEach((c, i) => values.writeBigUInt64LE(BigInt(c), cpu * STRIDE + Structs.hist.fields.slots.offset + i * 8));
+    values.writeBigUInt64LE(BigInt(max[cpu]!), cpu * STRIDE + Structs.hist.fields.max_ns.offset);
   });
-  return { keys, values, count: 1, keySize: 32, valueSize: 2 * stride };
+  return { keys, values, count: 1, keySize: KEY_SIZE, valueSize: 2 * STRIDE };
 }
 
 describe('decodeHistograms', () => {
   it('sums slots over CPUs, takes the max over CPUs, and names the kind', () => {
-    const [sample] = decodeHistograms(batch(1, [1, 2, 0, 0], [0, 3, 4, 0], [7_000, 9_000]), LAYOUT, 2);
+    const [sample] = decodeHistograms(batch(HistKind.HIST_RUNQ, [1, 2, 0, 0], [0, 3, 4, 0], [7_000, 9_000]), LAYOUT, 2);
     expect(sample).toMatchObject({ userid: 10, dbid: 5, toplevel: true, kind: 'runq', queryid: 0xfedcba9876543210n });
-    expect(sample!.slots).toEqual([1n, 5n, 4n, 0n]);
+    expect(sample!.slots).toEqual(padded([1n, 5n, 4n]));
     expect(sample!.maxNs).toBe(9_000n);
   });
 
@@ -56,16 +58,16 @@ describe('decodeHistograms', () => {
 describe('HistogramDeltas', () => {
   it('writes per-flush increments, and the same ones again when a flush was not committed', () => {
     const deltas = new HistogramDeltas();
-    const first = decodeHistograms(batch(0, [1, 2, 0, 0], [0, 0, 0, 0], [3_000_000, 0]), LAYOUT, 2);
+    const first = decodeHistograms(batch(HistKind.HIST_QUERY_LATENCY, [1, 2, 0, 0], [0, 0, 0, 0], [3_000_000, 0]), LAYOUT, 2);
     const a = deltas.prepare(first);
     expect(a.rows).toHaveLength(1);
-    expect(a.rows[0]).toMatchObject({ kind: 'query_latency', counts: [1n, 2n, 0n, 0n], maxMs: 3, queryid: BigInt.asIntN(64, 0xfedcba9876543210n).toString() });
+    expect(a.rows[0]).toMatchObject({ kind: 'query_latency', counts: padded([1n, 2n, 0n, 0n]), maxMs: 3, queryid: BigInt.asIntN(64, 0xfedcba9876543210n).toString() });
     a.commit();
-    const second = decodeHistograms(batch(0, [1, 2, 0, 1], [0, 1, 0, 0], [3_000_000, 0]), LAYOUT, 2);
+    const second = decodeHistograms(batch(HistKind.HIST_QUERY_LATENCY, [1, 2, 0, 1], [0, 1, 0, 0], [3_000_000, 0]), LAYOUT, 2);
     const failed = deltas.prepare(second); // not committed: the write failed
-    expect(failed.rows[0]!.counts).toEqual([0n, 1n, 0n, 1n]);
+    expect(failed.rows[0]!.counts).toEqual(padded([0n, 1n, 0n, 1n]));
     const retried = deltas.prepare(second);
-    expect(retried.rows[0]!.counts).toEqual([0n, 1n, 0n, 1n]);
+    expect(retried.rows[0]!.counts).toEqual(padded([0n, 1n, 0n, 1n]));
     retried.commit();
     expect(deltas.prepare(second).rows).toEqual([]); // nothing new: no row
   });

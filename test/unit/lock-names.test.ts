@@ -1,3 +1,4 @@
+import { LwlockMode } from '../../src/bpf/contract.js';
 import { describe, expect, it } from 'vitest';
 import { lockModeName, locktypeName, lwlockModeName } from '../../src/families/locks/lock-names.js';
 import { lockRodata } from '../../src/families/locks/lock-probe-sets.js';
@@ -22,7 +23,7 @@ describe('lock names', () => {
     expect(lwlockModeName(0)).toBe('exclusive');
     expect(lwlockModeName(1)).toBe('shared');
     expect(lwlockModeName(2)).toBe('wait_until_free');
-    expect(lwlockModeName(0xff)).toBe('unknown');
+    expect(lwlockModeName(LwlockMode.LWLOCK_MODE_UNKNOWN)).toBe('unknown');
     expect(lwlockModeName(7)).toBe('mode 7');
   });
 

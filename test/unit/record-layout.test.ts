@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { BackendFlags, Structs } from '../../src/bpf/contract.js';
 import { RecordLayout, type BtfField } from '../../src/bpf/record-layout.js';
 
 const fields: BtfField[] = [
@@ -40,5 +41,29 @@ describe('RecordLayout', () => {
 
   it('refuses to read a non-integer as an integer', () => {
     expect(() => layout.int(Buffer.alloc(48), 0, 'hist')).toThrow(/not an integer/);
+  });
+});
+
+describe('RecordLayout.of', () => {
+  const queryKey = (): BtfField[] =>
+    Object.entries(Structs.query_key.fields).map(([name, f]) => ({ name, offset: f.offset, size: f.size, kind: 'int', signed: f.signed }));
+
+  it('reads a struct whose BTF layout is the one the collector was built against', () => {
+    const record = Buffer.alloc(Structs.query_key.size);
+    record.writeUInt32LE(16384, Structs.query_key.fields.dbid.offset);
+    expect(RecordLayout.of('query_key', queryKey()).int(record, 0, 'dbid')).toBe(16384n);
+  });
+
+  it('refuses an object whose layout moved a field, naming it', () => {
+    const moved = queryKey().map((f) => (f.name === 'dbid' ? { ...f, offset: f.offset + 4 } : f));
+    expect(() => RecordLayout.of('query_key', moved)).toThrow(/struct query_key\.dbid is at \d+ .* rebuild/);
+  });
+
+  it('reads an enum-typed field (BTF kind enum) as the integer it is', () => {
+    const flags = Structs.backend_record.fields.flags;
+    const fields: BtfField[] = [{ name: 'flags', offset: 0, size: flags.size, kind: 'enum', signed: flags.signed }];
+    const record = Buffer.alloc(flags.size);
+    record.writeUInt32LE(BackendFlags.BACKEND_EXCLUDED | BackendFlags.BACKEND_IDENTITY_KNOWN);
+    expect(new RecordLayout(fields).int(record, 0, 'flags')).toBe(3n);
   });
 });

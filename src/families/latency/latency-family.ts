@@ -1,4 +1,4 @@
-import { HIST_SWITCH } from '../../bpf/mirror.js';
+import { HistSwitch } from '../../bpf/contract.js';
 import { defineFamily } from '../family.js';
 
 /** Statement latency histograms, read from PgBackendStatus when a backend goes idle. */
@@ -17,7 +17,7 @@ export const latencyFamily = defineFamily({
           : layout.activityStartOffset === null
             ? 'query_start/state_change not found side by side in PgBackendStatus (track_activities off?)'
             : null,
-      attachments: [{ program: 'on_sched_switch', kind: 'switch', bit: HIST_SWITCH.latency }],
+      attachments: [{ program: 'on_sched_switch', kind: 'switch', bit: HistSwitch.HIST_SWITCH_LATENCY }],
       cost: 'inside the cpu set: a 24-byte user read per ClientRead sleep or preemption, a histogram update per statement (~0.1-0.2 us of BPF time per pgbench -S transaction)',
     },
   },

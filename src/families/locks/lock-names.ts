@@ -1,4 +1,4 @@
-import { LWLOCK_MODE_UNKNOWN } from '../../bpf/mirror.js';
+import { LwlockMode } from '../../bpf/contract.js';
 
 /*
  * Heavyweight lock tags and modes named as pg_locks names them (lockfuncs.c LockTagTypeNames,
@@ -13,7 +13,13 @@ const LOCK_MODES = [
   'INVALID', 'AccessShareLock', 'RowShareLock', 'RowExclusiveLock', 'ShareUpdateExclusiveLock',
   'ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock',
 ];
-const LWLOCK_MODES = ['exclusive', 'shared', 'wait_until_free'];
+/** enum lwlock_mode (bpf/locks.bpf.h) as pg_stat_activity's users read it. */
+const LWLOCK_MODES: Record<number, string> = {
+  [LwlockMode.LWLOCK_MODE_EXCLUSIVE]: 'exclusive',
+  [LwlockMode.LWLOCK_MODE_SHARED]: 'shared',
+  [LwlockMode.LWLOCK_MODE_WAIT_UNTIL_FREE]: 'wait_until_free',
+  [LwlockMode.LWLOCK_MODE_UNKNOWN]: 'unknown',
+};
 
 /**
  * pg_locks.locktype of a LockTagType value.
@@ -42,6 +48,5 @@ export function lockModeName(value: number): string {
  * lwlockModeName(1); // 'shared'
  */
 export function lwlockModeName(value: number): string {
-  if (value === LWLOCK_MODE_UNKNOWN) return 'unknown';
   return LWLOCK_MODES[value] ?? `mode ${value}`;
 }

@@ -1,3 +1,4 @@
+import type { ProgramName, RodataName } from '../../bpf/contract.js';
 import type { ProbeAttachment, TargetProbe } from '../../collector/probe-attachment.js';
 import { ElfFile } from '../../target/elf-file.js';
 import { findCallSite } from '../../target/find-call-site.js';
@@ -36,8 +37,8 @@ function hasSymbol(target: PostmasterTarget, name: string): boolean {
 /** USDT start/done pair when both exist, else entry + return probes on `symbol`. */
 function startDone(
   target: PostmasterTarget,
-  usdt: { start: string; done: string; startProgram: string; doneProgram: string },
-  symbol: { name: string; entryProgram: string; returnProgram: string },
+  usdt: { start: string; done: string; startProgram: ProgramName; doneProgram: ProgramName },
+  symbol: { name: string; entryProgram: ProgramName; returnProgram: ProgramName },
 ): TargetProbe[] {
   if (hasUsdt(target, usdt.start) && hasUsdt(target, usdt.done)) {
     return [
@@ -112,6 +113,6 @@ export const LOCK_PROBE_SETS: { locks: ProbeSet<'locks'>; lwlock: ProbeSet<'lwlo
  * @example
  * lockRodata({ majorVersion: 17 } as PostmasterTarget); // { proc_sleep_dont_wait_arg: 3 }
  */
-export function lockRodata(target: Pick<PostmasterTarget, 'majorVersion'>): Record<string, number> {
+export function lockRodata(target: Pick<PostmasterTarget, 'majorVersion'>): Partial<Record<RodataName, number>> {
   return { proc_sleep_dont_wait_arg: target.majorVersion === 17 ? 3 : 0 };
 }

@@ -1,4 +1,5 @@
-import { LWLOCK_TRANCHE_UNKNOWN, MAPS } from '../../bpf/mirror.js';
+import { LwlockTranche } from '../../bpf/contract.js';
+import type { RecordLayout } from '../../bpf/record-layout.js';
 import type { MapSnapshot } from '../../collector/map-snapshot.js';
 import { DeltaTracker } from '../../flush/delta-tracker.js';
 import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
@@ -40,7 +41,7 @@ export interface LockWaitRows {
 }
 
 /**
- * Turns the lock families' BPF maps (bpf/locks.h: lock_waits, lwlock_waits; cumulative
+ * Turns the lock families' BPF maps (bpf/locks.bpf.h: lock_waits, lwlock_waits; cumulative
  * waits and wait_ns per key) into per-flush increments, with the same two-step commit as the
  * metric rows: increments that were not written are sent again at the next flush.
  *
@@ -61,7 +62,7 @@ export class LockWaitReader {
     const lwlocks: LwlockWaitRow[] = [];
 
     if (measured.has('locks')) {
-      const { batch, key, value } = snapshot.map(MAPS.lockWaits);
+      const { batch, key, value } = snapshot.map('lock_waits');
       for (let i = 0; i < batch.count; i++) {
         const k = i * batch.keySize;
         const v = i * batch.valueSize;
@@ -82,7 +83,7 @@ export class LockWaitReader {
     }
 
     if (measured.has('lwlock')) {
-      const { batch, key, value } = snapshot.map(MAPS.lwlockWaits);
+      const { batch, key, value } = snapshot.map('lwlock_waits');
       const nameField = key.field('tranche');
       for (let i = 0; i < batch.count; i++) {
         const k = i * batch.keySize;
@@ -94,7 +95,7 @@ export class LockWaitReader {
         const row = {
           ...waitQuery(key, batch.keys, k),
           // The USDT probe passes Postgres' own name; without it the id is named from the binary.
-          tranche: probeName || (trancheId === LWLOCK_TRANCHE_UNKNOWN ? 'unknown' : this.trancheNames.name(trancheId)),
+          tranche: probeName || (trancheId === LwlockTranche.LWLOCK_TRANCHE_UNKNOWN ? 'unknown' : this.trancheNames.name(trancheId)),
           mode: lwlockModeName(Number(key.int(batch.keys, k, 'mode'))),
         };
         const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
@@ -110,7 +111,8 @@ export class LockWaitReader {
   }
 }
 
-function waitQuery(key: { int(b: Buffer, at: number, name: string): bigint }, keys: Buffer, at: number): WaitQuery {
+/** The query key both lock maps start with (struct query_key q). */
+function waitQuery(key: RecordLayout<'q.userid' | 'q.dbid' | 'q.toplevel' | 'q.queryid'>, keys: Buffer, at: number): WaitQuery {
   return {
     userid: Number(key.int(keys, at, 'q.userid')),
     dbid: Number(key.int(keys, at, 'q.dbid')),

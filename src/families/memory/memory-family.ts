@@ -1,16 +1,11 @@
+import type { ProgramName } from '../../bpf/contract.js';
+import { tracepointOf } from '../../bpf/program-tracepoint.js';
 import { defineFamily } from '../family.js';
 import { missingTracepoint } from '../missing-tracepoint.js';
 
-/** Program of each memory tracepoint. */
-const MEMORY_PROGRAMS: Record<string, string> = {
-  mm_vmscan_direct_reclaim_begin: 'on_dreclaim_beg',
-  mm_vmscan_direct_reclaim_end: 'on_dreclaim_end',
-  mm_vmscan_memcg_reclaim_begin: 'on_mreclaim_beg',
-  mm_vmscan_memcg_reclaim_end: 'on_mreclaim_end',
-  mm_compaction_begin: 'on_compact_beg',
-  mm_compaction_end: 'on_compact_end',
-};
-const MEMORY_TRACEPOINTS = Object.keys(MEMORY_PROGRAMS);
+/** The reclaim and compaction begin/end programs (their tracepoints are in their ELF sections). */
+const MEMORY_PROGRAMS: readonly ProgramName[] = ['on_dreclaim_beg', 'on_dreclaim_end', 'on_mreclaim_beg', 'on_mreclaim_end', 'on_compact_beg', 'on_compact_end'];
+const MEMORY_TRACEPOINTS = MEMORY_PROGRAMS.map(tracepointOf);
 
 /** Reclaim and compaction stalls a backend suffered. */
 export const memoryFamily = defineFamily({
@@ -22,13 +17,22 @@ export const memoryFamily = defineFamily({
       default: true,
       whereSupported: true,
       unsupportedReason: () => missingTracepoint(MEMORY_TRACEPOINTS),
-      attachments: MEMORY_TRACEPOINTS.map((tp) => ({ program: MEMORY_PROGRAMS[tp]!, kind: 'auto' as const })),
+      attachments: MEMORY_PROGRAMS.map((program) => ({ program, kind: 'auto' as const })),
       cost: 'tp_btf events only when a task reclaims or compacts (none under a cached load)',
     },
   },
   columns: [
-    { column: 'reclaim_ms', field: 'reclaim_ns', unit: 'ns', measuredBy: ['memory'] },
-    { column: 'reclaim_pages', field: 'reclaim_pages', unit: 'count', measuredBy: ['memory'] },
-    { column: 'compaction_stall_ms', field: 'compaction_ns', unit: 'ns', measuredBy: ['memory'] },
+    {
+      column: 'reclaim_ms', field: 'reclaim_ns', unit: 'ns', measuredBy: ['memory'],
+      description: 'Of which, never add to the partition: milliseconds inside direct or memory-cgroup reclaim, already counted in the partition (mostly as on_cpu_ms). Probe set `memory`; NULL: not measured.',
+    },
+    {
+      column: 'reclaim_pages', field: 'reclaim_pages', unit: 'count', measuredBy: ['memory'],
+      description: 'Pages reclaimed by this process\'s direct or memory-cgroup reclaim (count). Probe set `memory`; NULL: not measured.',
+    },
+    {
+      column: 'compaction_stall_ms', field: 'compaction_ns', unit: 'ns', measuredBy: ['memory'],
+      description: 'Of which, never add to the partition: milliseconds stalled in direct memory compaction, already counted in the partition. Probe set `memory`; NULL: not measured.',
+    },
   ],
 });

@@ -13,5 +13,7 @@ export const queryFamily = defineFamily({
       cost: 'one uprobe trap per statement (~4 us; ~5 us as a uretprobe on builds without USDT)',
     },
   },
-  columns: [{ column: 'calls', field: 'calls', unit: 'count', measuredBy: ['query'] }],
+  columns: [{ column: 'calls', field: 'calls', unit: 'count', measuredBy: ['query'],
+      description: 'Statements executed (count), exact: counted where each top-level statement ends. Only while the `query` probe set is attached; NULL: not measured (never a guess).',
+    }],
 });
