@@ -9,9 +9,11 @@
 -- run on this host), never zero.
 --
 -- A metric column means the same thing in every relation that has it (query_stats,
--- backend_stats, their history tables, the views), so those are commented once, from the list
--- below (in the history tables, as the increment over one flush interval). Columns particular
--- to one relation are commented after it and override the list.
+-- backend_stats, their history tables, the views). Its comment is written once, with the
+-- column's definition in its family (src/families/<family>/, `description`), and applied to
+-- every such relation after this file (src/storage/metric-column-comments.ts). The other
+-- columns shared by several relations are commented once, from the list below. Columns
+-- particular to one relation are commented after it and override the list.
 -- test/integration/sql-regression.test.ts fails when anything in bpf_stats has no comment.
 
 DO $comments$
@@ -19,41 +21,16 @@ DECLARE
   c record;
 BEGIN
   FOR c IN
-    WITH shared(col, metric, txt) AS (VALUES
-      ('userid', false, 'Session user''s OID (pg_stat_activity.usesysid). Joins pg_stat_statements on (userid, dbid, toplevel, queryid); after SET ROLE pg_stat_statements keys by the current user, this by the session user.'),
-      ('dbid', false, 'Database OID, as pg_stat_statements.dbid.'),
-      ('toplevel', false, 'Always true: nested statements count toward their top-level statement. Kept so the key joins pg_stat_statements.'),
-      ('queryid', false, 'Query id of the top-level statement (compute_query_id), as pg_stat_statements.queryid.'),
-      ('calls', true, 'Statements executed (count), exact: counted where each top-level statement ends. Only while the `query` probe set is attached; NULL: not measured (never a guess).'),
-      ('total_time_ms', true, 'Milliseconds of wall time at work, from being woken for a statement (the client''s message) until waiting for the client again; includes parsing, planning and protocol handling, so a little above pg_stat_statements.total_exec_time. = on_cpu_ms + runq_wait_ms + io_wait_ms + lock_wait_ms + lwlock_wait_ms + other_wait_ms. Time waiting for the client is in no column. Probe set `cpu` (always on).'),
-      ('on_cpu_ms', true, 'Milliseconds on a CPU (the scheduler''s se.sum_exec_runtime). Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
-      ('runq_wait_ms', true, 'Milliseconds runnable but not running (sched_info.run_delay: run-queue latency, preemption, CPU throttling). Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
-      ('io_wait_ms', true, 'Milliseconds asleep in IO (the kernel''s iowait flag, or a Postgres IO wait event). Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
-      ('lock_wait_ms', true, 'Milliseconds asleep under a heavyweight lock wait event (wait_event_type Lock), including waits that ended in an error. Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
-      ('lwlock_wait_ms', true, 'Milliseconds asleep under an LWLock wait event. Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
-      ('other_wait_ms', true, 'Milliseconds asleep for any other reason during a statement (pg_sleep, latches, IPC, client writes, spinlock delays). Part of the partition of total_time_ms. Probe set `cpu` (always on).'),
-      ('reclaim_ms', true, 'Of which, never add to the partition: milliseconds inside direct or memory-cgroup reclaim, already counted in the partition (mostly as on_cpu_ms). Probe set `memory`; NULL: not measured.'),
-      ('reclaim_pages', true, 'Pages reclaimed by this process''s direct or memory-cgroup reclaim (count). Probe set `memory`; NULL: not measured.'),
-      ('compaction_stall_ms', true, 'Of which, never add to the partition: milliseconds stalled in direct memory compaction, already counted in the partition. Probe set `memory`; NULL: not measured.'),
-      ('writeback_throttle_ms', true, 'Of which, never add to the partition: milliseconds paused by writeback throttling (balance_dirty_pages), already counted in io_wait_ms. Probe set `io`; NULL: not measured.'),
-      ('minflt', true, 'Minor page faults (count: no disk read needed). Probe set `cpu` (always on).'),
-      ('majflt', true, 'Major page faults (count: the page was read from disk). Probe set `cpu` (always on).'),
-      ('blk_read_ios', true, 'Block read requests this process created (count): reads that missed the page cache, O_DIRECT; charged when they complete. Page-cache hits are not block IO. Probe set `io`; NULL: not measured.'),
-      ('blk_read_bytes', true, 'Bytes of the block read requests in blk_read_ios. Probe set `io`; NULL: not measured.'),
-      ('blk_write_ios', true, 'Block write requests this process created (count): its own fsync/fdatasync (the WAL at commit), *_flush_after writeback, O_DIRECT; charged when they complete. Dirty pages the kernel''s flusher writes back later belong to no process. Probe set `io`; NULL: not measured.'),
-      ('blk_write_bytes', true, 'Bytes of the block write requests in blk_write_ios. Probe set `io`; NULL: not measured.'),
-      ('llc_references', true, 'Last-level cache references (count, sampled: each sample of the hardware event adds its period). Probe set `llc`, which needs a hardware PMU; NULL: not measured.'),
-      ('llc_misses', true, 'Last-level cache misses (count, sampled: each sample of the hardware event adds its period). Probe set `llc`, which needs a hardware PMU; NULL: not measured.'),
-      ('cpu_migrations', true, 'Times the scheduler moved the process to another CPU (count). Probe set `cpu` (always on).'),
-      ('nvcsw', true, 'Voluntary context switches (count: the process went to sleep). Probe set `cpu` (always on).'),
-      ('nivcsw', true, 'Involuntary context switches (count: the process was preempted). Probe set `cpu` (always on).'),
-      ('spinlock_delays', true, 'Spin delays (count): the sleeps Postgres takes when spinning on a spinlock, an LWLock wait list or a buffer header did not get it; their time is in other_wait_ms. Probe set `spinlock`; NULL: not measured.'),
-      ('query', false, 'Query text from pg_stat_statements, joined on (userid, dbid, toplevel, queryid) when the extension was installed in this database at the collector''s last start; NULL otherwise, or when pg_stat_statements no longer holds the entry.'),
-      ('stats_since', false, 'When this row started accumulating (timestamptz).'),
-      ('last_seen', false, 'Transaction time of the last flush that added to this row (timestamptz).')
+    WITH shared(col, txt) AS (VALUES
+      ('userid', 'Session user''s OID (pg_stat_activity.usesysid). Joins pg_stat_statements on (userid, dbid, toplevel, queryid); after SET ROLE pg_stat_statements keys by the current user, this by the session user.'),
+      ('dbid', 'Database OID, as pg_stat_statements.dbid.'),
+      ('toplevel', 'Always true: nested statements count toward their top-level statement. Kept so the key joins pg_stat_statements.'),
+      ('queryid', 'Query id of the top-level statement (compute_query_id), as pg_stat_statements.queryid.'),
+      ('query', 'Query text from pg_stat_statements, joined on (userid, dbid, toplevel, queryid) when the extension was installed in this database at the collector''s last start; NULL otherwise, or when pg_stat_statements no longer holds the entry.'),
+      ('stats_since', 'When this row started accumulating (timestamptz).'),
+      ('last_seen', 'Transaction time of the last flush that added to this row (timestamptz).')
     )
-    SELECT format('COMMENT ON COLUMN %s.%I IS %L', a.attrelid::regclass, a.attname,
-                  CASE WHEN s.metric AND r.relname LIKE '%\_history' THEN 'Increment over one flush interval. ' ELSE '' END || s.txt) AS stmt
+    SELECT format('COMMENT ON COLUMN %s.%I IS %L', a.attrelid::regclass, a.attname, s.txt) AS stmt
       FROM pg_class r
       JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
       JOIN shared s ON s.col = a.attname

@@ -3,11 +3,12 @@ import { join } from 'node:path';
 import { runner } from 'node-pg-migrate';
 import type pg from 'pg';
 import { packageRoot } from '../package-root.js';
+import { commentMetricColumns } from './metric-column-comments.js';
 
 /**
  * Brings the bpf_stats schema up to date: node-pg-migrate applies migrations/ (the tables),
  * then every file of sql/ (views and functions, all CREATE OR REPLACE) is applied in name
- * order in one transaction. Safe to run on every start and from several hosts at once.
+ * order in one transaction, with the metric columns' comments from their families. Safe to run on every start and from several hosts at once.
  *
  * @example
  * await migrateSchema(client);
@@ -31,6 +32,7 @@ export async function migrateSchema(client: pg.Client, log: (line: string) => vo
     // Serialise with other sidecars re-creating the same views.
     await client.query("SELECT pg_advisory_xact_lock(hashtext('bpf_stats.sql'))");
     for (const file of files) await client.query(readFileSync(join(sqlDir, file), 'utf8'));
+    await commentMetricColumns(client);
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK');
