@@ -4,18 +4,9 @@ import { COUNTERS, type CounterName } from '../bpf/counters.js';
 import { RecordLayout, type BtfField } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
 import { decodeHistograms, type HistogramSample } from './decode-histograms.js';
-import type { BackendSample, MapFill, QuerySample } from './map-samples.js';
+import type { BackendSample, MapFill, QuerySample, RawMap } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
 
-/** The fields of a map's key or value when it is a struct of bpf/ (never for a plain integer). */
-type PartFields<N extends MapName, Part extends 'key' | 'value'> = (typeof Maps)[N] extends { [P in Part]: infer T } ? (T extends StructName ? FieldOf<T> : never) : never;
-
-/** A batch read of one map with its BTF key/value layouts, for the families' own decoders. */
-export interface RawMap<N extends MapName = MapName> {
-  batch: MapBatch;
-  key: RecordLayout<PartFields<N, 'key'>>;
-  value: RecordLayout<PartFields<N, 'value'>>;
-}
 
 /** The maps whose capacity bounds what the collector can track (bpf_stats.health.map_fill). */
 const FILL_MAPS: readonly MapName[] = ['backends', 'queries', 'histograms'];

@@ -1,3 +1,7 @@
+import type { FieldOf, Maps, MapName, StructName } from '../bpf/contract.js';
+import type { RecordLayout } from '../bpf/record-layout.js';
+import type { MapBatch } from '../native/bpf-native.js';
+
 /** Raw cumulative sample of one tracked process (bpf/records.h, struct backend_record). */
 export interface BackendSample {
   pid: number;
@@ -26,4 +30,14 @@ export interface MapFill {
   map: string;
   entries: number;
   maxEntries: number;
+}
+
+/** The fields of a map's key or value when it is a struct of bpf/ (never for a plain integer). */
+type PartFields<N extends MapName, Part extends 'key' | 'value'> = (typeof Maps)[N] extends { [P in Part]: infer T } ? (T extends StructName ? FieldOf<T> : never) : never;
+
+/** A batch read of one map with its BTF key/value layouts, for the families' own decoders. */
+export interface RawMap<N extends MapName = MapName> {
+  batch: MapBatch;
+  key: RecordLayout<PartFields<N, 'key'>>;
+  value: RecordLayout<PartFields<N, 'value'>>;
 }

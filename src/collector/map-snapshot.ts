@@ -1,8 +1,7 @@
 import type { MapName } from '../bpf/contract.js';
 import type { CounterName } from '../bpf/counters.js';
 import type { HistogramSample } from './decode-histograms.js';
-import type { BackendSample, MapFill, QuerySample } from './map-samples.js';
-import type { RawMap } from './map-readers.js';
+import type { BackendSample, MapFill, QuerySample, RawMap } from './map-samples.js';
 
 /**
  * What the BPF maps held at one moment: ONE per flush, shared by every part of it, so no map
