@@ -1,5 +1,5 @@
 import type { ProgramName } from '../bpf/contract.js';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { CounterName } from '../bpf/counters.js';
 import { probeCapabilities } from '../capabilities/probe-capabilities.js';
@@ -395,12 +395,16 @@ export class Sidecar {
 
   /** Backends a previous run left open that are gone now were not seen exiting: close them. */
   private async markVanishedBackends(): Promise<void> {
-    await this.control!.query(`
-      UPDATE bpf_stats.backend_stats b SET exited_at = b.last_seen
-       WHERE exited_at IS NULL
-         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)
-         -- these never appear in pg_stat_activity
-         AND backend_type NOT IN ('postmaster', 'postmaster child')`);
+    await this.db
+      .updateTable('bpf_stats.backend_stats as b')
+      .set((eb) => ({ exited_at: eb.ref('b.last_seen') }))
+      .where('b.exited_at', 'is', null)
+      .where(({ not, exists }) =>
+        not(exists(sql`(SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)`)),
+      )
+      // these never appear in pg_stat_activity
+      .where('b.backend_type', 'not in', ['postmaster', 'postmaster child'])
+      .execute();
   }
 }
 
