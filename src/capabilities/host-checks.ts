@@ -1,5 +1,7 @@
 import { existsSync } from 'node:fs';
-import { UserError } from '../errors.js';
+import { collectorObjectPath } from '../collector/collector-object.js';
+import { oneLine, UserError } from '../errors.js';
+import { loadNative } from '../native/bpf-native.js';
 import type { ProbeSetName } from '../families/index.js';
 import { BASE_CAPABILITIES, type CapabilityName, effectiveCapabilities, MissingCapabilities, missingCapabilities, missingCapabilityLine } from './linux-capabilities.js';
 import { missingSetCapabilities } from './probe-set-capabilities.js';
@@ -20,6 +22,7 @@ export function hostChecks(host: { capEff?: bigint; btfPath?: string } = {}): Ho
   const missing = missingCapabilities(BASE_CAPABILITIES, host.capEff ?? effectiveCapabilities());
   const btf = existsSync(host.btfPath ?? '/sys/kernel/btf/vmlinux');
   return [
+    installCheck(),
     ...(missing.length
       ? missing.map((name) => ({ name: 'privileges', ok: false, detail: missingCapabilityLine(name) }))
       : [{ name: 'privileges', ok: true, detail: `effective capabilities include ${BASE_CAPABILITIES.join(', ')}` }]),
@@ -29,6 +32,16 @@ export function hostChecks(host: { capEff?: bigint; btfPath?: string } = {}): Ho
       detail: btf ? '/sys/kernel/btf/vmlinux present' : 'no BTF: this kernel lacks /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF=y is required)',
     },
   ];
+}
+
+/** The package's own parts: the native addon (loadable: its libraries are there) and the BPF object. */
+function installCheck(): HostCheck {
+  try {
+    loadNative();
+    return { name: 'install', ok: true, detail: `native addon and ${collectorObjectPath()}` };
+  } catch (error) {
+    return { name: 'install', ok: false, detail: oneLine(error) };
+  }
 }
 
 /**
@@ -46,6 +59,6 @@ export function assertHostReady(requestedSets: readonly ProbeSetName[] = [], cap
     lines.push(missingCapabilityLine(name, `probe set${sets.length > 1 ? 's' : ''} ${sets.join(', ')}`, sets.length > 1));
   }
   if (lines.length) throw new MissingCapabilities(lines);
-  const failed = checks.find((c) => !c.ok);
+  const failed = checks.find((c) => !c.ok);  // the install, then BTF
   if (failed) throw new UserError(failed.detail);
 }
