@@ -22,28 +22,47 @@ export interface CliOptions {
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
   .filter((s) => !s.default)
-  .map((s) => s.name)
-  .join(', ');
+  .map((s) => s.name);
 
+/** "a, b, c" wrapped at `width` columns, continuation lines indented by `indent`. */
+function wrapList(items: readonly string[], indent: number, first: number, width = 80): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const item of items) {
+    const next = line ? `${line}, ${item}` : item;
+    if (line && (lines.length ? indent : first) + next.length + 1 > width) {
+      lines.push(`${line},`);
+      line = item;
+    } else line = next;
+  }
+  lines.push(line);
+  return lines.join(`\n${' '.repeat(indent)}`);
+}
+
+// Fits an 80x24 terminal (test/unit/parse-args.test.ts checks it); details live in the README.
 export const USAGE = `usage: pg-bpf-stats <command> [options]
 
 commands:
-  run       collect: attach BPF to the postmaster behind the connection and fill bpf_stats
-  demo      a throwaway cluster, a workload, the collector and a report; cleans up after itself
-  check     what this host and this Postgres support, one line per probe family
+  run       collect into bpf_stats until SIGTERM (SIGUSR1 pause, SIGUSR2 resume)
+  check     what this host and this Postgres support; exit 0 when run can work
   migrate   create or update the bpf_stats schema only
+  demo      a throwaway cluster, a workload, the collector and a report
 
 options:
-  --dsn DSN           libpq connection string (default: PG* environment variables)
-  --interval TIME     flush period, e.g. 1s, 500ms (default 1s); units ms, s, m/min, h, d
-  --probes SETS       opt-in probe sets to attach too, comma separated (${OPT_IN_SETS})
-  --duration TIME     run: stop after TIME; demo: workload length (default 25s)
-  --history-retention TIME
-                      run: keep per-interval history this long, e.g. 7d, 12h, or off (default 7d)
-  -h, --help          this text`;
+  --dsn DSN            libpq connection string (default: the PG* environment)
+  --interval TIME      flush period, e.g. 1s, 500ms (default 1s)
+  --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
+  --duration TIME      run: stop after TIME; demo: workload length (default 25s)
+  --history-retention TIME   run: history kept, e.g. 7d, 12h, off (default 7d)
+  -V, --version        print the version
+  -h, --help           this text
+
+exit codes: 0 ok, 2 configuration or environment (one line says what), 1 a bug
+privileges: CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH; the
+uprobe sets (query, locks, lwlock, spinlock) also need CAP_SYS_ADMIN`;
 
 /** Parses the command line (without node and script). Throws UserError on bad input. */
-export function parseCli(argv: string[]): CliOptions | 'help' {
+export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   let parsed;
   try {
     parsed = parseArgs({
@@ -56,13 +75,16 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
         duration: { type: 'string' },
         'history-retention': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'V' },
       },
     });
   } catch (error) {
     throw new UserError((error as Error).message.split('\n')[0]!);
   }
   const { values, positionals } = parsed;
-  if (values.help || positionals.length === 0) return 'help';
+  if (values.help) return 'help';
+  if (values.version) return 'version';
+  if (positionals.length === 0) return 'help';
   const [command, ...rest] = positionals;
   if (!COMMANDS.includes(command as CommandName)) {
     throw new UserError(`unknown command '${command}': expected one of ${COMMANDS.join(', ')}`);

@@ -33,9 +33,13 @@ export interface CollectorObjectOptions<Name extends string> {
   perfEvents?: Partial<Record<ProgramName, PerfEventSpec>>;
 }
 
-/** Path of the compiled collector object. */
+/** Path of the compiled collector object (shipped in the npm package); a UserError saying what to do when it is missing. */
 export function collectorObjectPath(): string {
-  return join(packageRoot(), 'build', 'bpf', 'pgstats.bpf.o');
+  const path = join(packageRoot(), 'build', 'bpf', 'pgstats.bpf.o');
+  if (!existsSync(path)) {
+    throw new UserError(`the BPF object ${path} is missing: install pg-bpf-stats from its npm package, which ships it, or build it with npm run build (needs clang and bpftool)`);
+  }
+  return path;
 }
 
 /**
@@ -64,7 +68,6 @@ export class CollectorObject<Name extends string = string> {
 
   static load<Name extends string>(options: CollectorObjectOptions<Name>): CollectorObject<Name> {
     const path = collectorObjectPath();
-    if (!existsSync(path)) throw new UserError(`${path} is missing: run npm run build`);
     const object: CollectorBpfObject = new (loadNative().BpfObject)(path);
     try {
       const { target, layout } = options;

@@ -110,7 +110,7 @@ export class Sidecar {
 
   static async start(options: SidecarOptions): Promise<Sidecar> {
     const log = options.log ?? (() => undefined);
-    assertHostReady();
+    assertHostReady(options.probeSets);
     const control = await connect(options.connectionString);
     let object: CollectorObject<ProbeSetName> | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;

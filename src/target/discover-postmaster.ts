@@ -54,7 +54,7 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
     binaryPath = readlinkSync(`/proc/${pid}/exe`);
     dataDir = readlinkSync(`/proc/${pid}/cwd`);
   } catch (error) {
-    throw new UserError(`postmaster ${pid} is not readable: ${(error as Error).message} (run as root)`);
+    throw new UserError(`postmaster ${pid} is not readable: ${(error as Error).message} (needs CAP_SYS_PTRACE for another user's process)`);
   }
   if (!['postgres', 'postmaster'].includes(basename(binaryPath)) || !existsSync(binaryPath)) {
     throw new UserError(`postmaster not found: the parent of backend ${row.pid} is ${binaryPath}, not a postgres binary`);

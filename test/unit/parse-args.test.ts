@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseCli } from '../../src/cli/parse-args.js';
+import { parseCli, USAGE } from '../../src/cli/parse-args.js';
 import { parseDuration } from '../../src/cli/parse-duration.js';
 import { UserError } from '../../src/errors.js';
 
@@ -40,6 +40,17 @@ describe('parseCli', () => {
   it('shows help without a command', () => {
     expect(parseCli([])).toBe('help');
     expect(parseCli(['--help'])).toBe('help');
+  });
+
+  it('answers --version and -V', () => {
+    expect(parseCli(['--version'])).toBe('version');
+    expect(parseCli(['-V'])).toBe('version');
+  });
+
+  it('keeps --help within an 80x24 terminal', () => {
+    const lines = USAGE.split('\n');
+    expect(lines.length).toBeLessThanOrEqual(23);
+    for (const line of lines) expect(line.length, line).toBeLessThanOrEqual(80);
   });
 
   it('rejects unknown commands, options and probe sets as user errors', () => {
