@@ -5,6 +5,7 @@ import { migrateCommand } from './migrate-command.js';
 import { parseCli, USAGE } from './parse-args.js';
 import { runCommand } from './run-command.js';
 import { demoCommand } from '../demo/demo-command.js';
+import { topCommand } from '../top/top-command.js';
 
 const log = (line: string) => process.stderr.write(`pg-bpf-stats: ${line}\n`);
 
@@ -23,6 +24,8 @@ async function main(argv: string[]): Promise<number> {
       return checkCommand(options, (line) => process.stdout.write(`${line}\n`));
     case 'migrate':
       return migrateCommand(options, log);
+    case 'top':
+      return topCommand({ dsn: options.dsn, intervalMs: options.intervalMs, ...options.top! });
   }
 }
 
