@@ -28,6 +28,17 @@ const COLUMNS: ReadonlyArray<{ metric: TopMetric; title: string }> = [
   { metric: 'reclaim', title: 'recl' },
 ];
 const W = 5;
+/** pg_stat_activity's backend types, short enough for the TYPE column. */
+const SHORT_TYPES: Readonly<Record<string, string>> = {
+  'client backend': 'client',
+  'autovacuum worker': 'autovacuum',
+  'autovacuum launcher': 'av launcher',
+  'background writer': 'bgwriter',
+  'background worker': 'bgworker',
+  'logical replication launcher': 'logical rep',
+  'logical replication worker': 'logical rep',
+  'parallel worker': 'parallel',
+};
 
 /**
  * The screen, as lines no wider than `width`, at most `height` of them: a header, the busiest
@@ -65,7 +76,7 @@ export function renderTop(screen: TopScreen, size: { width: number; height: numb
   lines.push(`${pad('PID', 7)} ${'TYPE'.padEnd(12)} ${headings} QUERY`);
   const sortBackends = screen.sort === 'calls' ? 'total' : screen.sort;
   const backends = sorted(screen.rates?.backends ?? [], sortBackends).slice(0, backendRows);
-  for (const b of backends) lines.push(`${pad(String(b.row.pid), 7)} ${cut(b.row.backendType, 12).padEnd(12)} ${numbers(b)} ${text(b.row.text, '')}`);
+  for (const b of backends) lines.push(`${pad(String(b.row.pid), 7)} ${cut(SHORT_TYPES[b.row.backendType] ?? b.row.backendType, 12).padEnd(12)} ${numbers(b)} ${text(b.row.text, '')}`);
   if (screen.rates && !backends.length) lines.push('  (no backend worked since the last refresh)');
 
   // Keys last, where a person looks for them; the screen never scrolls.
