@@ -124,6 +124,12 @@ describe('run --metrics-address: bad input', () => {
     expect(foreign.code).toBe(2);
     expect(foreign.stderr.trim()).toBe('pg-bpf-stats: error: --metrics-address 192.0.2.1:9187: not an address of this host');
   });
+
+  it('with the database away: the one line of the connection error, exit 2', async () => {
+    const away = await cliRun(['run', '--dsn', 'postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2', '--metrics-address', '127.0.0.1:0']);
+    expect(away.code).toBe(2);
+    expect(away.stderr.trim().split('\n')).toEqual(['pg-bpf-stats: error: cannot connect to PostgreSQL at postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2: connect ECONNREFUSED 127.0.0.1:1']);
+  });
 });
 
 describe('Prometheus scraping the collector', () => {
