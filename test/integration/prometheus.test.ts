@@ -40,9 +40,10 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function cliRun(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cliRun(args: string[], prefix: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+  const [file, ...argv] = [...prefix, process.execPath, cli, ...args];
   try {
-    const { stdout, stderr } = await run(process.execPath, [cli, ...args], { timeout: 60_000 });
+    const { stdout, stderr } = await run(file!, argv, { timeout: 60_000 });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code: number; stdout: string; stderr: string };
@@ -272,6 +273,12 @@ describe('Prometheus scraping the collector', () => {
     expect(last.some((l) => /^\s*\d+ client .*SELECT count/.test(l))).toBe(true);
     // top leaves its own statement and backend out.
     expect(last.some((l) => l.includes('max(last_flush'))).toBe(false);
+  });
+
+  it('top needs no root: it runs as nobody, with no capabilities', async () => {
+    const out = await cliRun(['top', '--dsn', cluster.connectionString(), '--iterations', '2'], ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all']);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stdout).toContain('pg-bpf-stats top');
   });
 });
 
