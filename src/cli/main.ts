@@ -8,6 +8,7 @@ import { parseCli, USAGE } from './parse-args.js';
 import { runCommand } from './run-command.js';
 import { demoCommand } from '../demo/demo-command.js';
 import { packageVersion } from './version.js';
+import { topCommand } from '../top/top-command.js';
 
 /*
  * Exit codes, for a service manager (the systemd unit's RestartPreventExitStatus=2):
@@ -38,6 +39,8 @@ async function main(argv: string[]): Promise<number> {
       return checkCommand(options, (line) => process.stdout.write(`${line}\n`));
     case 'migrate':
       return migrateCommand(options, log);
+    case 'top':
+      return topCommand({ dsn: options.dsn, intervalMs: options.intervalMs, ...options.top! });
   }
 }
 

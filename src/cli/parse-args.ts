@@ -4,9 +4,11 @@ import type { ProbeSetName } from '../families/index.js';
 import { UserError } from '../errors.js';
 import { joinNegativeValues, parseDuration } from './parse-duration.js';
 import { parseRetention } from './parse-retention.js';
+import { parseMetricsAddress, type MetricsAddress } from '../exporters/prometheus/metrics-address.js';
+import { parseTopOptions, type TopCliOptions } from '../top/top-options.js';
 
-export type CommandName = 'run' | 'demo' | 'check' | 'migrate';
-const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate'];
+export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top';
+const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top'];
 
 export interface CliOptions {
   command: CommandName;
@@ -18,6 +20,10 @@ export interface CliOptions {
   durationMs: number | undefined;
   /** run: --history-retention; null: off; absent: the default (7 days). */
   historyRetentionMs?: number | null;
+  /** run: serve Prometheus /metrics here (--metrics-address), with --metrics-top and --metrics-query-text. */
+  metrics?: { address: MetricsAddress; top?: number; queryText: boolean };
+  /** top: --iterations, --sort. */
+  top?: TopCliOptions;
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
@@ -40,23 +46,24 @@ function wrapList(items: readonly string[], indent: number, first: number, width
 }
 
 // Fits an 80x24 terminal (test/unit/parse-args.test.ts checks it); details live in the README.
-export const USAGE = `usage: pg-bpf-stats <command> [options]
-
-commands:
+export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]
   run       collect into bpf_stats until SIGTERM (SIGUSR1 pause, SIGUSR2 resume)
   check     what this host and this Postgres support; exit 0 when run can work
   migrate   create or update the bpf_stats schema only
   demo      a throwaway cluster, a workload, the collector and a report
-
+  top       a live view of the busiest statements and backends, from bpf_stats
 options:
   --dsn DSN            libpq connection string (default: the PG* environment)
   --interval TIME      flush period, e.g. 1s, 500ms (default 1s)
   --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME   run: history kept, e.g. 7d, 12h, off (default 7d)
-  -V, --version        print the version
-  -h, --help           this text
-
+  --metrics-address HOST:PORT  run: serve Prometheus /metrics, e.g. 127.0.0.1:9187
+  --metrics-top N      run: per-statement series for the top N by time (default 100)
+  --metrics-query-text run: export statement text too, as pg_bpf_query_info
+  --iterations N       top: print N screens, then exit (default: until q)
+  --sort KEY           top: cpu, time, runq, io, lock, lwlock, reclaim or calls
+  -V, --version        print the version           -h, --help   this text
 exit codes: 0 ok, 2 configuration or environment (one line says what), 1 a bug
 privileges: CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH; the
 uprobe sets (query, locks, lwlock, spinlock) also need CAP_SYS_ADMIN`;
@@ -74,6 +81,11 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
         probes: { type: 'string' },
         duration: { type: 'string' },
         'history-retention': { type: 'string' },
+        'metrics-address': { type: 'string' },
+        'metrics-top': { type: 'string' },
+        'metrics-query-text': { type: 'boolean' },
+        iterations: { type: 'string' },
+        sort: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'V' },
       },
@@ -90,6 +102,11 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
     throw new UserError(`unknown command '${command}': expected one of ${COMMANDS.join(', ')}`);
   }
   if (rest.length) throw new UserError(`unexpected argument '${rest[0]}'`);
+  if (values['metrics-address'] === undefined && (values['metrics-top'] !== undefined || values['metrics-query-text'])) {
+    throw new UserError('--metrics-top and --metrics-query-text need --metrics-address');
+  }
+  const metricsTop = values['metrics-top'] === undefined ? undefined : parseCount(values['metrics-top'], '--metrics-top');
+  if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top') throw new UserError('--iterations and --sort are options of top');
   return {
     command: command as CommandName,
     dsn: values.dsn,
@@ -97,5 +114,15 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
     probeSets: values.probes === undefined ? [] : parseProbeSets(values.probes),
     durationMs: values.duration === undefined ? undefined : parseDuration(values.duration, '--duration'),
     ...(values['history-retention'] !== undefined && { historyRetentionMs: parseRetention(values['history-retention']) }),
+    ...(values['metrics-address'] !== undefined && {
+      metrics: { address: parseMetricsAddress(values['metrics-address']), ...(metricsTop !== undefined && { top: metricsTop }), queryText: values['metrics-query-text'] ?? false },
+    }),
+    ...(command === 'top' && { top: parseTopOptions(values.iterations, values.sort) }),
   };
+}
+
+/** A positive whole number for a flag. */
+export function parseCount(text: string, flag: string): number {
+  if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text))) throw new UserError(`${flag} '${text}': expected a whole number of at least 1`);
+  return Number(text);
 }

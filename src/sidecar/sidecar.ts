@@ -7,12 +7,15 @@ import { writeCapabilities } from '../capabilities/write-capabilities.js';
 import { assertHostReady } from '../capabilities/host-checks.js';
 import { CollectorObject } from '../collector/collector-object.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
+import type { MapFill } from '../collector/map-samples.js';
+import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { ControlPlane } from '../control/control-plane.js';
 import { oneLine, UserError } from '../errors.js';
 import type { SupportContext } from '../families/family.js';
 import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
 import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
 import { FlushWriter } from '../flush/flush-writer.js';
+import type { HistogramRow } from '../flush/histogram-deltas.js';
 import { HistogramsPart } from '../flush/histograms-part.js';
 import { HealthPart } from '../health/health-part.js';
 import { HistoryPart } from '../health/history-part.js';
@@ -22,6 +25,7 @@ import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
 import { connect } from '../storage/connect.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
+import type { BackendRow, QueryRow } from '../storage/metric-row.js';
 import { MetricRows } from '../storage/metric-rows.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 import { QueryStatsPart } from '../storage/query-stats-part.js';
@@ -67,6 +71,20 @@ export interface FlushStatus {
 }
 
 /**
+ * What a flush wrote, for listeners (the Prometheus exporter): the increments of exactly the
+ * rows committed (none when it failed), and what the BPF side looked like then.
+ */
+export interface FlushReport extends FlushStatus {
+  queryRows: readonly QueryRow[];
+  backendRows: readonly BackendRow[];
+  histogramRows: readonly HistogramRow[];
+  /** The BPF `counters` (dropped events by kind), cumulative since load; empty when the maps were not read. */
+  counters: Readonly<Record<string, bigint>>;
+  fill: readonly MapFill[];
+  attached: readonly ProbeSetName[];
+}
+
+/**
  * The collector: finds the postmaster behind the connection, migrates bpf_stats, loads and
  * attaches the probe sets, and writes what BPF aggregated every interval.
  *
@@ -88,6 +106,7 @@ export class Sidecar {
   private measuring = new Set<ProbeSetName>();
   private readonly overflow = new Map<string, bigint>();
   lastFlush: FlushStatus | null = null;
+  private readonly flushListeners: Array<(report: FlushReport) => void> = [];
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
   /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
@@ -288,6 +307,24 @@ export class Sidecar {
     return this.pausedSets ? [...this.pausedSets] : this.object.probes.attached();
   }
 
+  /**
+   * Calls `listener` after every flush with what it committed (synchronously, on the flush path:
+   * a listener must do no more than O(rows) work and must not block).
+   */
+  onFlush(listener: (report: FlushReport) => void): void {
+    this.flushListeners.push(listener);
+  }
+
+  private report(report: FlushReport): void {
+    for (const listener of this.flushListeners) {
+      try {
+        listener(report);
+      } catch (error) {
+        this.options.log?.(`flush listener failed: ${oneLine(error)}`);
+      }
+    }
+  }
+
   /** Writes what was collected since the last flush; concurrent calls share one flush. */
   flush(): Promise<FlushStatus> {
     this.flushing ??= this.flushOnce().finally(() => (this.flushing = null));
@@ -298,10 +335,11 @@ export class Sidecar {
   private async flushOnce(): Promise<FlushStatus> {
     const started = performance.now();
     const at = new Date();
-    const { rows, writer, health, retention } = this.writing;
+    const { rows, writer, health, retention, histograms } = this.writing;
+    let maps: MapSnapshot | null = null;
     try {
       const measured = new Set([...this.measuring, ...this.object.probes.attached()]);
-      const maps = this.object.maps.snapshot(METRIC_FIELDS);
+      maps = this.object.maps.snapshot(METRIC_FIELDS);
       this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
       if (rows.needsNames(maps)) await this.refreshBackendTypes();
@@ -310,6 +348,9 @@ export class Sidecar {
       const written = rows.prepare(maps, measured);
       this.measuring = new Set(this.object.probes.attached());
       this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null };
+      if (this.flushListeners.length) {
+        this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: histograms.lastCommitted, counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
+      }
     } catch (error) {
       // Nothing was committed: the same increments go out with the next flush.
       const repeated = this.lastFlush?.error === oneLine(error);
@@ -319,6 +360,9 @@ export class Sidecar {
       // A missing partition (a clock jump, a long pause) must not wait for the next period.
       retention?.soon();
       await health.failed(oneLine(error));
+      if (this.flushListeners.length) {
+        this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], counters: maps?.counters ?? {}, fill: maps?.fill ?? [], attached: this.object.probes.attached() });
+      }
     }
     return this.lastFlush;
   }
@@ -429,6 +473,7 @@ interface FlushWiring {
   writer: FlushWriter<BpfStatsDatabase>;
   health: HealthPart;
   retention: HistoryRetention | null;
+  histograms: HistogramsPart;
 }
 
 /** The parts of every flush, in the order their statements run. */
@@ -437,15 +482,16 @@ function flushParts(db: Kysely<BpfStatsDatabase>, object: CollectorObject<ProbeS
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
   const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
   const health = new HealthPart(db, rows, { postmasterPid: target.pid, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
+  const histograms = new HistogramsPart();
   const writer = new FlushWriter(db, [
     new QueryStatsPart(db, rows),
     new BackendStatsPart(db, rows),
-    new HistogramsPart(),
+    histograms,
     ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath) }),
     ...(retention ? [new HistoryPart(db, rows)] : []),
     health,
   ]);
-  return { rows, writer, health, retention };
+  return { rows, writer, health, retention, histograms };
 }
 
 function seconds(ms: number): string {

@@ -67,4 +67,15 @@ describe('parseCli', () => {
       expect(() => parseCli(argv), argv.join(' ')).toThrow(/^invalid --(interval|history-retention) '-\d[a-z]+': must be positive$/);
     }
   });
+
+  it('reads the metrics options of run and the options of top', () => {
+    expect(parseCli(['run', '--metrics-address', '127.0.0.1:9187', '--metrics-top', '20', '--metrics-query-text'])).toMatchObject({
+      metrics: { address: { host: '127.0.0.1', port: 9187 }, top: 20, queryText: true },
+    });
+    expect(parseCli(['run'])).not.toHaveProperty('metrics');
+    expect(() => parseCli(['run', '--metrics-top', '20'])).toThrow('--metrics-top and --metrics-query-text need --metrics-address');
+    expect(() => parseCli(['run', '--metrics-address', ':9187', '--metrics-top', '0'])).toThrow("--metrics-top '0': expected a whole number of at least 1");
+    expect(parseCli(['top', '--iterations', '2', '--sort', 'io', '--interval', '2s'])).toMatchObject({ command: 'top', intervalMs: 2000, top: { iterations: 2, sort: 'io' } });
+    expect(() => parseCli(['run', '--sort', 'io'])).toThrow('--iterations and --sort are options of top');
+  });
 });
