@@ -58,8 +58,8 @@ options:
   --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME   run: history kept, e.g. 7d, 12h, off (default 7d)
-  --metrics-address HOST:PORT  run: serve Prometheus /metrics, e.g. 127.0.0.1:9187
-  --metrics-top N      run: per-statement series for the top N by time (default 100)
+  --metrics-address HOST:PORT  run: serve Prometheus /metrics (127.0.0.1:9187)
+  --metrics-top N      run: series for the N statements with most time (100)
   --metrics-query-text run: export statement text too, as pg_bpf_query_info
   --iterations N       top: print N screens, then exit (default: until q)
   --sort KEY           top: cpu, time, runq, io, lock, lwlock, reclaim or calls
