@@ -1,3 +1,4 @@
+import { logMessages } from '../support/log-lines.js';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -109,7 +110,7 @@ describe('run --metrics-address: bad input', () => {
     try {
       const out = await cliRun(['run', '--dsn', cluster.connectionString(), '--metrics-address', `127.0.0.1:${port}`, '--duration', '2s']);
       expect(out.code).toBe(2);
-      expect(out.stderr.trim().split('\n')).toEqual([`pg-bpf-stats: error: --metrics-address 127.0.0.1:${port}: address already in use (another exporter or collector listens there)`]);
+      expect(logMessages(out.stderr)).toEqual([`--metrics-address 127.0.0.1:${port}: address already in use (another exporter or collector listens there)`]);
       const { rows } = await admin.query("SELECT to_regnamespace('bpf_stats') AS schema");
       expect(rows[0].schema, 'no schema was created').toBeNull();
     } finally {
@@ -120,16 +121,16 @@ describe('run --metrics-address: bad input', () => {
   it('refuses a malformed address and an address of no interface here', async () => {
     const bad = await cliRun(['run', '--dsn', cluster.connectionString(), '--metrics-address', 'localhost']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr.trim()).toBe("pg-bpf-stats: error: --metrics-address 'localhost': not HOST:PORT (expected HOST:PORT, e.g. 127.0.0.1:9187)");
+    expect(logMessages(bad.stderr)).toEqual(["--metrics-address 'localhost': not HOST:PORT (expected HOST:PORT, e.g. 127.0.0.1:9187)"]);
     const foreign = await cliRun(['run', '--dsn', cluster.connectionString(), '--metrics-address', '192.0.2.1:9187']);
     expect(foreign.code).toBe(2);
-    expect(foreign.stderr.trim()).toBe('pg-bpf-stats: error: --metrics-address 192.0.2.1:9187: not an address of this host');
+    expect(logMessages(foreign.stderr)).toEqual(['--metrics-address 192.0.2.1:9187: not an address of this host']);
   });
 
   it('with the database away: the one line of the connection error, exit 2', async () => {
     const away = await cliRun(['run', '--dsn', 'postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2', '--metrics-address', '127.0.0.1:0']);
     expect(away.code).toBe(2);
-    expect(away.stderr.trim().split('\n')).toEqual(['pg-bpf-stats: error: cannot connect to PostgreSQL at postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2: connect ECONNREFUSED 127.0.0.1:1']);
+    expect(logMessages(away.stderr)).toEqual(['cannot connect to PostgreSQL at postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2: connect ECONNREFUSED 127.0.0.1:1']);
   });
 });
 
@@ -287,13 +288,13 @@ describe('top: bad input', () => {
     const away = await cliRun(['top', '--dsn', 'postgresql://127.0.0.1:1/postgres?connect_timeout=2', '--iterations', '1']);
     expect(away.code).toBe(2);
     expect(away.stderr.trim().split('\n')).toHaveLength(1);
-    expect(away.stderr).toMatch(/^pg-bpf-stats: error: cannot connect: /);
+    expect(logMessages(away.stderr)).toEqual([expect.stringMatching(/^cannot connect: /)]);
     await admin.query('CREATE DATABASE top_empty');
     const empty = await cliRun(['top', '--dsn', cluster.connectionString('top_empty'), '--iterations', '1']);
     expect(empty.code).toBe(2);
-    expect(empty.stderr.trim()).toMatch(/^pg-bpf-stats: error: no bpf_stats here/);
+    expect(logMessages(empty.stderr)).toEqual([expect.stringMatching(/^no bpf_stats here/)]);
     const sort = await cliRun(['top', '--sort', 'speed']);
     expect(sort.code).toBe(2);
-    expect(sort.stderr.trim()).toBe("pg-bpf-stats: error: --sort 'speed': expected one of time, cpu, runq, io, lock, lwlock, reclaim, calls");
+    expect(logMessages(sort.stderr)).toEqual(["--sort 'speed': expected one of time, cpu, runq, io, lock, lwlock, reclaim, calls"]);
   });
 });
