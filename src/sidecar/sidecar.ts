@@ -27,6 +27,7 @@ import { migrateSchema } from '../storage/migrate-schema.js';
 import { QueryStatsPart } from '../storage/query-stats-part.js';
 import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
+import { collectorApplicationName, lockServer } from '../instance/server-lock.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { procStat } from '../target/proc-stat.js';
@@ -111,10 +112,12 @@ export class Sidecar {
   static async start(options: SidecarOptions): Promise<Sidecar> {
     const log = options.log ?? (() => undefined);
     assertHostReady();
-    const control = await connect(options.connectionString);
+    const control = await connect(options.connectionString, collectorApplicationName());
     let object: CollectorObject<ProbeSetName> | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;
     try {
+      // Before anything is created: a second collector on this server refuses here.
+      await lockServer(control);
       const target = await discoverPostmaster(control);
       log(`postmaster ${target.pid}: ${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`);
       const observer = await connect(options.connectionString);
@@ -344,10 +347,18 @@ export class Sidecar {
   /** The control connection, reopened (and excluded again) after the database went away. */
   private async controlClient(): Promise<pg.Client> {
     if (this.control) return this.control;
-    const client = await connect(this.options.connectionString);
+    const client = await connect(this.options.connectionString, collectorApplicationName());
     const pid = backendPid(client);
     this.checkPostmaster(pid);
     this.object.exclude(pid);
+    try {
+      // The server released the lock with the old session: take it again, or give way.
+      await lockServer(client);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      if (error instanceof UserError) this.fail(error);
+      throw error;
+    }
     this.adoptControl(client);
     return client;
   }
