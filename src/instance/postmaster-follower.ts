@@ -1,0 +1,200 @@
+import { readdirSync, readlinkSync, statSync } from 'node:fs';
+import { UserError } from '../errors.js';
+import type { BpfPostmaster, CollectorObject } from '../collector/collector-object.js';
+import { mappingStart } from '../target/process-memory.js';
+import type { PostmasterTarget } from '../target/postmaster-target.js';
+import { procStat } from '../target/proc-stat.js';
+import { namespaceOf, pgPidOf, sameMountNamespace } from './pid-namespace.js';
+
+/*
+ * Following the postmaster across restarts (pg_ctl restart -m fast / immediate, a crash, a
+ * container restart) without reloading or re-attaching anything.
+ *
+ * The probes do not depend on the postmaster's pid: tracepoints are global and uprobes/USDT
+ * are attached to the binary's inode for every process (pid -1). Only the BPF filter
+ * (postmaster_tgid, pidns_level) and where the children keep MyBEEntry (ASLR) name one
+ * postmaster, and they are variables (CollectorObject.retarget). So when the postmaster is gone
+ * the filter is pointed at nothing, /proc is watched for the new postmaster of the same data
+ * directory (same directory inode, same binary inode), and the filter is pointed at it as soon
+ * as it has chdir'd there, which it does first thing, well before it accepts connections. The
+ * maps, the delta trackers and everything collected stay: nothing is counted twice, nothing the
+ * old postmaster's backends did is dropped (the flush loop writes it once the server answers).
+ */
+
+/** How often the postmaster is looked at while it runs, and /proc searched while it is gone. */
+const WATCH_MS = 100;
+const SEARCH_MS = 10;
+
+interface FileId {
+  dev: bigint;
+  ino: bigint;
+}
+
+function fileId(path: string): FileId | null {
+  try {
+    const st = statSync(path, { bigint: true });
+    return { dev: st.dev, ino: st.ino };
+  } catch {
+    return null;
+  }
+}
+
+const same = (a: FileId | null, b: FileId | null) => a !== null && b !== null && a.dev === b.dev && a.ino === b.ino;
+
+export interface FollowerOptions {
+  target: PostmasterTarget;
+  object: CollectorObject<string>;
+  /** What BPF filters on now (from start-up). */
+  current: BpfPostmaster;
+  /** How long to wait for a new postmaster before giving up. */
+  waitMs: number;
+  log: (line: string) => void;
+  /** The filter points at a new postmaster; `target` was updated in place. */
+  onFollowed: (target: PostmasterTarget, gapMs: number) => void;
+  /** The postmaster is gone for good, or came back as something we cannot follow. */
+  onLost: (error: UserError) => void;
+}
+
+/**
+ * Watches the postmaster; when it goes, finds its successor and retargets the BPF object.
+ *
+ * @example
+ * const follower = new PostmasterFollower({ target, object, current, waitMs: 60_000, log, onFollowed, onLost });
+ * follower.start();
+ */
+export class PostmasterFollower {
+  private timer: NodeJS.Timeout | null = null;
+  private readonly dataDir: FileId;
+  private readonly binary: FileId;
+  private startTicks: number;
+  private goneAt: number | null = null;
+  private searching = false;
+  /** Where the binary is mapped in the postmaster we filter on (its maps go with it). */
+  private base: bigint;
+  /** Times the postmaster was followed (tests and health). */
+  restarts = 0;
+
+  constructor(private readonly options: FollowerOptions) {
+    const pid = options.target.pid;
+    const dataDir = fileId(`/proc/${pid}/cwd`);
+    const binary = fileId(`/proc/${pid}/exe`);
+    const stat = procStat(pid);
+    if (!dataDir || !binary || !stat) throw new UserError(`postmaster ${pid} is not readable (needs CAP_SYS_PTRACE)`);
+    this.dataDir = dataDir;
+    this.binary = binary;
+    this.startTicks = stat.startTicks;
+    const base = mappingStart(pid, options.target.mappedPath);
+    if (base === null) throw new UserError(`postmaster ${pid} does not map ${options.target.mappedPath}`);
+    this.base = base;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => this.check(), WATCH_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Whether the postmaster we filter on is alive; when not, starts looking for its successor. */
+  check(): boolean {
+    if (this.goneAt !== null) return false;
+    const stat = procStat(this.options.target.pid);
+    if (stat && stat.startTicks === this.startTicks && stat.state !== 'Z' && stat.state !== 'X') return true;
+    this.goneAt = performance.now();
+    // Nothing may match the old number: it will be reused by some other process.
+    this.options.object.retarget(null);
+    this.options.log(`postmaster ${this.options.target.pgPid} is gone: waiting up to ${this.options.waitMs / 1000} s for a new one in the same data directory`);
+    this.stop();
+    void this.search();
+    return false;
+  }
+
+  private async search(): Promise<void> {
+    if (this.searching) return;
+    this.searching = true;
+    const deadline = this.goneAt! + this.options.waitMs;
+    try {
+      while (performance.now() < deadline) {
+        const found = this.findSuccessor();
+        if (found === 'other-binary') {
+          this.options.onLost(new UserError(`postmaster restarted from another binary than ${this.options.target.mappedPath} (an upgrade?): start pg-bpf-stats again to attach to it`));
+          return;
+        }
+        if (found !== null && (await this.follow(found))) return;
+        await new Promise((resolve) => setTimeout(resolve, SEARCH_MS));
+      }
+      this.options.onLost(new UserError(`postmaster ${this.options.target.pgPid} is gone and no new one started in its data directory within ${this.options.waitMs / 1000} s`));
+    } finally {
+      this.searching = false;
+    }
+  }
+
+  /**
+   * The new postmaster: a process in the data directory whose parent is not (its children share
+   * the directory and the binary). 'other-binary' when it runs another postgres binary.
+   */
+  private findSuccessor(): number | 'other-binary' | null {
+    const inDataDir = new Map<number, number>();
+    for (const entry of readdirSync('/proc')) {
+      const pid = Number(entry);
+      if (!Number.isInteger(pid) || pid <= 0) continue;
+      if (!same(fileId(`/proc/${pid}/cwd`), this.dataDir)) continue;
+      const stat = procStat(pid);
+      if (stat && stat.state !== 'Z') inDataDir.set(pid, stat.ppid);
+    }
+    for (const [pid, ppid] of inDataDir) {
+      if (inDataDir.has(ppid)) continue;
+      let exe: string;
+      try {
+        exe = readlinkSync(`/proc/${pid}/exe`);
+      } catch {
+        continue;
+      }
+      if (!/\/(postgres|postmaster)$/.test(exe)) continue; // pg_ctl, a shell, ... in that directory
+      return same(fileId(`/proc/${pid}/exe`), this.binary) ? pid : 'other-binary';
+    }
+    return null;
+  }
+
+  private async follow(pid: number): Promise<boolean> {
+    const { target, object, current } = this.options;
+    const start = mappingStart(pid, target.mappedPath);
+    const stat = procStat(pid);
+    const pgPid = target.procShowsPgPids ? pid : pgPidOf(pid);
+    if (start === null || !stat || !pgPid) return false; // not mapped yet: the next search will see it
+    // ASLR: the new postmaster maps the binary elsewhere; the globals move with the mapping.
+    const bias = this.base;
+    const pidns = namespaceOf(pid, 'pid');
+    // The postmaster switches out many times while it starts (forks, waits for the startup
+    // process), so no connection is needed to make it run.
+    const found = await object.findTgid({ ...pidns, tgid: pgPid }, async () => undefined, 2000);
+    if (!found) return false;
+    const next: BpfPostmaster = {
+      tgid: found.tgid,
+      level: found.level,
+      myBEEntry: current.myBEEntry - bias + start,
+      myWaitEventInfo: current.myWaitEventInfo - bias + start,
+    };
+    object.retarget(next);
+    Object.assign(current, next);
+    this.base = start;
+    Object.assign(target, {
+      pid,
+      pgPid,
+      pidns,
+      binaryPath: sameMountNamespace(pid) ? target.mappedPath : `/proc/${pid}/root${target.mappedPath}`,
+      addresses: { myBEEntry: next.myBEEntry, myWaitEventInfo: next.myWaitEventInfo },
+    });
+    this.startTicks = stat.startTicks;
+    const gapMs = performance.now() - this.goneAt!;
+    this.goneAt = null;
+    this.restarts++;
+    this.options.onFollowed(target, gapMs);
+    this.start();
+    return true;
+  }
+
+}
