@@ -14,6 +14,8 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include "pg-status.bpf.h"
+#include "attribution.bpf.h"
 
 /* What the collector looks for: the pid namespace (nsfs st_dev as the kernel encodes it, inode) and the tgid there. */
 __u64 seek_pidns_dev = 0;
@@ -34,6 +36,47 @@ int BPF_PROG(find_postmaster, bool preempt, struct task_struct *prev, struct tas
 		return 0;
 	found_level = prev->thread_pid->level;
 	found_tgid = prev->tgid;
+	return 0;
+}
+
+/*
+ * While the postmaster is gone (postmaster_tgid is NO_POSTMASTER): what its successor will look
+ * like, written by the collector (src/instance/postmaster-follower.ts). A new postmaster
+ * chdirs to its data directory first thing and forks its first child (the startup process)
+ * long before it accepts a connection; adopt_postmaster, attached only meanwhile, points the
+ * filter at it right there, so no backend of the new postmaster runs a statement unseen.
+ * Identified by the binary's and the data directory's inode and device (the kernel's dev_t).
+ */
+__u64 follow_exe_ino = 0;
+__u64 follow_exe_dev = 0;
+__u64 follow_dir_ino = 0;
+__u64 follow_dir_dev = 0;
+/*
+ * mm->start_code of the postmaster the addresses below were computed for: the text segment's
+ * start moves with the binary's load address (ASLR), and so do the globals.
+ */
+__u64 follow_start_code = 0;
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(adopt_postmaster, struct task_struct *parent, struct task_struct *child)
+{
+	struct mm_struct *mm = parent->mm;
+	struct inode *exe, *dir;
+	__u64 start_code;
+
+	if (postmaster_tgid != NO_POSTMASTER || !follow_exe_ino || !mm || !mm->exe_file)
+		return 0;
+	exe = mm->exe_file->f_inode;
+	dir = parent->fs->pwd.dentry->d_inode;
+	if (!exe || !dir || exe->i_ino != follow_exe_ino || exe->i_sb->s_dev != follow_exe_dev ||
+	    dir->i_ino != follow_dir_ino || dir->i_sb->s_dev != follow_dir_dev)
+		return 0;
+	start_code = mm->start_code;
+	my_be_entry_addr = my_be_entry_addr - follow_start_code + start_code;
+	my_wait_event_info_addr = my_wait_event_info_addr - follow_start_code + start_code;
+	follow_start_code = start_code;
+	pidns_level = parent->thread_pid->level;
+	postmaster_tgid = parent->tgid; /* last: the filter matches from here */
 	return 0;
 }
 

@@ -18,6 +18,8 @@ export interface CliOptions {
   durationMs: number | undefined;
   /** run: --history-retention; null: off; absent: the default (7 days). */
   historyRetentionMs?: number | null;
+  /** run: --postmaster-wait, how long to wait for a restarted postmaster (default 60 s). */
+  postmasterWaitMs?: number;
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
@@ -40,6 +42,8 @@ options:
   --duration TIME     run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME
                       run: keep per-interval history this long, e.g. 7d, 12h, or off (default 7d)
+  --postmaster-wait TIME
+                      run: after the postmaster is gone, wait this long for a new one (default 60s)
   -h, --help          this text`;
 
 /** Parses the command line (without node and script). Throws UserError on bad input. */
@@ -47,7 +51,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
   let parsed;
   try {
     parsed = parseArgs({
-      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention']),
+      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'postmaster-wait']),
       allowPositionals: true,
       options: {
         dsn: { type: 'string' },
@@ -55,6 +59,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
         probes: { type: 'string' },
         duration: { type: 'string' },
         'history-retention': { type: 'string' },
+        'postmaster-wait': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -75,5 +80,6 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
     probeSets: values.probes === undefined ? [] : parseProbeSets(values.probes),
     durationMs: values.duration === undefined ? undefined : parseDuration(values.duration, '--duration'),
     ...(values['history-retention'] !== undefined && { historyRetentionMs: parseRetention(values['history-retention']) }),
+    ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
   };
 }

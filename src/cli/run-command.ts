@@ -9,6 +9,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
     intervalMs: options.intervalMs,
     probeSets: options.probeSets,
     historyRetentionMs: options.historyRetentionMs,
+    postmasterWaitMs: options.postmasterWaitMs,
     log,
   });
   log(`collecting every ${options.intervalMs} ms; SIGINT or SIGTERM stops, SIGUSR1 pauses, SIGUSR2 resumes`);

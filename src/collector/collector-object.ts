@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
 import { PostmasterTgidValue, type FieldOf, type ProgramName, type RodataName } from '../bpf/contract.js';
 import { RecordLayout } from '../bpf/record-layout.js';
+import type { NamespaceId } from '../instance/pid-namespace.js';
 import { UserError } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
 import { packageRoot } from '../package-root.js';
@@ -151,6 +152,37 @@ export class CollectorObject<Name extends string = string> {
   }
 
   /**
+   * While the postmaster is gone: lets BPF point the filter at its successor at the successor's
+   * first fork, before it can accept a connection (bpf/instance.bpf.h). `like`: the binary's and
+   * data directory's device (the kernel's dev_t) and inode, and the text start (mm->start_code)
+   * of the postmaster the current addresses belong to. Returns what stops it.
+   */
+  adoptSuccessor(like: { exe: NamespaceId; dir: NamespaceId; startCode: bigint }): () => void {
+    this.globals.writeBss('follow_exe_dev', like.exe.dev);
+    this.globals.writeBss('follow_exe_ino', like.exe.ino);
+    this.globals.writeBss('follow_dir_dev', like.dir.dev);
+    this.globals.writeBss('follow_dir_ino', like.dir.ino);
+    this.globals.writeBss('follow_start_code', like.startCode);
+    const link = this.object.attach('adopt_postmaster');
+    return () => {
+      link.destroy();
+      this.globals.writeBss('follow_exe_ino', 0n);
+    };
+  }
+
+  /** What the filter points at now (adoptSuccessor may have changed it); null: nothing. */
+  bpfPostmaster(): BpfPostmaster | null {
+    const tgid = Number(this.globals.readBss('postmaster_tgid'));
+    if (tgid === PostmasterTgidValue.NO_POSTMASTER) return null;
+    return {
+      tgid,
+      level: Number(this.globals.readBss('pidns_level')),
+      myBEEntry: this.globals.readBss('my_be_entry_addr'),
+      myWaitEventInfo: this.globals.readBss('my_wait_event_info_addr'),
+    };
+  }
+
+  /**
    * The tgid BPF knows a process by, and its pid namespace's level, from what a collector in any
    * pid namespace can see: the namespace (nsfs device and inode of /proc/<pid>/ns/pid) and the
    * pid there (bpf/instance.bpf.h). `wake` makes the process leave its CPU (the postmaster
@@ -168,7 +200,7 @@ export class CollectorObject<Name extends string = string> {
         await wake().catch(() => undefined);
         const tgid = Number(this.globals.readBss('found_tgid'));
         if (tgid) return { tgid, level: Number(this.globals.readBss('found_level')) };
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await new Promise((resolve) => setTimeout(resolve, 5));
       }
       return null;
     } finally {

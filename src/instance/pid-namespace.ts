@@ -49,21 +49,33 @@ export function procPidsFor(pgPid: number, parent?: number): number[] {
   return found;
 }
 
-/** A namespace of a process as nsfs names it: the device (as the kernel encodes dev_t) and inode. */
-export interface NamespaceId {
+/** A file as the kernel names it: its device (dev_t as the kernel encodes it, not stat's encoding) and inode. */
+export interface KernelFileId {
   dev: bigint;
   ino: bigint;
 }
 
-/**
- * The pid (or mount) namespace of a process, for bpf_get_ns_current_pid_tgid, which compares
- * the kernel's dev_t (major << 20 | minor), not stat's encoding.
- */
-export function namespaceOf(procPid: number | 'self', kind: 'pid' | 'mnt'): NamespaceId {
-  const st = statSync(`/proc/${procPid}/ns/${kind}`, { bigint: true });
+/** A namespace as nsfs names it (what bpf_get_ns_current_pid_tgid compares). */
+export type NamespaceId = KernelFileId;
+
+/** stat() of `path` (following links), with the device as the kernel encodes dev_t (major << 20 | minor); null when it cannot be read. */
+export function kernelFileId(path: string): KernelFileId | null {
+  let st;
+  try {
+    st = statSync(path, { bigint: true });
+  } catch {
+    return null;
+  }
   const major = (st.dev >> 8n) & 0xfffn;
   const minor = (st.dev & 0xffn) | ((st.dev >> 12n) & 0xfff00n);
   return { dev: (major << 20n) | minor, ino: st.ino };
+}
+
+/** The pid (or mount) namespace of a process; throws when it cannot be read. */
+export function namespaceOf(procPid: number | 'self', kind: 'pid' | 'mnt'): NamespaceId {
+  const id = kernelFileId(`/proc/${procPid}/ns/${kind}`);
+  if (!id) throw new Error(`cannot read /proc/${procPid}/ns/${kind}`);
+  return id;
 }
 
 /** Whether a process sees the same files at the same paths as we do (same mount namespace). */

@@ -1,10 +1,10 @@
-import { readdirSync, readlinkSync, statSync } from 'node:fs';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { UserError } from '../errors.js';
 import type { BpfPostmaster, CollectorObject } from '../collector/collector-object.js';
 import { mappingStart } from '../target/process-memory.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import { procStat } from '../target/proc-stat.js';
-import { namespaceOf, pgPidOf, sameMountNamespace } from './pid-namespace.js';
+import { kernelFileId, namespaceOf, pgPidOf, sameMountNamespace, type KernelFileId } from './pid-namespace.js';
 
 /*
  * Following the postmaster across restarts (pg_ctl restart -m fast / immediate, a crash, a
@@ -22,24 +22,11 @@ import { namespaceOf, pgPidOf, sameMountNamespace } from './pid-namespace.js';
  */
 
 /** How often the postmaster is looked at while it runs, and /proc searched while it is gone. */
-const WATCH_MS = 100;
-const SEARCH_MS = 10;
+const WATCH_MS = 20;
+const SEARCH_MS = 5;
 
-interface FileId {
-  dev: bigint;
-  ino: bigint;
-}
-
-function fileId(path: string): FileId | null {
-  try {
-    const st = statSync(path, { bigint: true });
-    return { dev: st.dev, ino: st.ino };
-  } catch {
-    return null;
-  }
-}
-
-const same = (a: FileId | null, b: FileId | null) => a !== null && b !== null && a.dev === b.dev && a.ino === b.ino;
+const fileId = kernelFileId;
+const same = (a: KernelFileId | null, b: KernelFileId | null) => a !== null && b !== null && a.dev === b.dev && a.ino === b.ino;
 
 export interface FollowerOptions {
   target: PostmasterTarget;
@@ -64,8 +51,12 @@ export interface FollowerOptions {
  */
 export class PostmasterFollower {
   private timer: NodeJS.Timeout | null = null;
-  private readonly dataDir: FileId;
-  private readonly binary: FileId;
+  private readonly dataDir: KernelFileId;
+  private readonly binary: KernelFileId;
+  /** mm->start_code of the postmaster followed (the addresses BPF holds belong to it). */
+  private startCode: bigint;
+  /** Stops BPF's own adoption of the successor (attached while the postmaster is gone). */
+  private stopAdopting: (() => void) | null = null;
   private startTicks: number;
   private goneAt: number | null = null;
   private searching = false;
@@ -83,6 +74,7 @@ export class PostmasterFollower {
     this.dataDir = dataDir;
     this.binary = binary;
     this.startTicks = stat.startTicks;
+    this.startCode = stat.startCode;
     const base = mappingStart(pid, options.target.mappedPath);
     if (base === null) throw new UserError(`postmaster ${pid} does not map ${options.target.mappedPath}`);
     this.base = base;
@@ -106,6 +98,9 @@ export class PostmasterFollower {
     this.goneAt = performance.now();
     // Nothing may match the old number: it will be reused by some other process.
     this.options.object.retarget(null);
+    // BPF adopts the successor at its first fork, before it accepts connections; /proc is
+    // searched too (for what BPF cannot recognise, e.g. a start_code it cannot read).
+    if (this.startCode) this.stopAdopting = this.options.object.adoptSuccessor({ exe: this.binary, dir: this.dataDir, startCode: this.startCode });
     this.options.log(`postmaster ${this.options.target.pgPid} is gone: waiting up to ${this.options.waitMs / 1000} s for a new one in the same data directory`);
     this.stop();
     void this.search();
@@ -117,7 +112,7 @@ export class PostmasterFollower {
     this.searching = true;
     const deadline = this.goneAt! + this.options.waitMs;
     try {
-      while (performance.now() < deadline) {
+      while (performance.now() < deadline && this.goneAt !== null) {
         const found = this.findSuccessor();
         if (found === 'other-binary') {
           this.options.onLost(new UserError(`postmaster restarted from another binary than ${this.options.target.mappedPath} (an upgrade?): start pg-bpf-stats again to attach to it`));
@@ -129,6 +124,8 @@ export class PostmasterFollower {
       this.options.onLost(new UserError(`postmaster ${this.options.target.pgPid} is gone and no new one started in its data directory within ${this.options.waitMs / 1000} s`));
     } finally {
       this.searching = false;
+      this.stopAdopting?.();
+      this.stopAdopting = null;
     }
   }
 
@@ -168,9 +165,11 @@ export class PostmasterFollower {
     // ASLR: the new postmaster maps the binary elsewhere; the globals move with the mapping.
     const bias = this.base;
     const pidns = namespaceOf(pid, 'pid');
-    // The postmaster switches out many times while it starts (forks, waits for the startup
+    // Adopted by BPF at its first fork already, or found here: then BPF names it. The
+    // postmaster switches out many times while it starts (forks, waits for the startup
     // process), so no connection is needed to make it run.
-    const found = await object.findTgid({ ...pidns, tgid: pgPid }, async () => undefined, 2000);
+    const adopted = object.bpfPostmaster();
+    const found = adopted ?? (await object.findTgid({ ...pidns, tgid: pgPid }, async () => undefined, 2000));
     if (!found) return false;
     const next: BpfPostmaster = {
       tgid: found.tgid,
@@ -181,6 +180,8 @@ export class PostmasterFollower {
     object.retarget(next);
     Object.assign(current, next);
     this.base = start;
+    this.startCode = stat.startCode;
+    if (adopted) this.options.log(`postmaster ${pgPid} adopted by BPF at its first fork`);
     Object.assign(target, {
       pid,
       pgPid,

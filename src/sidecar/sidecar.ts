@@ -96,6 +96,7 @@ export class Sidecar {
   /** Each restart followed: when (performance.now()), the new postmaster, the gap in ms. */
   readonly followed: Array<{ at: number; pgPid: number; gapMs: number }> = [];
   private sweepUntil = 0;
+  private closeVanishedDue = false;
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
   /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
@@ -328,6 +329,12 @@ export class Sidecar {
       if (rows.needsNames(maps)) await this.refreshBackendTypes();
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await writer.write({ maps, measured, startedMs: started });
+      // After a restart: rows of the old postmaster's processes this run never tracked (asleep
+      // since before it attached) are closed as at start-up.
+      if (this.closeVanishedDue) {
+        await this.markVanishedBackends();
+        this.closeVanishedDue = false;
+      }
       const written = rows.prepare(maps, measured);
       this.measuring = new Set(this.object.probes.attached());
       this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null };
@@ -398,6 +405,7 @@ export class Sidecar {
       onFollowed: (target, gapMs) => {
         this.writing.rows.setPostmaster(target.pgPid);
         this.sweepUntil = performance.now() + ORPHAN_SWEEP_MS;
+        this.closeVanishedDue = true;
         log(`following postmaster ${target.pgPid} (pid ${current.tgid} for BPF), ${Math.round(gapMs)} ms after the old one was gone`);
         this.followed.push({ at: performance.now(), pgPid: target.pgPid, gapMs });
       },
