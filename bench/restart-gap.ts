@@ -109,7 +109,7 @@ async function main(): Promise<void> {
       const followed = sidecar.followed[sidecar.followed.length - 1]!;
       gaps.push(flushedAt - acceptedAt);
       ahead.push(acceptedAt - followed.at);
-      print(`${mode}: filter on the new postmaster ${(acceptedAt - followed.at).toFixed(0)} ms before it accepted (${followed.gapMs.toFixed(0)} ms after the old one was gone); first flush ${(flushedAt - acceptedAt).toFixed(0)} ms after it accepted`);
+      print(`${mode}: ${followed.adoptedByBpf ? 'adopted by BPF at its first fork' : 'found in /proc'}; user space caught up ${(acceptedAt - followed.at).toFixed(0)} ms before it accepted (${followed.gapMs.toFixed(0)} ms after the old one was gone); first flush ${(flushedAt - acceptedAt).toFixed(0)} ms after it accepted`);
       await sleep(2000);
     }
     stop = true;
@@ -121,7 +121,7 @@ async function main(): Promise<void> {
     await check.end();
     print();
     print(`first flush after the new postmaster accepts connections: ${summary(gaps)}`);
-    print(`filter pointed at the new postmaster before it accepted: ${summary(ahead)}`);
+    print(`user space caught up with the new postmaster before it accepted: ${summary(ahead)}`);
     print(`calls: collector ${calls}; the load's statements that returned ${counts.ok}, failed in flight ${counts.failed}`);
     print(calls >= counts.ok && calls <= counts.ok + counts.failed ? 'calls exact across the restarts' : 'CALLS DIFFER');
   } finally {

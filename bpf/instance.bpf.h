@@ -40,12 +40,14 @@ int BPF_PROG(find_postmaster, bool preempt, struct task_struct *prev, struct tas
 }
 
 /*
- * While the postmaster is gone (postmaster_tgid is NO_POSTMASTER): what its successor will look
- * like, written by the collector (src/instance/postmaster-follower.ts). A new postmaster
- * chdirs to its data directory first thing and forks its first child (the startup process)
- * long before it accepts a connection; adopt_postmaster, attached only meanwhile, points the
- * filter at it right there, so no backend of the new postmaster runs a statement unseen.
- * Identified by the binary's and the data directory's inode and device (the kernel's dev_t).
+ * Following the postmaster across restarts in the kernel, so that no statement of the new one
+ * runs unseen and user space need not poll /proc (src/instance/postmaster-follower.ts):
+ * on_postmaster_exit points the filter at nothing when the postmaster exits (its number will be
+ * reused); adopt_postmaster points it at the successor at the successor's first fork (the
+ * startup process), which a new postmaster does long after it chdirs to its data directory and
+ * long before it accepts a connection. Both run on rare events (process exit, fork) and return
+ * after one or two loads for every other process. The successor is recognised by the binary's
+ * and the data directory's inode and device (the kernel's dev_t), written by the collector.
  */
 __u64 follow_exe_ino = 0;
 __u64 follow_exe_dev = 0;
@@ -56,6 +58,14 @@ __u64 follow_dir_dev = 0;
  * start moves with the binary's load address (ASLR), and so do the globals.
  */
 __u64 follow_start_code = 0;
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_postmaster_exit, struct task_struct *task)
+{
+	if (task->tgid == postmaster_tgid && task->pid == task->tgid)
+		postmaster_tgid = NO_POSTMASTER;
+	return 0;
+}
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(adopt_postmaster, struct task_struct *parent, struct task_struct *child)

@@ -141,8 +141,7 @@ export class CollectorObject<Name extends string = string> {
   retarget(to: BpfPostmaster | null): void {
     if (!to) {
       this.globals.writeBss('postmaster_tgid', BigInt(PostmasterTgidValue.NO_POSTMASTER));
-      // Our connections went with the old postmaster; their pids will be reused by its successor's backends.
-      this.maps.clear('excluded_pids');
+      this.forgetExcluded();
       return;
     }
     this.globals.writeBss('pidns_level', BigInt(to.level));
@@ -152,25 +151,28 @@ export class CollectorObject<Name extends string = string> {
   }
 
   /**
-   * While the postmaster is gone: lets BPF point the filter at its successor at the successor's
-   * first fork, before it can accept a connection (bpf/instance.bpf.h). `like`: the binary's and
+   * Lets BPF follow the postmaster by itself (bpf/instance.bpf.h): the filter goes to nothing
+   * when it exits, and to its successor at the successor's first fork. `like`: the binary's and
    * data directory's device (the kernel's dev_t) and inode, and the text start (mm->start_code)
-   * of the postmaster the current addresses belong to. Returns what stops it.
+   * of the postmaster the current addresses belong to (0: unknown, no adoption). Returns what
+   * stops it.
    */
-  adoptSuccessor(like: { exe: NamespaceId; dir: NamespaceId; startCode: bigint }): () => void {
+  followPostmaster(like: { exe: NamespaceId; dir: NamespaceId; startCode: bigint }): () => void {
     this.globals.writeBss('follow_exe_dev', like.exe.dev);
-    this.globals.writeBss('follow_exe_ino', like.exe.ino);
     this.globals.writeBss('follow_dir_dev', like.dir.dev);
     this.globals.writeBss('follow_dir_ino', like.dir.ino);
     this.globals.writeBss('follow_start_code', like.startCode);
-    const link = this.object.attach('adopt_postmaster');
-    return () => {
-      link.destroy();
-      this.globals.writeBss('follow_exe_ino', 0n);
-    };
+    this.globals.writeBss('follow_exe_ino', like.startCode ? like.exe.ino : 0n);
+    const links = [this.object.attach('on_postmaster_exit'), this.object.attach('adopt_postmaster')];
+    return () => links.forEach((link) => link.destroy());
   }
 
-  /** What the filter points at now (adoptSuccessor may have changed it); null: nothing. */
+  /** Our connections went with the old postmaster; their pids will be reused by its successor's backends. */
+  forgetExcluded(): void {
+    this.maps.clear('excluded_pids');
+  }
+
+  /** What the filter points at now (BPF may have changed it, followPostmaster); null: nothing. */
   bpfPostmaster(): BpfPostmaster | null {
     const tgid = Number(this.globals.readBss('postmaster_tgid'));
     if (tgid === PostmasterTgidValue.NO_POSTMASTER) return null;

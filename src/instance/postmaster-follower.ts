@@ -21,8 +21,13 @@ import { kernelFileId, namespaceOf, pgPidOf, sameMountNamespace, type KernelFile
  * old postmaster's backends did is dropped (the flush loop writes it once the server answers).
  */
 
-/** How often the postmaster is looked at while it runs, and /proc searched while it is gone. */
-const WATCH_MS = 20;
+/*
+ * How often BPF's view of the postmaster is read (a map lookup: the handover itself happens in
+ * the kernel), how often /proc confirms it lives (for a postmaster BPF saw no exit of), and how
+ * often /proc is searched while it is gone (the fallback when BPF does not adopt the successor).
+ */
+const WATCH_MS = 100;
+const PROC_CHECK_MS = 1000;
 const SEARCH_MS = 5;
 
 const fileId = kernelFileId;
@@ -37,7 +42,7 @@ export interface FollowerOptions {
   waitMs: number;
   log: (line: string) => void;
   /** The filter points at a new postmaster; `target` was updated in place. */
-  onFollowed: (target: PostmasterTarget, gapMs: number) => void;
+  onFollowed: (target: PostmasterTarget, gapMs: number, adoptedByBpf: boolean) => void;
   /** The postmaster is gone for good, or came back as something we cannot follow. */
   onLost: (error: UserError) => void;
 }
@@ -55,8 +60,9 @@ export class PostmasterFollower {
   private readonly binary: KernelFileId;
   /** mm->start_code of the postmaster followed (the addresses BPF holds belong to it). */
   private startCode: bigint;
-  /** Stops BPF's own adoption of the successor (attached while the postmaster is gone). */
-  private stopAdopting: (() => void) | null = null;
+  /** Stops BPF's own following (on_postmaster_exit, adopt_postmaster). */
+  private stopBpf: (() => void) | null = null;
+  private lastProcCheck = 0;
   private startTicks: number;
   private goneAt: number | null = null;
   private searching = false;
@@ -81,6 +87,7 @@ export class PostmasterFollower {
   }
 
   start(): void {
+    this.stopBpf ??= this.options.object.followPostmaster({ exe: this.binary, dir: this.dataDir, startCode: this.startCode });
     this.timer = setInterval(() => this.check(), WATCH_MS);
     this.timer.unref();
   }
@@ -90,18 +97,30 @@ export class PostmasterFollower {
     this.timer = null;
   }
 
-  /** Whether the postmaster we filter on is alive; when not, starts looking for its successor. */
+  /** Detaches BPF's following too (the collector stops). */
+  close(): void {
+    this.stop();
+    this.stopBpf?.();
+    this.stopBpf = null;
+  }
+
+  /** Whether the postmaster we filter on is alive; when not, follows its successor. */
   check(): boolean {
     if (this.goneAt !== null) return false;
-    const stat = procStat(this.options.target.pid);
-    if (stat && stat.startTicks === this.startTicks && stat.state !== 'Z' && stat.state !== 'X') return true;
+    const { object, target, current } = this.options;
+    const now = object.bpfPostmaster();
+    if (now?.tgid === current.tgid) {
+      // BPF sees no exit of a process that was never scheduled out while attached; /proc does.
+      if (performance.now() - this.lastProcCheck < PROC_CHECK_MS) return true;
+      this.lastProcCheck = performance.now();
+      const stat = procStat(target.pid);
+      if (stat && stat.startTicks === this.startTicks && stat.state !== 'Z' && stat.state !== 'X') return true;
+      object.retarget(null);
+    }
+    // Gone (BPF already points at nothing, or at the successor it adopted).
     this.goneAt = performance.now();
-    // Nothing may match the old number: it will be reused by some other process.
-    this.options.object.retarget(null);
-    // BPF adopts the successor at its first fork, before it accepts connections; /proc is
-    // searched too (for what BPF cannot recognise, e.g. a start_code it cannot read).
-    if (this.startCode) this.stopAdopting = this.options.object.adoptSuccessor({ exe: this.binary, dir: this.dataDir, startCode: this.startCode });
-    this.options.log(`postmaster ${this.options.target.pgPid} is gone: waiting up to ${this.options.waitMs / 1000} s for a new one in the same data directory`);
+    object.forgetExcluded();
+    this.options.log(`postmaster ${target.pgPid} is gone: waiting up to ${this.options.waitMs / 1000} s for a new one in the same data directory`);
     this.stop();
     void this.search();
     return false;
@@ -124,8 +143,6 @@ export class PostmasterFollower {
       this.options.onLost(new UserError(`postmaster ${this.options.target.pgPid} is gone and no new one started in its data directory within ${this.options.waitMs / 1000} s`));
     } finally {
       this.searching = false;
-      this.stopAdopting?.();
-      this.stopAdopting = null;
     }
   }
 
@@ -170,6 +187,7 @@ export class PostmasterFollower {
     // process), so no connection is needed to make it run.
     const adopted = object.bpfPostmaster();
     const found = adopted ?? (await object.findTgid({ ...pidns, tgid: pgPid }, async () => undefined, 2000));
+    // BPF may have adopted it while findTgid looked: then its own addresses stand.
     if (!found) return false;
     const next: BpfPostmaster = {
       tgid: found.tgid,
@@ -181,7 +199,6 @@ export class PostmasterFollower {
     Object.assign(current, next);
     this.base = start;
     this.startCode = stat.startCode;
-    if (adopted) this.options.log(`postmaster ${pgPid} adopted by BPF at its first fork`);
     Object.assign(target, {
       pid,
       pgPid,
@@ -193,7 +210,7 @@ export class PostmasterFollower {
     const gapMs = performance.now() - this.goneAt!;
     this.goneAt = null;
     this.restarts++;
-    this.options.onFollowed(target, gapMs);
+    this.options.onFollowed(target, gapMs, adopted !== null);
     this.start();
     return true;
   }

@@ -94,7 +94,7 @@ export class Sidecar {
   /** Watches the postmaster and follows it across restarts. */
   follower: PostmasterFollower | null = null;
   /** Each restart followed: when (performance.now()), the new postmaster, the gap in ms. */
-  readonly followed: Array<{ at: number; pgPid: number; gapMs: number }> = [];
+  readonly followed: Array<{ at: number; pgPid: number; gapMs: number; adoptedByBpf: boolean }> = [];
   private sweepUntil = 0;
   private closeVanishedDue = false;
   // Declared before `failed`, whose initializer assigns it.
@@ -168,8 +168,9 @@ export class Sidecar {
         // must fail that transaction (it does, through its promise), not kill the process.
         client.on('error', () => undefined);
         const pid = backendPid(client);
-        excluder.exclude(pid);
+        // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
         checkPostmaster();
+        excluder.exclude(pid);
       });
       pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
@@ -297,8 +298,8 @@ export class Sidecar {
    * backend already gone (terminated right after connecting) says nothing about that.
    */
   excludeBackend(pid: number): void {
-    this.object.exclude(pid);
     this.follower?.check();
+    this.object.exclude(pid);
   }
 
   /** Probe sets attached now, or to be attached again when paused. */
@@ -355,7 +356,7 @@ export class Sidecar {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    this.follower?.stop();
+    this.follower?.close();
     if (this.timer) clearInterval(this.timer);
     await this.controlPlane?.stop();
     for (const set of this.object.probes.attached()) this.object.probes.detach(set);
@@ -375,8 +376,8 @@ export class Sidecar {
     if (this.control) return this.control;
     const client = await connect(this.options.connectionString, collectorApplicationName());
     const pid = backendPid(client);
-    this.object.exclude(pid);
     this.follower?.check();
+    this.object.exclude(pid);
     try {
       // The server released the lock with the old session: take it again, or give way.
       await lockServer(client);
@@ -402,12 +403,12 @@ export class Sidecar {
       current,
       waitMs: this.options.postmasterWaitMs ?? DEFAULT_POSTMASTER_WAIT_MS,
       log,
-      onFollowed: (target, gapMs) => {
+      onFollowed: (target, gapMs, adoptedByBpf) => {
         this.writing.rows.setPostmaster(target.pgPid);
         this.sweepUntil = performance.now() + ORPHAN_SWEEP_MS;
         this.closeVanishedDue = true;
-        log(`following postmaster ${target.pgPid} (pid ${current.tgid} for BPF), ${Math.round(gapMs)} ms after the old one was gone`);
-        this.followed.push({ at: performance.now(), pgPid: target.pgPid, gapMs });
+        log(`following postmaster ${target.pgPid} (pid ${current.tgid} for BPF${adoptedByBpf ? ', adopted by BPF at its first fork' : ''}), ${Math.round(gapMs)} ms after the old one was gone`);
+        this.followed.push({ at: performance.now(), pgPid: target.pgPid, gapMs, adoptedByBpf });
       },
       onLost: (error) => this.fail(error),
     });
