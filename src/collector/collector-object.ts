@@ -172,6 +172,12 @@ export class CollectorObject<Name extends string = string> {
     this.maps.clear('excluded_pids');
   }
 
+  /** The tgid the filter matches now (BPF may change it, followPostmaster); null: nothing. */
+  bpfPostmasterTgid(): number | null {
+    const tgid = Number(this.globals.readBss('postmaster_tgid'));
+    return tgid === PostmasterTgidValue.NO_POSTMASTER ? null : tgid;
+  }
+
   /** What the filter points at now (BPF may have changed it, followPostmaster); null: nothing. */
   bpfPostmaster(): BpfPostmaster | null {
     const tgid = Number(this.globals.readBss('postmaster_tgid'));

@@ -29,6 +29,8 @@ import { kernelFileId, namespaceOf, pgPidOf, sameMountNamespace, type KernelFile
 const WATCH_MS = 100;
 const PROC_CHECK_MS = 1000;
 const SEARCH_MS = 5;
+/** BPF adopts the successor at its first fork; /proc is searched only when it has not after this long. */
+const FALLBACK_AFTER_MS = 200;
 
 const fileId = kernelFileId;
 const same = (a: KernelFileId | null, b: KernelFileId | null) => a !== null && b !== null && a.dev === b.dev && a.ino === b.ino;
@@ -108,8 +110,7 @@ export class PostmasterFollower {
   check(): boolean {
     if (this.goneAt !== null) return false;
     const { object, target, current } = this.options;
-    const now = object.bpfPostmaster();
-    if (now?.tgid === current.tgid) {
+    if (object.bpfPostmasterTgid() === current.tgid) {
       // BPF sees no exit of a process that was never scheduled out while attached; /proc does.
       if (performance.now() - this.lastProcCheck < PROC_CHECK_MS) return true;
       this.lastProcCheck = performance.now();
@@ -132,7 +133,8 @@ export class PostmasterFollower {
     const deadline = this.goneAt! + this.options.waitMs;
     try {
       while (performance.now() < deadline && this.goneAt !== null) {
-        const found = this.findSuccessor();
+        const adopted = this.options.object.bpfPostmasterTgid() !== null;
+        const found = adopted || performance.now() - this.goneAt! > FALLBACK_AFTER_MS ? this.findSuccessor() : null;
         if (found === 'other-binary') {
           this.options.onLost(new UserError(`postmaster restarted from another binary than ${this.options.target.mappedPath} (an upgrade?): start pg-bpf-stats again to attach to it`));
           return;
