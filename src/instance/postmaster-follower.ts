@@ -13,12 +13,15 @@ import { kernelFileId, namespaceOf, pgPidOf, sameMountNamespace, type KernelFile
  * The probes do not depend on the postmaster's pid: tracepoints are global and uprobes/USDT
  * are attached to the binary's inode for every process (pid -1). Only the BPF filter
  * (postmaster_tgid, pidns_level) and where the children keep MyBEEntry (ASLR) name one
- * postmaster, and they are variables (CollectorObject.retarget). So when the postmaster is gone
- * the filter is pointed at nothing, /proc is watched for the new postmaster of the same data
- * directory (same directory inode, same binary inode), and the filter is pointed at it as soon
- * as it has chdir'd there, which it does first thing, well before it accepts connections. The
- * maps, the delta trackers and everything collected stay: nothing is counted twice, nothing the
- * old postmaster's backends did is dropped (the flush loop writes it once the server answers).
+ * postmaster, and they are variables. The handover happens in the kernel (bpf/instance.bpf.h):
+ * the filter goes to nothing when the postmaster exits, and to its successor (same binary
+ * inode, same data directory inode) at the successor's first fork, long before it accepts a
+ * connection. This class reads that state (one .bss variable every 100 ms), confirms with /proc
+ * once a second, catches up with what user space keeps (the target's pids and paths, the
+ * exclusions), and falls back to searching /proc when BPF did not adopt a successor within
+ * 200 ms. The maps, the delta trackers and everything collected stay: nothing is counted twice,
+ * nothing the old postmaster's backends did is dropped (the flush loop writes it once the
+ * server answers).
  */
 
 /*
