@@ -24,6 +24,8 @@ export interface CliOptions {
   metrics?: { address: MetricsAddress; top?: number; queryText: boolean };
   /** top: --iterations, --sort. */
   top?: TopCliOptions;
+  /** run: --postmaster-wait, how long to wait for a restarted postmaster (default 60 s). */
+  postmasterWaitMs?: number;
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
@@ -58,6 +60,7 @@ options:
   --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME   run: history kept, e.g. 7d, 12h, off (default 7d)
+  --postmaster-wait TIME     run: wait for a restarted postmaster (default 60s)
   --metrics-address HOST:PORT  run: serve Prometheus /metrics (127.0.0.1:9187)
   --metrics-top N      run: series for the N statements with most time (100)
   --metrics-query-text run: export statement text too, as pg_bpf_query_info
@@ -73,7 +76,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   let parsed;
   try {
     parsed = parseArgs({
-      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention']),
+      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'postmaster-wait']),
       allowPositionals: true,
       options: {
         dsn: { type: 'string' },
@@ -86,6 +89,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
         'metrics-query-text': { type: 'boolean' },
         iterations: { type: 'string' },
         sort: { type: 'string' },
+        'postmaster-wait': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'V' },
       },
@@ -118,6 +122,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
       metrics: { address: parseMetricsAddress(values['metrics-address']), ...(metricsTop !== undefined && { top: metricsTop }), queryText: values['metrics-query-text'] ?? false },
     }),
     ...(command === 'top' && { top: parseTopOptions(values.iterations, values.sort) }),
+    ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
   };
 }
 

@@ -12,6 +12,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
     intervalMs: options.intervalMs,
     probeSets: options.probeSets,
     historyRetentionMs: options.historyRetentionMs,
+    postmasterWaitMs: options.postmasterWaitMs,
     log,
   }).catch(async (error: unknown) => {
     await metrics?.close();

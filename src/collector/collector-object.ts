@@ -1,12 +1,15 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
-import type { ProgramName, RodataName } from '../bpf/contract.js';
+import { PostmasterTgidValue, type FieldOf, type ProgramName, type RodataName } from '../bpf/contract.js';
+import { RecordLayout } from '../bpf/record-layout.js';
+import type { NamespaceId } from '../instance/pid-namespace.js';
 import { UserError } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
 import { packageRoot } from '../package-root.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
+import { markExitedWhilePaused } from './exited-while-paused.js';
 import { KernelFeatures } from './kernel-features.js';
 import { MapReaders } from './map-readers.js';
 import { ObjectGlobals } from './object-globals.js';
@@ -33,6 +36,16 @@ export interface CollectorObjectOptions<Name extends string> {
   perfEvents?: Partial<Record<ProgramName, PerfEventSpec>>;
 }
 
+/** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
+export interface BpfPostmaster {
+  /** Its tgid in the initial pid namespace (what BPF sees). */
+  tgid: number;
+  /** Its pid namespace's level (0: the host's). */
+  level: number;
+  myBEEntry: bigint;
+  myWaitEventInfo: bigint;
+}
+
 /** Path of the compiled collector object (shipped in the npm package); a UserError saying what to do when it is missing. */
 export function collectorObjectPath(): string {
   const path = join(packageRoot(), 'build', 'bpf', 'pgstats.bpf.o');
@@ -57,12 +70,15 @@ export class CollectorObject<Name extends string = string> {
   readonly maps: MapReaders;
   private closed = false;
 
+  private readonly backendLayout: RecordLayout<FieldOf<'backend_record'>>;
+
   private constructor(
     private readonly object: CollectorBpfObject,
-    globals: ObjectGlobals,
-    options: CollectorObjectOptions<Name>,
+    private readonly globals: ObjectGlobals,
+    private readonly options: CollectorObjectOptions<Name>,
   ) {
     this.maps = new MapReaders(object, loadNative().numPossibleCpus());
+    this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
     this.probes = new ProbeAttachments(object, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});
   }
 
@@ -74,9 +90,6 @@ export class CollectorObject<Name extends string = string> {
       const span = statusSpan(layout);
       const globals = new ObjectGlobals(object);
       globals.writeRodata({
-        postmaster_tgid: target.pid,
-        my_be_entry_addr: target.addresses.myBEEntry,
-        my_wait_event_info_addr: target.addresses.myWaitEventInfo,
         status_procpid_off: layout.procpidOffset,
         status_backend_type_off: layout.backendTypeOffset,
         status_proc_start_off: layout.procStartOffset,
@@ -99,6 +112,8 @@ export class CollectorObject<Name extends string = string> {
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.load();
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
+      // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.
+      globals.writeBss('postmaster_tgid', BigInt(PostmasterTgidValue.NO_POSTMASTER));
       return new CollectorObject(object, globals, options);
     } catch (error) {
       object.close();
@@ -106,13 +121,108 @@ export class CollectorObject<Name extends string = string> {
     }
   }
 
-  /** Leaves the collector's own backends out of every figure. */
+  /** Leaves the collector's own backends out of every figure; `pid` as Postgres knows it (BackendKeyData). */
   exclude(pid: number): void {
     const key = Buffer.alloc(4);
     key.writeUInt32LE(pid);
     this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
     // A record made before the exclusion is dropped; the next switch re-creates it excluded.
-    this.object.mapDelete('backends', key);
+    // Records are keyed by the kernel's pid, which differs in a container: found by pg_pid.
+    const batch = this.object.mapLookupBatch('backends');
+    for (let i = 0; i < batch.count; i++) {
+      if (this.backendLayout.int(batch.values, i * batch.valueSize, 'pg_pid') === BigInt(pid)) {
+        this.object.mapDelete('backends', batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize));
+      }
+    }
+  }
+
+  /**
+   * Points every program at a postmaster: its tgid as BPF sees it, its pid namespace's level,
+   * and where its children keep MyBEEntry and my_wait_event_info. At start-up before anything
+   * is attached, and when the postmaster restarts (null meanwhile: nothing matches).
+   */
+  retarget(to: BpfPostmaster | null): void {
+    if (!to) {
+      this.globals.writeBss('postmaster_tgid', BigInt(PostmasterTgidValue.NO_POSTMASTER));
+      this.forgetExcluded();
+      return;
+    }
+    this.globals.writeBss('pidns_level', BigInt(to.level));
+    this.globals.writeBss('my_be_entry_addr', to.myBEEntry);
+    this.globals.writeBss('my_wait_event_info_addr', to.myWaitEventInfo);
+    this.globals.writeBss('postmaster_tgid', BigInt(to.tgid));
+  }
+
+  /**
+   * Lets BPF follow the postmaster by itself (bpf/instance.bpf.h): the filter goes to nothing
+   * when it exits, and to its successor at the successor's first fork. `like`: the binary's and
+   * data directory's device (the kernel's dev_t) and inode, and the text start (mm->start_code)
+   * of the postmaster the current addresses belong to (0: unknown, no adoption). Returns what
+   * stops it.
+   */
+  followPostmaster(like: { exe: NamespaceId; dir: NamespaceId; startCode: bigint }): () => void {
+    this.globals.writeBss('follow_exe_dev', like.exe.dev);
+    this.globals.writeBss('follow_dir_dev', like.dir.dev);
+    this.globals.writeBss('follow_dir_ino', like.dir.ino);
+    this.globals.writeBss('follow_start_code', like.startCode);
+    this.globals.writeBss('follow_exe_ino', like.startCode ? like.exe.ino : 0n);
+    const links = [this.object.attach('on_postmaster_exit'), this.object.attach('adopt_postmaster')];
+    return () => links.forEach((link) => link.destroy());
+  }
+
+  /** Our connections went with the old postmaster; their pids will be reused by its successor's backends. */
+  forgetExcluded(): void {
+    this.maps.clear('excluded_pids');
+  }
+
+  /** The tgid the filter matches now (BPF may change it, followPostmaster); null: nothing. */
+  bpfPostmasterTgid(): number | null {
+    const tgid = Number(this.globals.readBss('postmaster_tgid'));
+    return tgid === PostmasterTgidValue.NO_POSTMASTER ? null : tgid;
+  }
+
+  /** What the filter points at now (BPF may have changed it, followPostmaster); null: nothing. */
+  bpfPostmaster(): BpfPostmaster | null {
+    const tgid = Number(this.globals.readBss('postmaster_tgid'));
+    if (tgid === PostmasterTgidValue.NO_POSTMASTER) return null;
+    return {
+      tgid,
+      level: Number(this.globals.readBss('pidns_level')),
+      myBEEntry: this.globals.readBss('my_be_entry_addr'),
+      myWaitEventInfo: this.globals.readBss('my_wait_event_info_addr'),
+    };
+  }
+
+  /**
+   * The tgid BPF knows a process by, and its pid namespace's level, from what a collector in any
+   * pid namespace can see: the namespace (nsfs device and inode of /proc/<pid>/ns/pid) and the
+   * pid there (bpf/instance.bpf.h). `wake` makes the process leave its CPU (the postmaster
+   * forks for a new connection); null when it did not within `timeoutMs`.
+   */
+  async findTgid(seek: { dev: bigint; ino: bigint; tgid: number }, wake: () => Promise<void>, timeoutMs = 3000): Promise<{ tgid: number; level: number } | null> {
+    this.globals.writeBss('found_tgid', 0n);
+    this.globals.writeBss('seek_pidns_dev', seek.dev);
+    this.globals.writeBss('seek_pidns_ino', seek.ino);
+    this.globals.writeBss('seek_tgid', BigInt(seek.tgid));
+    const link = this.object.attach('find_postmaster');
+    try {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        await wake().catch(() => undefined);
+        const tgid = Number(this.globals.readBss('found_tgid'));
+        if (tgid) return { tgid, level: Number(this.globals.readBss('found_level')) };
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      return null;
+    } finally {
+      link.destroy();
+      this.globals.writeBss('seek_tgid', 0n);
+    }
+  }
+
+  /** Marks exited every tracked process that is gone without BPF seeing its last switch (orphans after a crash). */
+  markExitedGone(): void {
+    markExitedWhilePaused(this.object, this.options.target.procShowsPgPids);
   }
 
   /** Forgets processes whose final figures were written. */

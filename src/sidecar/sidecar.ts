@@ -5,7 +5,7 @@ import type { CounterName } from '../bpf/counters.js';
 import { probeCapabilities } from '../capabilities/probe-capabilities.js';
 import { writeCapabilities } from '../capabilities/write-capabilities.js';
 import { assertHostReady } from '../capabilities/host-checks.js';
-import { CollectorObject } from '../collector/collector-object.js';
+import { CollectorObject, type BpfPostmaster } from '../collector/collector-object.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { MapFill } from '../collector/map-samples.js';
 import type { MapSnapshot } from '../collector/map-snapshot.js';
@@ -31,9 +31,10 @@ import { migrateSchema } from '../storage/migrate-schema.js';
 import { QueryStatsPart } from '../storage/query-stats-part.js';
 import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
+import { PostmasterFollower } from '../instance/postmaster-follower.js';
+import { collectorApplicationName, lockServer } from '../instance/server-lock.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
-import { procStat } from '../target/proc-stat.js';
 
 /** The members of struct metrics every flush reads, in METRIC_COLUMNS order. */
 const METRIC_FIELDS = METRIC_COLUMNS.map((c) => c.field);
@@ -59,6 +60,8 @@ export interface SidecarOptions {
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
   controlPollMs?: number;
+  /** How long to wait for a new postmaster after the one attached to is gone (default 60 s). */
+  postmasterWaitMs?: number;
 }
 
 /** What the last flush did (for logs, tests, and later bpf_stats.health). */
@@ -107,6 +110,12 @@ export class Sidecar {
   private readonly overflow = new Map<string, bigint>();
   lastFlush: FlushStatus | null = null;
   private readonly flushListeners: Array<(report: FlushReport) => void> = [];
+  /** Watches the postmaster and follows it across restarts. */
+  follower: PostmasterFollower | null = null;
+  /** Each restart followed: when (performance.now()), the new postmaster, the gap in ms. */
+  readonly followed: Array<{ at: number; pgPid: number; gapMs: number; adoptedByBpf: boolean }> = [];
+  private sweepUntil = 0;
+  private closeVanishedDue = false;
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
   /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
@@ -130,12 +139,13 @@ export class Sidecar {
   static async start(options: SidecarOptions): Promise<Sidecar> {
     const log = options.log ?? (() => undefined);
     assertHostReady(options.probeSets);
-    const control = await connect(options.connectionString);
+    const control = await connect(options.connectionString, collectorApplicationName());
     let object: CollectorObject<ProbeSetName> | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;
     try {
+      // Before anything is created: a second collector on this server refuses here.
+      await lockServer(control);
       const target = await discoverPostmaster(control);
-      log(`postmaster ${target.pid}: ${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`);
       const observer = await connect(options.connectionString);
       let layout: StatusLayout;
       try {
@@ -156,12 +166,19 @@ export class Sidecar {
         maxQueries: options.maxQueries,
         perfEvents: options.perfEvents,
       });
+      // The postmaster as BPF sees it (its host tgid), found before anything is attached or created.
+      const current = await postmasterForBpf(object, target, options.connectionString);
+      object.retarget(current);
+      log(
+        `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
+          `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
+      );
       await migrateSchema(control);
       // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
       await writeCapabilities(clientDatabase(control), await probeCapabilities({ support, loaded: true }));
       object.exclude(backendPid(control));
       const excluder = object;
-      let checkPostmaster = (_pid: number): void => undefined;
+      let checkPostmaster = (): void => undefined;
       const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
       // The writer's own backend must not show up in the figures it writes: its pid comes with
       // the connection (BackendKeyData), so it is excluded before it runs anything.
@@ -170,8 +187,9 @@ export class Sidecar {
         // must fail that transaction (it does, through its promise), not kill the process.
         client.on('error', () => undefined);
         const pid = backendPid(client);
+        // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
+        checkPostmaster();
         excluder.exclude(pid);
-        checkPostmaster(pid);
       });
       pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
@@ -201,7 +219,8 @@ export class Sidecar {
           : 'history: off (--history-retention off)',
       );
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
-      checkPostmaster = (pid) => sidecar.checkPostmaster(pid);
+      sidecar.follow(current);
+      checkPostmaster = () => sidecar.follower?.check();
       await sidecar.markVanishedBackends();
       sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
       if (options.control ?? true) {
@@ -298,8 +317,8 @@ export class Sidecar {
    * backend already gone (terminated right after connecting) says nothing about that.
    */
   excludeBackend(pid: number): void {
+    this.follower?.check();
     this.object.exclude(pid);
-    if (procStat(pid)) this.checkPostmaster(pid);
   }
 
   /** Probe sets attached now, or to be attached again when paused. */
@@ -338,6 +357,10 @@ export class Sidecar {
     const { rows, writer, health, retention, histograms } = this.writing;
     let maps: MapSnapshot | null = null;
     try {
+      // After a restart the control session (and the server lock it held) is gone: take both again.
+      if (!this.control && !this.stopped) await this.controlClient();
+      // After a crash, backends of the old postmaster exit as orphans, out of BPF's sight.
+      if (performance.now() < this.sweepUntil) this.object.markExitedGone();
       const measured = new Set([...this.measuring, ...this.object.probes.attached()]);
       maps = this.object.maps.snapshot(METRIC_FIELDS);
       this.reportOverflow(maps.counters);
@@ -345,6 +368,12 @@ export class Sidecar {
       if (rows.needsNames(maps)) await this.refreshBackendTypes();
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await writer.write({ maps, measured, startedMs: started });
+      // After a restart: rows of the old postmaster's processes this run never tracked (asleep
+      // since before it attached) are closed as at start-up.
+      if (this.closeVanishedDue) {
+        await this.markVanishedBackends();
+        this.closeVanishedDue = false;
+      }
       const written = rows.prepare(maps, measured);
       this.measuring = new Set(this.object.probes.attached());
       this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null };
@@ -371,6 +400,7 @@ export class Sidecar {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    this.follower?.close();
     if (this.timer) clearInterval(this.timer);
     await this.controlPlane?.stop();
     for (const set of this.object.probes.attached()) this.object.probes.detach(set);
@@ -388,20 +418,45 @@ export class Sidecar {
   /** The control connection, reopened (and excluded again) after the database went away. */
   private async controlClient(): Promise<pg.Client> {
     if (this.control) return this.control;
-    const client = await connect(this.options.connectionString);
+    const client = await connect(this.options.connectionString, collectorApplicationName());
     const pid = backendPid(client);
-    this.checkPostmaster(pid);
+    this.follower?.check();
     this.object.exclude(pid);
+    try {
+      // The server released the lock with the old session: take it again, or give way.
+      await lockServer(client);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      if (error instanceof UserError) this.fail(error);
+      throw error;
+    }
     this.adoptControl(client);
     return client;
   }
 
-  /** A reconnect that lands on another postmaster means a restart: the probes filter on the old pid. */
-  private checkPostmaster(backend: number): void {
-    const postmaster = procStat(backend)?.ppid ?? null;
-    if (postmaster !== this.target.pid) {
-      this.fail(new UserError(`postmaster restarted (pid ${this.target.pid} is gone, backends now come from ${postmaster ?? 'elsewhere'}): start pg-bpf-stats again to attach to it`));
-    }
+  /**
+   * Follows the postmaster across restarts (src/instance/postmaster-follower.ts): the BPF
+   * filter moves to the new one; the maps and what they hold stay, so nothing is lost or
+   * counted twice. A postmaster gone for good (or back as another binary) ends the run.
+   */
+  private follow(current: BpfPostmaster): void {
+    const log = this.options.log ?? (() => undefined);
+    this.follower = new PostmasterFollower({
+      target: this.target,
+      object: this.object,
+      current,
+      waitMs: this.options.postmasterWaitMs ?? DEFAULT_POSTMASTER_WAIT_MS,
+      log,
+      onFollowed: (target, gapMs, adoptedByBpf) => {
+        this.writing.rows.setPostmaster(target.pgPid);
+        this.sweepUntil = performance.now() + ORPHAN_SWEEP_MS;
+        this.closeVanishedDue = true;
+        log(`following postmaster ${target.pgPid} (pid ${current.tgid} for BPF${adoptedByBpf ? ', adopted by BPF at its first fork' : ''}), ${Math.round(gapMs)} ms after the old one was gone`);
+        this.followed.push({ at: performance.now(), pgPid: target.pgPid, gapMs, adoptedByBpf });
+      },
+      onLost: (error) => this.fail(error),
+    });
+    this.follower.start();
   }
 
   private adoptControl(client: pg.Client): void {
@@ -453,6 +508,29 @@ export class Sidecar {
 }
 
 const FINAL_FLUSH_ATTEMPTS = 3;
+const DEFAULT_POSTMASTER_WAIT_MS = 60_000;
+/** How long after a restart orphans of the old postmaster are looked for (they exit once they notice). */
+const ORPHAN_SWEEP_MS = 30_000;
+
+/**
+ * The postmaster's tgid as BPF sees it (and its pid namespace's level): known from /proc on the
+ * host, found through BPF from inside a container's pid namespace. A UserError when it cannot
+ * be found: nothing is created then.
+ */
+async function postmasterForBpf(object: CollectorObject<ProbeSetName>, target: PostmasterTarget, connectionString: string | undefined): Promise<BpfPostmaster> {
+  // A new connection makes the postmaster fork, and so leave its CPU, where BPF names it.
+  const wake = async () => {
+    const client = await connect(connectionString);
+    await client.end();
+  };
+  const found = await object.findTgid({ ...target.pidns, tgid: target.pgPid }, wake);
+  if (!found) {
+    throw new UserError(
+      `cannot translate postmaster ${target.pgPid} of pid namespace ${target.pidns.ino} to the pid the kernel knows it by (it did not run within 3 s, or BPF cannot name that namespace)`,
+    );
+  }
+  return { ...found, myBEEntry: target.addresses.myBEEntry, myWaitEventInfo: target.addresses.myWaitEventInfo };
+}
 
 const COUNTER_MEANING: Record<CounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
@@ -478,16 +556,17 @@ interface FlushWiring {
 
 /** The parts of every flush, in the order their statements run. */
 function flushParts(db: Kysely<BpfStatsDatabase>, object: CollectorObject<ProbeSetName>, target: PostmasterTarget, options: SidecarOptions): FlushWiring {
-  const rows = new MetricRows(target.pid, (pids) => object.deleteBackends(pids));
+  const rows = new MetricRows(target.pgPid, (pids) => object.deleteBackends(pids));
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
   const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
-  const health = new HealthPart(db, rows, { postmasterPid: target.pid, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
+  // A getter: the postmaster's pid changes when it restarts (target is updated in place).
+  const health = new HealthPart(db, rows, { get postmasterPid() { return target.pgPid; }, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
   const histograms = new HistogramsPart();
   const writer = new FlushWriter(db, [
     new QueryStatsPart(db, rows),
     new BackendStatsPart(db, rows),
     histograms,
-    ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath) }),
+    ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath) }),
     ...(retention ? [new HistoryPart(db, rows)] : []),
     health,
   ]);

@@ -13,7 +13,12 @@ export class BackendTypeNames {
   private readonly byPid = new Map<number, string>();
   private readonly byNumber = new Map<number, Set<string>>();
 
-  constructor(private readonly postmasterPid: number) {}
+  constructor(private postmasterPid: number) {}
+
+  /** The postmaster restarted (its old pid's row stays 'postmaster' only through what was written). */
+  setPostmaster(pid: number): void {
+    this.postmasterPid = pid;
+  }
 
   /** Remember what pg_stat_activity says a live pid is. */
   observe(pid: number, name: string): void {

@@ -40,11 +40,18 @@ export class MetricRows {
   private readonly monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
 
   constructor(
-    private readonly postmasterPid: number,
+    /** The postmaster's pid as Postgres knows it; a restarted postmaster gets a new one (setPostmaster). */
+    private postmasterPid: number,
     /** Forgets processes whose final figures were written (their map entries). */
     private readonly forgetBackends: (pids: number[]) => void,
   ) {
     this.backendTypes = new BackendTypeNames(postmasterPid);
+  }
+
+  /** The postmaster restarted: its row is the new pid's. */
+  setPostmaster(pid: number): void {
+    this.postmasterPid = pid;
+    this.backendTypes.setPostmaster(pid);
   }
 
   /** A live backend pg_stat_activity has not named for us yet is in the snapshot (observe() it first). */
@@ -104,7 +111,7 @@ export class MetricRows {
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       });
       if (isExited) {
-        exited.push(sample.pid);
+        exited.push(sample.key);
         backendCommits.push(() => {
           this.backendDeltas.forget(key);
           this.backendTypes.forget(sample.pid);
