@@ -228,7 +228,7 @@ describe('a collector across postmaster restarts', () => {
       const waited = Date.now() - stoppedAt;
       expect(waited).toBeGreaterThan(2000);
       expect(waited).toBeLessThan(10_000);
-      expect(stderr.trim().split('\n').at(-1)).toMatch(/^pg-bpf-stats: error: postmaster \d+ is gone and no new one started in its data directory within 2 s$/);
+      expect(stderr.trim().split('\n').at(-1)).toMatch(/^\S+Z ERROR postmaster \d+ is gone and no new one started in its data directory within 2 s$/);
     } finally {
       await target.stop();
     }

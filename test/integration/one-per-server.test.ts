@@ -53,7 +53,7 @@ describe('a second collector on the same server', () => {
       expect(second.code).toBe(2);
       const lines = second.stderr.trim().split('\n');
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(new RegExp(`^pg-bpf-stats: error: another collector already runs on this server: pid ${first.pid} on .*, database postgres`));
+      expect(lines[0]).toMatch(new RegExp(`^\\S+Z ERROR another collector already runs on this server: pid ${first.pid} on .*, database postgres`));
 
       const other = new pg.Client(cluster.connectionString('other'));
       await other.connect();

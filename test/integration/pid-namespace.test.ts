@@ -188,7 +188,7 @@ describe('a pid namespace that cannot be translated', () => {
       expect(outcome.code).toBe(2);
       const lines = outcome.stderr.trim().split('\n');
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(/^pg-bpf-stats: error: postmaster not found: backend pid \d+ of this connection is not a PostgreSQL process on this host, nor in a pid namespace this host can see/);
+      expect(lines[0]).toMatch(/^\S+Z ERROR postmaster not found: backend pid \d+ of this connection is not a PostgreSQL process on this host, nor in a pid namespace this host can see/);
       const c = new pg.Client(host.connectionString());
       await c.connect();
       const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'");
