@@ -116,6 +116,24 @@ static __always_inline __u32 pg_pid_of(struct task_struct *task)
 	return nr;
 }
 
+/*
+ * The id of the memory cgroup `task` is in (the kernfs inode of its directory, as user space
+ * sees it in the memory hierarchy: cgroup v1's memory controller, or cgroup v2). A container's
+ * memory limit is set there, so reclaim can be summed per container. 0 when unreadable.
+ */
+static __always_inline __u64 memory_cgroup_of(struct task_struct *task)
+{
+	int memory = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+	struct cgroup_subsys_state *css;
+
+	if (memory < 0 || memory >= bpf_core_enum_value(enum cgroup_subsys_id, CGROUP_SUBSYS_COUNT))
+		return 0;
+	css = BPF_CORE_READ(task, cgroups, subsys[memory]);
+	if (!css)
+		return 0;
+	return BPF_CORE_READ(css, cgroup, kn, id);
+}
+
 /* The record of `pid` when it has one and is not one of the collector's own connections. */
 static __always_inline struct backend_record *reported_backend(__u32 pid)
 {

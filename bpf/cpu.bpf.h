@@ -79,6 +79,7 @@ static __always_inline struct backend_record *track(struct task_struct *task, __
 	r->backend_type = -1;
 	r->task_start_ns = task->start_time;
 	r->pg_pid = pg_pid_of(task);
+	r->memory_cgroup = memory_cgroup_of(task);
 	baseline(r, task, now, task->se.sum_exec_runtime);
 	r->sleep_key.toplevel = 1;
 	if (bpf_map_lookup_elem(&excluded_pids, &r->pg_pid))

@@ -41,3 +41,20 @@ SELECT bpf_stats.create_view_with_query_text($sql$
          q.total_time_ms, q.stats_since, q.last_seen
     FROM bpf_stats.query_stats q %s
 $sql$);
+
+-- Memory pressure per container: the processes of each memory cgroup (backend_stats.cgroup),
+-- summed. A container's memory limit is set on its cgroup, so its reclaim is read here; sums
+-- are NULL where the family was off for every process of the cgroup.
+CREATE OR REPLACE VIEW bpf_stats.cgroup_memory AS
+SELECT b.cgroup,
+       count(*) AS processes,
+       count(*) FILTER (WHERE b.exited_at IS NULL) AS live_processes,
+       sum(b.reclaim_ms) AS reclaim_ms, sum(b.reclaim_pages) AS reclaim_pages,
+       sum(b.compaction_stall_ms) AS compaction_stall_ms, sum(b.writeback_throttle_ms) AS writeback_throttle_ms,
+       sum(b.minflt) AS minflt, sum(b.majflt) AS majflt,
+       sum(b.blk_read_bytes) AS blk_read_bytes, sum(b.blk_write_bytes) AS blk_write_bytes,
+       sum(b.on_cpu_ms) AS on_cpu_ms,
+       max(b.last_seen) AS last_seen
+  FROM bpf_stats.backend_stats b
+ WHERE b.cgroup IS NOT NULL
+ GROUP BY b.cgroup;

@@ -11,7 +11,7 @@ BEGIN
     SELECT h.tbl, a.attname, format_type(a.atttypid, a.atttypmod) AS type
       FROM (VALUES ('query_stats', 'query_stats_history'), ('backend_stats', 'backend_stats_history')) AS h(src, tbl)
       JOIN pg_attribute a ON a.attrelid = format('bpf_stats.%I', h.src)::regclass AND a.attnum > 0 AND NOT a.attisdropped
-     WHERE a.attname NOT IN ('stats_since', 'last_seen', 'exited_at')
+     WHERE a.attname NOT IN ('stats_since', 'last_seen', 'exited_at', 'cgroup')
        AND NOT EXISTS (SELECT 1 FROM pg_attribute x
                         WHERE x.attrelid = format('bpf_stats.%I', h.tbl)::regclass
                           AND x.attname = a.attname AND x.attnum > 0 AND NOT x.attisdropped)

@@ -54,6 +54,7 @@ COMMENT ON COLUMN bpf_stats.backend_stats.backend_type IS 'Process type as pg_st
 COMMENT ON COLUMN bpf_stats.backend_stats.datid IS 'Database OID the backend is connected to; NULL for processes without one.';
 COMMENT ON COLUMN bpf_stats.backend_stats.usesysid IS 'Session user''s OID; NULL for processes without one.';
 COMMENT ON COLUMN bpf_stats.backend_stats.queryid IS 'Query id of the current or last top-level statement; NULL when it never had one.';
+COMMENT ON COLUMN bpf_stats.backend_stats.cgroup IS 'Path of the memory cgroup the process was in when first seen, as /proc/<pid>/cgroup shows it (cgroup v1''s memory hierarchy, or cgroup v2): a container''s processes are born in its cgroup. NULL when unknown (the cgroup was removed before the collector named it, or the hierarchy is not mounted where the collector runs).';
 COMMENT ON COLUMN bpf_stats.backend_stats.exited_at IS 'When the process exited (timestamptz); NULL while it runs.';
 
 -- History ----------------------------------------------------------------------------------
@@ -179,6 +180,13 @@ COMMENT ON COLUMN bpf_stats.query_time.lock_wait_share IS 'lock_wait_ms / total_
 COMMENT ON COLUMN bpf_stats.query_time.lwlock_wait_share IS 'lwlock_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
 COMMENT ON COLUMN bpf_stats.query_time.other_wait_share IS 'other_wait_ms / total_time_ms (fraction 0..1); NULL when total_time_ms is 0.';
 COMMENT ON COLUMN bpf_stats.query_time.reclaim_share IS 'reclaim_ms / total_time_ms (fraction 0..1): an overlay, already inside the other shares, not part of their sum; NULL when not measured or total_time_ms is 0.';
+
+COMMENT ON VIEW bpf_stats.cgroup_memory IS
+  'Memory pressure per memory cgroup (a container''s, where its memory limit is set): the figures of backend_stats summed over the processes that were born in it, live and exited (until row retention removes them). Each metric column is the sum of that column over those processes.';
+COMMENT ON COLUMN bpf_stats.cgroup_memory.cgroup IS 'Path of the memory cgroup, as backend_stats.cgroup and /proc/<pid>/cgroup show it.';
+COMMENT ON COLUMN bpf_stats.cgroup_memory.processes IS 'Processes of this cgroup with a backend_stats row, live and exited (count).';
+COMMENT ON COLUMN bpf_stats.cgroup_memory.live_processes IS 'Of which still running (count).';
+COMMENT ON COLUMN bpf_stats.cgroup_memory.last_seen IS 'Latest last_seen of its processes (timestamptz).';
 
 COMMENT ON VIEW bpf_stats.query_memory IS
   'Memory stalls per query: reclaim and compaction (probe set `memory`, overlays: "of which") and page faults (probe set `cpu`).';

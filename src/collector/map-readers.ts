@@ -104,6 +104,7 @@ export class MapReaders {
         dbid: Number(layout.int(batch.values, at, 'dbid')),
         backendType: Number(layout.int(batch.values, at, 'backend_type')),
         identityKnown: (flags & BigInt(BackendFlags.BACKEND_IDENTITY_KNOWN)) !== 0n,
+        memoryCgroup: layout.int(batch.values, at, 'memory_cgroup'),
       });
     }
     return samples;

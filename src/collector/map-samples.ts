@@ -17,6 +17,8 @@ export interface BackendSample {
   dbid: number;
   backendType: number;
   identityKnown: boolean;
+  /** Its memory cgroup's id (bpf/attribution.bpf.h memory_cgroup_of), 0 when unread. */
+  memoryCgroup: bigint;
 }
 
 /** Raw cumulative sample of one query key, summed over CPUs. */

@@ -43,6 +43,7 @@ export interface BackendStatsTable extends MetricColumns {
   datid: number | null;
   usesysid: number | null;
   queryid: string | null;
+  cgroup: string | null;
   last_seen: Date;
   exited_at: Date | null;
 }

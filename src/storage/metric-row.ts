@@ -20,6 +20,8 @@ export interface BackendRow {
   datid: number | null;
   usesysid: number | null;
   queryid: string | null;
+  /** Its memory cgroup's path (a container's cgroup), null when unknown. */
+  cgroup: string | null;
   values: MetricValue[];
   exitedAtUs: bigint | null;
 }

@@ -3,6 +3,7 @@ import type { BackendSample, QuerySample } from '../collector/map-samples.js';
 import { DeltaTracker } from '../flush/delta-tracker.js';
 import { toColumnValues } from '../families/metric-values.js';
 import { bootTimeSeconds } from '../target/proc-stat.js';
+import { CgroupPaths } from '../instance/cgroup-paths.js';
 import { BackendTypeNames } from './backend-type-names.js';
 import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
 
@@ -35,6 +36,7 @@ export class MetricRows {
   private readonly queryDeltas = new DeltaTracker();
   private readonly backendDeltas = new DeltaTracker();
   private readonly prepared = new WeakMap<MapSnapshot, PreparedMetricRows>();
+  private readonly cgroups = CgroupPaths.forThisHost();
 
   /** CLOCK_MONOTONIC to wall clock, fixed once so that derived timestamps are stable. */
   private readonly monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
@@ -107,6 +109,7 @@ export class MetricRows {
         datid: sample.identityKnown && sample.dbid ? sample.dbid : null,
         usesysid: sample.identityKnown && sample.userid ? sample.userid : null,
         queryid: sample.queryid ? BigInt.asIntN(64, sample.queryid).toString() : null,
+        cgroup: this.cgroups.pathOf(sample.memoryCgroup),
         values: toColumnValues(delta, measured),
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       });

@@ -1,0 +1,82 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** Paths remembered at most; a walk that finds more keeps the first ones (a host with that many cgroups is rare). */
+const MAX_PATHS = 8192;
+/** A cgroup id not found is looked for again at most this often (a walk reads every directory). */
+const REWALK_INTERVAL_MS = 10_000;
+
+/**
+ * Where the memory controller's hierarchy is mounted, from mountinfo: cgroup v1's `memory`
+ * hierarchy, or else the cgroup v2 mount. Null when neither is mounted.
+ */
+export function memoryHierarchyMount(mountinfo: string): string | null {
+  let unified: string | null = null;
+  for (const line of mountinfo.split('\n')) {
+    // id parent major:minor root mount-point options [optional...] - fstype source super-options
+    const [before, after] = line.split(' - ');
+    const mountPoint = before?.split(' ')[4];
+    if (!after || !mountPoint) continue;
+    const [fstype, , superOptions = ''] = after.split(' ');
+    if (fstype === 'cgroup' && superOptions.split(',').includes('memory')) return mountPoint;
+    if (fstype === 'cgroup2' && unified === null) unified = mountPoint;
+  }
+  return unified;
+}
+
+/**
+ * Names the memory cgroup ids BPF records per process (the kernfs inode of the cgroup's
+ * directory) by their path in the memory hierarchy, as /proc/<pid>/cgroup shows it: `/` for the
+ * root, `/kubepods/.../<container>` in a pod. Bounded: at most MAX_PATHS remembered, and an
+ * unknown id (a cgroup removed before we looked) causes a fresh walk at most every 10 s.
+ *
+ * @example
+ * const paths = CgroupPaths.forThisHost();
+ * paths.pathOf(4026531835n); // '/system.slice/postgresql.service' or null
+ */
+export class CgroupPaths {
+  private paths = new Map<bigint, string>();
+  private lastWalkMs = -Infinity;
+
+  constructor(private readonly mountPoint: string | null) {}
+
+  static forThisHost(): CgroupPaths {
+    let mountinfo = '';
+    try {
+      mountinfo = readFileSync('/proc/self/mountinfo', 'utf8');
+    } catch {
+      // no /proc: every path stays unknown
+    }
+    return new CgroupPaths(memoryHierarchyMount(mountinfo));
+  }
+
+  /** The path of cgroup `id`, or null when it is 0 (unread), gone, or not in the hierarchy. */
+  pathOf(id: bigint): string | null {
+    if (id === 0n || this.mountPoint === null) return null;
+    const known = this.paths.get(id);
+    if (known !== undefined) return known;
+    const now = performance.now();
+    if (now - this.lastWalkMs < REWALK_INTERVAL_MS) return null;
+    this.lastWalkMs = now;
+    this.paths = this.walk(this.mountPoint);
+    return this.paths.get(id) ?? null;
+  }
+
+  private walk(root: string): Map<bigint, string> {
+    const found = new Map<bigint, string>();
+    const pending: string[] = ['/'];
+    while (pending.length && found.size < MAX_PATHS) {
+      const relative = pending.pop()!;
+      const dir = join(root, relative);
+      try {
+        found.set(statSync(dir, { bigint: true }).ino, relative);
+        for (const entry of readdirSync(dir, { withFileTypes: true })) {
+          if (entry.isDirectory()) pending.push(join(relative, entry.name));
+        }
+      } catch {
+        // removed while walking
+      }
+    }
+    return found;
+  }
+}
