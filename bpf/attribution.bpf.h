@@ -53,7 +53,12 @@ struct {
 	__type(value, struct metrics);
 } queries SEC(".maps");
 
-/* The collector's own connections, by pid: their records are marked BACKEND_EXCLUDED. */
+/*
+ * The collector's own connections, by pid: their records are marked BACKEND_EXCLUDED. An entry
+ * lives as long as its backend: the final switch of an excluded backend deletes it (bpf/cpu.bpf.h),
+ * and the collector deletes entries of pids that are gone without one (src/collector/). User
+ * space may set max_entries before load (tests shrink it to prove it never fills).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);

@@ -25,6 +25,8 @@ export interface CollectorObjectOptions<Name extends string> {
   /** Map capacities: backends tracked at once, distinct query keys. */
   maxBackends?: number;
   maxQueries?: number;
+  /** Capacity of excluded_pids, the collector's own live connections (default 256; tests shrink it). */
+  maxExcludedPids?: number;
   /**
    * Replaces the perf event a perf-event program is attached to (by program name): for hosts
    * whose PMU names its LLC events differently, and for tests that prove the path with a
@@ -94,6 +96,7 @@ export class CollectorObject<Name extends string = string> {
       disableMissingTracepoints(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
+      object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
       object.load();
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
       return new CollectorObject(object, globals, options);
@@ -103,13 +106,43 @@ export class CollectorObject<Name extends string = string> {
     }
   }
 
-  /** Leaves the collector's own backends out of every figure. */
+  /**
+   * Leaves one of the collector's own backends out of every figure, for as long as it lives: its
+   * entry goes at its final context switch (bpf/cpu.bpf.h), or at the next forgetGoneExclusions()
+   * when it died before that could happen. Throws when the set is full of live connections.
+   */
   exclude(pid: number): void {
-    const key = Buffer.alloc(4);
-    key.writeUInt32LE(pid);
-    this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
+    const key = pidKey(pid);
+    try {
+      this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
+    } catch {
+      // Full: entries of pids that are gone may still be there (died before their exclusion).
+      this.forgetGoneExclusions();
+      this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
+    }
     // A record made before the exclusion is dropped; the next switch re-creates it excluded.
     this.object.mapDelete('backends', key);
+  }
+
+  /**
+   * Deletes exclusions (and their records) of pids that no longer exist: a connection that ended
+   * before it was excluded, or whose last switch ran while nothing was attached. Returns how many
+   * live exclusions remain. A few /proc lookups: the set holds the collector's live connections.
+   */
+  forgetGoneExclusions(): number {
+    const { keys, count } = this.object.mapLookupBatch('excluded_pids');
+    let live = 0;
+    for (let i = 0; i < count; i++) {
+      const pid = keys.readUInt32LE(i * 4);
+      if (existsSync(`/proc/${pid}`)) {
+        live++;
+        continue;
+      }
+      const key = pidKey(pid);
+      this.object.mapDelete('excluded_pids', key);
+      this.object.mapDelete('backends', key);
+    }
+    return live;
   }
 
   /** Forgets processes whose final figures were written. */
@@ -127,6 +160,12 @@ export class CollectorObject<Name extends string = string> {
     for (const name of this.probes.attached()) this.probes.detach(name);
     this.object.close();
   }
+}
+
+function pidKey(pid: number): Buffer {
+  const key = Buffer.alloc(4);
+  key.writeUInt32LE(pid);
+  return key;
 }
 
 /** Nanoseconds per jiffy, or 0 when the tick rate is unknown (the io set is then unsupported). */
