@@ -76,6 +76,19 @@ export class MapReaders {
     return out;
   }
 
+  /**
+   * Deletes query keys and returns what each held at the moment of its deletion (summed over
+   * CPUs, `metricFields` in order), null for a key already gone. One BPF_MAP_LOOKUP_AND_DELETE_ELEM
+   * per key: an increment a program made after the caller's last read is in the returned value.
+   */
+  evictQueries(rawKeys: readonly Buffer[], metricFields: readonly FieldOf<'metrics'>[]): Array<bigint[] | null> {
+    return rawKeys.map((key) => {
+      const value = this.object.mapLookupAndDelete('queries', key);
+      if (!value) return null;
+      return this.queryValueLayout.sumPerCpu(value, 0, value.length / this.cpus, this.cpus, metricFields);
+    });
+  }
+
   /** Empties a map, if the object has it. */
   clear(name: MapName): void {
     if (!this.object.maps().some((m) => m.name === name)) return;
@@ -119,6 +132,7 @@ export class MapReaders {
         dbid: Number(keys.int(batch.keys, k, 'dbid')),
         toplevel: keys.int(batch.keys, k, 'toplevel') !== 0n,
         metrics: this.queryValueLayout.sumPerCpu(batch.values, i * batch.valueSize, stride, this.cpus, metricFields),
+        rawKey: batch.keys.subarray(k, k + batch.keySize),
       });
     }
     return samples;

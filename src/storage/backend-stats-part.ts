@@ -24,7 +24,11 @@ export class BackendStatsPart implements FlushPart {
   prepare({ maps, measured }: FlushInput): PreparedPart {
     const prepared = this.rows.prepare(maps, measured);
     const rows = prepared.backends;
-    if (!rows.length) return { statements: [], commit: prepared.commitBackends };
+    // The collector's own backends, written before their pid arrived with the connection.
+    const retract = prepared.retracted.length
+      ? [sql`DELETE FROM bpf_stats.backend_stats WHERE pid = ANY(${prepared.retracted}::int4[]) AND exited_at IS NULL`]
+      : [];
+    if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
     const timestamps = (values: Array<bigint | null>) => values.map((v) => (v === null ? null : v.toString()));
     const insert = this.db
       .insertInto('bpf_stats.backend_stats')
@@ -50,6 +54,6 @@ export class BackendStatsPart implements FlushPart {
           exited_at: sql`coalesce(excluded.exited_at, bpf_stats.backend_stats.exited_at)`,
         }),
       );
-    return { statements: [sql`${insert}`], commit: prepared.commitBackends };
+    return { statements: [...retract, sql`${insert}`], commit: prepared.commitBackends };
   }
 }
