@@ -1,0 +1,61 @@
+import { sql, type Kysely } from 'kysely';
+import { oneLine } from '../errors.js';
+import type { BpfStatsDatabase } from '../storage/database.js';
+
+const MAX_CHECK_PERIOD_MS = 5 * 60_000;
+/** Rows deleted per table per pass at most: a backlog (a first start after months) goes in steps, never one huge transaction. */
+const BATCH = 50_000;
+
+/**
+ * Keeps the tables that gain a row per event bounded: backend_stats rows of backends that exited
+ * more than `retentionMs` ago, finished collection requests and health rows of stopped collectors
+ * as old go. A row lives at most retention + check period (min(retention / 4, 5 min)) after it is
+ * finished; live backends, open requests and running collectors are never touched.
+ *
+ * @example
+ * const retention = new RowRetention(7 * 86_400_000);
+ * await retention.maintainWhenDue(db, console.log);
+ */
+export class RowRetention {
+  private nextAt = 0;
+  private lastError: string | null = null;
+
+  constructor(readonly retentionMs: number) {}
+
+  get checkPeriodMs(): number {
+    return Math.max(1000, Math.min(this.retentionMs / 4, MAX_CHECK_PERIOD_MS));
+  }
+
+  /** Runs a pass when due; a failure is logged once per distinct message and retried at the next period, never stopping a flush. */
+  async maintainWhenDue(db: Kysely<BpfStatsDatabase>, log: (line: string) => void): Promise<void> {
+    if (Date.now() < this.nextAt) return;
+    this.nextAt = Date.now() + this.checkPeriodMs;
+    try {
+      const deleted = await this.maintain(db);
+      // A full batch: more are waiting, come back at the next flush.
+      if (Object.values(deleted).some((n) => n >= BATCH)) this.nextAt = 0;
+      this.lastError = null;
+    } catch (error) {
+      const message = oneLine(error);
+      if (message !== this.lastError) log(`row retention failed, will retry: ${message}`);
+      this.lastError = message;
+    }
+  }
+
+  /** One pass: deletes up to BATCH expired rows of each table. */
+  async maintain(db: Kysely<BpfStatsDatabase>): Promise<{ backends: number; collections: number; health: number }> {
+    const cutoff = sql<Date>`now() - ${`${this.retentionMs} milliseconds`}::interval`;
+    const backends = await sql`
+      DELETE FROM bpf_stats.backend_stats WHERE (pid, backend_start) IN (
+        SELECT pid, backend_start FROM bpf_stats.backend_stats WHERE exited_at < ${cutoff} LIMIT ${BATCH})`.execute(db);
+    const collections = await sql`
+      DELETE FROM bpf_stats.collections WHERE id IN (
+        SELECT id FROM bpf_stats.collections WHERE finished_at < ${cutoff} LIMIT ${BATCH})`.execute(db);
+    const health = await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
+    return {
+      backends: Number(backends.numAffectedRows ?? 0n),
+      collections: Number(collections.numAffectedRows ?? 0n),
+      health: Number(health.numAffectedRows ?? 0n),
+    };
+  }
+}
