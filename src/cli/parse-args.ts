@@ -18,6 +18,8 @@ export interface CliOptions {
   durationMs: number | undefined;
   /** run: --history-retention; null: off; absent: the default (7 days). */
   historyRetentionMs?: number | null;
+  /** run: --row-retention; absent: the history retention (7 days when history is off). */
+  rowRetentionMs?: number;
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
@@ -40,6 +42,9 @@ options:
   --duration TIME     run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME
                       run: keep per-interval history this long, e.g. 7d, 12h, or off (default 7d)
+  --row-retention TIME
+                      run: keep rows of exited backends, finished requests and stopped
+                      collectors this long (default: the history retention, 7d when off)
   -h, --help          this text`;
 
 /** Parses the command line (without node and script). Throws UserError on bad input. */
@@ -47,7 +52,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
   let parsed;
   try {
     parsed = parseArgs({
-      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention']),
+      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'row-retention']),
       allowPositionals: true,
       options: {
         dsn: { type: 'string' },
@@ -55,6 +60,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
         probes: { type: 'string' },
         duration: { type: 'string' },
         'history-retention': { type: 'string' },
+        'row-retention': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -75,5 +81,6 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
     probeSets: values.probes === undefined ? [] : parseProbeSets(values.probes),
     durationMs: values.duration === undefined ? undefined : parseDuration(values.duration, '--duration'),
     ...(values['history-retention'] !== undefined && { historyRetentionMs: parseRetention(values['history-retention']) }),
+    ...(values['row-retention'] !== undefined && { rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }) }),
   };
 }

@@ -9,6 +9,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
     intervalMs: options.intervalMs,
     probeSets: options.probeSets,
     historyRetentionMs: options.historyRetentionMs,
+    rowRetentionMs: options.rowRetentionMs,
     log,
   });
   log(`collecting every ${options.intervalMs} ms; SIGINT or SIGTERM stops, SIGUSR1 pauses, SIGUSR2 resumes`);
@@ -32,7 +33,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   process.off('SIGUSR1', pause);
   process.off('SIGUSR2', resume);
   log(`${reason instanceof UserError ? 'cannot go on' : reason}: detaching and writing the last figures`);
-  await sidecar.stop();
+  await sidecar.stop(reason instanceof UserError ? `failed: ${reason.message}` : `stopped (${reason})`);
   if (reason instanceof UserError) throw reason;
   const last = sidecar.lastFlush;
   log(`stopped; last flush ${last?.error ? `failed: ${last.error}` : `wrote ${last?.queries ?? 0} query and ${last?.backends ?? 0} backend rows`}`);

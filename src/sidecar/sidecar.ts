@@ -9,6 +9,7 @@ import { CollectorObject } from '../collector/collector-object.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import { ControlPlane } from '../control/control-plane.js';
 import { oneLine, UserError } from '../errors.js';
+import { LOG_PERIOD_MS, rateLimited } from '../rate-limited-log.js';
 import type { SupportContext } from '../families/family.js';
 import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
 import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
@@ -17,6 +18,7 @@ import { HistogramsPart } from '../flush/histograms-part.js';
 import { HealthPart } from '../health/health-part.js';
 import { HistoryPart } from '../health/history-part.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
+import { RowRetention } from '../health/row-retention.js';
 import { backendPid } from '../storage/backend-pid.js';
 import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
@@ -46,11 +48,15 @@ export interface SidecarOptions {
   log?: (line: string) => void;
   /** History retention (default 7 days); null: no history is written. */
   historyRetentionMs?: number | null;
+  /** How long rows of exited backends, finished requests and stopped collectors stay (default: the history retention, 7 days when off). */
+  rowRetentionMs?: number;
   /** History partition width (default: a seventh of the retention, 1 s to 1 day). */
   historyPartitionMs?: number;
   /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
   maxBackends?: number;
   maxQueries?: number;
+  /** Capacity of the set of the collector's own live connections (default 256); small ones let tests prove it never fills. */
+  maxExcludedPids?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
@@ -86,8 +92,11 @@ export class Sidecar {
   controlPlane: ControlPlane | null = null;
   /** Sets attached at any time since the last flush: their columns are measured, not NULL. */
   private measuring = new Set<ProbeSetName>();
-  private readonly overflow = new Map<string, bigint>();
+  /** Per counter: its value and time at the last line logged about it. */
+  private readonly overflow = new Map<string, { value: bigint; at: number }>();
   lastFlush: FlushStatus | null = null;
+  /** Lines about conditions that can repeat (failures, lost connections): one per topic per LOG_PERIOD_MS. */
+  private readonly logLimited: (line: string, topic?: string) => void;
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
   /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
@@ -104,6 +113,7 @@ export class Sidecar {
     control: pg.Client,
     private readonly writing: FlushWiring,
   ) {
+    this.logLimited = rateLimited(options.log ?? (() => undefined));
     this.adoptControl(control);
     for (const set of object.probes.attached()) this.measuring.add(set);
   }
@@ -135,31 +145,14 @@ export class Sidecar {
         rodata: familyRodata(target),
         maxBackends: options.maxBackends,
         maxQueries: options.maxQueries,
+        maxExcludedPids: options.maxExcludedPids,
         perfEvents: options.perfEvents,
       });
-      await migrateSchema(control);
-      // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
-      await writeCapabilities(clientDatabase(control), await probeCapabilities({ support, loaded: true }));
-      object.exclude(backendPid(control));
-      const excluder = object;
-      let checkPostmaster = (_pid: number): void => undefined;
-      const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
-      // The writer's own backend must not show up in the figures it writes: its pid comes with
-      // the connection (BackendKeyData), so it is excluded before it runs anything.
-      pool.on('connect', (client) => {
-        // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
-        // must fail that transaction (it does, through its promise), not kill the process.
-        client.on('error', () => undefined);
-        const pid = backendPid(client);
-        excluder.exclude(pid);
-        checkPostmaster(pid);
-      });
-      pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
-      db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
       const sets = new Set<ProbeSetName>([
         ...Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name),
         ...(options.probeSets ?? []),
       ]);
+      // Every refusal comes before the schema is touched: nothing is created for a run that cannot start.
       for (const set of sets) {
         // A default set marked whereSupported is left out where this host cannot run it (and said
         // so); any other set that cannot run here is an error from attach().
@@ -169,18 +162,50 @@ export class Sidecar {
           log(`probe set ${set} is not supported here, collecting without it: ${reason}`);
           sets.delete(set);
         } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
-        else object.probes.attach(set);
       }
+      await migrateSchema(control);
+      // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
+      await writeCapabilities(clientDatabase(control), await probeCapabilities({ support, loaded: true }));
+      object.exclude(backendPid(control));
+      const excluder = object;
+      const logOnce = rateLimited(log);
+      let checkPostmaster = (_pid: number): void => undefined;
+      let forgetExcluded = (_pid: number): void => undefined;
+      const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
+      // The writer's own backend must not show up in the figures it writes: its pid comes with
+      // the connection (BackendKeyData), so it is excluded before it runs anything.
+      pool.on('connect', (client) => {
+        // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
+        // must fail that transaction (it does, through its promise), not kill the process.
+        client.on('error', () => undefined);
+        // An exception here would be uncaught (an event handler): it must never end the process.
+        try {
+          const pid = backendPid(client);
+          excluder.exclude(pid);
+          forgetExcluded(pid);
+          checkPostmaster(pid);
+        } catch (error) {
+          logOnce(`writer connection: cannot exclude its backend, closing it: ${oneLine(error)}`);
+          // Not excluded, it must not write: end it, the pool opens another at the next flush.
+          (client as unknown as { end?: () => Promise<void> }).end?.().catch(() => undefined);
+        }
+      });
+      pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
+      db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
+      for (const set of sets) object.probes.attach(set);
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
-      const writing = flushParts(db, object, target, options);
+      const writing = flushParts(db, object, target, layout, options);
+      forgetExcluded = (pid) => writing.rows.excluded(pid);
       await writing.health.start();
       await writing.retention?.maintain(db);
+      await writing.rowRetention.maintain(db);
       log(
         writing.retention
           ? `history: each flush's increments kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
           : 'history: off (--history-retention off)',
       );
+      log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
       checkPostmaster = (pid) => sidecar.checkPostmaster(pid);
       await sidecar.markVanishedBackends();
@@ -280,6 +305,7 @@ export class Sidecar {
    */
   excludeBackend(pid: number): void {
     this.object.exclude(pid);
+    this.writing.rows.excluded(pid);
     if (procStat(pid)) this.checkPostmaster(pid);
   }
 
@@ -298,14 +324,17 @@ export class Sidecar {
   private async flushOnce(): Promise<FlushStatus> {
     const started = performance.now();
     const at = new Date();
-    const { rows, writer, health, retention } = this.writing;
+    const { rows, writer, health, retention, rowRetention } = this.writing;
     try {
       const measured = new Set([...this.measuring, ...this.object.probes.attached()]);
+      // Exclusions of connections that died unseen (before being excluded, or while paused).
+      this.object.forgetGoneExclusions();
       const maps = this.object.maps.snapshot(METRIC_FIELDS);
       this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
       if (rows.needsNames(maps)) await this.refreshBackendTypes();
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
+      await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await writer.write({ maps, measured, startedMs: started });
       const written = rows.prepare(maps, measured);
       this.measuring = new Set(this.object.probes.attached());
@@ -315,7 +344,7 @@ export class Sidecar {
       const repeated = this.lastFlush?.error === oneLine(error);
       this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: oneLine(error) };
       // One line per distinct failure, not one per interval while the database is away.
-      if (!repeated) this.options.log?.(`flush failed, will retry every interval: ${this.lastFlush.error}`);
+      if (!repeated) this.logLimited(`flush failed, will retry every interval: ${this.lastFlush.error}`, 'flush failed');
       // A missing partition (a clock jump, a long pause) must not wait for the next period.
       retention?.soon();
       await health.failed(oneLine(error));
@@ -323,8 +352,8 @@ export class Sidecar {
     return this.lastFlush;
   }
 
-  /** Detaches every probe, writes what is left, and closes connections. */
-  async stop(): Promise<void> {
+  /** Detaches every probe, writes what is left, and closes connections; `reason` goes to the health row's stop_reason. */
+  async stop(reason = 'stopped'): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
@@ -335,7 +364,7 @@ export class Sidecar {
       if (!(await this.flush()).error) break;
       if (attempt < FINAL_FLUSH_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, 1000));
     }
-    await this.writing.health.stopped();
+    await this.writing.health.stopped(reason);
     this.object.close();
     await this.db.destroy().catch(() => undefined);
     await this.control?.end().catch(() => undefined);
@@ -348,6 +377,7 @@ export class Sidecar {
     const pid = backendPid(client);
     this.checkPostmaster(pid);
     this.object.exclude(pid);
+    this.writing.rows.excluded(pid);
     this.adoptControl(client);
     return client;
   }
@@ -365,7 +395,7 @@ export class Sidecar {
       if (this.control === client) this.control = null;
     };
     client.on('error', (error) => {
-      this.options.log?.(`control connection lost: ${oneLine(error)}`);
+      this.logLimited(`control connection lost: ${oneLine(error)}`, 'control connection lost');
       drop();
     });
     client.on('end', drop);
@@ -384,12 +414,18 @@ export class Sidecar {
     }
   }
 
-  /** Logs when a BPF map overflowed since the last flush (bpf_stats.health will show it too). */
+  /**
+   * Logs when a BPF map overflowed: at most one line per counter per LOG_PERIOD_MS, with the
+   * count since the previous line (bpf_stats.health shows the cumulative figures every flush).
+   */
   private reportOverflow(counters: Record<CounterName, bigint>): void {
+    const now = Date.now();
     for (const [name, value] of Object.entries(counters)) {
-      const before = this.overflow.get(name) ?? 0n;
-      if (value > before) this.options.log?.(`${name}: ${value - before} times since the last flush (${COUNTER_MEANING[name as CounterName]})`);
-      this.overflow.set(name, value);
+      const logged = this.overflow.get(name) ?? { value: 0n, at: 0 };
+      if (value <= logged.value || now - logged.at < LOG_PERIOD_MS) continue;
+      const since = logged.at ? `in the last ${Math.round((now - logged.at) / 1000)} s` : 'since start';
+      this.options.log?.(`${name}: ${value - logged.value} times ${since} (${COUNTER_MEANING[name as CounterName]})`);
+      this.overflow.set(name, { value, at: now });
     }
   }
 
@@ -425,11 +461,22 @@ interface FlushWiring {
   writer: FlushWriter<BpfStatsDatabase>;
   health: HealthPart;
   retention: HistoryRetention | null;
+  rowRetention: RowRetention;
 }
 
 /** The parts of every flush, in the order their statements run. */
-function flushParts(db: Kysely<BpfStatsDatabase>, object: CollectorObject<ProbeSetName>, target: PostmasterTarget, options: SidecarOptions): FlushWiring {
-  const rows = new MetricRows(target.pid, (pids) => object.deleteBackends(pids));
+function flushParts(
+  db: Kysely<BpfStatsDatabase>,
+  object: CollectorObject<ProbeSetName>,
+  target: PostmasterTarget,
+  layout: StatusLayout,
+  options: SidecarOptions,
+): FlushWiring {
+  const rows = new MetricRows(target.pid, (pids) => object.deleteBackends(pids), {
+    evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
+    log: options.log,
+    version: { majorVersion: target.majorVersion, clientBackendType: layout.clientBackendType },
+  });
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
   const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
   const health = new HealthPart(db, rows, { postmasterPid: target.pid, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
@@ -441,7 +488,8 @@ function flushParts(db: Kysely<BpfStatsDatabase>, object: CollectorObject<ProbeS
     ...(retention ? [new HistoryPart(db, rows)] : []),
     health,
   ]);
-  return { rows, writer, health, retention };
+  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS);
+  return { rows, writer, health, retention, rowRetention };
 }
 
 function seconds(ms: number): string {
