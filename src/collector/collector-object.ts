@@ -92,6 +92,8 @@ export class CollectorObject<Name extends string = string> {
         status_span_off: span.offset,
         status_span_len: span.length,
         status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
+        // One role may hold half of the queries map: the other half stays for everyone else.
+        max_query_keys_per_role: Math.floor((options.maxQueries ?? 8192) / 2),
       });
       disableMissingTracepoints(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
