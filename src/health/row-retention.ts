@@ -3,13 +3,17 @@ import { oneLine } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 
 const MAX_CHECK_PERIOD_MS = 5 * 60_000;
+/** Tables with one cumulative row (or a few) per query key and a last_seen. */
+const QUERY_TABLES = ['bpf_stats.query_stats', 'bpf_stats.query_histograms', 'bpf_stats.query_lock_waits', 'bpf_stats.query_lwlock_waits'];
 /** Rows deleted per table per pass at most: a backlog (a first start after months) goes in steps, never one huge transaction. */
 const BATCH = 50_000;
 
 /**
  * Keeps the tables that gain a row per event bounded: backend_stats rows of backends that exited
  * more than `retentionMs` ago, finished collection requests and health rows of stopped collectors
- * as old go. A row lives at most retention + check period (min(retention / 4, 5 min)) after it is
+ * as old go; and the per-query tables' rows of statements not seen for as long that
+ * pg_stat_statements no longer holds either (it deallocates rare statements; without it, not
+ * seen for the retention is enough), so a flood of distinct statements is not kept forever. A row lives at most retention + check period (min(retention / 4, 5 min)) after it is
  * finished; live backends, open requests and running collectors are never touched.
  *
  * @example
@@ -43,7 +47,7 @@ export class RowRetention {
   }
 
   /** One pass: deletes up to BATCH expired rows of each table. */
-  async maintain(db: Kysely<BpfStatsDatabase>): Promise<{ backends: number; collections: number; health: number }> {
+  async maintain(db: Kysely<BpfStatsDatabase>): Promise<{ backends: number; collections: number; health: number; queries: number }> {
     const cutoff = sql<Date>`now() - ${`${this.retentionMs} milliseconds`}::interval`;
     const backends = await sql`
       DELETE FROM bpf_stats.backend_stats WHERE (pid, backend_start) IN (
@@ -52,10 +56,22 @@ export class RowRetention {
       DELETE FROM bpf_stats.collections WHERE id IN (
         SELECT id FROM bpf_stats.collections WHERE finished_at < ${cutoff} LIMIT ${BATCH})`.execute(db);
     const health = await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
+    const pgss = (await sql<{ name: string | null }>`SELECT to_regclass('pg_stat_statements')::text AS name`.execute(db)).rows[0]?.name ?? null;
+    let queries = 0;
+    for (const table of QUERY_TABLES) {
+      const forgotten = pgss
+        ? sql`NOT EXISTS (SELECT 1 FROM ${sql.raw(pgss)} s WHERE s.userid = q.userid AND s.dbid = q.dbid AND s.toplevel = q.toplevel AND s.queryid = q.queryid)`
+        : sql`true`;
+      const result = await sql`
+        DELETE FROM ${sql.raw(table)} WHERE ctid IN (
+          SELECT q.ctid FROM ${sql.raw(table)} q WHERE q.last_seen < ${cutoff} AND ${forgotten} LIMIT ${BATCH})`.execute(db);
+      queries = Math.max(queries, Number(result.numAffectedRows ?? 0n));
+    }
     return {
       backends: Number(backends.numAffectedRows ?? 0n),
       collections: Number(collections.numAffectedRows ?? 0n),
       health: Number(health.numAffectedRows ?? 0n),
+      queries,
     };
   }
 }
