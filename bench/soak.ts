@@ -103,7 +103,8 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
         const restartLine = /postmaster restarted/.test(s.log());
         if (!stopping && !(code === 2 && restartLine)) result.crashes.push(`exit ${code ?? s.exitDescription()} at ${at().toFixed(0)} s: ${s.log().split('\n').slice(-2).join(' | ')}`);
       });
-      return exited;
+      // Wrapped: an async function returning the promise itself would wait for the exit.
+      return { exited };
     };
     log('cluster ready, pgbench tables filled; starting the collector');
     let collectorExit = await startCollector();
@@ -209,7 +210,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     result.eras.push(await endEra(cluster, 'backend crash .. postmaster kill', baseline, pause));
     log('SIGKILL of the postmaster, then pg_ctl start: a new postmaster');
     await killPostmaster(cluster);
-    await collectorExit;
+    await collectorExit.exited;
     collectorExit = await startCollector();
     baseline = await startEra(cluster, pause, resume);
     await sleep(seconds * 1000 - (Date.now() - started) - 5000);
@@ -223,7 +224,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     stopping = true;
     const last = sidecar as SidecarProcess | null;
     const code = await last?.stop();
-    await collectorExit;
+    await collectorExit.exited;
     if (code !== 0) result.crashes.push(`final stop: exit ${code}`);
     await Promise.all(background);
   } finally {
