@@ -29,6 +29,7 @@ import { SidecarProcess } from './sidecar-process.js';
 const INTERVAL_S = 1;
 const RETENTION_S = 60;
 const PGBENCH_STATEMENT = 'SELECT abalance FROM pgbench_accounts WHERE aid = $1';
+let eraLog: (line: string) => void = () => undefined;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface SoakSample {
@@ -53,6 +54,8 @@ export interface SoakResult {
   /** Exits of the collector that were not the expected "postmaster restarted" exit 2. */
   crashes: string[];
   collectorStarts: number;
+  /** Starts that ended in exit 2 (their connection terminated while starting) and were retried. */
+  failedStarts: string[];
   terminations: number;
   flooded: number;
   pgbenchTransactions: number;
@@ -66,11 +69,12 @@ export interface SoakResult {
 
 /** Runs the soak for `seconds` (at least 30) and returns what it measured; problems[] lists failed checks. */
 export async function runSoak(seconds: number, log: (line: string) => void = () => undefined): Promise<SoakResult> {
+  eraLog = log;
   const cluster = await ThrowawayCluster.start({ settings: { max_connections: 200, 'pg_stat_statements.max': 1000 } });
   const started = Date.now();
   const at = () => (Date.now() - started) / 1000;
   const result: SoakResult = {
-    seconds, samples: [], eras: [], crashes: [], collectorStarts: 0, terminations: 0, flooded: 0,
+    seconds, samples: [], eras: [], crashes: [], failedStarts: [], collectorStarts: 0, terminations: 0, flooded: 0,
     pgbenchTransactions: 0, expiredBackendRows: 0, stackTraces: 0, logLines: 0, problems: [],
   };
   let sidecar: SidecarProcess | null = null;
@@ -211,7 +215,17 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     log('SIGKILL of the postmaster, then pg_ctl start: a new postmaster');
     await killPostmaster(cluster);
     await collectorExit.exited;
-    collectorExit = await startCollector();
+    // Its start can lose its connection to the terminations too (exit 2, one line): a service
+    // manager would start it again, and so does the soak, counting those.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        collectorExit = await startCollector();
+        break;
+      } catch (error) {
+        result.failedStarts.push(error instanceof Error ? error.message.split('\n').slice(-1)[0]! : String(error));
+        if (attempt >= 10) throw error;
+      }
+    }
     baseline = await startEra(cluster, pause, resume);
     await sleep(seconds * 1000 - (Date.now() - started) - 5000);
     result.eras.push(await endEra(cluster, 'postmaster restart .. end', baseline, pause));
@@ -257,6 +271,7 @@ async function endEra(cluster: ThrowawayCluster, era: string, baseline: number, 
   const pgss = Number((await c.query(`SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_statements WHERE query = $1`, [PGBENCH_STATEMENT])).rows[0].n);
   const collected = (await collectedCalls(c)) - baseline;
   await c.end();
+  eraLog(`era "${era}": pg_stat_statements ${pgss}, collected ${collected}`);
   return { era, pgss, collected };
 }
 
@@ -373,7 +388,8 @@ export function soakTable(r: SoakResult): string[] {
         String(s.rows.health).padStart(7), String(s.rows.collections).padStart(12)].join(' '),
     );
   }
-  lines.push('', `crashes: ${r.crashes.length}; stack trace lines: ${r.stackTraces}; backend_stats rows past retention: ${r.expiredBackendRows}; collector log lines: ${r.logLines}`);
+  lines.push('', `failed starts (exit 2, retried): ${r.failedStarts.length}${r.failedStarts.length ? ` (${[...new Set(r.failedStarts)].join('; ')})` : ''}`);
+  lines.push(`crashes: ${r.crashes.length}; stack trace lines: ${r.stackTraces}; backend_stats rows past retention: ${r.expiredBackendRows}; collector log lines: ${r.logLines}`);
   lines.push(r.problems.length ? `FAILED: ${r.problems.join('; ')}` : 'ok: calls exact in every era, RSS and CPU per flush flat, tables bounded, no crash');
   return lines;
 }
