@@ -25,6 +25,8 @@ export interface CollectorObjectOptions<Name extends string> {
   /** Map capacities: backends tracked at once, distinct query keys. */
   maxBackends?: number;
   maxQueries?: number;
+  /** Query keys one role may hold (default half of maxQueries; 0: no limit). */
+  maxQueryKeysPerRole?: number;
   /** Capacity of excluded_pids, the collector's own live connections (default 256; tests shrink it). */
   maxExcludedPids?: number;
   /**
@@ -93,7 +95,7 @@ export class CollectorObject<Name extends string = string> {
         status_span_len: span.length,
         status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
         // One role may hold half of the queries map: the other half stays for everyone else.
-        max_query_keys_per_role: Math.floor((options.maxQueries ?? 8192) / 2),
+        max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor((options.maxQueries ?? 8192) / 2),
       });
       disableMissingTracepoints(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);

@@ -24,7 +24,11 @@ export class RowRetention {
   private nextAt = 0;
   private lastError: string | null = null;
 
-  constructor(readonly retentionMs: number) {}
+  constructor(
+    readonly retentionMs: number,
+    /** Finished collection requests (default: retentionMs). */
+    readonly collectionsRetentionMs = retentionMs,
+  ) {}
 
   get checkPeriodMs(): number {
     return Math.max(1000, Math.min(this.retentionMs / 4, MAX_CHECK_PERIOD_MS));
@@ -54,7 +58,8 @@ export class RowRetention {
         SELECT pid, backend_start FROM bpf_stats.backend_stats WHERE exited_at < ${cutoff} LIMIT ${BATCH})`.execute(db);
     const collections = await sql`
       DELETE FROM bpf_stats.collections WHERE id IN (
-        SELECT id FROM bpf_stats.collections WHERE finished_at < ${cutoff} LIMIT ${BATCH})`.execute(db);
+        SELECT id FROM bpf_stats.collections
+         WHERE finished_at < now() - ${`${this.collectionsRetentionMs} milliseconds`}::interval LIMIT ${BATCH})`.execute(db);
     const health = await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
     const pgss = (await sql<{ name: string | null }>`SELECT to_regclass('pg_stat_statements')::text AS name`.execute(db)).rows[0]?.name ?? null;
     let queries = 0;

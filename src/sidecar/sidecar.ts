@@ -55,6 +55,8 @@ export interface SidecarOptions {
   /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
   maxBackends?: number;
   maxQueries?: number;
+  /** Query keys one role may hold in the map (default half of maxQueries; 0: no limit). */
+  maxQueryKeysPerRole?: number;
   /** Capacity of the set of the collector's own live connections (default 256); small ones let tests prove it never fills. */
   maxExcludedPids?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
@@ -146,6 +148,7 @@ export class Sidecar {
         maxBackends: options.maxBackends,
         maxQueries: options.maxQueries,
         maxExcludedPids: options.maxExcludedPids,
+        maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
       const sets = new Set<ProbeSetName>([
@@ -441,6 +444,7 @@ export class Sidecar {
 }
 
 const FINAL_FLUSH_ATTEMPTS = 3;
+const COLLECTIONS_RETENTION_MS = 30 * 86_400_000;
 
 const COUNTER_MEANING: Record<CounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
@@ -490,7 +494,8 @@ function flushParts(
     ...(retention ? [new HistoryPart(db, rows)] : []),
     health,
   ]);
-  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS);
+  // Finished requests keep their documented 30 days unless a row retention is asked for.
+  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS);
   return { rows, writer, health, retention, rowRetention };
 }
 
