@@ -30,6 +30,7 @@ const INTERVAL_S = 1;
 const RETENTION_S = 60;
 const PGBENCH_STATEMENT = 'SELECT abalance FROM pgbench_accounts WHERE aid = $1';
 let eraLog: (line: string) => void = () => undefined;
+let currentCollectorPid: () => number | undefined = () => undefined;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface SoakSample {
@@ -95,6 +96,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     await cluster.exec('pgbench', ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-i', '-q', '-s', '2', 'postgres'], 300_000);
     const collectorDsn = cluster.connectionString().replace('postgres@', 'collector@');
 
+    currentCollectorPid = () => (sidecar as SidecarProcess | null)?.pid;
     const startCollector = async () => {
       const { sidecar: s } = await SidecarProcess.start({
         dsn: collectorDsn, probes: 'query', interval: `${INTERVAL_S}s`,
@@ -280,7 +282,9 @@ async function endEra(cluster: ThrowawayCluster, era: string, baseline: number, 
  * fails is retried with the same figures), so everything before the call is in the tables.
  */
 async function waitForFlushes(c: pg.Client, n: number): Promise<void> {
-  const flushes = async () => Number((await c.query(`SELECT coalesce(sum(flushes), 0) AS n FROM bpf_stats.health WHERE stopped_at IS NULL`)).rows[0].n);
+  // The running collector's own row: a sum over rows would drop when a predecessor's row is marked stopped.
+  const pid = currentCollectorPid();
+  const flushes = async () => Number((await c.query(`SELECT coalesce(max(flushes), 0) AS n FROM bpf_stats.health WHERE pid = $1`, [pid])).rows[0].n);
   const start = await flushes();
   const deadline = Date.now() + 120_000;
   while ((await flushes()) < start + n) {
