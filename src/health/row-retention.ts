@@ -52,14 +52,15 @@ export class RowRetention {
 
   /** One pass: deletes up to BATCH expired rows of each table. */
   async maintain(db: Kysely<BpfStatsDatabase>): Promise<{ backends: number; collections: number; health: number; queries: number }> {
-    const cutoff = sql<Date>`now() - ${`${this.retentionMs} milliseconds`}::interval`;
+    // Seconds: PostgreSQL 14 refuses more than 2^31 milliseconds in an interval literal (24.8 days).
+    const cutoff = sql<Date>`now() - ${`${this.retentionMs / 1000} seconds`}::interval`;
     const backends = await sql`
       DELETE FROM bpf_stats.backend_stats WHERE (pid, backend_start) IN (
         SELECT pid, backend_start FROM bpf_stats.backend_stats WHERE exited_at < ${cutoff} LIMIT ${BATCH})`.execute(db);
     const collections = await sql`
       DELETE FROM bpf_stats.collections WHERE id IN (
         SELECT id FROM bpf_stats.collections
-         WHERE finished_at < now() - ${`${this.collectionsRetentionMs} milliseconds`}::interval LIMIT ${BATCH})`.execute(db);
+         WHERE finished_at < now() - ${`${this.collectionsRetentionMs / 1000} seconds`}::interval LIMIT ${BATCH})`.execute(db);
     const health = await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
     const pgss = (await sql<{ name: string | null }>`SELECT to_regclass('pg_stat_statements')::text AS name`.execute(db)).rows[0]?.name ?? null;
     let queries = 0;

@@ -202,7 +202,8 @@ export class Sidecar {
       forgetExcluded = (pid) => writing.rows.excluded(pid);
       await writing.health.start();
       await writing.retention?.maintain(db);
-      await writing.rowRetention.maintain(db);
+      // Never a reason not to start: a failure is one line, retried at the next period.
+      await writing.rowRetention.maintainWhenDue(db, log);
       log(
         writing.retention
           ? `history: each flush's increments kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
