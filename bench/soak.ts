@@ -31,6 +31,7 @@ const RETENTION_S = 60;
 const PGBENCH_STATEMENT = 'SELECT abalance FROM pgbench_accounts WHERE aid = $1';
 let eraLog: (line: string) => void = () => undefined;
 let currentCollectorPid: () => number | undefined = () => undefined;
+let currentCollectorRunning: () => boolean = () => true;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface SoakSample {
@@ -97,6 +98,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     const collectorDsn = cluster.connectionString().replace('postgres@', 'collector@');
 
     currentCollectorPid = () => (sidecar as SidecarProcess | null)?.pid;
+    currentCollectorRunning = () => (sidecar as SidecarProcess | null)?.running ?? false;
     const startCollector = async () => {
       const { sidecar: s } = await SidecarProcess.start({
         dsn: collectorDsn, probes: 'query', interval: `${INTERVAL_S}s`,
@@ -243,6 +245,10 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     await collectorExit.exited;
     if (code !== 0) result.crashes.push(`final stop: exit ${code}`);
     await Promise.all(background);
+  } catch (error) {
+    // What the collector said last is the first thing to read when the soak itself fails.
+    const last = (sidecar as SidecarProcess | null)?.log().split('\n').slice(-8).join('\n') ?? '';
+    throw new Error(`${error instanceof Error ? error.message : String(error)}\ncollector's last lines:\n${last}`);
   } finally {
     stopping = true;
     (sidecar as SidecarProcess | null)?.killNow();
@@ -288,6 +294,7 @@ async function waitForFlushes(c: pg.Client, n: number): Promise<void> {
   const start = await flushes();
   const deadline = Date.now() + 120_000;
   while ((await flushes()) < start + n) {
+    if (!currentCollectorRunning()) throw new Error('the collector exited while the soak waited for its flushes');
     if (Date.now() > deadline) throw new Error(`the collector wrote no ${n} flushes in 120 s`);
     await sleep(250);
   }

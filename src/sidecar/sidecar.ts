@@ -433,14 +433,23 @@ export class Sidecar {
     }
   }
 
-  /** Backends a previous run left open that are gone now were not seen exiting: close them. */
+  /**
+   * Backends a previous run left open that are gone now were not seen exiting: close them. Best
+   * effort: a connection lost meanwhile (terminated, a restart) is one line, not a failed start;
+   * the rows are then closed by a later start and deleted by the row retention in any case.
+   */
   private async markVanishedBackends(): Promise<void> {
-    await this.control!.query(`
-      UPDATE bpf_stats.backend_stats b SET exited_at = b.last_seen
-       WHERE exited_at IS NULL
-         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)
-         -- these never appear in pg_stat_activity
-         AND backend_type NOT IN ('postmaster', 'postmaster child')`);
+    try {
+      const client = await this.controlClient();
+      await client.query(`
+        UPDATE bpf_stats.backend_stats b SET exited_at = b.last_seen
+         WHERE exited_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)
+           -- these never appear in pg_stat_activity
+           AND backend_type NOT IN ('postmaster', 'postmaster child')`);
+    } catch (error) {
+      this.logLimited(`could not close the rows of backends that ended while no collector ran: ${oneLine(error)}`);
+    }
   }
 }
 
