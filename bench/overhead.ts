@@ -102,8 +102,8 @@ async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) 
   }
   // Every switch must have happened in the sidecar, or the blocks would be mislabelled.
   const log = sidecar.log();
-  const pauses = (log.match(/: paused: /g) ?? []).length;
-  const resumes = (log.match(/: resumed: /g) ?? []).length;
+  const pauses = (log.match(/(?:: |INFO\s+)paused: /g) ?? []).length;
+  const resumes = (log.match(/(?:: |INFO\s+)resumed: /g) ?? []).length;
   if (pauses !== settings.pairs + 1 || resumes !== settings.pairs) {
     await sidecar.stop();
     throw new Error(`the sidecar logged ${pauses} pauses and ${resumes} resumes, expected ${settings.pairs + 1} and ${settings.pairs}:\n${log}`);

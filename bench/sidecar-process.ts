@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 
 /** The built CLI, next to this file's directory in dist/. */
 const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
-const ATTACHED_LINE = /^pg-bpf-stats: attached probe sets: /m;
+// The CLI logs "<ISO time> INFO  <message>" off a terminal, "pg-bpf-stats: <message>" on one.
+const ATTACHED_LINE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)attached probe sets: /m;
 /** /proc/<pid>/stat counts CPU time in clock ticks; USER_HZ is 100 on Linux. */
 const CLOCK_TICKS_PER_SECOND = 100;
 

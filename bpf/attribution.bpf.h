@@ -10,12 +10,31 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include "records.h"
 #include "maps.bpf.h"
 #include "pg-status.bpf.h"
 
-/* The postmaster being watched; written by the collector between open and load (src/collector/). */
-const volatile __u32 postmaster_tgid = 0;
+/*
+ * The postmaster being watched as the kernel numbers it (its tgid in the initial pid
+ * namespace), whatever pid namespace Postgres and the collector run in. A variable, not a
+ * setting: the collector writes it after load, once it has found that number (in a container
+ * only BPF can see it, src/instance/), before it attaches anything, and again when the
+ * postmaster restarts (NO_POSTMASTER meanwhile), without reloading the object.
+ */
+enum postmaster_tgid_value {
+	NO_POSTMASTER = 0xffffffff, /* no process has it (PID_MAX_LIMIT is 2^22): the filter matches nothing */
+};
+enum postmaster_tgid_value postmaster_tgid = 0;
+/*
+ * The level of the postmaster's pid namespace (0: the host's). A backend's pid as Postgres
+ * knows it (st_procpid, pg_stat_activity.pid, the collector's own connections) is its pid at
+ * that level; read once per process, when its record is made.
+ */
+enum pidns_level_bound {
+	PIDNS_LEVEL_MAX = 32, /* MAX_PID_NS_LEVEL */
+};
+enum pidns_level_bound pidns_level = 0;
 
 /*
  * Written by the collector right after load and whenever collection resumes after a pause
@@ -54,10 +73,11 @@ struct {
 } queries SEC(".maps");
 
 /*
- * The collector's own connections, by pid: their records are marked BACKEND_EXCLUDED. An entry
- * lives as long as its backend: the final switch of an excluded backend deletes it (bpf/cpu.bpf.h),
- * and the collector deletes entries of pids that are gone without one (src/collector/). User
- * space may set max_entries before load (tests shrink it to prove it never fills).
+ * The collector's own connections, by their pid as Postgres knows it (pg_pid): their records are
+ * marked BACKEND_EXCLUDED. An entry lives as long as its backend: the final switch of an excluded
+ * backend deletes it (bpf/cpu.bpf.h), and the collector deletes entries of pids that are gone
+ * without one (src/collector/). User space may set max_entries before load (tests shrink it to
+ * prove it never fills).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -78,6 +98,28 @@ struct {
 static __always_inline bool is_postmaster_family(struct task_struct *task)
 {
 	return task->tgid == postmaster_tgid || task->real_parent->tgid == postmaster_tgid;
+}
+
+/*
+ * The pid Postgres knows `task` by: its pid in the postmaster's pid namespace (struct pid keeps
+ * one struct upid per level). Postgres processes are single-threaded: the thread's pid is the
+ * process's. 0 when it cannot be read.
+ */
+static __always_inline __u32 pg_pid_of(struct task_struct *task)
+{
+	__u32 level = pidns_level, nr = 0;
+	struct pid *pid;
+
+	if (!level)
+		return BPF_CORE_READ(task, pid);
+	if (level > PIDNS_LEVEL_MAX)
+		return 0;
+	pid = BPF_CORE_READ(task, thread_pid);
+	if (bpf_probe_read_kernel(&nr, sizeof(nr),
+				  (void *)pid + bpf_core_field_offset(struct pid, numbers) +
+					  level * bpf_core_type_size(struct upid) + bpf_core_field_offset(struct upid, nr)))
+		return 0;
+	return nr;
 }
 
 /* The record of `pid` when it has one and is not one of the collector's own connections. */
@@ -164,12 +206,15 @@ static __always_inline bool memio_backend(struct task_struct *task, __u32 pid, s
 
 	*rp = r;
 	if (!r) {
-		if (bpf_map_lookup_elem(&excluded_pids, &pid))
+		__u32 pg_pid = pg_pid_of(task);
+
+		if (bpf_map_lookup_elem(&excluded_pids, &pg_pid))
 			return false;
 		r = bpf_map_lookup_elem(&memio_scratch, &zero);
 		if (!r)
 			return false;
 		r->flags = 0;
+		r->pg_pid = pg_pid;
 		count(COUNTER_MEMIO_UNTRACKED);
 	} else if (r->flags & BACKEND_EXCLUDED) {
 		return false;

@@ -26,6 +26,7 @@
 
 #define TASK_RUNNING 0x0000
 #define TASK_DEAD    0x0080
+#define PF_KTHREAD   0x00200000
 
 static const struct backend_record empty_backend = {};
 
@@ -67,15 +68,20 @@ static __always_inline void baseline(struct backend_record *r, struct task_struc
 /* Start tracking a task: counters count from now (or from fork, for tasks born after attach). */
 static __always_inline struct backend_record *track(struct task_struct *task, __u32 pid, __u64 now)
 {
-	struct backend_record *r = map_lookup_or_init(&backends, &pid, &empty_backend, COUNTER_BACKENDS_FULL);
+	struct backend_record *r;
 
+	/* A kernel thread is never a Postgres process, whatever its parent's number. */
+	if (task->flags & PF_KTHREAD)
+		return NULL;
+	r = map_lookup_or_init(&backends, &pid, &empty_backend, COUNTER_BACKENDS_FULL);
 	if (!r)
 		return NULL;
 	r->backend_type = -1;
 	r->task_start_ns = task->start_time;
+	r->pg_pid = pg_pid_of(task);
 	baseline(r, task, now, task->se.sum_exec_runtime);
 	r->sleep_key.toplevel = 1;
-	if (bpf_map_lookup_elem(&excluded_pids, &pid))
+	if (bpf_map_lookup_elem(&excluded_pids, &r->pg_pid))
 		r->flags |= BACKEND_EXCLUDED;
 	return r;
 }
@@ -210,7 +216,9 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		 * reused later is a stranger again). Reached by the collector's backends only.
 		 */
 		if (dead) {
-			bpf_map_delete_elem(&excluded_pids, &pid);
+			__u32 pg_pid = r->pg_pid; /* the exclusion's key: the pid as Postgres knows it */
+
+			bpf_map_delete_elem(&excluded_pids, &pg_pid);
 			bpf_map_delete_elem(&backends, &pid);
 		}
 		return;

@@ -28,8 +28,13 @@
 #define PG_WAIT_CLIENT     0x06000000u
 #define PG_WAIT_IO         0x0A000000u
 
-const volatile __u64 my_be_entry_addr = 0;         /* &MyBEEntry, identical in every child */
-const volatile __u64 my_wait_event_info_addr = 0;  /* &my_wait_event_info */
+/*
+ * &MyBEEntry and &my_wait_event_info, identical in every child of one postmaster. Variables, not
+ * settings: a restarted postmaster maps the binary elsewhere (ASLR), and the collector follows
+ * it without reloading (src/instance/). Read once per backend (read_identity).
+ */
+__u64 my_be_entry_addr = 0;
+__u64 my_wait_event_info_addr = 0;
 /* Offsets inside PgBackendStatus. */
 const volatile __u32 status_procpid_off = 4;
 const volatile __u32 status_backend_type_off = 8;
@@ -75,9 +80,10 @@ const volatile __s32 client_backend_type = -1;
 
 /*
  * Fill r's identity once the backend has published its PgBackendStatus. Until st_procpid
- * shows our pid the slot may still hold a previous backend's values, so it is not trusted.
+ * shows its pid (as Postgres knows it, r->pg_pid) the slot may still hold a previous
+ * backend's values, so it is not trusted.
  */
-static __always_inline bool read_identity(struct backend_record *r, __u32 pid)
+static __always_inline bool read_identity(struct backend_record *r)
 {
 	__u64 status = 0, wait_ptr = 0, proc_start = 0;
 	__u32 ids[2] = {};
@@ -90,7 +96,7 @@ static __always_inline bool read_identity(struct backend_record *r, __u32 pid)
 	if (!status)
 		return false;
 	if (bpf_probe_read_user(&procpid, sizeof(procpid), (void *)(status + status_procpid_off)) ||
-	    procpid != (__s32)pid)
+	    !procpid || procpid != (__s32)r->pg_pid)
 		return false;
 	bpf_probe_read_user(&backend_type, sizeof(backend_type), (void *)(status + status_backend_type_off));
 	bpf_probe_read_user(&proc_start, sizeof(proc_start), (void *)(status + status_proc_start_off));
@@ -138,7 +144,7 @@ static __always_inline bool read_current(struct task_struct *task, struct backen
 	if (!task->mm)
 		return false;
 
-	if (!(r->flags & BACKEND_IDENTITY_KNOWN) && !read_identity(r, pid))
+	if (!(r->flags & BACKEND_IDENTITY_KNOWN) && !read_identity(r))
 		return false;
 	if (status_span_len && status_span_len <= STATUS_SPAN_MAX &&
 	    status_query_id_off - status_span_off <= STATUS_SPAN_MAX - sizeof(queryid) &&

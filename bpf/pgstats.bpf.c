@@ -20,6 +20,7 @@
  *   io.bpf.h           "io": block IO and writeback throttling
  *   locks.bpf.h        opt-in "locks", "lwlock", "spinlock"
  *   llc.bpf.h          opt-in "llc": sampled LLC references and misses
+ *   instance.bpf.h     finding the postmaster's tgid from inside its pid namespace (not a set)
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -39,5 +40,6 @@
 #include "io.bpf.h"
 #include "locks.bpf.h"
 #include "llc.bpf.h"
+#include "instance.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -131,6 +131,8 @@ struct backend_record {
 	__u32 dbid;
 	__s32 backend_type;      /* st_backendType, -1 when the process has no PgBackendStatus */
 	enum backend_flags flags;
+	__u32 pg_pid;            /* the pid Postgres knows it by (its pid in the postmaster's pid namespace) */
+	__u32 pad;
 
 	__u64 last_ts;           /* rq->clock at the last switch-out (sched_clock domain) */
 	__u64 last_sum_exec;     /* se.sum_exec_runtime then */

@@ -37,10 +37,31 @@ if [[ ! -e $contract || build/bpf/pgstats.bpf.o -nt $contract || scripts/gen-con
   node scripts/gen-contract.mjs build/bpf/pgstats.bpf.o bpf "$contract"
 fi
 
-if [[ ! -e native/build/Release/bpf_native.node || -n "$(find native/src native/binding.gyp -newer native/build/Release/bpf_native.node 2>/dev/null)" ]]; then
-  echo "build: native binding"
-  npx --no-install node-gyp rebuild --directory native >/dev/null
+# The addon is built as the npm package ships it: one N-API build (any Node >= the engines
+# floor) in prebuilds/<platform>-<arch>/, where node-gyp-build finds it at run time. The local
+# prebuildify and node-gyp (devDependencies) do it: no npx, nothing fetched.
+prebuilds="prebuilds/$(node -p 'process.platform + "-" + process.arch')"
+addon=$(ls "$prebuilds"/*.node 2>/dev/null | head -1 || true)
+if [[ -z $addon || -n "$(find native/src native/binding.gyp -newer "$addon" 2>/dev/null)" ]]; then
+  for tool in prebuildify node-gyp; do
+    if [[ ! -x node_modules/.bin/$tool ]]; then
+      echo "build: node_modules/.bin/$tool is missing: run npm ci first (it is a devDependency)" >&2
+      exit 2
+    fi
+  done
+  # node-gyp compiles against the running node's own headers when they are installed (Debian's
+  # nodejs ships them in /usr/include/node), rather than downloading them.
+  prefix=$(dirname "$(dirname "$(node -p process.execPath)")")
+  if [[ -z ${npm_config_nodedir:-} && -e $prefix/include/node/node_api.h ]]; then export npm_config_nodedir=$prefix; fi
+  echo "build: native addon -> $prebuilds/"
+  rm -rf "$prebuilds"
+  if ! PREBUILD_NODE_GYP="$PWD/node_modules/.bin/node-gyp" node_modules/.bin/prebuildify \
+      --napi --strip --cwd native --out . --target "node@$(node -p process.versions.node)" >build/native.log 2>&1; then
+    tail -30 build/native.log >&2
+    echo "build: the native addon failed to build (full log: build/native.log)" >&2
+    exit 1
+  fi
 fi
 
 echo "build: typescript"
-npx --no-install tsc -p tsconfig.json
+node_modules/.bin/tsc -p tsconfig.json

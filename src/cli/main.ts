@@ -1,17 +1,33 @@
 #!/usr/bin/env node
+import { MissingCapabilities } from '../capabilities/linux-capabilities.js';
 import { UserError, oneLine } from '../errors.js';
 import { checkCommand } from './check-command.js';
+import { createLogger } from './logger.js';
 import { migrateCommand } from './migrate-command.js';
 import { parseCli, USAGE } from './parse-args.js';
 import { runCommand } from './run-command.js';
 import { demoCommand } from '../demo/demo-command.js';
+import { packageVersion } from './version.js';
+import { topCommand } from '../top/top-command.js';
 
-const log = (line: string) => process.stderr.write(`pg-bpf-stats: ${line}\n`);
+/*
+ * Exit codes, for a service manager (the systemd unit's RestartPreventExitStatus=2):
+ *   0  done (run: stopped by SIGINT/SIGTERM or --duration; check: the sidecar can run here)
+ *   2  configuration or environment: bad input, a missing capability, no BTF, Postgres
+ *      unreachable or gone, ... - one line says what; restarting will not help
+ *   1  a bug in pg-bpf-stats (the stack trace follows): anything else
+ */
+const logger = createLogger(process.stderr);
+const log = logger.info;
 
 async function main(argv: string[]): Promise<number> {
   const options = parseCli(argv);
   if (options === 'help') {
     process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (options === 'version') {
+    process.stdout.write(`pg-bpf-stats ${packageVersion()}\n`);
     return 0;
   }
   switch (options.command) {
@@ -23,22 +39,28 @@ async function main(argv: string[]): Promise<number> {
       return checkCommand(options, (line) => process.stdout.write(`${line}\n`));
     case 'migrate':
       return migrateCommand(options, log);
+    case 'top':
+      return topCommand({ dsn: options.dsn, intervalMs: options.intervalMs, ...options.top! });
   }
 }
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    // Expected failures (environment, input) are one line; anything else is a bug: keep the stack.
+    // Expected failures (environment, input) are one line each; anything else is a bug: keep the stack.
+    if (error instanceof MissingCapabilities) {
+      for (const line of error.lines) logger.error(line);
+      process.exit(error.exitCode);
+    }
     if (error instanceof UserError) {
-      log(`error: ${oneLine(error)}`);
+      logger.error(oneLine(error));
       process.exit(error.exitCode);
     }
     if (isServerError(error)) {
-      log(`error: PostgreSQL said: ${oneLine(error)}`);
+      logger.error(`PostgreSQL said: ${oneLine(error)}`);
       process.exit(2);
     }
-    log(`internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    logger.error(`internal error (a bug in pg-bpf-stats, please report it): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     process.exit(1);
   },
 );

@@ -4,9 +4,11 @@ import type { ProbeSetName } from '../families/index.js';
 import { UserError } from '../errors.js';
 import { joinNegativeValues, parseDuration } from './parse-duration.js';
 import { parseRetention } from './parse-retention.js';
+import { parseMetricsAddress, type MetricsAddress } from '../exporters/prometheus/metrics-address.js';
+import { parseTopOptions, type TopCliOptions } from '../top/top-options.js';
 
-export type CommandName = 'run' | 'demo' | 'check' | 'migrate';
-const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate'];
+export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top';
+const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top'];
 
 export interface CliOptions {
   command: CommandName;
@@ -18,41 +20,65 @@ export interface CliOptions {
   durationMs: number | undefined;
   /** run: --history-retention; null: off; absent: the default (7 days). */
   historyRetentionMs?: number | null;
+  /** run: serve Prometheus /metrics here (--metrics-address), with --metrics-top and --metrics-query-text. */
+  metrics?: { address: MetricsAddress; top?: number; queryText: boolean };
+  /** top: --iterations, --sort. */
+  top?: TopCliOptions;
+  /** run: --postmaster-wait, how long to wait for a restarted postmaster (default 60 s). */
+  postmasterWaitMs?: number;
   /** run: --row-retention; absent: the history retention (7 days when history is off). */
   rowRetentionMs?: number;
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
   .filter((s) => !s.default)
-  .map((s) => s.name)
-  .join(', ');
+  .map((s) => s.name);
 
-export const USAGE = `usage: pg-bpf-stats <command> [options]
+/** "a, b, c" wrapped at `width` columns, continuation lines indented by `indent`. */
+function wrapList(items: readonly string[], indent: number, first: number, width = 80): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const item of items) {
+    const next = line ? `${line}, ${item}` : item;
+    if (line && (lines.length ? indent : first) + next.length + 1 > width) {
+      lines.push(`${line},`);
+      line = item;
+    } else line = next;
+  }
+  lines.push(line);
+  return lines.join(`\n${' '.repeat(indent)}`);
+}
 
-commands:
-  run       collect: attach BPF to the postmaster behind the connection and fill bpf_stats
-  demo      a throwaway cluster, a workload, the collector and a report; cleans up after itself
-  check     what this host and this Postgres support, one line per probe family
+// Fits an 80x24 terminal (test/unit/parse-args.test.ts checks it); details live in the README.
+export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]
+  run       collect into bpf_stats until SIGTERM (SIGUSR1 pause, SIGUSR2 resume)
+  check     what this host and this Postgres support; exit 0 when run can work
   migrate   create or update the bpf_stats schema only
-
+  demo      a throwaway cluster, a workload, the collector and a report
+  top       a live view of the busiest statements and backends, from bpf_stats
 options:
-  --dsn DSN           libpq connection string (default: PG* environment variables)
-  --interval TIME     flush period, e.g. 1s, 500ms (default 1s); units ms, s, m/min, h, d
-  --probes SETS       opt-in probe sets to attach too, comma separated (${OPT_IN_SETS})
-  --duration TIME     run: stop after TIME; demo: workload length (default 25s)
-  --history-retention TIME
-                      run: keep per-interval history this long, e.g. 7d, 12h, or off (default 7d)
-  --row-retention TIME
-                      run: keep rows of exited backends, finished requests and stopped
-                      collectors this long (default: the history retention, 7d when off)
-  -h, --help          this text`;
+  --dsn DSN            libpq connection string (default: the PG* environment)
+  --interval TIME      flush period, e.g. 1s, 500ms (default 1s)
+  --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
+  --duration TIME      run: stop after TIME; demo: workload length (default 25s)
+  --history-retention TIME, --row-retention TIME  run: kept (7d), e.g. 12h, off
+  --postmaster-wait TIME     run: wait for a restarted postmaster (default 60s)
+  --metrics-address HOST:PORT  run: serve Prometheus /metrics (127.0.0.1:9187)
+  --metrics-top N      run: series for the N statements with most time (100)
+  --metrics-query-text run: export statement text too, as pg_bpf_query_info
+  --iterations N       top: print N screens, then exit (default: until q)
+  --sort KEY           top: cpu, time, runq, io, lock, lwlock, reclaim or calls
+  -V, --version        print the version           -h, --help   this text
+exit codes: 0 ok, 2 configuration or environment (one line says what), 1 a bug
+privileges: CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH; the
+uprobe sets (query, locks, lwlock, spinlock) also need CAP_SYS_ADMIN`;
 
 /** Parses the command line (without node and script). Throws UserError on bad input. */
-export function parseCli(argv: string[]): CliOptions | 'help' {
+export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   let parsed;
   try {
     parsed = parseArgs({
-      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'row-retention']),
+      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'postmaster-wait', 'row-retention']),
       allowPositionals: true,
       options: {
         dsn: { type: 'string' },
@@ -60,20 +86,34 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
         probes: { type: 'string' },
         duration: { type: 'string' },
         'history-retention': { type: 'string' },
+        'metrics-address': { type: 'string' },
+        'metrics-top': { type: 'string' },
+        'metrics-query-text': { type: 'boolean' },
+        iterations: { type: 'string' },
+        sort: { type: 'string' },
+        'postmaster-wait': { type: 'string' },
         'row-retention': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'V' },
       },
     });
   } catch (error) {
     throw new UserError((error as Error).message.split('\n')[0]!);
   }
   const { values, positionals } = parsed;
-  if (values.help || positionals.length === 0) return 'help';
+  if (values.help) return 'help';
+  if (values.version) return 'version';
+  if (positionals.length === 0) return 'help';
   const [command, ...rest] = positionals;
   if (!COMMANDS.includes(command as CommandName)) {
     throw new UserError(`unknown command '${command}': expected one of ${COMMANDS.join(', ')}`);
   }
   if (rest.length) throw new UserError(`unexpected argument '${rest[0]}'`);
+  if (values['metrics-address'] === undefined && (values['metrics-top'] !== undefined || values['metrics-query-text'])) {
+    throw new UserError('--metrics-top and --metrics-query-text need --metrics-address');
+  }
+  const metricsTop = values['metrics-top'] === undefined ? undefined : parseCount(values['metrics-top'], '--metrics-top');
+  if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top') throw new UserError('--iterations and --sort are options of top');
   return {
     command: command as CommandName,
     dsn: values.dsn,
@@ -81,6 +121,17 @@ export function parseCli(argv: string[]): CliOptions | 'help' {
     probeSets: values.probes === undefined ? [] : parseProbeSets(values.probes),
     durationMs: values.duration === undefined ? undefined : parseDuration(values.duration, '--duration'),
     ...(values['history-retention'] !== undefined && { historyRetentionMs: parseRetention(values['history-retention']) }),
+    ...(values['metrics-address'] !== undefined && {
+      metrics: { address: parseMetricsAddress(values['metrics-address']), ...(metricsTop !== undefined && { top: metricsTop }), queryText: values['metrics-query-text'] ?? false },
+    }),
+    ...(command === 'top' && { top: parseTopOptions(values.iterations, values.sort) }),
+    ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
     ...(values['row-retention'] !== undefined && { rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }) }),
   };
+}
+
+/** A positive whole number for a flag. */
+export function parseCount(text: string, flag: string): number {
+  if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text))) throw new UserError(`${flag} '${text}': expected a whole number of at least 1`);
+  return Number(text);
 }

@@ -1,12 +1,15 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
-import type { ProgramName, RodataName } from '../bpf/contract.js';
+import { PostmasterTgidValue, type FieldOf, type ProgramName, type RodataName } from '../bpf/contract.js';
+import { RecordLayout } from '../bpf/record-layout.js';
+import { namespaceOf, procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
 import { UserError } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
 import { packageRoot } from '../package-root.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
+import { markExitedWhilePaused } from './exited-while-paused.js';
 import { KernelFeatures } from './kernel-features.js';
 import { MapReaders } from './map-readers.js';
 import { ObjectGlobals } from './object-globals.js';
@@ -37,9 +40,23 @@ export interface CollectorObjectOptions<Name extends string> {
   perfEvents?: Partial<Record<ProgramName, PerfEventSpec>>;
 }
 
-/** Path of the compiled collector object. */
+/** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
+export interface BpfPostmaster {
+  /** Its tgid in the initial pid namespace (what BPF sees). */
+  tgid: number;
+  /** Its pid namespace's level (0: the host's). */
+  level: number;
+  myBEEntry: bigint;
+  myWaitEventInfo: bigint;
+}
+
+/** Path of the compiled collector object (shipped in the npm package); a UserError saying what to do when it is missing. */
 export function collectorObjectPath(): string {
-  return join(packageRoot(), 'build', 'bpf', 'pgstats.bpf.o');
+  const path = join(packageRoot(), 'build', 'bpf', 'pgstats.bpf.o');
+  if (!existsSync(path)) {
+    throw new UserError(`the BPF object ${path} is missing: install pg-bpf-stats from its npm package, which ships it, or build it with npm run build (needs clang and bpftool)`);
+  }
+  return path;
 }
 
 /**
@@ -57,27 +74,26 @@ export class CollectorObject<Name extends string = string> {
   readonly maps: MapReaders;
   private closed = false;
 
+  private readonly backendLayout: RecordLayout<FieldOf<'backend_record'>>;
+
   private constructor(
     private readonly object: CollectorBpfObject,
-    globals: ObjectGlobals,
-    options: CollectorObjectOptions<Name>,
+    private readonly globals: ObjectGlobals,
+    private readonly options: CollectorObjectOptions<Name>,
   ) {
     this.maps = new MapReaders(object, loadNative().numPossibleCpus());
+    this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
     this.probes = new ProbeAttachments(object, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});
   }
 
   static load<Name extends string>(options: CollectorObjectOptions<Name>): CollectorObject<Name> {
     const path = collectorObjectPath();
-    if (!existsSync(path)) throw new UserError(`${path} is missing: run npm run build`);
     const object: CollectorBpfObject = new (loadNative().BpfObject)(path);
     try {
       const { target, layout } = options;
       const span = statusSpan(layout);
       const globals = new ObjectGlobals(object);
       globals.writeRodata({
-        postmaster_tgid: target.pid,
-        my_be_entry_addr: target.addresses.myBEEntry,
-        my_wait_event_info_addr: target.addresses.myWaitEventInfo,
         status_procpid_off: layout.procpidOffset,
         status_backend_type_off: layout.backendTypeOffset,
         status_proc_start_off: layout.procStartOffset,
@@ -103,6 +119,8 @@ export class CollectorObject<Name extends string = string> {
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
       object.load();
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
+      // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.
+      globals.writeBss('postmaster_tgid', BigInt(PostmasterTgidValue.NO_POSTMASTER));
       return new CollectorObject(object, globals, options);
     } catch (error) {
       object.close();
@@ -111,11 +129,13 @@ export class CollectorObject<Name extends string = string> {
   }
 
   /**
-   * Leaves one of the collector's own backends out of every figure, for as long as it lives: its
-   * entry goes at its final context switch (bpf/cpu.bpf.h), or at the next forgetGoneExclusions()
-   * when it died before that could happen. Throws when the set is full of live connections.
+   * Leaves one of the collector's own backends out of every figure, for as long as it lives;
+   * `pid` as Postgres knows it (BackendKeyData). Its entry goes at its final context switch
+   * (bpf/cpu.bpf.h), or at the next forgetGoneExclusions() when it died before that could
+   * happen. Throws when the set is full of live connections. Returns the start (task_start_ns)
+   * of each record of that pid it dropped: what was counted before the exclusion arrived.
    */
-  exclude(pid: number): void {
+  exclude(pid: number): bigint[] {
     const key = pidKey(pid);
     try {
       this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
@@ -125,26 +145,145 @@ export class CollectorObject<Name extends string = string> {
       this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
     }
     // A record made before the exclusion is dropped; the next switch re-creates it excluded.
-    this.object.mapDelete('backends', key);
+    // Records are keyed by the kernel's pid, which differs in a container: found by pg_pid.
+    return this.deleteRecordsOf(pid).map((r) => r.taskStartNs);
+  }
+
+  /** Deletes the records of a pid as Postgres knows it (the map is keyed by the kernel's pid, which differs in a container). */
+  private deleteRecordsOf(pgPid: number): Array<{ key: number; taskStartNs: bigint }> {
+    const batch = this.object.mapLookupBatch('backends');
+    const deleted: Array<{ key: number; taskStartNs: bigint }> = [];
+    for (let i = 0; i < batch.count; i++) {
+      const at = i * batch.valueSize;
+      if (this.backendLayout.int(batch.values, at, 'pg_pid') !== BigInt(pgPid)) continue;
+      const key = batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize);
+      deleted.push({ key: key.readUInt32LE(0), taskStartNs: this.backendLayout.int(batch.values, at, 'task_start_ns') });
+      this.object.mapDelete('backends', key);
+    }
+    return deleted;
+  }
+
+  /**
+   * Points every program at a postmaster: its tgid as BPF sees it, its pid namespace's level,
+   * and where its children keep MyBEEntry and my_wait_event_info. At start-up before anything
+   * is attached, and when the postmaster restarts (null meanwhile: nothing matches).
+   */
+  retarget(to: BpfPostmaster | null): void {
+    if (!to) {
+      this.globals.writeBss('postmaster_tgid', BigInt(PostmasterTgidValue.NO_POSTMASTER));
+      this.forgetExcluded();
+      return;
+    }
+    this.globals.writeBss('pidns_level', BigInt(to.level));
+    this.globals.writeBss('my_be_entry_addr', to.myBEEntry);
+    this.globals.writeBss('my_wait_event_info_addr', to.myWaitEventInfo);
+    this.globals.writeBss('postmaster_tgid', BigInt(to.tgid));
+  }
+
+  /**
+   * Lets BPF follow the postmaster by itself (bpf/instance.bpf.h): the filter goes to nothing
+   * when it exits, and to its successor at the successor's first fork. `like`: the binary's and
+   * data directory's device (the kernel's dev_t) and inode, and the text start (mm->start_code)
+   * of the postmaster the current addresses belong to (0: unknown, no adoption). Returns what
+   * stops it.
+   */
+  followPostmaster(like: { exe: NamespaceId; dir: NamespaceId; startCode: bigint }): () => void {
+    this.globals.writeBss('follow_exe_dev', like.exe.dev);
+    this.globals.writeBss('follow_dir_dev', like.dir.dev);
+    this.globals.writeBss('follow_dir_ino', like.dir.ino);
+    this.globals.writeBss('follow_start_code', like.startCode);
+    this.globals.writeBss('follow_exe_ino', like.startCode ? like.exe.ino : 0n);
+    const links = [this.object.attach('on_postmaster_exit'), this.object.attach('adopt_postmaster')];
+    return () => links.forEach((link) => link.destroy());
+  }
+
+  /** Our connections went with the old postmaster; their pids will be reused by its successor's backends. */
+  forgetExcluded(): void {
+    this.maps.clear('excluded_pids');
+  }
+
+  /** The tgid the filter matches now (BPF may change it, followPostmaster); null: nothing. */
+  bpfPostmasterTgid(): number | null {
+    const tgid = Number(this.globals.readBss('postmaster_tgid'));
+    return tgid === PostmasterTgidValue.NO_POSTMASTER ? null : tgid;
+  }
+
+  /** What the filter points at now (BPF may have changed it, followPostmaster); null: nothing. */
+  bpfPostmaster(): BpfPostmaster | null {
+    const tgid = Number(this.globals.readBss('postmaster_tgid'));
+    if (tgid === PostmasterTgidValue.NO_POSTMASTER) return null;
+    return {
+      tgid,
+      level: Number(this.globals.readBss('pidns_level')),
+      myBEEntry: this.globals.readBss('my_be_entry_addr'),
+      myWaitEventInfo: this.globals.readBss('my_wait_event_info_addr'),
+    };
+  }
+
+  /**
+   * The tgid BPF knows a process by, and its pid namespace's level, from what a collector in any
+   * pid namespace can see: the namespace (nsfs device and inode of /proc/<pid>/ns/pid) and the
+   * pid there (bpf/instance.bpf.h). `wake` makes the process leave its CPU (the postmaster
+   * forks for a new connection); null when it did not within `timeoutMs`.
+   */
+  async findTgid(seek: { dev: bigint; ino: bigint; tgid: number }, wake: () => Promise<void>, timeoutMs = 3000): Promise<{ tgid: number; level: number } | null> {
+    this.globals.writeBss('found_tgid', 0n);
+    this.globals.writeBss('seek_pidns_dev', seek.dev);
+    this.globals.writeBss('seek_pidns_ino', seek.ino);
+    this.globals.writeBss('seek_tgid', BigInt(seek.tgid));
+    const link = this.object.attach('find_postmaster');
+    try {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        await wake().catch(() => undefined);
+        const tgid = Number(this.globals.readBss('found_tgid'));
+        if (tgid) return { tgid, level: Number(this.globals.readBss('found_level')) };
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      return null;
+    } finally {
+      link.destroy();
+      this.globals.writeBss('seek_tgid', 0n);
+    }
+  }
+
+  /** Marks exited every tracked process that is gone without BPF seeing its last switch (orphans after a crash). */
+  markExitedGone(): void {
+    markExitedWhilePaused(this.object, this.options.target.procShowsPgPids);
   }
 
   /**
    * Deletes exclusions (and their records) of pids that no longer exist: a connection that ended
    * before it was excluded, or whose last switch ran while nothing was attached. Returns how many
    * live exclusions remain. A few /proc lookups: the set holds the collector's live connections.
+   * The set is keyed by the pid Postgres knows: where /proc shows other pids (Postgres in a
+   * container, the collector on the host), a backend is looked up by its record's kernel pid.
    */
   forgetGoneExclusions(): number {
     const { keys, count } = this.object.mapLookupBatch('excluded_pids');
+    if (!count) return 0;
+    const target = this.options.target;
+    let kernelPids: Map<number, number[]> | null = null;
+    if (!target.procShowsPgPids) {
+      kernelPids = new Map();
+      const batch = this.object.mapLookupBatch('backends');
+      for (let i = 0; i < batch.count; i++) {
+        const pgPid = Number(this.backendLayout.int(batch.values, i * batch.valueSize, 'pg_pid'));
+        kernelPids.set(pgPid, [...(kernelPids.get(pgPid) ?? []), batch.keys.readUInt32LE(i * batch.keySize)]);
+      }
+    }
     let live = 0;
     for (let i = 0; i < count; i++) {
       const pid = keys.readUInt32LE(i * 4);
-      if (existsSync(`/proc/${pid}`)) {
+      const alive = kernelPids
+        ? (kernelPids.get(pid) ?? procPidsFor(pid).filter((p) => inPidNamespace(p, target.pidns))).some((p) => existsSync(`/proc/${p}`))
+        : existsSync(`/proc/${pid}`);
+      if (alive) {
         live++;
         continue;
       }
-      const key = pidKey(pid);
-      this.object.mapDelete('excluded_pids', key);
-      this.object.mapDelete('backends', key);
+      this.object.mapDelete('excluded_pids', pidKey(pid));
+      this.deleteRecordsOf(pid);
     }
     return live;
   }
@@ -176,4 +315,14 @@ function pidKey(pid: number): Buffer {
 function jiffyNs(): number {
   const hz = KernelFeatures.host().hz();
   return hz ? Math.round(1e9 / hz) : 0;
+}
+
+/** Whether /proc/<pid> is a process of the pid namespace `ns`. */
+function inPidNamespace(pid: number, ns: NamespaceId): boolean {
+  try {
+    const id = namespaceOf(pid, 'pid');
+    return id.ino === ns.ino && id.dev === ns.dev;
+  } catch {
+    return false;
+  }
 }

@@ -8,9 +8,9 @@ import { CLOCK_TICKS, procStat } from '../target/proc-stat.js';
  * saw its final switch: it exited while the probes were detached. The next flush closes it.
  *
  * @example
- * object.probes.resume(sets); // calls markExitedWhilePaused(object) once attached again
+ * object.probes.resume(sets); // calls markExitedWhilePaused(object, procShowsPgPids) once attached again
  */
-export function markExitedWhilePaused(object: CollectorBpfObject): void {
+export function markExitedWhilePaused(object: CollectorBpfObject, procShowsPgPids: boolean): void {
   const batch = object.mapLookupBatch('backends');
   const layout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
   const exited = layout.field('exited_ns');
@@ -19,7 +19,8 @@ export function markExitedWhilePaused(object: CollectorBpfObject): void {
   for (let i = 0; i < batch.count; i++) {
     const at = i * batch.valueSize;
     if (layout.int(batch.values, at, 'exited_ns') !== 0n) continue;
-    const pid = batch.keys.readUInt32LE(i * batch.keySize);
+    // /proc inside the postmaster's pid namespace knows the process by its pid there.
+    const pid = procShowsPgPids ? Number(layout.int(batch.values, at, 'pg_pid')) : batch.keys.readUInt32LE(i * batch.keySize);
     if (sameProcess(pid, layout.int(batch.values, at, 'task_start_ns'), offset)) continue;
     const value = Buffer.from(batch.values.subarray(at, at + batch.valueSize));
     value.writeBigUInt64LE(now, exited.offset);

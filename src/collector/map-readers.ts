@@ -123,8 +123,10 @@ export class MapReaders {
       const at = i * batch.valueSize;
       const flags = layout.int(batch.values, at, 'flags');
       if (flags & BigInt(BackendFlags.BACKEND_EXCLUDED)) continue;
+      const key = batch.keys.readUInt32LE(i * batch.keySize);
       samples.push({
-        pid: batch.keys.readUInt32LE(i * batch.keySize),
+        pid: Number(layout.int(batch.values, at, 'pg_pid')) || key,
+        key,
         metrics: names.map((n) => layout.int(batch.values, at, n)),
         queryid: layout.int(batch.values, at, 'queryid'),
         backendStartUs: layout.int(batch.values, at, 'backend_start_us'),

@@ -4,7 +4,10 @@ import type { MapBatch } from '../native/bpf-native.js';
 
 /** Raw cumulative sample of one tracked process (bpf/records.h, struct backend_record). */
 export interface BackendSample {
+  /** The pid Postgres knows it by (pg_stat_activity.pid): in a container, its pid in the postmaster's pid namespace. */
   pid: number;
+  /** Its key in the backends map: the pid the kernel (and BPF) knows it by, in the initial pid namespace. */
+  key: number;
   metrics: bigint[];
   queryid: bigint;
   backendStartUs: bigint;

@@ -40,8 +40,12 @@ export class ObjectGlobals {
     this.object.mapUpdate(BSS_MAP, Buffer.alloc(4), value);
   }
 
+  /** The .bss layout, read once: the postmaster follower reads a variable several times a second. */
+  private bssLayout: ReturnType<CollectorBpfObject['mapLayout']> | null = null;
+
   private bssVariable(name: BssName) {
-    const variable = this.object.mapLayout(BSS_MAP).value.find((f) => f.name === name);
+    this.bssLayout ??= this.object.mapLayout(BSS_MAP);
+    const variable = this.bssLayout.value.find((f) => f.name === name);
     if (!variable) throw new Error(`BPF object has no ${name}: rebuild with npm run build`);
     const value = this.object.mapLookup(BSS_MAP, Buffer.alloc(4));
     if (!value) throw new Error('BPF object has no .bss value');

@@ -89,7 +89,7 @@ export class ProbeAttachments<Name extends string> {
     }
     // After attaching: a process that exits from here on has its final switch seen by BPF, and
     // one that exited before (or is a zombie, its final switch done) is found here.
-    markExitedWhilePaused(this.object);
+    markExitedWhilePaused(this.object, this.target.procShowsPgPids);
     if (failures.length) throw failures[0];
   }
 

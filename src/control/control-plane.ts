@@ -1,4 +1,5 @@
 import { Socket } from 'node:net';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import pgListen, { type Subscriber } from 'pg-listen';
 import type { ProbeSetName } from '../families/index.js';
@@ -6,6 +7,7 @@ import { LOG_PERIOD_MS } from '../rate-limited-log.js';
 import { oneLine } from '../errors.js';
 import { shorten } from '../shorten.js';
 import { backendPid } from '../storage/backend-pid.js';
+import type { BpfStatsDatabase, BpfStatsDb } from '../storage/database.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest, type CollectionRow } from './collection-request.js';
 
 /** Channel bpf_stats.collect/stop ring; its payload is never trusted. */
@@ -78,7 +80,11 @@ export class ControlPlane {
     private readonly subscriber: Subscriber,
   ) {
     this.log = options.log ?? (() => undefined);
+    this.db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
   }
+
+  /** Typed statements over the control connection (the pool of one above). */
+  private readonly db: BpfStatsDb;
 
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
     const { host } = options;
@@ -143,7 +149,7 @@ export class ControlPlane {
     }
     // Bounded: finished requests are kept for RETENTION, then forgotten (once per start).
     void plane.serial(async () => {
-      await pool.query(`DELETE FROM bpf_stats.collections WHERE finished_at < now() - interval '${RETENTION}'`);
+      await plane.db.deleteFrom('bpf_stats.collections').where('finished_at', '<', sql<Date>`now() - ${RETENTION}::interval`).execute();
     });
     // 'connected' fired before LISTEN on the first connection: look at what is waiting now.
     plane.requestReconcile();
@@ -237,15 +243,22 @@ export class ControlPlane {
       this.unsaved.delete(id);
     }
     const limit = BATCH + this.running.size;
-    const { rows } = await this.pool.query<CollectionRow & { id: string; status: string; elapsed_ms: number | null }>(
-      `SELECT id, probes, extract(epoch FROM duration)::float8 AS duration_s, status,
-              extract(epoch FROM now() - started_at)::float8 * 1000 AS elapsed_ms
-         FROM bpf_stats.collections
-        WHERE status IN ('pending', 'running') OR id = ANY($1::int8[])
-        -- ours first, so that a long queue never hides how they stand
-        ORDER BY id = ANY($1::int8[]) DESC, id LIMIT $2`,
-      [[...this.running.keys()], limit],
-    );
+    const ours = sql<boolean>`id = ANY(${[...this.running.keys()]}::int8[])`;
+    const rows: Array<CollectionRow & { id: string; status: string; elapsed_ms: number | null }> = await this.db
+      .selectFrom('bpf_stats.collections')
+      .select([
+        'id',
+        'probes',
+        'status',
+        sql<number | null>`extract(epoch FROM duration)::float8`.as('duration_s'),
+        sql<number | null>`extract(epoch FROM now() - started_at)::float8 * 1000`.as('elapsed_ms'),
+      ])
+      .where((eb) => eb.or([eb('status', 'in', ['pending', 'running']), ours]))
+      // ours first, so that a long queue never hides how they stand
+      .orderBy(ours, 'desc')
+      .orderBy('id')
+      .limit(limit)
+      .execute();
     // Ours that ended elsewhere: bpf_stats.stop(), or a row changed or deleted by hand.
     for (const id of [...this.running.keys()]) {
       const row = rows.find((r) => r.id === id);
@@ -266,8 +279,14 @@ export class ControlPlane {
       this.log(`collection ${row.id} rejected: ${request.error}`);
       return;
     }
-    const claimed = await this.pool.query(`UPDATE bpf_stats.collections SET status = 'running', started_at = now() WHERE id = $1 AND status = 'pending' RETURNING id`, [row.id]);
-    if (!claimed.rowCount) return;
+    const claimed = await this.db
+      .updateTable('bpf_stats.collections')
+      .set({ status: 'running', started_at: sql<Date>`now()` })
+      .where('id', '=', row.id)
+      .where('status', '=', 'pending')
+      .returning('id')
+      .execute();
+    if (!claimed.length) return;
     const error = this.collect(row.id, request.sets, request.durationMs, 'started');
     if (error) await this.saveEnd(row.id, 'failed', error);
     else await this.notify(row.id, 'running', null);
@@ -338,17 +357,22 @@ export class ControlPlane {
 
   /** Moves a row on from status `from` and, in the same statement, reports it on bpf_stats_status. */
   private async report(id: string, status: string, error: string | null, from: 'pending' | 'running'): Promise<void> {
-    await this.pool.query(
-      `WITH changed AS (
-         UPDATE bpf_stats.collections SET status = $2, finished_at = now(), error = $3
-          WHERE id = $1 AND status = $4 RETURNING id)
-       SELECT pg_notify('${STATUS_CHANNEL}', $5) FROM changed`,
-      [id, status, error, from, statusPayload(id, status, error)],
-    );
+    await this.db
+      .with('changed', (db) =>
+        db
+          .updateTable('bpf_stats.collections')
+          .set({ status, finished_at: sql<Date>`now()`, error })
+          .where('id', '=', id)
+          .where('status', '=', from)
+          .returning('id'),
+      )
+      .selectFrom('changed')
+      .select(sql`pg_notify(${STATUS_CHANNEL}, ${statusPayload(id, status, error)})`.as('notified'))
+      .execute();
   }
 
   private async notify(id: string, status: string, error: string | null): Promise<void> {
-    await this.pool.query(`SELECT pg_notify('${STATUS_CHANNEL}', $1)`, [statusPayload(id, status, error)]);
+    await sql`SELECT pg_notify(${STATUS_CHANNEL}, ${statusPayload(id, status, error)})`.execute(this.db);
   }
 }
 

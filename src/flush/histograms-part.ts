@@ -12,10 +12,18 @@ import { HistogramDeltas, type HistogramRow } from './histogram-deltas.js';
 export class HistogramsPart implements FlushPart {
   readonly name = 'query_histograms';
   private readonly deltas = new HistogramDeltas();
+  /** The increments the last committed flush wrote (for flush listeners). */
+  lastCommitted: readonly HistogramRow[] = [];
 
   prepare({ maps }: FlushInput): PreparedPart {
     const { rows, commit } = this.deltas.prepare(maps.histograms);
-    return { statements: rows.length ? [histogramUpsert(rows)] : [], commit };
+    return {
+      statements: rows.length ? [histogramUpsert(rows)] : [],
+      commit: () => {
+        commit();
+        this.lastCommitted = rows;
+      },
+    };
   }
 }
 

@@ -14,6 +14,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { UserError } from '../errors.js';
 import { packageRoot } from '../package-root.js';
 
 /** A program of a {@link BpfObject}, as listed by `programs()`. */
@@ -294,9 +295,30 @@ export function isNativeError(e: unknown): e is NativeError {
   );
 }
 
-/** Absolute path of the built addon. */
-export function nativeAddonPath(): string {
+/** Where a hand-made build of native/ lands (node-gyp rebuild --directory native). */
+function handBuiltAddonPath(): string {
   return join(packageRoot(), 'native', 'build', 'Release', 'bpf_native.node');
+}
+
+/**
+ * Absolute path of the addon this process loads: a hand-made build of native/ when there is
+ * one, else the prebuild for this platform (prebuilds/<platform>-<arch>/, made by prebuildify
+ * at `npm run build` and shipped in the npm package; one N-API build serves every Node
+ * version). Throws a UserError saying what to do when there is neither.
+ */
+export function nativeAddonPath(): string {
+  const handBuilt = handBuiltAddonPath();
+  if (existsSync(handBuilt)) return handBuilt;
+  const require = createRequire(import.meta.url);
+  const nodeGypBuild = require('node-gyp-build') as { path(dir: string): string };
+  try {
+    return nodeGypBuild.path(packageRoot());
+  } catch {
+    throw new UserError(
+      `the native addon for ${process.platform}-${process.arch} is missing (no prebuilds/${process.platform}-${process.arch}/*.node in ${packageRoot()}): ` +
+        'install pg-bpf-stats from its npm package, which ships it, or build it with npm run build (needs a C++ compiler and libbpf-dev)',
+    );
+  }
 }
 
 let cached: BpfNative | undefined;
@@ -304,7 +326,8 @@ let cached: BpfNative | undefined;
 /**
  * Loads the addon (once) and returns its typed exports.
  *
- * @throws Error('native binding not built: run npm run build') when the .node file is missing.
+ * @throws UserError when the addon is missing or cannot be loaded (e.g. libbpf.so.1 absent):
+ *   one line naming what to install.
  * @example
  * const bpf = loadNative();
  * console.log(bpf.libbpfVersion(), bpf.numPossibleCpus());
@@ -312,8 +335,19 @@ let cached: BpfNative | undefined;
 export function loadNative(): BpfNative {
   if (cached) return cached;
   const path = nativeAddonPath();
-  if (!existsSync(path)) throw new Error('native binding not built: run npm run build');
   const require = createRequire(import.meta.url);
-  cached = require(path) as BpfNative;
+  try {
+    cached = require(path) as BpfNative;
+  } catch (error) {
+    const missing = /(lib[\w.+-]+\.so[\d.]*): cannot open shared object file/.exec((error as Error).message)?.[1];
+    throw new UserError(
+      missing
+        ? `cannot load ${path}: ${missing} is missing: install the runtime libraries ${RUNTIME_LIBRARIES} (README, "Install")`
+        : `cannot load ${path}: ${(error as Error).message.split('\n')[0]}`,
+    );
+  }
   return cached;
 }
+
+/** The shared libraries the addon links against, as Debian/Ubuntu name their packages. */
+export const RUNTIME_LIBRARIES = 'libbpf1 (libbpf.so.1, 1.1 or newer), libelf1 and zlib1g';

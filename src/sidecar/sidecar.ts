@@ -1,12 +1,14 @@
 import type { ProgramName } from '../bpf/contract.js';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { CounterName } from '../bpf/counters.js';
 import { probeCapabilities } from '../capabilities/probe-capabilities.js';
 import { writeCapabilities } from '../capabilities/write-capabilities.js';
 import { assertHostReady } from '../capabilities/host-checks.js';
-import { CollectorObject } from '../collector/collector-object.js';
+import { CollectorObject, type BpfPostmaster } from '../collector/collector-object.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
+import type { MapFill } from '../collector/map-samples.js';
+import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { ControlPlane } from '../control/control-plane.js';
 import { oneLine, UserError } from '../errors.js';
 import { LOG_PERIOD_MS, rateLimited } from '../rate-limited-log.js';
@@ -14,6 +16,7 @@ import type { SupportContext } from '../families/family.js';
 import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
 import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
 import { FlushWriter } from '../flush/flush-writer.js';
+import type { HistogramRow } from '../flush/histogram-deltas.js';
 import { HistogramsPart } from '../flush/histograms-part.js';
 import { HealthPart } from '../health/health-part.js';
 import { HistoryPart } from '../health/history-part.js';
@@ -24,14 +27,16 @@ import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
 import { connect } from '../storage/connect.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
+import type { BackendRow, QueryRow } from '../storage/metric-row.js';
 import { MetricRows } from '../storage/metric-rows.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 import { QueryStatsPart } from '../storage/query-stats-part.js';
 import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
+import { PostmasterFollower } from '../instance/postmaster-follower.js';
+import { collectorApplicationName, lockServer } from '../instance/server-lock.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
-import { procStat } from '../target/proc-stat.js';
 
 /** The members of struct metrics every flush reads, in METRIC_COLUMNS order. */
 const METRIC_FIELDS = METRIC_COLUMNS.map((c) => c.field);
@@ -63,6 +68,8 @@ export interface SidecarOptions {
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
   controlPollMs?: number;
+  /** How long to wait for a new postmaster after the one attached to is gone (default 60 s). */
+  postmasterWaitMs?: number;
 }
 
 /** What the last flush did (for logs, tests, and later bpf_stats.health). */
@@ -72,6 +79,20 @@ export interface FlushStatus {
   queries: number;
   backends: number;
   error: string | null;
+}
+
+/**
+ * What a flush wrote, for listeners (the Prometheus exporter): the increments of exactly the
+ * rows committed (none when it failed), and what the BPF side looked like then.
+ */
+export interface FlushReport extends FlushStatus {
+  queryRows: readonly QueryRow[];
+  backendRows: readonly BackendRow[];
+  histogramRows: readonly HistogramRow[];
+  /** The BPF `counters` (dropped events by kind), cumulative since load; empty when the maps were not read. */
+  counters: Readonly<Record<string, bigint>>;
+  fill: readonly MapFill[];
+  attached: readonly ProbeSetName[];
 }
 
 /**
@@ -99,6 +120,13 @@ export class Sidecar {
   lastFlush: FlushStatus | null = null;
   /** Lines about conditions that can repeat (failures, lost connections): one per topic per LOG_PERIOD_MS. */
   private readonly logLimited: (line: string, topic?: string) => void;
+  private readonly flushListeners: Array<(report: FlushReport) => void> = [];
+  /** Watches the postmaster and follows it across restarts. */
+  follower: PostmasterFollower | null = null;
+  /** Each restart followed: when (performance.now()), the new postmaster, the gap in ms. */
+  readonly followed: Array<{ at: number; pgPid: number; gapMs: number; adoptedByBpf: boolean }> = [];
+  private sweepUntil = 0;
+  private closeVanishedDue = false;
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
   /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
@@ -122,13 +150,14 @@ export class Sidecar {
 
   static async start(options: SidecarOptions): Promise<Sidecar> {
     const log = options.log ?? (() => undefined);
-    assertHostReady();
-    const control = await connect(options.connectionString);
+    assertHostReady(options.probeSets);
+    const control = await connect(options.connectionString, collectorApplicationName());
     let object: CollectorObject<ProbeSetName> | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;
     try {
+      // Before anything is created: a second collector on this server refuses here.
+      await lockServer(control);
       const target = await discoverPostmaster(control);
-      log(`postmaster ${target.pid}: ${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`);
       const observer = await connect(options.connectionString);
       let layout: StatusLayout;
       try {
@@ -151,6 +180,13 @@ export class Sidecar {
         maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
+      // The postmaster as BPF sees it (its host tgid), found before anything is attached or created.
+      const current = await postmasterForBpf(object, target, options.connectionString);
+      object.retarget(current);
+      log(
+        `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
+          `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
+      );
       const sets = new Set<ProbeSetName>([
         ...Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name),
         ...(options.probeSets ?? []),
@@ -172,7 +208,7 @@ export class Sidecar {
       object.exclude(backendPid(control));
       const excluder = object;
       const logOnce = rateLimited(log);
-      let checkPostmaster = (_pid: number): void => undefined;
+      let checkPostmaster = (): void => undefined;
       let forgetExcluded = (_pid: number): void => undefined;
       const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
       // The writer's own backend must not show up in the figures it writes: its pid comes with
@@ -184,9 +220,10 @@ export class Sidecar {
         // An exception here would be uncaught (an event handler): it must never end the process.
         try {
           const pid = backendPid(client);
+          // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
+          checkPostmaster();
           excluder.exclude(pid);
           forgetExcluded(pid);
-          checkPostmaster(pid);
         } catch (error) {
           logOnce(`writer connection: cannot exclude its backend, closing it: ${oneLine(error)}`);
           // Not excluded, it must not write: end it, the pool opens another at the next flush.
@@ -211,7 +248,8 @@ export class Sidecar {
       );
       log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
-      checkPostmaster = (pid) => sidecar.checkPostmaster(pid);
+      sidecar.follow(current);
+      checkPostmaster = () => sidecar.follower?.check();
       await sidecar.markVanishedBackends();
       sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
       if (options.control ?? true) {
@@ -308,14 +346,32 @@ export class Sidecar {
    * backend already gone (terminated right after connecting) says nothing about that.
    */
   excludeBackend(pid: number): void {
+    this.follower?.check();
     this.object.exclude(pid);
     this.writing.rows.excluded(pid);
-    if (procStat(pid)) this.checkPostmaster(pid);
   }
 
   /** Probe sets attached now, or to be attached again when paused. */
   attached(): ProbeSetName[] {
     return this.pausedSets ? [...this.pausedSets] : this.object.probes.attached();
+  }
+
+  /**
+   * Calls `listener` after every flush with what it committed (synchronously, on the flush path:
+   * a listener must do no more than O(rows) work and must not block).
+   */
+  onFlush(listener: (report: FlushReport) => void): void {
+    this.flushListeners.push(listener);
+  }
+
+  private report(report: FlushReport): void {
+    for (const listener of this.flushListeners) {
+      try {
+        listener(report);
+      } catch (error) {
+        this.options.log?.(`flush listener failed: ${oneLine(error)}`);
+      }
+    }
   }
 
   /** Writes what was collected since the last flush; concurrent calls share one flush. */
@@ -328,21 +384,35 @@ export class Sidecar {
   private async flushOnce(): Promise<FlushStatus> {
     const started = performance.now();
     const at = new Date();
-    const { rows, writer, health, retention, rowRetention } = this.writing;
+    const { rows, writer, health, retention, rowRetention, histograms } = this.writing;
+    let maps: MapSnapshot | null = null;
     try {
+      // After a restart the control session (and the server lock it held) is gone: take both again.
+      if (!this.control && !this.stopped) await this.controlClient();
+      // After a crash, backends of the old postmaster exit as orphans, out of BPF's sight.
+      if (performance.now() < this.sweepUntil) this.object.markExitedGone();
       const measured = new Set([...this.measuring, ...this.object.probes.attached()]);
       // Exclusions of connections that died unseen (before being excluded, or while paused).
       this.object.forgetGoneExclusions();
-      const maps = this.object.maps.snapshot(METRIC_FIELDS);
+      maps = this.object.maps.snapshot(METRIC_FIELDS);
       this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
       if (rows.needsNames(maps)) await this.refreshBackendTypes();
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await writer.write({ maps, measured, startedMs: started });
+      // After a restart: rows of the old postmaster's processes this run never tracked (asleep
+      // since before it attached) are closed as at start-up.
+      if (this.closeVanishedDue) {
+        await this.markVanishedBackends();
+        this.closeVanishedDue = false;
+      }
       const written = rows.prepare(maps, measured);
       this.measuring = new Set(this.object.probes.attached());
       this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null };
+      if (this.flushListeners.length) {
+        this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: histograms.lastCommitted, counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
+      }
     } catch (error) {
       // Nothing was committed: the same increments go out with the next flush.
       const repeated = this.lastFlush?.error === oneLine(error);
@@ -352,6 +422,9 @@ export class Sidecar {
       // A missing partition (a clock jump, a long pause) must not wait for the next period.
       retention?.soon();
       await health.failed(oneLine(error));
+      if (this.flushListeners.length) {
+        this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], counters: maps?.counters ?? {}, fill: maps?.fill ?? [], attached: this.object.probes.attached() });
+      }
     }
     return this.lastFlush;
   }
@@ -360,6 +433,7 @@ export class Sidecar {
   async stop(reason = 'stopped'): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    this.follower?.close();
     if (this.timer) clearInterval(this.timer);
     await this.controlPlane?.stop();
     for (const set of this.object.probes.attached()) this.object.probes.detach(set);
@@ -377,21 +451,46 @@ export class Sidecar {
   /** The control connection, reopened (and excluded again) after the database went away. */
   private async controlClient(): Promise<pg.Client> {
     if (this.control) return this.control;
-    const client = await connect(this.options.connectionString);
+    const client = await connect(this.options.connectionString, collectorApplicationName());
     const pid = backendPid(client);
-    this.checkPostmaster(pid);
+    this.follower?.check();
     this.object.exclude(pid);
     this.writing.rows.excluded(pid);
+    try {
+      // The server released the lock with the old session: take it again, or give way.
+      await lockServer(client);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      if (error instanceof UserError) this.fail(error);
+      throw error;
+    }
     this.adoptControl(client);
     return client;
   }
 
-  /** A reconnect that lands on another postmaster means a restart: the probes filter on the old pid. */
-  private checkPostmaster(backend: number): void {
-    const postmaster = procStat(backend)?.ppid ?? null;
-    if (postmaster !== this.target.pid) {
-      this.fail(new UserError(`postmaster restarted (pid ${this.target.pid} is gone, backends now come from ${postmaster ?? 'elsewhere'}): start pg-bpf-stats again to attach to it`));
-    }
+  /**
+   * Follows the postmaster across restarts (src/instance/postmaster-follower.ts): the BPF
+   * filter moves to the new one; the maps and what they hold stay, so nothing is lost or
+   * counted twice. A postmaster gone for good (or back as another binary) ends the run.
+   */
+  private follow(current: BpfPostmaster): void {
+    const log = this.options.log ?? (() => undefined);
+    this.follower = new PostmasterFollower({
+      target: this.target,
+      object: this.object,
+      current,
+      waitMs: this.options.postmasterWaitMs ?? DEFAULT_POSTMASTER_WAIT_MS,
+      log,
+      onFollowed: (target, gapMs, adoptedByBpf) => {
+        this.writing.rows.setPostmaster(target.pgPid);
+        this.sweepUntil = performance.now() + ORPHAN_SWEEP_MS;
+        this.closeVanishedDue = true;
+        log(`following postmaster ${target.pgPid} (pid ${current.tgid} for BPF${adoptedByBpf ? ', adopted by BPF at its first fork' : ''}), ${Math.round(gapMs)} ms after the old one was gone`);
+        this.followed.push({ at: performance.now(), pgPid: target.pgPid, gapMs, adoptedByBpf });
+      },
+      onLost: (error) => this.fail(error),
+    });
+    this.follower.start();
   }
 
   private adoptControl(client: pg.Client): void {
@@ -440,13 +539,16 @@ export class Sidecar {
    */
   private async markVanishedBackends(): Promise<void> {
     try {
-      const client = await this.controlClient();
-      await client.query(`
-        UPDATE bpf_stats.backend_stats b SET exited_at = b.last_seen
-         WHERE exited_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)
-           -- these never appear in pg_stat_activity
-           AND backend_type NOT IN ('postmaster', 'postmaster child')`);
+      await this.db
+        .updateTable('bpf_stats.backend_stats as b')
+        .set((eb) => ({ exited_at: eb.ref('b.last_seen') }))
+        .where('b.exited_at', 'is', null)
+        .where(({ not, exists }) =>
+          not(exists(sql`(SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)`)),
+        )
+        // these never appear in pg_stat_activity
+        .where('b.backend_type', 'not in', ['postmaster', 'postmaster child'])
+        .execute();
     } catch (error) {
       this.logLimited(`could not close the rows of backends that ended while no collector ran: ${oneLine(error)}`);
     }
@@ -455,6 +557,29 @@ export class Sidecar {
 
 const FINAL_FLUSH_ATTEMPTS = 3;
 const COLLECTIONS_RETENTION_MS = 30 * 86_400_000;
+const DEFAULT_POSTMASTER_WAIT_MS = 60_000;
+/** How long after a restart orphans of the old postmaster are looked for (they exit once they notice). */
+const ORPHAN_SWEEP_MS = 30_000;
+
+/**
+ * The postmaster's tgid as BPF sees it (and its pid namespace's level): known from /proc on the
+ * host, found through BPF from inside a container's pid namespace. A UserError when it cannot
+ * be found: nothing is created then.
+ */
+async function postmasterForBpf(object: CollectorObject<ProbeSetName>, target: PostmasterTarget, connectionString: string | undefined): Promise<BpfPostmaster> {
+  // A new connection makes the postmaster fork, and so leave its CPU, where BPF names it.
+  const wake = async () => {
+    const client = await connect(connectionString);
+    await client.end();
+  };
+  const found = await object.findTgid({ ...target.pidns, tgid: target.pgPid }, wake);
+  if (!found) {
+    throw new UserError(
+      `cannot translate postmaster ${target.pgPid} of pid namespace ${target.pidns.ino} to the pid the kernel knows it by (it did not run within 3 s, or BPF cannot name that namespace)`,
+    );
+  }
+  return { ...found, myBEEntry: target.addresses.myBEEntry, myWaitEventInfo: target.addresses.myWaitEventInfo };
+}
 
 const COUNTER_MEANING: Record<CounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
@@ -478,6 +603,7 @@ interface FlushWiring {
   health: HealthPart;
   retention: HistoryRetention | null;
   rowRetention: RowRetention;
+  histograms: HistogramsPart;
 }
 
 /** The parts of every flush, in the order their statements run. */
@@ -488,25 +614,27 @@ function flushParts(
   layout: StatusLayout,
   options: SidecarOptions,
 ): FlushWiring {
-  const rows = new MetricRows(target.pid, (pids) => object.deleteBackends(pids), {
+  const rows = new MetricRows(target.pgPid, (pids) => object.deleteBackends(pids), {
     evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
     log: options.log,
     version: { majorVersion: target.majorVersion, clientBackendType: layout.clientBackendType },
   });
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
   const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
-  const health = new HealthPart(db, rows, { postmasterPid: target.pid, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
+  // A getter: the postmaster's pid changes when it restarts (target is updated in place).
+  const health = new HealthPart(db, rows, { get postmasterPid() { return target.pgPid; }, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
+  const histograms = new HistogramsPart();
   const writer = new FlushWriter(db, [
     new QueryStatsPart(db, rows),
     new BackendStatsPart(db, rows),
-    new HistogramsPart(),
-    ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath) }),
+    histograms,
+    ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath) }),
     ...(retention ? [new HistoryPart(db, rows)] : []),
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.
   const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS);
-  return { rows, writer, health, retention, rowRetention };
+  return { rows, writer, health, retention, rowRetention, histograms };
 }
 
 function seconds(ms: number): string {

@@ -16,13 +16,18 @@ export class BackendTypeNames {
   private readonly enumNames: readonly string[] | null;
 
   constructor(
-    private readonly postmasterPid: number,
+    private postmasterPid: number,
     /** The major version, and st_backendType of a client backend as calibration read it (src/target/). */
     version?: { majorVersion: number; clientBackendType: number },
   ) {
     const names = version ? BACKEND_TYPE_ENUM[version.majorVersion] : undefined;
     // A build that numbers differently (a fork, a version not listed) falls back to what is learnt.
     this.enumNames = names && version && names[version.clientBackendType] === 'client backend' ? names : null;
+  }
+
+  /** The postmaster restarted (its old pid's row stays 'postmaster' only through what was written). */
+  setPostmaster(pid: number): void {
+    this.postmasterPid = pid;
   }
 
   /** Remember what pg_stat_activity says a live pid is. */

@@ -79,7 +79,8 @@ export class MetricRows {
   private readonly monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
 
   constructor(
-    private readonly postmasterPid: number,
+    /** The postmaster's pid as Postgres knows it; a restarted postmaster gets a new one (setPostmaster). */
+    private postmasterPid: number,
     /** Forgets processes whose final figures were written (their map entries). */
     private readonly forgetBackends: (pids: number[]) => void,
     private options: MetricRowsOptions = {},
@@ -98,6 +99,12 @@ export class MetricRows {
     this.retracting.add(pid);
     // Bounded: the set empties at every written flush; a database away for long keeps the newest.
     if (this.retracting.size > 10_000) this.retracting.delete(this.retracting.values().next().value!);
+  }
+
+  /** The postmaster restarted: its row is the new pid's. */
+  setPostmaster(pid: number): void {
+    this.postmasterPid = pid;
+    this.backendTypes.setPostmaster(pid);
   }
 
   /** A live backend pg_stat_activity has not named for us yet is in the snapshot (observe() it first). */
@@ -184,7 +191,7 @@ export class MetricRows {
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       });
       if (isExited) {
-        exited.push(sample.pid);
+        exited.push(sample.key);
         backendCommits.push(() => {
           this.backendDeltas.forget(key);
           this.backendTypes.forget(sample.pid);

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { UserError } from '../errors.js';
-import type { PostmasterTarget, StatusLayout } from './postmaster-target.js';
+import { procPidOf, type PostmasterTarget, type StatusLayout } from './postmaster-target.js';
 import { ProcessMemory } from './process-memory.js';
 
 /** PgBackendStatus is a few hundred bytes in 14–18; read generously. */
@@ -51,7 +51,7 @@ export async function calibrateStatusLayout(
   }
   if (!row) throw new UserError(`calibration: backend ${pid} vanished from pg_stat_activity`);
 
-  const memory = new ProcessMemory(pid);
+  const memory = new ProcessMemory(procPidOf(target, pid) ?? pid);
   let status: bigint;
   let window: Buffer;
   let waitEvent: number;

@@ -6,6 +6,7 @@ import { ElfFile } from './elf-file.js';
 import type { PostmasterTarget } from './postmaster-target.js';
 import { runtimeAddress } from './process-memory.js';
 import { bootTimeSeconds, CLOCK_TICKS, procStat } from './proc-stat.js';
+import { namespaceOf, nsPids, pgPidOf, procPidsFor, sameMountNamespace, type NamespaceId } from '../instance/pid-namespace.js';
 
 /** Symbols every supported Postgres (14+) exports, with or without USDT. */
 export const REQUIRED_SYMBOLS = ['MyBEEntry', 'my_wait_event_info'] as const;
@@ -13,7 +14,8 @@ export const REQUIRED_SYMBOLS = ['MyBEEntry', 'my_wait_event_info'] as const;
 
 /**
  * Finds the postmaster behind a connection: the connection's backend is a process on this
- * host (same pid and start time as Postgres reports), and its parent is the postmaster.
+ * host (same pid and start time as Postgres reports, or, for a server in a container, the host
+ * process whose innermost pid that is), and its parent is the postmaster.
  *
  * @example
  * const target = await discoverPostmaster(client);
@@ -41,23 +43,51 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
     throw new UserError(`PostgreSQL ${serverVersionNum} is not supported: pg-bpf-stats needs 14 or newer (query ids in core)`);
   }
 
-  const backend = procStat(row.pid);
-  const elsewhere = `postmaster not found: backend pid ${row.pid} of this connection is not a PostgreSQL process on this host (is the server remote, or in another pid namespace?)`;
-  if (!backend) throw new UserError(elsewhere);
-  const startedAt = bootTimeSeconds() + backend.startTicks / CLOCK_TICKS;
-  if (Math.abs(startedAt - Number(row.start_epoch)) > 2) throw new UserError(elsewhere);
+  // Our backend as /proc shows it: the same pid when /proc is Postgres' pid namespace (on the
+  // host, or a collector inside the container's namespace); else the host process whose
+  // innermost pid (NSpid) is ours and which started when Postgres says it did.
+  const startEpoch = Number(row.start_epoch);
+  const startedThen = (pid: number) => {
+    const stat = procStat(pid);
+    return stat !== null && Math.abs(bootTimeSeconds() + stat.startTicks / CLOCK_TICKS - startEpoch) <= 2;
+  };
+  let backendProcPid: number | undefined;
+  let procShowsPgPids = true;
+  if (startedThen(row.pid) && (nsPids(row.pid)?.length ?? 1) === 1) backendProcPid = row.pid;
+  else {
+    procShowsPgPids = false;
+    const candidates = procPidsFor(row.pid).filter(startedThen);
+    if (candidates.length > 1) {
+      throw new UserError(`postmaster not found: backend pid ${row.pid} of this connection matches ${candidates.length} processes in other pid namespaces (${candidates.join(', ')}), started at the same time: cannot tell which`);
+    }
+    backendProcPid = candidates[0];
+  }
+  if (backendProcPid === undefined) {
+    throw new UserError(`postmaster not found: backend pid ${row.pid} of this connection is not a PostgreSQL process on this host, nor in a pid namespace this host can see (is the server remote?)`);
+  }
 
-  const pid = backend.ppid;
-  let binaryPath: string;
+  const pid = procStat(backendProcPid)!.ppid;
+  let mappedPath: string;
   let dataDir: string;
   try {
-    binaryPath = readlinkSync(`/proc/${pid}/exe`);
+    mappedPath = readlinkSync(`/proc/${pid}/exe`);
     dataDir = readlinkSync(`/proc/${pid}/cwd`);
   } catch (error) {
-    throw new UserError(`postmaster ${pid} is not readable: ${(error as Error).message} (run as root)`);
+    throw new UserError(`postmaster ${pid} is not readable: ${(error as Error).message} (needs CAP_SYS_PTRACE for another user's process)`);
   }
-  if (!['postgres', 'postmaster'].includes(basename(binaryPath)) || !existsSync(binaryPath)) {
-    throw new UserError(`postmaster not found: the parent of backend ${row.pid} is ${binaryPath}, not a postgres binary`);
+  // In another mount namespace (a container) the binary is reached through the postmaster's
+  // root: ELF reads, USDT notes and uprobes (the kernel resolves the path once, at attach).
+  const binaryPath = sameMountNamespace(pid) ? mappedPath : `/proc/${pid}/root${mappedPath}`;
+  if (!['postgres', 'postmaster'].includes(basename(mappedPath)) || !existsSync(binaryPath)) {
+    throw new UserError(`postmaster not found: the parent of backend ${row.pid} is ${mappedPath}, not a postgres binary`);
+  }
+  const pgPid = procShowsPgPids ? pid : pgPidOf(pid);
+  if (!pgPid) throw new UserError(`postmaster ${pid} vanished while it was being found`);
+  let pidns: NamespaceId;
+  try {
+    pidns = namespaceOf(pid, 'pid');
+  } catch (error) {
+    throw new UserError(`cannot read the pid namespace of postmaster ${pid}: ${(error as Error).message} (needs CAP_SYS_PTRACE)`);
   }
 
   const elf = ElfFile.read(binaryPath);
@@ -68,15 +98,19 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
 
   return {
     pid,
+    pgPid,
+    procShowsPgPids,
+    pidns,
     binaryPath,
+    mappedPath,
     dataDir,
     serverVersionNum,
     majorVersion: Math.floor(serverVersionNum / 10000),
     usdt: elf.usdtNotes(),
     statementEnd: findStatementEnd(elf),
     addresses: {
-      myBEEntry: runtimeAddress(pid, binaryPath, elf, 'MyBEEntry'),
-      myWaitEventInfo: runtimeAddress(pid, binaryPath, elf, 'my_wait_event_info'),
+      myBEEntry: runtimeAddress(pid, mappedPath, elf, 'MyBEEntry'),
+      myWaitEventInfo: runtimeAddress(pid, mappedPath, elf, 'my_wait_event_info'),
     },
     pgStatStatementsLoaded: row.preload.split(',').map((s) => s.trim()).includes('pg_stat_statements'),
     pgStatStatementsInstalled: row.pgss,

@@ -9,7 +9,7 @@ import { ProcessMemory, runtimeAddress } from './process-memory.js';
  * names is shown as "tranche <id>", never guessed.
  *
  * @example
- * const names = new LwlockTrancheNames(target.pid, target.binaryPath);
+ * const names = new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath);
  * names.name(72); // 'BufferContent' on 15 (wherever the binary's tables say so)
  */
 export class LwlockTrancheNames {
@@ -18,6 +18,8 @@ export class LwlockTrancheNames {
   constructor(
     private readonly pid: number,
     private readonly binaryPath: string,
+    /** The binary's path as the postmaster's maps show it (another one in a container). */
+    private readonly mappedPath = binaryPath,
   ) {}
 
   name(id: number): string {
@@ -33,7 +35,7 @@ export class LwlockTrancheNames {
       const readTable = (symbol: string): Array<string | null> | null => {
         const sym = elf.symbol(symbol);
         if (!sym || sym.size === 0n) return null;
-        const pointers = memory.read(runtimeAddress(this.pid, this.binaryPath, elf, symbol), Number(sym.size));
+        const pointers = memory.read(runtimeAddress(this.pid, this.mappedPath, elf, symbol), Number(sym.size));
         const out: Array<string | null> = [];
         for (let at = 0; at + 8 <= pointers.length; at += 8) out.push(readString(memory, pointers.readBigUInt64LE(at)));
         return out;
@@ -54,8 +56,8 @@ export class LwlockTrancheNames {
   /** Tranches registered by extensions loaded into the postmaster (shared_preload_libraries). */
   private readRegistered(elf: ElfFile, memory: ProcessMemory, firstUserDefined: number, names: Map<number, string>): void {
     if (!elf.symbol('LWLockTrancheNames') || !elf.symbol('LWLockTrancheNamesAllocated')) return;
-    const array = memory.readU64(runtimeAddress(this.pid, this.binaryPath, elf, 'LWLockTrancheNames'));
-    const allocated = memory.readU32(runtimeAddress(this.pid, this.binaryPath, elf, 'LWLockTrancheNamesAllocated'));
+    const array = memory.readU64(runtimeAddress(this.pid, this.mappedPath, elf, 'LWLockTrancheNames'));
+    const allocated = memory.readU32(runtimeAddress(this.pid, this.mappedPath, elf, 'LWLockTrancheNamesAllocated'));
     if (!array || allocated <= 0 || allocated > 4096) return;
     const pointers = memory.read(array, allocated * 8);
     for (let i = 0; i < allocated; i++) {

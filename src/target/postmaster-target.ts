@@ -1,9 +1,21 @@
+import { procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
 import type { UsdtNote } from './elf-file.js';
 
 /** Everything the collector needs to know about the Postgres it attaches to. */
 export interface PostmasterTarget {
+  /** Its pid as the collector's /proc shows it (/proc/<pid>/mem, maps, root). */
   pid: number;
+  /** Its pid as Postgres knows it (its own pid namespace): differs from pid when the collector is on the host of a container. */
+  pgPid: number;
+  /** /proc shows pids as Postgres knows them (no translation): on the host, or inside the container's pid namespace. */
+  procShowsPgPids: boolean;
+  /** Its pid namespace (for finding its tgid as BPF sees it). */
+  pidns: NamespaceId;
+  /** A path the collector can open and attach uprobes to: through /proc/<pid>/root when in another mount namespace. */
   binaryPath: string;
+  /** The binary's path in the postmaster's own mount namespace (as its /proc/<pid>/maps shows it). */
+  mappedPath: string;
+  /** Its data directory, in its own mount namespace. */
   dataDir: string;
   serverVersionNum: number;
   majorVersion: number;
@@ -50,4 +62,10 @@ export interface StatusLayout {
   stateIdle: number;
   /** st_xact_start_timestamp sits right before st_activity_start_timestamp (0 outside a transaction). */
   xactStartBeforeActivity: boolean;
+}
+
+/** The /proc pid of a process Postgres knows as `pgPid` (a child of the target's postmaster); null when gone. */
+export function procPidOf(target: Pick<PostmasterTarget, 'pid' | 'procShowsPgPids'>, pgPid: number): number | null {
+  if (target.procShowsPgPids) return pgPid;
+  return procPidsFor(pgPid, target.pid)[0] ?? null;
 }

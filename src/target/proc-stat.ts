@@ -9,6 +9,8 @@ export interface ProcStat {
   ppid: number;
   /** Start time in clock ticks after boot. */
   startTicks: number;
+  /** Where its text segment starts (mm->start_code; 0 without ptrace access to it). */
+  startCode: bigint;
 }
 
 /** USER_HZ: /proc/<pid>/stat start times are in these ticks; 100 on every Linux ABI we run on. */
@@ -29,7 +31,7 @@ export function procStat(pid: number): ProcStat | null {
   }
   // The command name may contain spaces and parentheses: fields start after the last ')'.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  return { comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), state: fields[0] ?? '', ppid: Number(fields[1]), startTicks: Number(fields[19]) };
+  return { comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), state: fields[0] ?? '', ppid: Number(fields[1]), startTicks: Number(fields[19]), startCode: BigInt(fields[23] ?? 0) };
 }
 
 /** When the machine booted, in seconds since the Unix epoch (btime of /proc/stat). */

@@ -41,13 +41,23 @@ export function runtimeAddress(pid: number, binaryPath: string, elf: ElfFile, sy
   const sym = elf.symbol(symbol);
   if (!sym) throw new Error(`symbol ${symbol} not found in ${binaryPath}`);
   if (!elf.isPositionIndependent()) return sym.value;
+  const start = mappingStart(pid, binaryPath);
+  if (start === null) throw new Error(`${binaryPath} is not mapped in pid ${pid}`);
+  return start - elf.firstLoadVaddr() + sym.value;
+}
+
+/**
+ * Where `binaryPath` (as the process's own maps name it) is mapped from file offset 0 in
+ * process `pid`; null when it is not (yet). Two processes of one binary differ by the
+ * difference of their starts (ASLR).
+ */
+export function mappingStart(pid: number, binaryPath: string): bigint | null {
   const maps = readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n');
   for (const line of maps) {
     // 55d0c8a00000-55d0c8b00000 r--p 00000000 fd:00 1234 /usr/lib/postgresql/15/bin/postgres
     const fields = line.trim().split(/\s+/);
     if (fields.length < 6 || fields[5] !== binaryPath || fields[2] !== '00000000') continue;
-    const start = BigInt(`0x${fields[0]!.split('-')[0]}`);
-    return start - elf.firstLoadVaddr() + sym.value;
+    return BigInt(`0x${fields[0]!.split('-')[0]}`);
   }
-  throw new Error(`${binaryPath} is not mapped in pid ${pid}`);
+  return null;
 }

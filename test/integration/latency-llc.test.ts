@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { probeCapabilities } from '../../src/capabilities/probe-capabilities.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { loadNative } from '../../src/native/bpf-native.js';
@@ -211,7 +211,10 @@ describe('run-queue latency histogram (sched set)', () => {
 describe('llc set (proven with software page-fault events: the plumbing, not the PMU)', () => {
   it('is refused with the PMU probe\'s reason when the host has no hardware PMU, and check says the same', async () => {
     const pmu = loadNative().probePerfEvent(0, 3).ok; // PERF_TYPE_HARDWARE, cache-misses
-    const started = Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['llc'] });
+    // A server of its own: this file's collector runs on `cluster`, and a second one is refused there.
+    const own = await ThrowawayCluster.start();
+    onTestFinished(() => own.stop());
+    const started = Sidecar.start({ connectionString: own.connectionString(), intervalMs: 3_600_000, probeSets: ['llc'] });
     if (pmu) {
       // A host with a PMU: the same request must attach.
       const sidecar = await started;
@@ -220,7 +223,7 @@ describe('llc set (proven with software page-fault events: the plumbing, not the
       return;
     }
     await expect(started).rejects.toThrow(/probe set llc is not supported here: no hardware PMU/);
-    const lines = await probeCapabilities({ dsn: cluster.connectionString() });
+    const lines = await probeCapabilities({ dsn: own.connectionString() });
     expect(lines.find((l) => l.name === 'probes llc')?.detail).toMatch(/^unsupported: no hardware PMU/);
     expect(lines.find((l) => l.name === 'llc')?.detail).toMatch(/^unsupported: no hardware PMU/);
   });

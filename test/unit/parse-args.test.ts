@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseCli } from '../../src/cli/parse-args.js';
+import { parseCli, USAGE } from '../../src/cli/parse-args.js';
 import { parseDuration } from '../../src/cli/parse-duration.js';
 import { UserError } from '../../src/errors.js';
 
@@ -42,6 +42,17 @@ describe('parseCli', () => {
     expect(parseCli(['--help'])).toBe('help');
   });
 
+  it('answers --version and -V', () => {
+    expect(parseCli(['--version'])).toBe('version');
+    expect(parseCli(['-V'])).toBe('version');
+  });
+
+  it('keeps --help within an 80x24 terminal', () => {
+    const lines = USAGE.split('\n');
+    expect(lines.length).toBeLessThanOrEqual(23);
+    for (const line of lines) expect(line.length, line).toBeLessThanOrEqual(80);
+  });
+
   it('rejects unknown commands, options and probe sets as user errors', () => {
     expect(() => parseCli(['collect'])).toThrow(UserError);
     expect(() => parseCli(['run', '--bogus'])).toThrow(UserError);
@@ -55,5 +66,16 @@ describe('parseCli', () => {
     for (const argv of [['run', '--interval', '-5s'], ['run', '--interval=-5s'], ['run', '--history-retention', '-1d']]) {
       expect(() => parseCli(argv), argv.join(' ')).toThrow(/^invalid --(interval|history-retention) '-\d[a-z]+': must be positive$/);
     }
+  });
+
+  it('reads the metrics options of run and the options of top', () => {
+    expect(parseCli(['run', '--metrics-address', '127.0.0.1:9187', '--metrics-top', '20', '--metrics-query-text'])).toMatchObject({
+      metrics: { address: { host: '127.0.0.1', port: 9187 }, top: 20, queryText: true },
+    });
+    expect(parseCli(['run'])).not.toHaveProperty('metrics');
+    expect(() => parseCli(['run', '--metrics-top', '20'])).toThrow('--metrics-top and --metrics-query-text need --metrics-address');
+    expect(() => parseCli(['run', '--metrics-address', ':9187', '--metrics-top', '0'])).toThrow("--metrics-top '0': expected a whole number of at least 1");
+    expect(parseCli(['top', '--iterations', '2', '--sort', 'io', '--interval', '2s'])).toMatchObject({ command: 'top', intervalMs: 2000, top: { iterations: 2, sort: 'io' } });
+    expect(() => parseCli(['run', '--sort', 'io'])).toThrow('--iterations and --sort are options of top');
   });
 });

@@ -1,0 +1,124 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { oneLine, UserError } from '../../errors.js';
+import type { FlushReport } from '../../sidecar/sidecar.js';
+import { CatalogNames } from './catalog-names.js';
+import { FlushTotals } from './flush-totals.js';
+import { formatMetricsAddress, type MetricsAddress } from './metrics-address.js';
+import { MetricsRegistry } from './metrics-registry.js';
+
+export interface PrometheusExporterOptions {
+  address: MetricsAddress;
+  /** Per-query series for this many statements, by total time (default 100). */
+  top?: number;
+  /** Export the statements' text as `pg_bpf_query_info` (default false). */
+  queryText?: boolean;
+  /** For the datname/user labels and query text (the collector's connection). */
+  connectionString: string | undefined;
+  log: (line: string) => void;
+}
+
+/** What the exporter needs of the collector (Sidecar has it). */
+export interface FlushSource {
+  onFlush(listener: (report: FlushReport) => void): void;
+  excludeBackend(pid: number): void;
+}
+
+export const DEFAULT_METRICS_TOP = 100;
+
+/**
+ * `run --metrics-address`: serves /metrics from what the collector's flushes committed. A flush
+ * adds its rows to memory (O(rows)); a scrape formats memory and never waits for, or slows, a
+ * flush. The port is bound before the collector starts, so an address in use fails first.
+ *
+ * @example
+ * const exporter = await PrometheusExporter.listen({ address: { host: '127.0.0.1', port: 9187 }, connectionString: dsn, log });
+ * exporter.attach(sidecar);
+ * // ...
+ * await exporter.close();
+ */
+export class PrometheusExporter {
+  private source: FlushSource | null = null;
+
+  private constructor(
+    private readonly server: Server,
+    readonly totals: FlushTotals,
+    readonly metrics: MetricsRegistry,
+    private readonly names: CatalogNames,
+  ) {}
+
+  static async listen(options: PrometheusExporterOptions): Promise<PrometheusExporter> {
+    const top = options.top ?? DEFAULT_METRICS_TOP;
+    const totals = new FlushTotals(Math.max(1000, 10 * top));
+    let exclude: (pid: number) => void = () => undefined;
+    const names = new CatalogNames(options.connectionString, (pid) => exclude(pid), options.log, top);
+    const metrics = new MetricsRegistry(totals, names, { top, queryText: options.queryText ?? false });
+    const server = createServer((request, response) => {
+      const path = (request.url ?? '/').split('?')[0];
+      if (request.method !== 'GET' && request.method !== 'HEAD') {
+        response.writeHead(405, { Allow: 'GET, HEAD' }).end();
+      } else if (path === '/metrics') {
+        metrics.prepareScrape();
+        metrics.registry.metrics().then(
+          (text) => response.writeHead(200, { 'Content-Type': metrics.registry.contentType }).end(text),
+          (error: unknown) => response.writeHead(500, { 'Content-Type': 'text/plain' }).end(`${oneLine(error)}\n`),
+        );
+      } else if (path === '/') {
+        response.writeHead(200, { 'Content-Type': 'text/html' }).end('<html><body><a href="/metrics">/metrics</a> of pg-bpf-stats</body></html>\n');
+      } else {
+        response.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found: try /metrics\n');
+      }
+    });
+    // A scraper that never finishes its request must not keep sockets forever.
+    server.requestTimeout = 10_000;
+    server.headersTimeout = 10_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (error: NodeJS.ErrnoException) => reject(listenError(options.address, error)));
+      server.listen({ host: options.address.host, port: options.address.port }, resolve);
+    });
+    server.on('error', (error) => options.log(`metrics: ${oneLine(error)}`));
+    const exporter = new PrometheusExporter(server, totals, metrics, names);
+    exclude = (pid) => exporter.source?.excludeBackend(pid);
+    return exporter;
+  }
+
+  /** Where it listens now (the real port when 0 was asked for). */
+  get address(): MetricsAddress {
+    const info = this.server.address() as AddressInfo;
+    return { host: info.address, port: info.port };
+  }
+
+  /** Feeds the exporter from every flush of `source`. */
+  attach(source: FlushSource): void {
+    this.source = source;
+    source.onFlush((report) => {
+      this.totals.observe(report);
+      this.metrics.flushDuration.observe(report.ms / 1000);
+    });
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+    await this.names.close();
+  }
+}
+
+function listenError(address: MetricsAddress, error: NodeJS.ErrnoException): Error {
+  const where = `--metrics-address ${formatMetricsAddress(address)}`;
+  switch (error.code) {
+    case 'EADDRINUSE':
+      return new UserError(`${where}: address already in use (another exporter or collector listens there)`);
+    case 'EADDRNOTAVAIL':
+      return new UserError(`${where}: not an address of this host`);
+    case 'EACCES':
+      return new UserError(`${where}: permission denied (ports below 1024 need CAP_NET_BIND_SERVICE)`);
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new UserError(`${where}: cannot resolve the host name`);
+    default:
+      return new UserError(`${where}: cannot listen: ${oneLine(error)}`);
+  }
+}

@@ -1,0 +1,201 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
+import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { packageRoot } from '../../src/package-root.js';
+import { cpuTimeMs } from '../support/cpu-time.js';
+import { hostPidOf, INSIDE_BIN, INSIDE_DATA, NamespacedCluster } from '../support/namespaced-cluster.js';
+
+/*
+ * PostgreSQL in a container (its own pid and mount namespaces, binaries and data at paths the
+ * host does not have), with the collector in both placements: on the host (TCP DSN), and
+ * inside the container's pid and mount namespaces (nsenter -p -m, as a pod's sidecar with a
+ * shared process namespace). The same ground truth as on a bare host: a CPU-bound query's
+ * on-CPU time against the kernel's CPU time of its backend (/proc/<host pid>/stat) and
+ * pg_stat_statements' execution time; a cold scan's block reads against the relation's size;
+ * exact calls against pg_stat_statements; and no row that is not one of the postmaster's
+ * processes (pg_stat_activity, the postmaster itself).
+ */
+const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const run = promisify(execFile);
+let cluster: NamespacedCluster;
+let admin: pg.Client;
+let relationBytes = 0;
+let coldPath = '';
+
+beforeAll(async () => {
+  // Small shared buffers: a scan of the test table goes through a ring, so it reads from the OS cache or disk.
+  cluster = await NamespacedCluster.start({ shared_buffers: "'16MB'" });
+  admin = new pg.Client(cluster.connectionString());
+  await admin.connect();
+  await admin.query('CREATE EXTENSION pg_stat_statements');
+  await admin.query("CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 200000) g");
+  await admin.query('VACUUM (FREEZE) cold');
+  relationBytes = Number((await admin.query("SELECT pg_relation_size('cold') AS n")).rows[0].n);
+  const inside = (await admin.query("SELECT current_setting('data_directory') AS d, pg_relation_filepath('cold') AS p")).rows[0];
+  expect(inside.d).toBe(INSIDE_DATA); // a path the host does not have
+  coldPath = join(cluster.hostDataDir, inside.p);
+}, 120_000);
+
+afterAll(async () => {
+  await admin?.end();
+  await cluster?.stop();
+});
+
+interface Collector {
+  child: ChildProcess;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+async function startCollector(prefix: string[]): Promise<Collector> {
+  const [file, ...argv] = [...prefix, process.execPath, cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms', '--probes', 'query'];
+  const child = spawn(file!, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const deadline = Date.now() + 30_000;
+  while (!/attached probe sets: .*query/.test(stderr)) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the collector did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, stderr: () => stderr, exited };
+}
+
+/** The query_stats row of the one statement matching `pattern`, beside pg_stat_statements', once a flush wrote `until`. */
+async function statsFor(pattern: string, until: (row: Record<string, number>) => boolean) {
+  let row: Record<string, number> | undefined;
+  await expect
+    .poll(
+      async () => {
+        const { rows } = await admin.query(
+          `SELECT s.calls::float8 AS pgss_calls, s.total_exec_time, q.calls::float8 AS calls, q.on_cpu_ms, q.runq_wait_ms, q.blk_read_bytes::float8 AS blk_read_bytes
+             FROM pg_stat_statements s JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+            WHERE s.query LIKE $1`,
+          [pattern],
+        );
+        row = rows[0];
+        return rows.length === 1 && until(rows[0]);
+      },
+      { timeout: 10_000, interval: 200 },
+    )
+    .toBe(true);
+  return row!;
+}
+
+describe.each([
+  ['on the host, Postgres in a container (TCP DSN)', 'host'],
+  ['inside the container\u2019s pid and mount namespaces (nsenter -p -m)', 'inside'],
+] as const)('the collector %s', (_title, placement) => {
+  let collector: Collector;
+
+  beforeAll(async () => {
+    await admin.query('SELECT pg_stat_statements_reset()');
+    await admin.query('DROP SCHEMA IF EXISTS bpf_stats CASCADE');
+    collector = await startCollector(placement === 'inside' ? cluster.inside([]) : []);
+  }, 60_000);
+
+  afterAll(async () => {
+    // nsenter forks into the pid namespace and does not pass signals on: the collector is its child.
+    const pid = placement === 'inside' ? Number(readFileSync(`/proc/${collector.child.pid}/task/${collector.child.pid}/children`, 'utf8').trim()) : collector.child.pid!;
+    process.kill(pid, 'SIGTERM');
+    expect(await collector?.exited).toBe(0);
+  });
+
+  it('names the postmaster by its pid in the container, the host pid BPF filters on, and the binary through its root', () => {
+    const line = collector.stderr().split('\n').find((l) => /postmaster \d+/.test(l))!;
+    const host = cluster.postmasterHostPid();
+    expect(line).toContain(`postmaster ${cluster.postmasterNsPid()} (pid ${host} on the host, pid namespace level 1)`);
+    expect(line).toContain(placement === 'inside' ? `${INSIDE_BIN}/postgres` : `/proc/${host}/root${INSIDE_BIN}/postgres`);
+  });
+
+  it("gives a CPU-bound query its backend's kernel CPU time and pg_stat_statements' execution time, within 15%", async () => {
+    const client = new pg.Client(cluster.connectionString());
+    await client.connect();
+    try {
+      const nsPid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      const hostPid = hostPidOf(nsPid, cluster.postmasterHostPid());
+      const before = cpuTimeMs(hostPid);
+      await client.query('SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 7 = 0');
+      const kernelCpuMs = cpuTimeMs(hostPid) - before;
+      const row = await statsFor('%generate_series($1, $2) g WHERE g % $3 = $4', (r) => r.calls === 1);
+      expect(kernelCpuMs).toBeGreaterThan(150);
+      expect(row.on_cpu_ms / kernelCpuMs).toBeGreaterThan(0.85);
+      expect(row.on_cpu_ms / kernelCpuMs).toBeLessThan(1.15);
+      expect((row.on_cpu_ms + row.runq_wait_ms) / row.total_exec_time).toBeGreaterThan(0.85);
+      expect((row.on_cpu_ms + row.runq_wait_ms) / row.total_exec_time).toBeLessThan(1.15);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("charges a cold scan's block reads to its query: within 10% of the relation's size", async () => {
+    const client = new pg.Client(cluster.connectionString());
+    await client.connect();
+    try {
+      await client.query('EXPLAIN SELECT count(pad) FROM cold'); // catalogs cached first
+      evictFromPageCache(coldPath);
+      await client.query('SELECT count(pad) FROM cold');
+    } finally {
+      await client.end();
+    }
+    const row = await statsFor('SELECT count(pad) FROM cold', (r) => r.calls === 1 && r.blk_read_bytes > 0);
+    expect(row.blk_read_bytes / relationBytes).toBeGreaterThan(0.9);
+    expect(row.blk_read_bytes / relationBytes).toBeLessThan(1.1);
+  });
+
+  it('counts calls exactly as pg_stat_statements does', async () => {
+    const client = new pg.Client(cluster.connectionString());
+    await client.connect();
+    try {
+      for (let i = 0; i < 300; i++) await client.query('SELECT $1::int + 1 AS exact_calls', [i]);
+    } finally {
+      await client.end();
+    }
+    const row = await statsFor('SELECT $1::int + $2 AS exact_calls', (r) => r.calls === r.pgss_calls);
+    expect(row.pgss_calls).toBe(300);
+    expect(row.calls).toBe(300);
+  });
+
+  it("writes only the postmaster's own processes: no kernel thread, no other process of the host", async () => {
+    await new Promise((r) => setTimeout(r, 500));
+    const { rows } = await admin.query(`
+      SELECT b.pid, b.backend_type FROM bpf_stats.backend_stats b
+       WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid)
+         AND b.exited_at IS NULL`);
+    // Every live row is a pg_stat_activity pid, or the postmaster itself.
+    expect(rows).toEqual([{ pid: cluster.postmasterNsPid(), backend_type: 'postmaster' }]);
+    const { rows: all } = await admin.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats');
+    expect(all[0].n).toBeGreaterThan(3);
+  });
+});
+
+describe('a pid namespace that cannot be translated', () => {
+  it('collector in a pid namespace that cannot see the server: one line, exit 2, nothing created', async () => {
+    const host = await ThrowawayCluster.start();
+    try {
+      let outcome: { code: number; stderr: string };
+      try {
+        await run('unshare', ['--pid', '--fork', '--mount', '--mount-proc', process.execPath, cli, 'run', '--dsn', host.connectionString()], { timeout: 60_000 });
+        outcome = { code: 0, stderr: '' };
+      } catch (error) {
+        outcome = error as { code: number; stderr: string };
+      }
+      expect(outcome.code).toBe(2);
+      const lines = outcome.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/^\S+Z ERROR postmaster not found: backend pid \d+ of this connection is not a PostgreSQL process on this host, nor in a pid namespace this host can see/);
+      const c = new pg.Client(host.connectionString());
+      await c.connect();
+      const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'");
+      await c.end();
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await host.stop();
+    }
+  });
+});
