@@ -209,7 +209,7 @@ export class Sidecar {
       const excluder = object;
       const logOnce = rateLimited(log);
       let checkPostmaster = (): void => undefined;
-      let forgetExcluded = (_pid: number): void => undefined;
+      let forgetExcluded = (_pid: number, _starts: bigint[]): void => undefined;
       const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
       // The writer's own backend must not show up in the figures it writes: its pid comes with
       // the connection (BackendKeyData), so it is excluded before it runs anything.
@@ -222,8 +222,7 @@ export class Sidecar {
           const pid = backendPid(client);
           // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
           checkPostmaster();
-          excluder.exclude(pid);
-          forgetExcluded(pid);
+          forgetExcluded(pid, excluder.exclude(pid));
         } catch (error) {
           logOnce(`writer connection: cannot exclude its backend, closing it: ${oneLine(error)}`);
           // Not excluded, it must not write: end it, the pool opens another at the next flush.
@@ -236,7 +235,7 @@ export class Sidecar {
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
       const writing = flushParts(db, object, target, layout, options);
-      forgetExcluded = (pid) => writing.rows.excluded(pid);
+      forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
       await writing.health.start();
       await writing.retention?.maintain(db);
       // Never a reason not to start: a failure is one line, retried at the next period.
@@ -347,8 +346,7 @@ export class Sidecar {
    */
   excludeBackend(pid: number): void {
     this.follower?.check();
-    this.object.exclude(pid);
-    this.writing.rows.excluded(pid);
+    this.writing.rows.excluded(pid, this.object.exclude(pid));
   }
 
   /** Probe sets attached now, or to be attached again when paused. */
@@ -454,8 +452,7 @@ export class Sidecar {
     const client = await connect(this.options.connectionString, collectorApplicationName());
     const pid = backendPid(client);
     this.follower?.check();
-    this.object.exclude(pid);
-    this.writing.rows.excluded(pid);
+    this.writing.rows.excluded(pid, this.object.exclude(pid));
     try {
       // The server released the lock with the old session: take it again, or give way.
       await lockServer(client);

@@ -25,8 +25,16 @@ export class BackendStatsPart implements FlushPart {
     const prepared = this.rows.prepare(maps, measured);
     const rows = prepared.backends;
     // The collector's own backends, written before their pid arrived with the connection.
-    const retract = prepared.retracted.length
-      ? [sql`DELETE FROM bpf_stats.backend_stats WHERE pid = ANY(${prepared.retracted}::int4[]) AND exited_at IS NULL`]
+    // The collector's own backends, written before their pid arrived with the connection: those
+    // processes' rows (by pid and start), open or exited; a pid reused later is another row.
+    const retracted = prepared.retracted;
+    const retract = retracted.length
+      ? [
+          sql`DELETE FROM bpf_stats.backend_stats b
+               USING unnest(${retracted.map((r) => r.pid)}::int4[], ${retracted.map((r) => r.fromUs.toString())}::int8[],
+                            ${retracted.map((r) => r.toUs.toString())}::int8[]) AS r(pid, from_us, to_us)
+               WHERE b.pid = r.pid AND b.backend_start BETWEEN ${usToTimestamp(sql`r.from_us`)} AND ${usToTimestamp(sql`r.to_us`)}`,
+        ]
       : [];
     if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
     const timestamps = (values: Array<bigint | null>) => values.map((v) => (v === null ? null : v.toString()));

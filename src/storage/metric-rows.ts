@@ -26,6 +26,13 @@ const QUIET_FLUSHES = 3;
 const PRESSURE_FILL = 0.9;
 /** Evictions per flush at most (one syscall each): a full map of 8192 heals in two flushes. */
 const MAX_EVICTIONS_PER_FLUSH = 4096;
+/**
+ * An excluded backend whose record was not found at its exclusion (it had already been written
+ * and forgotten): it started at most this long before, as a connection takes to open.
+ */
+const UNSEEN_START_WINDOW_NS = 10_000_000_000n;
+/** Rows' backend_start is Postgres' clock, or task start + boot time in whole seconds: this much either side. */
+const ROW_START_SLACK_US = 2_000_000n;
 
 export interface MetricRowsOptions {
   /** Deletes query keys from the map, returning what each held when deleted (MapReaders.evictQueries); absent: nothing is evicted. */
@@ -43,10 +50,24 @@ interface QueryIdentity {
   queryid: bigint;
 }
 
+/**
+ * One of the collector's own backends, excluded once its pid arrived with its connection: the
+ * process that had `pid` (as Postgres knows it) and started (task_start_ns, CLOCK_MONOTONIC)
+ * between fromNs and toNs. Its rows in backend_stats are those with that pid and a
+ * backend_start (microseconds since the Unix epoch) between fromUs and toUs.
+ */
+export interface Retraction {
+  pid: number;
+  fromNs: bigint;
+  toNs: bigint;
+  fromUs: bigint;
+  toUs: bigint;
+}
+
 /** One flush's metric rows and what each table's part commits once they are written. */
 export interface PreparedMetricRows extends MetricRowSet {
-  /** Pids of backends excluded after a row of theirs may have been written: their open rows go. */
-  retracted: number[];
+  /** The collector's own backends excluded after a row of theirs may have been written: those rows go. */
+  retracted: Retraction[];
   commitQueries(): void;
   commitBackends(): void;
 }
@@ -70,8 +91,8 @@ export class MetricRows {
   /** What evicted keys held beyond their written baseline (an increment between read and delete), written by the next flush. */
   private readonly remainders = new Map<string, { identity: QueryIdentity; delta: bigint[] }>();
   private lastQueriesFull = 0n;
-  /** Pids excluded since the last flush was written (see excluded()). */
-  private retracting = new Set<number>();
+  /** The collector's own backends whose figures may still be in a snapshot or a written row (see excluded()). */
+  private retracting: Retraction[] = [];
   /** Query keys evicted since load (bpf_stats.health.map_fill). */
   evictedQueries = 0;
 
@@ -90,15 +111,27 @@ export class MetricRows {
 
   /**
    * One of the collector's own connections was excluded. Its backend existed (and may have been
-   * flushed, named, baselined) from fork until its pid arrived with the connection: what was
-   * kept of it goes, and the next flush deletes its open row from backend_stats.
+   * read, named, baselined, written) from fork until its pid arrived with the connection, and a
+   * snapshot read before that may be written after it. So, whatever the order: no snapshot's
+   * record of that process is written from now on (prepare() leaves it out and deletes it from
+   * the map), what was kept of it goes, and its rows already in backend_stats are deleted by the
+   * next written flush. Kept until a flush written from a snapshot read after the exclusion
+   * found no record of it. `starts`: task_start_ns of its records the exclusion dropped
+   * (CollectorObject.exclude()).
    */
-  excluded(pid: number): void {
-    for (const key of this.backendDeltas.keys()) if (key.startsWith(`${pid}/`)) this.backendDeltas.forget(key);
+  excluded(pid: number, starts: readonly bigint[] = []): void {
+    const toNs = process.hrtime.bigint();
+    const fromNs = starts.length ? starts.reduce((a, b) => (b < a ? b : a)) : toNs - UNSEEN_START_WINDOW_NS;
+    const nowUs = BigInt(Date.now()) * 1000n;
+    const retraction: Retraction = { pid, fromNs, toNs, fromUs: nowUs - (toNs - fromNs) / 1000n - ROW_START_SLACK_US, toUs: nowUs + ROW_START_SLACK_US };
+    for (const key of this.backendDeltas.keys()) {
+      const [keyPid, start = ''] = key.split('/');
+      if (Number(keyPid) === pid && /^\d+$/.test(start) && matches(retraction, pid, BigInt(start))) this.backendDeltas.forget(key);
+    }
     this.backendTypes.forget(pid);
-    this.retracting.add(pid);
-    // Bounded: the set empties at every written flush; a database away for long keeps the newest.
-    if (this.retracting.size > 10_000) this.retracting.delete(this.retracting.values().next().value!);
+    this.retracting.push(retraction);
+    // Bounded: entries go within a flush or two; a database away for long keeps the newest.
+    if (this.retracting.length > 10_000) this.retracting.shift();
   }
 
   /** The postmaster restarted: its row is the new pid's. */
@@ -166,7 +199,11 @@ export class MetricRows {
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
     const exited: number[] = [];
-    const samples = snapshot.backends;
+    // Whatever the order of the read, this prepare and the exclusion, the collector's own backends are never written.
+    const retracted = [...this.retracting];
+    const own = (sample: BackendSample) => retracted.some((r) => matches(r, sample.pid, sample.taskStartNs));
+    const ownRecords = snapshot.backends.filter(own);
+    const samples = ownRecords.length ? snapshot.backends.filter((sample) => !own(sample)) : snapshot.backends;
     for (const sample of samples) this.backendTypes.learn(sample.pid, sample.backendType);
     for (const sample of samples) {
       const key = backendKey(sample);
@@ -197,12 +234,21 @@ export class MetricRows {
           this.backendTypes.forget(sample.pid);
         });
       } else {
-        backendCommits.push(() => this.backendDeltas.commit(key, sample.metrics));
+        backendCommits.push(() => {
+          // Excluded since this was prepared: its baseline goes with it.
+          if (!this.retracting.some((r) => matches(r, sample.pid, sample.taskStartNs))) this.backendDeltas.commit(key, sample.metrics);
+        });
       }
     }
 
-    const retracted = [...this.retracting];
-    backendCommits.push(() => retracted.forEach((pid) => this.retracting.delete(pid)));
+    // Records of the collector's own backends made before (or racing with) their exclusion: the
+    // map forgets them; a live one's next switch makes its record again, excluded.
+    exited.push(...ownRecords.map((sample) => sample.key));
+    backendCommits.push(() => {
+      // Done once written from a snapshot read after the exclusion that held nothing of it.
+      const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));
+      this.retracting = this.retracting.filter((r) => !done.has(r));
+    });
     return {
       queries,
       backends,
@@ -258,6 +304,11 @@ export class MetricRows {
 
 function queryKey(s: QueryIdentity): string {
   return `${s.userid}/${s.dbid}/${s.toplevel ? 1 : 0}/${s.queryid}`;
+}
+
+/** Whether the process that had `pid` and started at `taskStartNs` is the retracted one. */
+function matches(r: Retraction, pid: number, taskStartNs: bigint): boolean {
+  return r.pid === pid && taskStartNs >= r.fromNs && taskStartNs <= r.toNs;
 }
 
 function backendKey(s: BackendSample): string {
