@@ -25,7 +25,7 @@ import { RowRetention } from '../health/row-retention.js';
 import { backendPid } from '../storage/backend-pid.js';
 import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
-import { connect } from '../storage/connect.js';
+import { connect, exemptFromIdleTimeout } from '../storage/connect.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import type { BackendRow, QueryRow } from '../storage/metric-row.js';
 import { MetricRows } from '../storage/metric-rows.js';
@@ -155,6 +155,7 @@ export class Sidecar {
     let object: CollectorObject<ProbeSetName> | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;
     try {
+      await exemptFromIdleTimeout(control);
       // Before anything is created: a second collector on this server refuses here.
       await lockServer(control);
       const target = await discoverPostmaster(control);
@@ -454,6 +455,7 @@ export class Sidecar {
     this.follower?.check();
     this.writing.rows.excluded(pid, this.object.exclude(pid));
     try {
+      await exemptFromIdleTimeout(client);
       // The server released the lock with the old session: take it again, or give way.
       await lockServer(client);
     } catch (error) {

@@ -20,6 +20,16 @@ export async function connect(connectionString: string | undefined, applicationN
   return client;
 }
 
+/**
+ * The control session holds the one-collector-per-server lock and the start's work between
+ * long steps (loading BPF, finding the postmaster): a server's idle_session_timeout must not end
+ * it. The collector's other sessions may time out; they reconnect on their own.
+ */
+export async function exemptFromIdleTimeout(client: pg.Client): Promise<void> {
+  // pg_settings: a server without the setting (before 14) is refused later, with its version.
+  await client.query(`SELECT set_config(name, '0', false) FROM pg_settings WHERE name = 'idle_session_timeout'`);
+}
+
 /** A DSN without its password, for messages. */
 export function redact(connectionString: string): string {
   return connectionString.replace(/(\/\/[^:/@]*):[^@]*@/, '$1:***@').replace(/(password=)\S+/i, '$1***');
