@@ -16,14 +16,14 @@ import { SidecarProcess } from './sidecar-process.js';
  *   - at a third of the time, a backend is SIGKILLed: the postmaster's crash restart (same
  *     postmaster, the collector must ride through it on its own);
  *   - at two thirds, the postmaster itself is SIGKILLed and started again: a new postmaster,
- *     which this version of the collector does not follow (it ends with exit 2 and one line);
- *     the soak starts it again and says so.
+ *     which the collector follows by itself (an exit instead is counted as a crash, and the soak
+ *     starts it again as a service manager would).
  * Between those events the workload pauses and the calls of pgbench's statement are checked
  * against pg_stat_statements (exact: the query set counts every statement end). All along,
  * the collector's RSS and CPU per flush, the tables' row counts and the queries map's fill are
  * sampled. Ground truth: pg_stat_statements, /proc, the exit codes.
  *
- * Run (root, built): node dist/bench/soak.js [--seconds 900]
+ * Run (root, built): node dist/bench/soak.js [--seconds 3600]
  */
 
 const INTERVAL_S = 1;
@@ -217,11 +217,17 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     await sleep((seconds * 2000) / 3 - (Date.now() - started));
     result.eras.push(await endEra(cluster, 'backend crash .. postmaster kill', baseline, pause));
     log('SIGKILL of the postmaster, then pg_ctl start: a new postmaster');
+    const running = sidecar as SidecarProcess | null;
     await killPostmaster(cluster);
-    await collectorExit.exited;
-    // Its start can lose its connection to the terminations too (exit 2, one line): a service
-    // manager would start it again, and so does the soak, counting those.
-    for (let attempt = 1; ; attempt++) {
+    // The collector follows the new postmaster by itself (src/instance/). Should it exit instead
+    // (counted as a crash), a service manager would start it again, and so does the soak; that
+    // start can lose its connection to the terminations too (exit 2, one line), counted as well.
+    const followed = await Promise.race([
+      waitForLine(running, /following postmaster/, 120_000),
+      collectorExit.exited.then(() => false),
+    ]);
+    log(followed ? `the collector followed the new postmaster at ${at().toFixed(0)} s` : 'the collector exited at the postmaster kill: starting it again');
+    for (let attempt = 1; !followed; attempt++) {
       try {
         collectorExit = await startCollector();
         break;
@@ -258,6 +264,16 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
   result.logLines = collectorLog.split('\n').filter(Boolean).length;
   judge(result);
   return result;
+}
+
+/** Whether the collector logged a line matching `line` within `timeoutMs` (false when it did not, or exited). */
+async function waitForLine(collector: SidecarProcess | null, line: RegExp, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (collector?.running && Date.now() < deadline) {
+    if (line.test(collector.log())) return true;
+    await sleep(250);
+  }
+  return collector !== null && line.test(collector.log());
 }
 
 /** Pauses pgbench, waits for what it did to be written, resets pg_stat_statements, resumes; returns the collected calls then. */
