@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
@@ -23,7 +23,7 @@ import { SidecarProcess } from './sidecar-process.js';
  * the collector's RSS and CPU per flush, the tables' row counts and the queries map's fill are
  * sampled. Ground truth: pg_stat_statements, /proc, the exit codes.
  *
- * Run (root, built): node dist/bench/soak.js [--seconds 3600]
+ * Run (root, built): node dist/bench/soak.js [--seconds 3600] [--collector-log FILE]
  */
 
 const INTERVAL_S = 1;
@@ -64,8 +64,9 @@ export interface SoakResult {
   /** Rows of exited backends older than retention + check period + a flush (must be 0). */
   expiredBackendRows: number;
   stackTraces: number;
-  /** The collector's own lines, for the reader. */
+  /** The collector's own lines, for the reader (all of them in `collectorLog`). */
   logLines: number;
+  collectorLog: string;
   problems: string[];
 }
 
@@ -77,7 +78,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
   const at = () => (Date.now() - started) / 1000;
   const result: SoakResult = {
     seconds, samples: [], eras: [], crashes: [], failedStarts: [], collectorStarts: 0, terminations: 0, flooded: 0,
-    pgbenchTransactions: 0, expiredBackendRows: 0, stackTraces: 0, logLines: 0, problems: [],
+    pgbenchTransactions: 0, expiredBackendRows: 0, stackTraces: 0, logLines: 0, collectorLog: '', problems: [],
   };
   let sidecar: SidecarProcess | null = null;
   let collectorLog = '';
@@ -262,6 +263,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
   }
   result.stackTraces = (collectorLog.match(/^\s+at .+\(.+:\d+:\d+\)$/gm) ?? []).length;
   result.logLines = collectorLog.split('\n').filter(Boolean).length;
+  result.collectorLog = collectorLog;
   judge(result);
   return result;
 }
@@ -437,6 +439,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   runSoak(seconds, (line) => console.log(line)).then(
     (r) => {
       for (const line of soakTable(r)) console.log(line);
+      const logAt = process.argv.indexOf('--collector-log');
+      if (logAt >= 0 && process.argv[logAt + 1]) writeFileSync(process.argv[logAt + 1]!, r.collectorLog);
       process.exit(r.problems.length ? 1 : 0);
     },
     (error: unknown) => {
