@@ -16,6 +16,8 @@ export interface SidecarProcessOptions {
   /** Value for --interval (default 1s). */
   interval?: string;
   attachTimeoutMs?: number;
+  /** More arguments for `run` (e.g. --row-retention 60s). */
+  args?: string[];
 }
 
 /**
@@ -43,6 +45,7 @@ export class SidecarProcess {
   static async start(options: SidecarProcessOptions): Promise<{ sidecar: SidecarProcess; attachMs: number }> {
     const args = [CLI, 'run', '--dsn', options.dsn, '--interval', options.interval ?? '1s'];
     if (options.probes) args.push('--probes', options.probes);
+    args.push(...(options.args ?? []));
     const spawnedAt = performance.now();
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     if (child.pid === undefined) throw new Error('could not spawn the sidecar');
@@ -74,6 +77,17 @@ export class SidecarProcess {
       this.child.once('exit', onExit);
       check();
     });
+  }
+
+  /** Resolves with the exit code (null: ended by a signal) once the process has exited. */
+  whenExited(): Promise<number | null> {
+    return this.exited;
+  }
+
+  /** Resident set size now (VmRSS), in MB. */
+  rssMb(): number {
+    const kb = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'))?.[1];
+    return Number(kb ?? 0) / 1024;
   }
 
   get running(): boolean {

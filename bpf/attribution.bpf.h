@@ -72,7 +72,13 @@ struct {
 	__type(value, struct metrics);
 } queries SEC(".maps");
 
-/* The collector's own connections, by their pid as Postgres knows it: their records are marked BACKEND_EXCLUDED. */
+/*
+ * The collector's own connections, by their pid as Postgres knows it (pg_pid): their records are
+ * marked BACKEND_EXCLUDED. An entry lives as long as its backend: the final switch of an excluded
+ * backend deletes it (bpf/cpu.bpf.h), and the collector deletes entries of pids that are gone
+ * without one (src/collector/). User space may set max_entries before load (tests shrink it to
+ * prove it never fills).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);
@@ -144,14 +150,61 @@ static __always_inline struct backend_record *reported_backend(__u32 pid)
 	return r;
 }
 
-/* The metrics of a query, created empty on first use; NULL without a query id or when the map is full (counted). */
+/*
+ * A role's share of the queries map, so that one role flooding distinct statements cannot keep
+ * the others' new statements out: query keys a role added (here, atomically) minus those the
+ * collector evicted (written by user space only, src/storage/metric-rows.ts) may not reach
+ * max_query_keys_per_role (0: no limit; user space sets half of the map). Touched only when a
+ * key is added, never on the lookup that finds one.
+ */
+const volatile __u32 max_query_keys_per_role = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* userid */
+	__type(value, __u64);
+} role_added SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* userid */
+	__type(value, __u64);
+} role_evicted SEC(".maps");
+
+/* The metrics of a query, created empty on first use; NULL without a query id, when the map is full or the role is at its share (counted). */
 static const struct metrics empty_metrics = {};
+static const __u64 zero_count = 0;
 
 static __always_inline struct metrics *query_metrics(const struct query_key *key)
 {
+	struct metrics *m;
+	__u64 *added, *evicted;
+
 	if (!key->queryid)
 		return NULL;
-	return map_lookup_or_init(&queries, key, &empty_metrics, COUNTER_QUERIES_FULL);
+	m = bpf_map_lookup_elem(&queries, key);
+	if (m)
+		return m;
+	added = NULL;
+	if (max_query_keys_per_role) {
+		added = map_lookup_or_init(&role_added, &key->userid, &zero_count, COUNTER_ROLE_QUOTA_UNTRACKED);
+		evicted = bpf_map_lookup_elem(&role_evicted, &key->userid);
+		if (added && *added - (evicted ? *evicted : 0) >= max_query_keys_per_role) {
+			count(COUNTER_ROLE_QUOTA);
+			return NULL;
+		}
+	}
+	if (bpf_map_update_elem(&queries, key, &empty_metrics, BPF_NOEXIST)) {
+		m = bpf_map_lookup_elem(&queries, key); /* another CPU added it first */
+		if (!m)
+			count(COUNTER_QUERIES_FULL);
+		return m;
+	}
+	if (added)
+		__sync_fetch_and_add(added, 1);
+	return bpf_map_lookup_elem(&queries, key);
 }
 
 /*

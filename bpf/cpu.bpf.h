@@ -210,8 +210,20 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		r->last_run_delay = 0;
 		__builtin_memset(&r->last, 0, sizeof(r->last));
 	}
-	if (r->flags & BACKEND_EXCLUDED)
+	if (r->flags & BACKEND_EXCLUDED) {
+		/*
+		 * One of the collector's own connections leaves: its exclusion ends with it, so the
+		 * set holds live connections only, whatever the number of reconnections (a pid
+		 * reused later is a stranger again). Reached by the collector's backends only.
+		 */
+		if (dead) {
+			__u32 pg_pid = r->pg_pid; /* the exclusion's key: the pid as Postgres knows it */
+
+			bpf_map_delete_elem(&excluded_pids, &pg_pid);
+			bpf_map_delete_elem(&backends, &pid);
+		}
 		return;
+	}
 
 	sum_exec = running ? running_sum_exec : task->se.sum_exec_runtime;
 	/* Kept across a pause: what the task did meanwhile belongs to nobody (zero interval below). */

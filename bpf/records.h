@@ -159,6 +159,8 @@ enum counter_index {
 	COUNTER_IO_COMPLETIONS_MISSED = 7, /* a block completion ran no BPF: charged at reuse, no latency */
 	COUNTER_LOCK_WAITS_FULL = 8,   /* a lock wait key could not be added: lock_waits map full */
 	COUNTER_LWLOCK_WAITS_FULL = 9, /* an LWLock wait key could not be added: lwlock_waits map full */
+	COUNTER_ROLE_QUOTA = 10,     /* a query key was not added: its role holds its share of the queries map */
+	COUNTER_ROLE_QUOTA_UNTRACKED = 11, /* a role's share could not be counted: role_added full (more than 1024 roles) */
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 

@@ -148,7 +148,8 @@ COMMENT ON COLUMN bpf_stats.health.last_error IS 'Error of the last failed flush
 COMMENT ON COLUMN bpf_stats.health.last_error_at IS 'When the last flush failed (timestamptz); NULL if none failed.';
 COMMENT ON COLUMN bpf_stats.health.history_retention IS 'How long the history tables keep rows (interval); NULL: history off.';
 COMMENT ON COLUMN bpf_stats.health.updated_at IS 'When this row was last written (timestamptz).';
-COMMENT ON COLUMN bpf_stats.health.stopped_at IS 'When the collector stopped cleanly (timestamptz); NULL while it runs or if it died.';
+COMMENT ON COLUMN bpf_stats.health.stopped_at IS 'When the collector stopped (timestamptz): at its clean stop or its last failure, or, for one that died without a word, its last update as seen by the next collector on this host; NULL while it runs.';
+COMMENT ON COLUMN bpf_stats.health.stop_reason IS 'Why it stopped: stopped (SIGTERM) and the like for a clean stop, failed: and the error that ended it, or crashed (it died without a final flush: killed or crashed, found by the next collector on this host); NULL while it runs. Rows of stopped collectors leave after the row retention.';
 
 COMMENT ON TABLE bpf_stats.migrations IS 'Migrations applied to bpf_stats (node-pg-migrate''s bookkeeping).';
 COMMENT ON COLUMN bpf_stats.migrations.id IS 'Row id.';

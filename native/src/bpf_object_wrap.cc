@@ -115,6 +115,7 @@ Napi::Function BpfObjectWrap::Define(Napi::Env env) {
           InstanceMethod<&BpfObjectWrap::MapLookup>("mapLookup"),
           InstanceMethod<&BpfObjectWrap::MapUpdate>("mapUpdate"),
           InstanceMethod<&BpfObjectWrap::MapDelete>("mapDelete"),
+          InstanceMethod<&BpfObjectWrap::MapLookupAndDelete>("mapLookupAndDelete"),
           InstanceMethod<&BpfObjectWrap::MapLookupBatch>("mapLookupBatch"),
           InstanceMethod<&BpfObjectWrap::MapDeleteBatch>("mapDeleteBatch"),
           InstanceMethod<&BpfObjectWrap::MapFd>("mapFd"),
@@ -468,6 +469,21 @@ Napi::Value BpfObjectWrap::MapDelete(const Napi::CallbackInfo& info) {
   if (err == -ENOENT) return Napi::Boolean::New(env, false);
   if (err < 0) ThrowErrno(env, err, "bpf_map__delete_elem(" + MapSubject(map) + ")", mark);
   return Napi::Boolean::New(env, true);
+}
+
+// One syscall: the value the key had at the moment it was deleted, so an increment made by a
+// program between a reader's lookup and its delete is returned here instead of lost.
+Napi::Value BpfObjectWrap::MapLookupAndDelete(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct bpf_map* map = Map(info, 0);
+  Napi::Buffer<uint8_t> key = ArgBuffer(info, 1, "key");
+  LoadedMapFd(env, map, "mapLookupAndDelete");
+  std::vector<uint8_t> value(ValueStride(env, bpf_map__type(map), bpf_map__value_size(map)));
+  uint64_t mark = LogMark();
+  int err = bpf_map__lookup_and_delete_elem(map, key.Data(), key.Length(), value.data(), value.size(), 0);
+  if (err == -ENOENT) return env.Null();
+  if (err < 0) ThrowErrno(env, err, "bpf_map__lookup_and_delete_elem(" + MapSubject(map) + ")", mark);
+  return CopyBuffer(env, value);
 }
 
 Napi::Value BpfObjectWrap::MapLookupBatch(const Napi::CallbackInfo& info) {

@@ -46,6 +46,7 @@ class BpfObjectWrap : public Napi::ObjectWrap<BpfObjectWrap> {
   Napi::Value MapLookup(const Napi::CallbackInfo& info);
   void MapUpdate(const Napi::CallbackInfo& info);
   Napi::Value MapDelete(const Napi::CallbackInfo& info);
+  Napi::Value MapLookupAndDelete(const Napi::CallbackInfo& info);
   Napi::Value MapLookupBatch(const Napi::CallbackInfo& info);
   Napi::Value MapDeleteBatch(const Napi::CallbackInfo& info);
   Napi::Value MapFd(const Napi::CallbackInfo& info);

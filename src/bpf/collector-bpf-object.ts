@@ -28,6 +28,7 @@ export interface CollectorBpfObject extends BpfObject {
   mapLookup(map: MapName | typeof BSS_MAP, key: Buffer): Buffer | null;
   mapUpdate(map: MapName | typeof BSS_MAP, key: Buffer, value: Buffer, flags?: number): void;
   mapDelete(map: MapName, key: Buffer): boolean;
+  mapLookupAndDelete(map: MapName, key: Buffer): Buffer | null;
   mapLookupBatch(map: MapName, batchSize?: number): MapBatch;
   mapDeleteBatch(map: MapName, keys: Buffer, count: number): number;
 }

@@ -26,6 +26,8 @@ export interface CliOptions {
   top?: TopCliOptions;
   /** run: --postmaster-wait, how long to wait for a restarted postmaster (default 60 s). */
   postmasterWaitMs?: number;
+  /** run: --row-retention; absent: the history retention (7 days when history is off). */
+  rowRetentionMs?: number;
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
@@ -59,7 +61,7 @@ options:
   --interval TIME      flush period, e.g. 1s, 500ms (default 1s)
   --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
-  --history-retention TIME   run: history kept, e.g. 7d, 12h, off (default 7d)
+  --history-retention TIME, --row-retention TIME  run: kept (7d), e.g. 12h, off
   --postmaster-wait TIME     run: wait for a restarted postmaster (default 60s)
   --metrics-address HOST:PORT  run: serve Prometheus /metrics (127.0.0.1:9187)
   --metrics-top N      run: series for the N statements with most time (100)
@@ -76,7 +78,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   let parsed;
   try {
     parsed = parseArgs({
-      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'postmaster-wait']),
+      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'postmaster-wait', 'row-retention']),
       allowPositionals: true,
       options: {
         dsn: { type: 'string' },
@@ -90,6 +92,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
         iterations: { type: 'string' },
         sort: { type: 'string' },
         'postmaster-wait': { type: 'string' },
+        'row-retention': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'V' },
       },
@@ -123,6 +126,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
     }),
     ...(command === 'top' && { top: parseTopOptions(values.iterations, values.sort) }),
     ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
+    ...(values['row-retention'] !== undefined && { rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }) }),
   };
 }
 

@@ -13,6 +13,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
     probeSets: options.probeSets,
     historyRetentionMs: options.historyRetentionMs,
     postmasterWaitMs: options.postmasterWaitMs,
+    rowRetentionMs: options.rowRetentionMs,
     log,
   }).catch(async (error: unknown) => {
     await metrics?.close();
@@ -40,8 +41,8 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   process.off('SIGUSR1', pause);
   process.off('SIGUSR2', resume);
   log(`${reason instanceof UserError ? 'cannot go on' : reason}: detaching and writing the last figures`);
-  await sidecar.stop();
-  await metrics?.close();
+  await sidecar.stop(reason instanceof UserError ? `failed: ${reason.message}` : `stopped (${reason})`);
+    await metrics?.close();
   if (reason instanceof UserError) throw reason;
   const last = sidecar.lastFlush;
   log(`stopped; last flush ${last?.error ? `failed: ${last.error}` : `wrote ${last?.queries ?? 0} query and ${last?.backends ?? 0} backend rows`}`);

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
 import { PostmasterTgidValue, type FieldOf, type ProgramName, type RodataName } from '../bpf/contract.js';
 import { RecordLayout } from '../bpf/record-layout.js';
-import type { NamespaceId } from '../instance/pid-namespace.js';
+import { namespaceOf, procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
 import { UserError } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
 import { packageRoot } from '../package-root.js';
@@ -28,6 +28,10 @@ export interface CollectorObjectOptions<Name extends string> {
   /** Map capacities: backends tracked at once, distinct query keys. */
   maxBackends?: number;
   maxQueries?: number;
+  /** Query keys one role may hold (default half of maxQueries; 0: no limit). */
+  maxQueryKeysPerRole?: number;
+  /** Capacity of excluded_pids, the collector's own live connections (default 256; tests shrink it). */
+  maxExcludedPids?: number;
   /**
    * Replaces the perf event a perf-event program is attached to (by program name): for hosts
    * whose PMU names its LLC events differently, and for tests that prove the path with a
@@ -106,10 +110,13 @@ export class CollectorObject<Name extends string = string> {
         status_span_off: span.offset,
         status_span_len: span.length,
         status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
+        // One role may hold half of the queries map: the other half stays for everyone else.
+        max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor((options.maxQueries ?? 8192) / 2),
       });
       disableMissingTracepoints(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
+      object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
       object.load();
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.
@@ -121,19 +128,39 @@ export class CollectorObject<Name extends string = string> {
     }
   }
 
-  /** Leaves the collector's own backends out of every figure; `pid` as Postgres knows it (BackendKeyData). */
-  exclude(pid: number): void {
-    const key = Buffer.alloc(4);
-    key.writeUInt32LE(pid);
-    this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
+  /**
+   * Leaves one of the collector's own backends out of every figure, for as long as it lives;
+   * `pid` as Postgres knows it (BackendKeyData). Its entry goes at its final context switch
+   * (bpf/cpu.bpf.h), or at the next forgetGoneExclusions() when it died before that could
+   * happen. Throws when the set is full of live connections. Returns the start (task_start_ns)
+   * of each record of that pid it dropped: what was counted before the exclusion arrived.
+   */
+  exclude(pid: number): bigint[] {
+    const key = pidKey(pid);
+    try {
+      this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
+    } catch {
+      // Full: entries of pids that are gone may still be there (died before their exclusion).
+      this.forgetGoneExclusions();
+      this.object.mapUpdate('excluded_pids', key, Buffer.from([1]));
+    }
     // A record made before the exclusion is dropped; the next switch re-creates it excluded.
     // Records are keyed by the kernel's pid, which differs in a container: found by pg_pid.
+    return this.deleteRecordsOf(pid).map((r) => r.taskStartNs);
+  }
+
+  /** Deletes the records of a pid as Postgres knows it (the map is keyed by the kernel's pid, which differs in a container). */
+  private deleteRecordsOf(pgPid: number): Array<{ key: number; taskStartNs: bigint }> {
     const batch = this.object.mapLookupBatch('backends');
+    const deleted: Array<{ key: number; taskStartNs: bigint }> = [];
     for (let i = 0; i < batch.count; i++) {
-      if (this.backendLayout.int(batch.values, i * batch.valueSize, 'pg_pid') === BigInt(pid)) {
-        this.object.mapDelete('backends', batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize));
-      }
+      const at = i * batch.valueSize;
+      if (this.backendLayout.int(batch.values, at, 'pg_pid') !== BigInt(pgPid)) continue;
+      const key = batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize);
+      deleted.push({ key: key.readUInt32LE(0), taskStartNs: this.backendLayout.int(batch.values, at, 'task_start_ns') });
+      this.object.mapDelete('backends', key);
     }
+    return deleted;
   }
 
   /**
@@ -225,6 +252,42 @@ export class CollectorObject<Name extends string = string> {
     markExitedWhilePaused(this.object, this.options.target.procShowsPgPids);
   }
 
+  /**
+   * Deletes exclusions (and their records) of pids that no longer exist: a connection that ended
+   * before it was excluded, or whose last switch ran while nothing was attached. Returns how many
+   * live exclusions remain. A few /proc lookups: the set holds the collector's live connections.
+   * The set is keyed by the pid Postgres knows: where /proc shows other pids (Postgres in a
+   * container, the collector on the host), a backend is looked up by its record's kernel pid.
+   */
+  forgetGoneExclusions(): number {
+    const { keys, count } = this.object.mapLookupBatch('excluded_pids');
+    if (!count) return 0;
+    const target = this.options.target;
+    let kernelPids: Map<number, number[]> | null = null;
+    if (!target.procShowsPgPids) {
+      kernelPids = new Map();
+      const batch = this.object.mapLookupBatch('backends');
+      for (let i = 0; i < batch.count; i++) {
+        const pgPid = Number(this.backendLayout.int(batch.values, i * batch.valueSize, 'pg_pid'));
+        kernelPids.set(pgPid, [...(kernelPids.get(pgPid) ?? []), batch.keys.readUInt32LE(i * batch.keySize)]);
+      }
+    }
+    let live = 0;
+    for (let i = 0; i < count; i++) {
+      const pid = keys.readUInt32LE(i * 4);
+      const alive = kernelPids
+        ? (kernelPids.get(pid) ?? procPidsFor(pid).filter((p) => inPidNamespace(p, target.pidns))).some((p) => existsSync(`/proc/${p}`))
+        : existsSync(`/proc/${pid}`);
+      if (alive) {
+        live++;
+        continue;
+      }
+      this.object.mapDelete('excluded_pids', pidKey(pid));
+      this.deleteRecordsOf(pid);
+    }
+    return live;
+  }
+
   /** Forgets processes whose final figures were written. */
   deleteBackends(pids: number[]): void {
     if (!pids.length) return;
@@ -242,8 +305,24 @@ export class CollectorObject<Name extends string = string> {
   }
 }
 
+function pidKey(pid: number): Buffer {
+  const key = Buffer.alloc(4);
+  key.writeUInt32LE(pid);
+  return key;
+}
+
 /** Nanoseconds per jiffy, or 0 when the tick rate is unknown (the io set is then unsupported). */
 function jiffyNs(): number {
   const hz = KernelFeatures.host().hz();
   return hz ? Math.round(1e9 / hz) : 0;
+}
+
+/** Whether /proc/<pid> is a process of the pid namespace `ns`. */
+function inPidNamespace(pid: number, ns: NamespaceId): boolean {
+  try {
+    const id = namespaceOf(pid, 'pid');
+    return id.ino === ns.ino && id.dev === ns.dev;
+  } catch {
+    return false;
+  }
 }

@@ -22,6 +22,8 @@ export class MapReaders {
   private readonly backendLayout: RecordLayout<FieldOf<'backend_record'>>;
   private readonly queryKeyLayout: RecordLayout<FieldOf<'query_key'>>;
   private readonly queryValueLayout: RecordLayout<FieldOf<'metrics'>>;
+  /** Query keys evicted per role (userid) since load, as role_evicted holds them. */
+  private readonly evictedByRole = new Map<number, bigint>();
 
   constructor(
     private readonly object: CollectorBpfObject,
@@ -76,6 +78,36 @@ export class MapReaders {
     return out;
   }
 
+  /**
+   * Deletes query keys and returns what each held at the moment of its deletion (summed over
+   * CPUs, `metricFields` in order), null for a key already gone. One BPF_MAP_LOOKUP_AND_DELETE_ELEM
+   * per key: an increment a program made after the caller's last read is in the returned value.
+   */
+  evictQueries(rawKeys: readonly Buffer[], metricFields: readonly FieldOf<'metrics'>[]): Array<bigint[] | null> {
+    const roles = new Set<number>();
+    const values = rawKeys.map((key) => {
+      const value = this.object.mapLookupAndDelete('queries', key);
+      if (!value) return null;
+      const role = Number(this.queryKeyLayout.int(key, 0, 'userid'));
+      this.evictedByRole.set(role, (this.evictedByRole.get(role) ?? 0n) + 1n);
+      roles.add(role);
+      return this.queryValueLayout.sumPerCpu(value, 0, value.length / this.cpus, this.cpus, metricFields);
+    });
+    // Each role's share of the map is what BPF added for it minus this (bpf/attribution.bpf.h).
+    for (const role of roles) {
+      const key = Buffer.alloc(4);
+      key.writeUInt32LE(role);
+      const value = Buffer.alloc(8);
+      value.writeBigUInt64LE(this.evictedByRole.get(role)!);
+      try {
+        this.object.mapUpdate('role_evicted', key, value);
+      } catch {
+        // Full (over 1024 roles seen): that role's share only counts additions, it is refused sooner.
+      }
+    }
+    return values;
+  }
+
   /** Empties a map, if the object has it. */
   clear(name: MapName): void {
     if (!this.object.maps().some((m) => m.name === name)) return;
@@ -122,6 +154,7 @@ export class MapReaders {
         dbid: Number(keys.int(batch.keys, k, 'dbid')),
         toplevel: keys.int(batch.keys, k, 'toplevel') !== 0n,
         metrics: this.queryValueLayout.sumPerCpu(batch.values, i * batch.valueSize, stride, this.cpus, metricFields),
+        rawKey: batch.keys.subarray(k, k + batch.keySize),
       });
     }
     return samples;

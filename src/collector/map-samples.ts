@@ -28,6 +28,8 @@ export interface QuerySample {
   toplevel: boolean;
   queryid: bigint;
   metrics: bigint[];
+  /** The key as the map holds it (a view into the snapshot's batch), for evicting it. */
+  rawKey: Buffer;
 }
 
 /** Entries in one bounded map against its capacity (bpf_stats.health.map_fill). */
@@ -35,6 +37,8 @@ export interface MapFill {
   map: string;
   entries: number;
   maxEntries: number;
+  /** Entries the collector evicted since load (queries: written and quiet, see MetricRows). */
+  evicted?: number;
 }
 
 /** The fields of a map's key or value when it is a struct of bpf/ (never for a plain integer). */

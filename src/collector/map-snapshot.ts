@@ -14,6 +14,8 @@ import type { BackendSample, MapFill, QuerySample, RawMap } from './map-samples.
  */
 export class MapSnapshot {
   private readonly raw = new Map<MapName, RawMap>();
+  /** When it was read (CLOCK_MONOTONIC ns): the maps are read in one go, before it is made. */
+  readonly takenNs = process.hrtime.bigint();
 
   constructor(
     readonly backends: BackendSample[],

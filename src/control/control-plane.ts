@@ -3,6 +3,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import pgListen, { type Subscriber } from 'pg-listen';
 import type { ProbeSetName } from '../families/index.js';
+import { LOG_PERIOD_MS } from '../rate-limited-log.js';
 import { oneLine } from '../errors.js';
 import { shorten } from '../shorten.js';
 import { backendPid } from '../storage/backend-pid.js';
@@ -45,8 +46,8 @@ const BATCH = 200;
 const DOORBELL = /^\d{1,19}$/;
 /** How long finished requests stay in bpf_stats.collections. */
 const RETENTION = '30 days';
-/** At most one line per this period about junk on the control channel. */
-const JUNK_LOG_MS = 60_000;
+/** At most one line per this period about junk on the control channel (the same period as every repeated line). */
+const JUNK_LOG_MS = LOG_PERIOD_MS;
 
 /**
  * The control plane: LISTENs on bpf_stats_control (pg-listen, reconnecting), and on every

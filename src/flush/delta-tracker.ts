@@ -32,6 +32,10 @@ export class DeltaTracker {
     this.baselines.delete(key);
   }
 
+  keys(): IterableIterator<string> {
+    return this.baselines.keys();
+  }
+
   get size(): number {
     return this.baselines.size;
   }

@@ -25,7 +25,11 @@ export class FlushWriter<DB> {
       // kysely puts a raw CTE body in as it is: the parentheses are ours.
       statements.map((statement, i) => sql`${sql.id(`${part.name}_${i}`)} AS (${statement})`),
     );
-    if (!ctes.length) return 0;
+    if (!ctes.length) {
+      // Nothing to write is written: what the parts do at commit (baselines, evictions) still happens.
+      for (const { commit } of prepared) commit();
+      return 0;
+    }
     await sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.execute(this.db);
     for (const { commit } of prepared) commit();
     return ctes.length;

@@ -53,11 +53,28 @@ export class HealthPart implements FlushPart {
     private readonly settings: { postmasterPid: number; intervalMs: number; probeSets: () => string[]; historyRetentionMs: number | null },
   ) {}
 
-  /** Inserts this collector's row, and removes rows of this host's collectors that are gone. */
+  /**
+   * Inserts this collector's row. Rows of this host's collectors that are gone without stopping
+   * (killed, crashed) are kept as the trace of that: marked stopped at their last update, with
+   * the reason. Stopped rows leave with the row retention (src/health/row-retention.ts).
+   */
   async start(): Promise<void> {
-    const others = await this.db.selectFrom('bpf_stats.health').select('pid').where('host', '=', this.host).where('pid', '<>', this.pid).execute();
+    const others = await this.db
+      .selectFrom('bpf_stats.health')
+      .select('pid')
+      .where('host', '=', this.host)
+      .where('pid', '<>', this.pid)
+      .where('stopped_at', 'is', null)
+      .execute();
     const gone = others.map((r) => r.pid).filter((pid) => !alive(pid));
-    if (gone.length) await this.db.deleteFrom('bpf_stats.health').where('host', '=', this.host).where('pid', 'in', gone).execute();
+    if (gone.length) {
+      await sql`
+        UPDATE bpf_stats.health SET stopped_at = updated_at,
+               stop_reason = 'crashed: the process ended without a final flush (killed or crashed); figures after '
+                             || coalesce(last_flush_at::text, 'its start') || ' were not written'
+         WHERE host = ${this.host} AND pid = ANY(${gone}::int4[]) AND stopped_at IS NULL`.execute(this.db);
+    }
+    // A row of an earlier collector that had our pid: ours now.
     await this.db.deleteFrom('bpf_stats.health').where('host', '=', this.host).where('pid', '=', this.pid).execute();
     await this.db
       .insertInto('bpf_stats.health')
@@ -80,7 +97,8 @@ export class HealthPart implements FlushPart {
    */
   prepare({ maps, measured, startedMs }: FlushInput): PreparedPart {
     const { queries, backends } = this.rows.prepare(maps, measured);
-    const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill: maps.fill };
+    const fill = maps.fill.map((m) => (m.map === 'queries' ? { ...m, evicted: this.rows.evictedQueries } : m));
+    const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill };
     this.observation = flush;
     const statement = this.upsertStatement(flush, {
       flushes: this.flushes + 1,
@@ -125,11 +143,11 @@ export class HealthPart implements FlushPart {
       .catch(() => undefined);
   }
 
-  /** Marks a clean stop (best effort: the database may be away). */
-  async stopped(): Promise<void> {
+  /** Marks the stop and why (best effort: the database may be away). */
+  async stopped(reason = 'stopped'): Promise<void> {
     await this.db
       .updateTable('bpf_stats.health')
-      .set({ stopped_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+      .set({ stopped_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, stop_reason: reason })
       .where('host', '=', this.host)
       .where('pid', '=', this.pid)
       .execute()
@@ -142,7 +160,9 @@ export class HealthPart implements FlushPart {
   ): RawBuilder<unknown> {
     const dropped = Object.fromEntries(Object.entries(flush.counters).map(([k, v]) => [k, Number(v)]));
     const droppedEvents = Object.values(flush.counters).reduce((a, b) => a + b, 0n);
-    const fill = Object.fromEntries(flush.fill.map((m) => [m.map, { entries: m.entries, max_entries: m.maxEntries }]));
+    const fill = Object.fromEntries(
+      flush.fill.map((m) => [m.map, { entries: m.entries, max_entries: m.maxEntries, ...(m.evicted === undefined ? {} : { evicted: m.evicted }) }]),
+    );
     const fillPct = Math.max(0, ...flush.fill.map((m) => (100 * m.entries) / m.maxEntries));
     // A successful flush stamps the transaction time (= the rows' last_seen and history ts);
     // a failure report leaves last_flush_at and flush_ms as the last success set them.
@@ -166,7 +186,7 @@ export class HealthPart implements FlushPart {
         map_fill_pct = excluded.map_fill_pct, map_fill = excluded.map_fill,
         pending_rows = excluded.pending_rows, failed_flushes = excluded.failed_flushes,
         last_error = excluded.last_error, last_error_at = excluded.last_error_at,
-        updated_at = excluded.updated_at, stopped_at = NULL`;
+        updated_at = excluded.updated_at, stopped_at = NULL, stop_reason = NULL`;
   }
 }
 

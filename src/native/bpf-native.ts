@@ -226,6 +226,11 @@ export interface BpfObject {
   /** Returns false when the key was absent. */
   mapDelete(map: string, key: Buffer): boolean;
   /**
+   * Deletes `key` and returns the value it had at that moment (per-CPU maps as in mapLookup),
+   * or null when absent: nothing a program adds between a read and the delete is lost.
+   */
+  mapLookupAndDelete(map: string, key: Buffer): Buffer | null;
+  /**
    * Reads the whole map (BPF_MAP_LOOKUP_BATCH in chunks of `batchSize`, default 256; falls back
    * to key iteration for map types without batch support). Not an atomic snapshot: entries
    * changed concurrently may be seen old or new.

@@ -11,6 +11,7 @@ import type { MapFill } from '../collector/map-samples.js';
 import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { ControlPlane } from '../control/control-plane.js';
 import { oneLine, UserError } from '../errors.js';
+import { LOG_PERIOD_MS, rateLimited } from '../rate-limited-log.js';
 import type { SupportContext } from '../families/family.js';
 import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
 import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
@@ -20,10 +21,11 @@ import { HistogramsPart } from '../flush/histograms-part.js';
 import { HealthPart } from '../health/health-part.js';
 import { HistoryPart } from '../health/history-part.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
+import { RowRetention } from '../health/row-retention.js';
 import { backendPid } from '../storage/backend-pid.js';
 import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
-import { connect } from '../storage/connect.js';
+import { connect, exemptFromIdleTimeout } from '../storage/connect.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import type { BackendRow, QueryRow } from '../storage/metric-row.js';
 import { MetricRows } from '../storage/metric-rows.js';
@@ -51,11 +53,17 @@ export interface SidecarOptions {
   log?: (line: string) => void;
   /** History retention (default 7 days); null: no history is written. */
   historyRetentionMs?: number | null;
+  /** How long rows of exited backends, finished requests and stopped collectors stay (default: the history retention, 7 days when off). */
+  rowRetentionMs?: number;
   /** History partition width (default: a seventh of the retention, 1 s to 1 day). */
   historyPartitionMs?: number;
   /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
   maxBackends?: number;
   maxQueries?: number;
+  /** Query keys one role may hold in the map (default half of maxQueries; 0: no limit). */
+  maxQueryKeysPerRole?: number;
+  /** Capacity of the set of the collector's own live connections (default 256); small ones let tests prove it never fills. */
+  maxExcludedPids?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
@@ -107,8 +115,11 @@ export class Sidecar {
   controlPlane: ControlPlane | null = null;
   /** Sets attached at any time since the last flush: their columns are measured, not NULL. */
   private measuring = new Set<ProbeSetName>();
-  private readonly overflow = new Map<string, bigint>();
+  /** Per counter: its value and time at the last line logged about it. */
+  private readonly overflow = new Map<string, { value: bigint; at: number }>();
   lastFlush: FlushStatus | null = null;
+  /** Lines about conditions that can repeat (failures, lost connections): one per topic per LOG_PERIOD_MS. */
+  private readonly logLimited: (line: string, topic?: string) => void;
   private readonly flushListeners: Array<(report: FlushReport) => void> = [];
   /** Watches the postmaster and follows it across restarts. */
   follower: PostmasterFollower | null = null;
@@ -132,6 +143,7 @@ export class Sidecar {
     control: pg.Client,
     private readonly writing: FlushWiring,
   ) {
+    this.logLimited = rateLimited(options.log ?? (() => undefined));
     this.adoptControl(control);
     for (const set of object.probes.attached()) this.measuring.add(set);
   }
@@ -143,6 +155,7 @@ export class Sidecar {
     let object: CollectorObject<ProbeSetName> | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;
     try {
+      await exemptFromIdleTimeout(control);
       // Before anything is created: a second collector on this server refuses here.
       await lockServer(control);
       const target = await discoverPostmaster(control);
@@ -164,6 +177,8 @@ export class Sidecar {
         rodata: familyRodata(target),
         maxBackends: options.maxBackends,
         maxQueries: options.maxQueries,
+        maxExcludedPids: options.maxExcludedPids,
+        maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
       // The postmaster as BPF sees it (its host tgid), found before anything is attached or created.
@@ -173,30 +188,11 @@ export class Sidecar {
         `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
           `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
       );
-      await migrateSchema(control);
-      // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
-      await writeCapabilities(clientDatabase(control), await probeCapabilities({ support, loaded: true }));
-      object.exclude(backendPid(control));
-      const excluder = object;
-      let checkPostmaster = (): void => undefined;
-      const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
-      // The writer's own backend must not show up in the figures it writes: its pid comes with
-      // the connection (BackendKeyData), so it is excluded before it runs anything.
-      pool.on('connect', (client) => {
-        // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
-        // must fail that transaction (it does, through its promise), not kill the process.
-        client.on('error', () => undefined);
-        const pid = backendPid(client);
-        // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
-        checkPostmaster();
-        excluder.exclude(pid);
-      });
-      pool.on('error', (error) => log(`writer connection lost: ${oneLine(error)}`));
-      db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
       const sets = new Set<ProbeSetName>([
         ...Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name),
         ...(options.probeSets ?? []),
       ]);
+      // Every refusal comes before the schema is touched: nothing is created for a run that cannot start.
       for (const set of sets) {
         // A default set marked whereSupported is left out where this host cannot run it (and said
         // so); any other set that cannot run here is an error from attach().
@@ -206,18 +202,51 @@ export class Sidecar {
           log(`probe set ${set} is not supported here, collecting without it: ${reason}`);
           sets.delete(set);
         } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
-        else object.probes.attach(set);
       }
+      await migrateSchema(control);
+      // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
+      await writeCapabilities(clientDatabase(control), await probeCapabilities({ support, loaded: true }));
+      object.exclude(backendPid(control));
+      const excluder = object;
+      const logOnce = rateLimited(log);
+      let checkPostmaster = (): void => undefined;
+      let forgetExcluded = (_pid: number, _starts: bigint[]): void => undefined;
+      const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
+      // The writer's own backend must not show up in the figures it writes: its pid comes with
+      // the connection (BackendKeyData), so it is excluded before it runs anything.
+      pool.on('connect', (client) => {
+        // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
+        // must fail that transaction (it does, through its promise), not kill the process.
+        client.on('error', () => undefined);
+        // An exception here would be uncaught (an event handler): it must never end the process.
+        try {
+          const pid = backendPid(client);
+          // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
+          checkPostmaster();
+          forgetExcluded(pid, excluder.exclude(pid));
+        } catch (error) {
+          logOnce(`writer connection: cannot exclude its backend, closing it: ${oneLine(error)}`);
+          // Not excluded, it must not write: end it, the pool opens another at the next flush.
+          (client as unknown as { end?: () => Promise<void> }).end?.().catch(() => undefined);
+        }
+      });
+      pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
+      db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
+      for (const set of sets) object.probes.attach(set);
       log(`attached probe sets: ${[...sets].join(', ')}`);
 
-      const writing = flushParts(db, object, target, options);
+      const writing = flushParts(db, object, target, layout, options);
+      forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
       await writing.health.start();
       await writing.retention?.maintain(db);
+      // Never a reason not to start: a failure is one line, retried at the next period.
+      await writing.rowRetention.maintainWhenDue(db, log);
       log(
         writing.retention
           ? `history: each flush's increments kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
           : 'history: off (--history-retention off)',
       );
+      log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
       sidecar.follow(current);
       checkPostmaster = () => sidecar.follower?.check();
@@ -318,7 +347,7 @@ export class Sidecar {
    */
   excludeBackend(pid: number): void {
     this.follower?.check();
-    this.object.exclude(pid);
+    this.writing.rows.excluded(pid, this.object.exclude(pid));
   }
 
   /** Probe sets attached now, or to be attached again when paused. */
@@ -354,7 +383,7 @@ export class Sidecar {
   private async flushOnce(): Promise<FlushStatus> {
     const started = performance.now();
     const at = new Date();
-    const { rows, writer, health, retention, histograms } = this.writing;
+    const { rows, writer, health, retention, rowRetention, histograms } = this.writing;
     let maps: MapSnapshot | null = null;
     try {
       // After a restart the control session (and the server lock it held) is gone: take both again.
@@ -362,11 +391,14 @@ export class Sidecar {
       // After a crash, backends of the old postmaster exit as orphans, out of BPF's sight.
       if (performance.now() < this.sweepUntil) this.object.markExitedGone();
       const measured = new Set([...this.measuring, ...this.object.probes.attached()]);
+      // Exclusions of connections that died unseen (before being excluded, or while paused).
+      this.object.forgetGoneExclusions();
       maps = this.object.maps.snapshot(METRIC_FIELDS);
       this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
       if (rows.needsNames(maps)) await this.refreshBackendTypes();
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
+      await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await writer.write({ maps, measured, startedMs: started });
       // After a restart: rows of the old postmaster's processes this run never tracked (asleep
       // since before it attached) are closed as at start-up.
@@ -385,7 +417,7 @@ export class Sidecar {
       const repeated = this.lastFlush?.error === oneLine(error);
       this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: oneLine(error) };
       // One line per distinct failure, not one per interval while the database is away.
-      if (!repeated) this.options.log?.(`flush failed, will retry every interval: ${this.lastFlush.error}`);
+      if (!repeated) this.logLimited(`flush failed, will retry every interval: ${this.lastFlush.error}`, 'flush failed');
       // A missing partition (a clock jump, a long pause) must not wait for the next period.
       retention?.soon();
       await health.failed(oneLine(error));
@@ -396,8 +428,8 @@ export class Sidecar {
     return this.lastFlush;
   }
 
-  /** Detaches every probe, writes what is left, and closes connections. */
-  async stop(): Promise<void> {
+  /** Detaches every probe, writes what is left, and closes connections; `reason` goes to the health row's stop_reason. */
+  async stop(reason = 'stopped'): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.follower?.close();
@@ -409,7 +441,7 @@ export class Sidecar {
       if (!(await this.flush()).error) break;
       if (attempt < FINAL_FLUSH_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, 1000));
     }
-    await this.writing.health.stopped();
+    await this.writing.health.stopped(reason);
     this.object.close();
     await this.db.destroy().catch(() => undefined);
     await this.control?.end().catch(() => undefined);
@@ -421,8 +453,9 @@ export class Sidecar {
     const client = await connect(this.options.connectionString, collectorApplicationName());
     const pid = backendPid(client);
     this.follower?.check();
-    this.object.exclude(pid);
+    this.writing.rows.excluded(pid, this.object.exclude(pid));
     try {
+      await exemptFromIdleTimeout(client);
       // The server released the lock with the old session: take it again, or give way.
       await lockServer(client);
     } catch (error) {
@@ -464,7 +497,7 @@ export class Sidecar {
       if (this.control === client) this.control = null;
     };
     client.on('error', (error) => {
-      this.options.log?.(`control connection lost: ${oneLine(error)}`);
+      this.logLimited(`control connection lost: ${oneLine(error)}`, 'control connection lost');
       drop();
     });
     client.on('end', drop);
@@ -483,31 +516,46 @@ export class Sidecar {
     }
   }
 
-  /** Logs when a BPF map overflowed since the last flush (bpf_stats.health will show it too). */
+  /**
+   * Logs when a BPF map overflowed: at most one line per counter per LOG_PERIOD_MS, with the
+   * count since the previous line (bpf_stats.health shows the cumulative figures every flush).
+   */
   private reportOverflow(counters: Record<CounterName, bigint>): void {
+    const now = Date.now();
     for (const [name, value] of Object.entries(counters)) {
-      const before = this.overflow.get(name) ?? 0n;
-      if (value > before) this.options.log?.(`${name}: ${value - before} times since the last flush (${COUNTER_MEANING[name as CounterName]})`);
-      this.overflow.set(name, value);
+      const logged = this.overflow.get(name) ?? { value: 0n, at: 0 };
+      if (value <= logged.value || now - logged.at < LOG_PERIOD_MS) continue;
+      const since = logged.at ? `in the last ${Math.round((now - logged.at) / 1000)} s` : 'since start';
+      this.options.log?.(`${name}: ${value - logged.value} times ${since} (${COUNTER_MEANING[name as CounterName]})`);
+      this.overflow.set(name, { value, at: now });
     }
   }
 
-  /** Backends a previous run left open that are gone now were not seen exiting: close them. */
+  /**
+   * Backends a previous run left open that are gone now were not seen exiting: close them. Best
+   * effort: a connection lost meanwhile (terminated, a restart) is one line, not a failed start;
+   * the rows are then closed by a later start and deleted by the row retention in any case.
+   */
   private async markVanishedBackends(): Promise<void> {
-    await this.db
-      .updateTable('bpf_stats.backend_stats as b')
-      .set((eb) => ({ exited_at: eb.ref('b.last_seen') }))
-      .where('b.exited_at', 'is', null)
-      .where(({ not, exists }) =>
-        not(exists(sql`(SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)`)),
-      )
-      // these never appear in pg_stat_activity
-      .where('b.backend_type', 'not in', ['postmaster', 'postmaster child'])
-      .execute();
+    try {
+      await this.db
+        .updateTable('bpf_stats.backend_stats as b')
+        .set((eb) => ({ exited_at: eb.ref('b.last_seen') }))
+        .where('b.exited_at', 'is', null)
+        .where(({ not, exists }) =>
+          not(exists(sql`(SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)`)),
+        )
+        // these never appear in pg_stat_activity
+        .where('b.backend_type', 'not in', ['postmaster', 'postmaster child'])
+        .execute();
+    } catch (error) {
+      this.logLimited(`could not close the rows of backends that ended while no collector ran: ${oneLine(error)}`);
+    }
   }
 }
 
 const FINAL_FLUSH_ATTEMPTS = 3;
+const COLLECTIONS_RETENTION_MS = 30 * 86_400_000;
 const DEFAULT_POSTMASTER_WAIT_MS = 60_000;
 /** How long after a restart orphans of the old postmaster are looked for (they exit once they notice). */
 const ORPHAN_SWEEP_MS = 30_000;
@@ -539,6 +587,8 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
   lock_waits_full: 'a lock wait could not be added: lock_waits map full; its wait counts in lock_wait_ms only',
   lwlock_waits_full: 'an LWLock wait could not be added: lwlock_waits map full; its wait counts in lwlock_wait_ms only',
+  role_quota: "a query key was not added: its role holds half of the queries map (a flood of distinct statements); its time counts per backend only",
+  role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
   io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
   io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
@@ -551,12 +601,23 @@ interface FlushWiring {
   writer: FlushWriter<BpfStatsDatabase>;
   health: HealthPart;
   retention: HistoryRetention | null;
+  rowRetention: RowRetention;
   histograms: HistogramsPart;
 }
 
 /** The parts of every flush, in the order their statements run. */
-function flushParts(db: Kysely<BpfStatsDatabase>, object: CollectorObject<ProbeSetName>, target: PostmasterTarget, options: SidecarOptions): FlushWiring {
-  const rows = new MetricRows(target.pgPid, (pids) => object.deleteBackends(pids));
+function flushParts(
+  db: Kysely<BpfStatsDatabase>,
+  object: CollectorObject<ProbeSetName>,
+  target: PostmasterTarget,
+  layout: StatusLayout,
+  options: SidecarOptions,
+): FlushWiring {
+  const rows = new MetricRows(target.pgPid, (pids) => object.deleteBackends(pids), {
+    evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
+    log: options.log,
+    version: { majorVersion: target.majorVersion, clientBackendType: layout.clientBackendType },
+  });
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
   const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
   // A getter: the postmaster's pid changes when it restarts (target is updated in place).
@@ -570,7 +631,9 @@ function flushParts(db: Kysely<BpfStatsDatabase>, object: CollectorObject<ProbeS
     ...(retention ? [new HistoryPart(db, rows)] : []),
     health,
   ]);
-  return { rows, writer, health, retention, histograms };
+  // Finished requests keep their documented 30 days unless a row retention is asked for.
+  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS);
+  return { rows, writer, health, retention, rowRetention, histograms };
 }
 
 function seconds(ms: number): string {

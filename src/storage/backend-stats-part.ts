@@ -24,7 +24,19 @@ export class BackendStatsPart implements FlushPart {
   prepare({ maps, measured }: FlushInput): PreparedPart {
     const prepared = this.rows.prepare(maps, measured);
     const rows = prepared.backends;
-    if (!rows.length) return { statements: [], commit: prepared.commitBackends };
+    // The collector's own backends, written before their pid arrived with the connection.
+    // The collector's own backends, written before their pid arrived with the connection: those
+    // processes' rows (by pid and start), open or exited; a pid reused later is another row.
+    const retracted = prepared.retracted;
+    const retract = retracted.length
+      ? [
+          sql`DELETE FROM bpf_stats.backend_stats b
+               USING unnest(${retracted.map((r) => r.pid)}::int4[], ${retracted.map((r) => r.fromUs.toString())}::int8[],
+                            ${retracted.map((r) => r.toUs.toString())}::int8[]) AS r(pid, from_us, to_us)
+               WHERE b.pid = r.pid AND b.backend_start BETWEEN ${usToTimestamp(sql`r.from_us`)} AND ${usToTimestamp(sql`r.to_us`)}`,
+        ]
+      : [];
+    if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
     const timestamps = (values: Array<bigint | null>) => values.map((v) => (v === null ? null : v.toString()));
     const insert = this.db
       .insertInto('bpf_stats.backend_stats')
@@ -51,6 +63,6 @@ export class BackendStatsPart implements FlushPart {
           exited_at: sql`coalesce(excluded.exited_at, bpf_stats.backend_stats.exited_at)`,
         }),
       );
-    return { statements: [sql`${insert}`], commit: prepared.commitBackends };
+    return { statements: [...retract, sql`${insert}`], commit: prepared.commitBackends };
   }
 }

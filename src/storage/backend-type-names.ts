@@ -12,8 +12,18 @@
 export class BackendTypeNames {
   private readonly byPid = new Map<number, string>();
   private readonly byNumber = new Map<number, Set<string>>();
+  /** Postgres' own numbering for this major version, when it agrees with the calibrated client backend number. */
+  private readonly enumNames: readonly string[] | null;
 
-  constructor(private postmasterPid: number) {}
+  constructor(
+    private postmasterPid: number,
+    /** The major version, and st_backendType of a client backend as calibration read it (src/target/). */
+    version?: { majorVersion: number; clientBackendType: number },
+  ) {
+    const names = version ? BACKEND_TYPE_ENUM[version.majorVersion] : undefined;
+    // A build that numbers differently (a fork, a version not listed) falls back to what is learnt.
+    this.enumNames = names && version && names[version.clientBackendType] === 'client backend' ? names : null;
+  }
 
   /** The postmaster restarted (its old pid's row stays 'postmaster' only through what was written). */
   setPostmaster(pid: number): void {
@@ -46,6 +56,10 @@ export class BackendTypeNames {
     const names = this.byNumber.get(sample.backendType);
     if (names?.size === 1) return [...names][0]!;
     if (names && names.size > 1) return 'background worker';
+    // A process too short-lived for pg_stat_activity to show (pgbench -C, autovacuum workers):
+    // Postgres' BackendType enum of this version, as pg_stat_activity names its members.
+    const known = this.enumNames?.[sample.backendType];
+    if (known) return known;
     return `backend type ${sample.backendType}`;
   }
 
@@ -54,3 +68,17 @@ export class BackendTypeNames {
     this.byPid.delete(pid);
   }
 }
+
+/*
+ * BackendType (src/include/miscadmin.h) by major version, index = enum value, each member named
+ * as GetBackendTypeDesc() names it in pg_stat_activity.backend_type.
+ */
+const PG14_15_PREFIX = ['', 'autovacuum launcher', 'autovacuum worker', 'client backend', 'background worker', 'background writer', 'checkpointer', 'startup', 'walreceiver', 'walsender', 'walwriter', 'archiver'];
+const PG17 = ['', 'client backend', 'autovacuum launcher', 'autovacuum worker', 'background worker', 'walsender', 'slotsync worker', 'standalone backend', 'archiver', 'background writer', 'checkpointer', 'startup', 'walreceiver', 'walsummarizer', 'walwriter', 'logger'];
+const BACKEND_TYPE_ENUM: Readonly<Record<number, readonly string[]>> = {
+  14: [...PG14_15_PREFIX, 'stats collector', 'logger'],
+  15: [...PG14_15_PREFIX, 'logger'],
+  16: ['', 'archiver', 'autovacuum launcher', 'autovacuum worker', 'client backend', 'background worker', 'background writer', 'checkpointer', 'logger', 'standalone backend', 'startup', 'walreceiver', 'walsender', 'walwriter'],
+  17: PG17,
+  18: ['', 'client backend', 'dead-end client backend', 'autovacuum launcher', 'autovacuum worker', 'background worker', 'walsender', 'slotsync worker', 'standalone backend', 'archiver', 'background writer', 'checkpointer', 'io worker', 'startup', 'walreceiver', 'walsummarizer', 'walwriter', 'syslogger'],
+};

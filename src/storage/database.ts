@@ -141,6 +141,7 @@ export interface HealthTable {
   history_retention: string | null;
   updated_at: Generated<Date>;
   stopped_at: Date | null;
+  stop_reason: string | null;
 }
 
 /** The bpf_stats schema as kysely sees it. */

@@ -16,8 +16,59 @@ const IDENTITY_GRACE_NS = 5_000_000_000n;
  */
 const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
 
+/*
+ * Query keys leave the map once written and quiet: after QUIET_FLUSHES flushes without a change,
+ * or after one when the map is under pressure (PRESSURE_FILL full, or a key could not be added
+ * since the last flush). pg_stat_statements deallocates the same way, least used first; here the
+ * cumulative row in query_stats keeps what was evicted, and a key that comes back starts again
+ * from zero in the map and adds to the same row.
+ */
+const QUIET_FLUSHES = 3;
+const PRESSURE_FILL = 0.9;
+/** Evictions per flush at most (one syscall each): a full map of 8192 heals in two flushes. */
+const MAX_EVICTIONS_PER_FLUSH = 4096;
+/**
+ * An excluded backend whose record was not found at its exclusion (it had already been written
+ * and forgotten): it started at most this long before, as a connection takes to open.
+ */
+const UNSEEN_START_WINDOW_NS = 10_000_000_000n;
+/** Rows' backend_start is Postgres' clock, or task start + boot time in whole seconds: this much either side. */
+const ROW_START_SLACK_US = 2_000_000n;
+
+export interface MetricRowsOptions {
+  /** Deletes query keys from the map, returning what each held when deleted (MapReaders.evictQueries); absent: nothing is evicted. */
+  evictQueries?: (rawKeys: Buffer[]) => Array<bigint[] | null>;
+  /** For the one line when eviction cannot run on this kernel. */
+  log?: (line: string) => void;
+  /** Names backend type numbers by this version's enum when nothing was learnt (BackendTypeNames). */
+  version?: { majorVersion: number; clientBackendType: number };
+}
+
+interface QueryIdentity {
+  userid: number;
+  dbid: number;
+  toplevel: boolean;
+  queryid: bigint;
+}
+
+/**
+ * One of the collector's own backends, excluded once its pid arrived with its connection: the
+ * process that had `pid` (as Postgres knows it) and started (task_start_ns, CLOCK_MONOTONIC)
+ * between fromNs and toNs. Its rows in backend_stats are those with that pid and a
+ * backend_start (microseconds since the Unix epoch) between fromUs and toUs.
+ */
+export interface Retraction {
+  pid: number;
+  fromNs: bigint;
+  toNs: bigint;
+  fromUs: bigint;
+  toUs: bigint;
+}
+
 /** One flush's metric rows and what each table's part commits once they are written. */
 export interface PreparedMetricRows extends MetricRowSet {
+  /** The collector's own backends excluded after a row of theirs may have been written: those rows go. */
+  retracted: Retraction[];
   commitQueries(): void;
   commitBackends(): void;
 }
@@ -37,6 +88,15 @@ export class MetricRows {
   private readonly backendDeltas = new DeltaTracker();
   private readonly prepared = new WeakMap<MapSnapshot, PreparedMetricRows>();
   private readonly cgroups = CgroupPaths.forThisHost();
+  /** Written query keys by flushes since their last change (keys in the map only). */
+  private quiet = new Map<string, number>();
+  /** What evicted keys held beyond their written baseline (an increment between read and delete), written by the next flush. */
+  private readonly remainders = new Map<string, { identity: QueryIdentity; delta: bigint[] }>();
+  private lastQueriesFull = 0n;
+  /** The collector's own backends whose figures may still be in a snapshot or a written row (see excluded()). */
+  private retracting: Retraction[] = [];
+  /** Query keys evicted since load (bpf_stats.health.map_fill). */
+  evictedQueries = 0;
 
   /** CLOCK_MONOTONIC to wall clock, fixed once so that derived timestamps are stable. */
   private readonly monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
@@ -46,8 +106,34 @@ export class MetricRows {
     private postmasterPid: number,
     /** Forgets processes whose final figures were written (their map entries). */
     private readonly forgetBackends: (pids: number[]) => void,
+    private options: MetricRowsOptions = {},
   ) {
-    this.backendTypes = new BackendTypeNames(postmasterPid);
+    this.backendTypes = new BackendTypeNames(postmasterPid, options.version);
+  }
+
+  /**
+   * One of the collector's own connections was excluded. Its backend existed (and may have been
+   * read, named, baselined, written) from fork until its pid arrived with the connection, and a
+   * snapshot read before that may be written after it. So, whatever the order: no snapshot's
+   * record of that process is written from now on (prepare() leaves it out and deletes it from
+   * the map), what was kept of it goes, and its rows already in backend_stats are deleted by the
+   * next written flush. Kept until a flush written from a snapshot read after the exclusion
+   * found no record of it. `starts`: task_start_ns of its records the exclusion dropped
+   * (CollectorObject.exclude()).
+   */
+  excluded(pid: number, starts: readonly bigint[] = []): void {
+    const toNs = process.hrtime.bigint();
+    const fromNs = starts.length ? starts.reduce((a, b) => (b < a ? b : a)) : toNs - UNSEEN_START_WINDOW_NS;
+    const nowUs = BigInt(Date.now()) * 1000n;
+    const retraction: Retraction = { pid, fromNs, toNs, fromUs: nowUs - (toNs - fromNs) / 1000n - ROW_START_SLACK_US, toUs: nowUs + ROW_START_SLACK_US };
+    for (const key of this.backendDeltas.keys()) {
+      const [keyPid, start = ''] = key.split('/');
+      if (Number(keyPid) === pid && /^\d+$/.test(start) && matches(retraction, pid, BigInt(start))) this.backendDeltas.forget(key);
+    }
+    this.backendTypes.forget(pid);
+    this.retracting.push(retraction);
+    // Bounded: entries go within a flush or two; a database away for long keeps the newest.
+    if (this.retracting.length > 10_000) this.retracting.shift();
   }
 
   /** The postmaster restarted: its row is the new pid's. */
@@ -71,24 +157,55 @@ export class MetricRows {
   private compute(snapshot: MapSnapshot, measured: ReadonlySet<string>): PreparedMetricRows {
     const queryCommits: Array<() => void> = [];
     const queries: QueryRow[] = [];
-    for (const sample of snapshot.queries) {
-      const key = queryKey(sample);
-      const delta = this.queryDeltas.delta(key, sample.metrics);
-      if (delta.every((d) => d === 0n)) continue;
+    const unchanged: QuerySample[] = [];
+    const changed = new Set<string>();
+    const pushQuery = (identity: QueryIdentity, delta: bigint[]) =>
       queries.push({
-        userid: sample.userid,
-        dbid: sample.dbid,
-        toplevel: sample.toplevel,
-        queryid: BigInt.asIntN(64, sample.queryid).toString(),
+        userid: identity.userid,
+        dbid: identity.dbid,
+        toplevel: identity.toplevel,
+        queryid: BigInt.asIntN(64, identity.queryid).toString(),
         values: toColumnValues(delta, measured),
       });
-      queryCommits.push(() => this.queryDeltas.commit(key, sample.metrics));
+    for (const sample of snapshot.queries) {
+      const key = queryKey(sample);
+      let delta = this.queryDeltas.delta(key, sample.metrics);
+      const remainder = this.remainders.get(key);
+      if (remainder) delta = delta.map((d, i) => d + (remainder.delta[i] ?? 0n));
+      if (delta.every((d) => d === 0n)) {
+        unchanged.push(sample);
+        continue;
+      }
+      pushQuery(sample, delta);
+      changed.add(key);
+      queryCommits.push(() => {
+        this.queryDeltas.commit(key, sample.metrics);
+        this.remainders.delete(key);
+      });
     }
+    // What evicted keys still owed, for keys not back in the map.
+    for (const [key, remainder] of this.remainders) {
+      // A key back in the map had its remainder added to its delta above.
+      if (changed.has(key)) continue;
+      pushQuery(remainder.identity, remainder.delta);
+      queryCommits.push(() => this.remainders.delete(key));
+    }
+    const fill = snapshot.fill.find((f) => f.map === 'queries');
+    const queriesFull = snapshot.counters.queries_full ?? 0n;
+    const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || queriesFull > this.lastQueriesFull;
+    queryCommits.push(() => {
+      this.lastQueriesFull = queriesFull;
+      this.evictQuiet(unchanged, changed, pressure);
+    });
 
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
     const exited: number[] = [];
-    const samples = snapshot.backends;
+    // Whatever the order of the read, this prepare and the exclusion, the collector's own backends are never written.
+    const retracted = [...this.retracting];
+    const own = (sample: BackendSample) => retracted.some((r) => matches(r, sample.pid, sample.taskStartNs));
+    const ownRecords = snapshot.backends.filter(own);
+    const samples = ownRecords.length ? snapshot.backends.filter((sample) => !own(sample)) : snapshot.backends;
     for (const sample of samples) this.backendTypes.learn(sample.pid, sample.backendType);
     for (const sample of samples) {
       const key = backendKey(sample);
@@ -120,13 +237,25 @@ export class MetricRows {
           this.backendTypes.forget(sample.pid);
         });
       } else {
-        backendCommits.push(() => this.backendDeltas.commit(key, sample.metrics));
+        backendCommits.push(() => {
+          // Excluded since this was prepared: its baseline goes with it.
+          if (!this.retracting.some((r) => matches(r, sample.pid, sample.taskStartNs))) this.backendDeltas.commit(key, sample.metrics);
+        });
       }
     }
 
+    // Records of the collector's own backends made before (or racing with) their exclusion: the
+    // map forgets them; a live one's next switch makes its record again, excluded.
+    exited.push(...ownRecords.map((sample) => sample.key));
+    backendCommits.push(() => {
+      // Done once written from a snapshot read after the exclusion that held nothing of it.
+      const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));
+      this.retracting = this.retracting.filter((r) => !done.has(r));
+    });
     return {
       queries,
       backends,
+      retracted,
       commitQueries: () => queryCommits.forEach((commit) => commit()),
       commitBackends: () => {
         backendCommits.forEach((commit) => commit());
@@ -134,10 +263,55 @@ export class MetricRows {
       },
     };
   }
+
+  /**
+   * After a flush was written: counts how long each key has been quiet and evicts the quiet
+   * ones. A key is deleted with what it held at that moment; anything beyond the written
+   * baseline (an increment since the snapshot) is kept as a remainder for the next flush.
+   */
+  private evictQuiet(unchanged: QuerySample[], changed: Set<string>, pressure: boolean): void {
+    const quiet = new Map<string, number>();
+    for (const key of changed) quiet.set(key, 0);
+    const threshold = pressure ? 1 : QUIET_FLUSHES;
+    const candidates: QuerySample[] = [];
+    for (const sample of unchanged) {
+      const key = queryKey(sample);
+      const flushes = (this.quiet.get(key) ?? 0) + 1;
+      quiet.set(key, flushes);
+      if (flushes >= threshold && candidates.length < MAX_EVICTIONS_PER_FLUSH) candidates.push(sample);
+    }
+    this.quiet = quiet;
+    const evict = this.options.evictQueries;
+    if (!evict || !candidates.length) return;
+    let values: Array<bigint[] | null>;
+    try {
+      values = evict(candidates.map((s) => s.rawKey));
+    } catch (error) {
+      // A kernel without lookup-and-delete on per-CPU hashes (before 5.14): the map only grows again.
+      this.options.log?.(`query keys cannot be evicted on this kernel, a full queries map stays full: ${error instanceof Error ? error.message : String(error)}`);
+      this.options = { ...this.options, evictQueries: undefined };
+      return;
+    }
+    candidates.forEach((sample, i) => {
+      const key = queryKey(sample);
+      const value = values[i];
+      this.quiet.delete(key);
+      if (!value) return;
+      this.evictedQueries++;
+      const delta = this.queryDeltas.delta(key, value);
+      this.queryDeltas.forget(key);
+      if (delta.some((d) => d !== 0n)) this.remainders.set(key, { identity: { userid: sample.userid, dbid: sample.dbid, toplevel: sample.toplevel, queryid: sample.queryid }, delta });
+    });
+  }
 }
 
-function queryKey(s: QuerySample): string {
+function queryKey(s: QueryIdentity): string {
   return `${s.userid}/${s.dbid}/${s.toplevel ? 1 : 0}/${s.queryid}`;
+}
+
+/** Whether the process that had `pid` and started at `taskStartNs` is the retracted one. */
+function matches(r: Retraction, pid: number, taskStartNs: bigint): boolean {
+  return r.pid === pid && taskStartNs >= r.fromNs && taskStartNs <= r.toNs;
 }
 
 function backendKey(s: BackendSample): string {

@@ -24,7 +24,8 @@ export class QueryStatsPart implements FlushPart {
   prepare({ maps, measured }: FlushInput): PreparedPart {
     const prepared = this.rows.prepare(maps, measured);
     const rows = prepared.queries;
-    if (!rows.length) return { statements: [], commit: () => undefined };
+    // Committed even when nothing changed: quiet keys are counted and evicted at commit.
+    if (!rows.length) return { statements: [], commit: prepared.commitQueries };
     const insert = this.db
       .insertInto('bpf_stats.query_stats')
       .columns(['userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen'])

@@ -27,3 +27,18 @@ describe('BackendTypeNames', () => {
     expect(names.name({ pid: 302, backendType: -1, identityKnown: false })).toBe('postmaster child');
   });
 });
+
+describe("BackendTypeNames with the version's BackendType enum", () => {
+  it('names a process that exited unseen by the enum of its major version', () => {
+    const names = new BackendTypeNames(100, { majorVersion: 15, clientBackendType: 3 });
+    expect(names.name({ pid: 300, backendType: 3, identityKnown: true })).toBe('client backend');
+    expect(names.name({ pid: 301, backendType: 2, identityKnown: true })).toBe('autovacuum worker');
+    const pg18 = new BackendTypeNames(100, { majorVersion: 18, clientBackendType: 1 });
+    expect(pg18.name({ pid: 302, backendType: 12, identityKnown: true })).toBe('io worker');
+  });
+
+  it('does not use the table when the calibrated client backend number disagrees with it', () => {
+    const names = new BackendTypeNames(100, { majorVersion: 15, clientBackendType: 4 });
+    expect(names.name({ pid: 300, backendType: 2, identityKnown: true })).toBe('backend type 2');
+  });
+});

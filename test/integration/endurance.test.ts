@@ -1,0 +1,283 @@
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { packageRoot } from '../../src/package-root.js';
+import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
+import { withSession } from '../support/session.js';
+
+/*
+ * Endurance: what only shows after many reconnections, many distinct statements, a long life.
+ * Ground truth: pg_stat_activity (which backends were the collector's), pg_stat_statements'
+ * calls, the kernel's own view of the BPF maps (bpftool), the wall clock.
+ */
+let cluster: ThrowawayCluster;
+let admin: pg.Client;
+let sidecar: Sidecar | null = null;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function startSidecar(options: Partial<SidecarOptions> = {}): Promise<Sidecar> {
+  // Each test counts from zero: the cumulative tables and pg_stat_statements alike.
+  await admin.query('SELECT pg_stat_statements_reset()');
+  await admin.query('TRUNCATE bpf_stats.query_stats, bpf_stats.backend_stats').catch(() => undefined);
+  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 200, ...options });
+  return sidecar;
+}
+
+/** Entries of a map of the loaded object, as the kernel lists them. */
+function bpfMapEntries(name: string): number {
+  const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8' })) as Array<{ id: number; name: string }>;
+  // bpftool shows the first 15 characters of a map's name; the newest map is ours.
+  const ours = maps.filter((m) => name.startsWith(m.name) && m.name.length >= Math.min(name.length, 15)).sort((a, b) => b.id - a.id)[0];
+  if (!ours) throw new Error(`no map ${name}`);
+  const dump = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(ours.id)], { encoding: 'utf8' })) as unknown[];
+  return dump.length;
+}
+
+async function collectorPids(): Promise<number[]> {
+  const { rows } = await admin.query(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'pg-bpf-stats%' AND pid <> pg_backend_pid()`);
+  return rows.map((r) => r.pid as number);
+}
+
+beforeAll(async () => {
+  cluster = await ThrowawayCluster.start();
+  admin = new pg.Client(cluster.connectionString());
+  await admin.connect();
+  await admin.query('CREATE EXTENSION pg_stat_statements');
+  await admin.query('CREATE TABLE accounts AS SELECT g AS id, 100 AS balance FROM generate_series(1, 100) g');
+});
+
+afterEach(async () => {
+  await sidecar?.stop();
+  sidecar = null;
+});
+
+afterAll(async () => {
+  await sidecar?.stop();
+  await admin?.end();
+  await cluster?.stop();
+});
+
+describe("the collector's own connections", () => {
+  it('stay excluded through many more reconnections than the set holds, and leave it when they end', async () => {
+    await startSidecar({ maxExcludedPids: 8, probeSets: ['query'] });
+    const seen = new Set<number>();
+    let calls = 0;
+    const workload = new pg.Client(cluster.connectionString());
+    await workload.connect();
+    // 40 rounds of killing every connection the collector has: 5 times the set's capacity.
+    for (let round = 0; round < 40; round++) {
+      for (let i = 0; i < 5; i++, calls++) await workload.query('SELECT balance FROM accounts WHERE id = 7');
+      const pids = await collectorPids();
+      pids.forEach((pid) => seen.add(pid));
+      await admin.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid', [pids]);
+      await sleep(250); // a flush reconnects the writer; the control plane reconnects on its own
+    }
+    await workload.end();
+    // The collector stays up and writes again.
+    let status = await sidecar!.flush();
+    for (let i = 0; i < 20 && status.error; i++) status = await (sleep(250).then(() => sidecar!.flush()));
+    expect(status.error).toBeNull();
+    (await collectorPids()).forEach((pid) => seen.add(pid));
+    expect(seen.size).toBeGreaterThan(40);
+    // Only live connections are in the set.
+    const live = (await collectorPids()).length;
+    expect(bpfMapEntries('excluded_pids')).toBeLessThanOrEqual(live);
+    // None of its backends is in the figures.
+    const own = await admin.query('SELECT pid, backend_type, backend_start, exited_at, last_seen, total_time_ms, on_cpu_ms, usesysid FROM bpf_stats.backend_stats WHERE pid = ANY($1::int[])', [[...seen]]);
+    expect(own.rows).toEqual([]);
+    // Calls stay exact.
+    const { rows } = await admin.query(
+      `SELECT s.calls AS pgss, q.calls FROM pg_stat_statements s JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+        WHERE s.query = 'SELECT balance FROM accounts WHERE id = $1'`,
+    );
+    expect(rows).toHaveLength(1);
+    expect(Number(rows[0].pgss)).toBe(calls);
+    expect(Number(rows[0].calls)).toBe(calls);
+  });
+
+  it('survives idle_session_timeout closing its idle connections', async () => {
+    // Only the collector's role times out: the test's own connection idles too.
+    await admin.query(`CREATE ROLE idle_collector LOGIN SUPERUSER`);
+    await admin.query(`ALTER ROLE idle_collector SET idle_session_timeout = '300ms'`);
+    try {
+      const since = (await admin.query('SELECT now() AS t')).rows[0].t as Date;
+      await startSidecar({ connectionString: cluster.connectionString().replace('postgres@', 'idle_collector@'), maxExcludedPids: 8, intervalMs: 500 });
+      await sleep(15_000); // the writer idles 500 ms between flushes: ~30 reconnections
+      let status = await sidecar!.flush();
+      for (let i = 0; i < 10 && status.error; i++) status = await sleep(100).then(() => sidecar!.flush());
+      expect(status.error).toBeNull();
+      const log = await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = 'idle_collector'`);
+      expect(bpfMapEntries('excluded_pids')).toBeLessThanOrEqual(Math.max(log.rows[0].n, 1));
+      const own = await admin.query(`SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE usesysid = 'idle_collector'::regrole AND backend_start >= $1`, [since]);
+      expect(own.rows[0].n).toBe(0);
+      const sessions = await admin.query(`SELECT flushes, failed_flushes FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
+      expect(Number(sessions.rows[0].flushes)).toBeGreaterThan(20);
+    } finally {
+      await sidecar?.stop();
+      sidecar = null;
+    }
+  });
+});
+
+describe('the queries map', () => {
+  it('keeps a flooding role to half of it, heals once the flood stops, and loses nothing', async () => {
+    await startSidecar({ maxQueries: 64, intervalMs: 250, probeSets: ['query'] });
+    await admin.query('CREATE ROLE flooder LOGIN');
+    const flooderDsn = cluster.connectionString().replace('postgres@', 'flooder@');
+    // A statement seen before the flood, quiet during its start, run again later.
+    await withSession(cluster.connectionString(), async (c) => {
+      for (let i = 0; i < 5; i++) await c.query('SELECT balance + 2 FROM accounts WHERE id = 3');
+    });
+    await sidecar!.flush();
+    // The flood: distinct query ids (sums of different lengths) from one role, without a pause.
+    let flooding = true;
+    let flooded = 0;
+    const flood = withSession(flooderDsn, async (c) => {
+      while (flooding) await c.query(`SELECT 1${'+1'.repeat(++flooded)}`);
+    });
+    await sleep(1500);
+    // Meanwhile another role's new statements are attributed, exactly.
+    await withSession(cluster.connectionString(), async (c) => {
+      for (let i = 0; i < 50; i++) await c.query('SELECT balance FROM accounts WHERE id = 9');
+      for (let i = 0; i < 5; i++) await c.query('SELECT balance + 2 FROM accounts WHERE id = 3');
+    });
+    await sleep(500);
+    flooding = false;
+    await flood;
+    expect(flooded).toBeGreaterThan(200);
+    await sidecar!.flush();
+    const counters = await admin.query(`SELECT dropped FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
+    expect(Number(counters.rows[0].dropped.role_quota)).toBeGreaterThan(0);
+    // The flood stopped: within a few flushes its keys are evicted and its new statements count again.
+    await sleep(6 * 250);
+    await withSession(flooderDsn, async (c) => {
+      for (let i = 0; i < 20; i++) await c.query('SELECT 42 AS after_the_flood');
+    });
+    await sidecar!.flush();
+    const { rows } = await admin.query(
+      `SELECT s.query, s.calls AS pgss, q.calls FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+        WHERE s.query IN ('SELECT balance FROM accounts WHERE id = $1', 'SELECT balance + $1 FROM accounts WHERE id = $2', 'SELECT $1 AS after_the_flood') ORDER BY 1`,
+    );
+    expect(rows.map((r) => [r.query, Number(r.pgss), Number(r.calls)])).toEqual([
+      ['SELECT $1 AS after_the_flood', 20, 20],
+      ['SELECT balance + $1 FROM accounts WHERE id = $2', 10, 10],
+      ['SELECT balance FROM accounts WHERE id = $1', 50, 50],
+    ]);
+    // Whatever the flood got attributed is exact too: each ran once.
+    const floodRows = await admin.query(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE q.calls <> s.calls)::int AS wrong FROM pg_stat_statements s
+         JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid) WHERE s.query LIKE 'SELECT $1+$2%'`,
+    );
+    expect(floodRows.rows[0].n).toBeGreaterThan(10);
+    expect(floodRows.rows[0].wrong).toBe(0);
+    const health = await admin.query(`SELECT map_fill->'queries' AS q FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
+    expect(health.rows[0].q.evicted).toBeGreaterThan(30);
+    expect(health.rows[0].q.entries).toBeLessThan(64);
+  });
+});
+
+describe('retention', () => {
+  it('deletes rows of exited backends, finished requests and stopped collectors after the row retention, and nothing live', async () => {
+    await startSidecar({ rowRetentionMs: 2000, intervalMs: 200 });
+    for (let i = 0; i < 5; i++) await withSession(cluster.connectionString(), (c) => c.query('SELECT pg_sleep(0.05)'));
+    await admin.query(`INSERT INTO bpf_stats.collections (probes, duration, status, started_at, finished_at)
+                       VALUES ('{locks}', '1 minute', 'done', now() - interval '2 hours', now() - interval '1 hour'),
+                              ('{locks}', '1 minute', 'done', now(), now())`);
+    await admin.query(`INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, stopped_at, stop_reason)
+                       VALUES ('old-host', 1, '0', 1, '{}', now() - interval '2 days', 1000, now() - interval '1 day', 'stopped')`);
+    await sidecar!.flush();
+    const exited = await admin.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE exited_at IS NOT NULL');
+    expect(exited.rows[0].n).toBeGreaterThanOrEqual(5);
+    // Retention (2 s) plus its check period (1 s), plus a flush.
+    await sleep(4_000);
+    // Younger than the retention: stays.
+    await admin.query(`INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, stopped_at, stop_reason)
+                       VALUES ('new-host', 1, '0', 1, '{}', now(), 1000, now(), 'stopped')`);
+    await sidecar!.flush();
+    const after = await admin.query(`SELECT count(*) FILTER (WHERE exited_at < now() - interval '3.5 seconds')::int AS expired,
+                                            count(*) FILTER (WHERE exited_at IS NULL)::int AS live FROM bpf_stats.backend_stats`);
+    expect(after.rows[0].expired).toBe(0);
+    expect(after.rows[0].live).toBeGreaterThan(0); // the checkpointer, the test's own connection ...
+    const collections = await admin.query(`SELECT count(*)::int AS n FROM bpf_stats.collections WHERE finished_at < now() - interval '1 minute'`);
+    expect(collections.rows[0].n).toBe(0);
+    const health = await admin.query(`SELECT host FROM bpf_stats.health WHERE host IN ('old-host', 'new-host') ORDER BY host`);
+    expect(health.rows.map((r) => r.host)).toEqual(['new-host']);
+    const running = await admin.query('SELECT stopped_at FROM bpf_stats.health WHERE pid = $1 AND host <> $2', [process.pid, 'new-host']);
+    expect(running.rows).toEqual([{ stopped_at: null }]);
+  });
+});
+
+describe('a crash', () => {
+  it('costs at most the figures of the last interval, and the next collector keeps its health row as crashed', async () => {
+    await admin.query('SELECT pg_stat_statements_reset()');
+    await admin.query('TRUNCATE bpf_stats.query_stats');
+    const cli = join(packageRoot(), 'dist/src/cli/main.js');
+    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '1s', '--probes', 'query'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    for (let i = 0; i < 300 && !output.includes('collecting every'); i++) await sleep(100);
+    expect(output).toContain('collecting every');
+    // A steady workload; each call's completion time is ground truth for what came before the kill.
+    const done: number[] = [];
+    let running = true;
+    const workload = withSession(cluster.connectionString(), async (c) => {
+      while (running) {
+        await c.query('SELECT balance FROM accounts WHERE id = 5');
+        done.push(Date.now());
+        await sleep(5);
+      }
+    });
+    await sleep(4_300);
+    const killedAt = Date.now();
+    child.kill('SIGKILL');
+    await exited;
+    await sleep(300);
+    running = false;
+    await workload;
+    const before = done.filter((t) => t < killedAt).length;
+    const lastInterval = done.filter((t) => t < killedAt && t >= killedAt - 1000 - 300).length;
+    const { rows } = await admin.query(
+      `SELECT q.calls FROM pg_stat_statements s JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+        WHERE s.query = 'SELECT balance FROM accounts WHERE id = $1'`,
+    );
+    const collected = Number(rows[0]?.calls ?? 0);
+    const lost = before - collected;
+    console.log(`SIGKILL: ${before} calls before the kill, ${collected} written, ${lost} lost; ${lastInterval} in the last interval (1 s + 0.3 s)`);
+    expect(lost).toBeGreaterThanOrEqual(0);
+    expect(lost).toBeLessThanOrEqual(lastInterval);
+    expect(collected).toBeGreaterThan(0);
+    // The next collector keeps the trace.
+    await startSidecar({ intervalMs: 1000 });
+    const trace = await admin.query('SELECT stopped_at, stop_reason, last_flush_at FROM bpf_stats.health WHERE pid = $1', [child.pid]);
+    expect(trace.rows).toHaveLength(1);
+    expect(trace.rows[0].stopped_at).not.toBeNull();
+    expect(trace.rows[0].stop_reason).toMatch(/^crashed: /);
+  });
+});
+
+describe('small things', () => {
+  it('names short-lived client backends "client backend", not by their number', async () => {
+    await startSidecar({ intervalMs: 3_600_000 });
+    const pids: number[] = [];
+    for (let i = 0; i < 20; i++) pids.push(await withSession(cluster.connectionString(), async (_c, pid) => pid));
+    await sidecar!.flush();
+    const { rows } = await admin.query('SELECT DISTINCT backend_type FROM bpf_stats.backend_stats WHERE pid = ANY($1::int[])', [pids]);
+    expect(rows).toEqual([{ backend_type: 'client backend' }]);
+  });
+
+  it('refuses --probes llc on a host without a PMU before creating anything', async () => {
+    await admin.query('CREATE DATABASE untouched');
+    const cli = join(packageRoot(), 'dist/src/cli/main.js');
+    const result = spawnSync(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('untouched'), '--probes', 'llc', '--duration', '2s'], { encoding: 'utf8', timeout: 60_000 });
+    const schema = await withSession(cluster.connectionString('untouched'), (c) => c.query(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'`));
+    if (result.status === 0) return; // a host with a PMU runs it: nothing to refuse
+    expect(result.status).toBe(2);
+    expect(result.stderr.trim().split('\n').filter((l) => /llc/.test(l))).toHaveLength(1);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+    expect(schema.rows[0].n).toBe(0);
+  });
+});

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import type { CounterName } from '../../src/bpf/counters.js';
+import type { QuerySample } from '../../src/collector/map-samples.js';
+import { MapSnapshot } from '../../src/collector/map-snapshot.js';
+import { METRIC_COLUMNS } from '../../src/families/index.js';
+import { MetricRows } from '../../src/storage/metric-rows.js';
+
+/*
+ * Eviction of quiet query keys (MetricRows): what the map held when a key was deleted is
+ * written, including an increment that landed after the flush's read; a key that comes back
+ * adds to its row from zero.
+ */
+const CALLS = METRIC_COLUMNS.findIndex((c) => c.column === 'calls');
+const MEASURED = new Set(['query', 'cpu']);
+
+function metrics(calls: number): bigint[] {
+  return METRIC_COLUMNS.map((_, i) => (i === CALLS ? BigInt(calls) : 0n));
+}
+
+function sample(queryid: number, calls: number): QuerySample {
+  return { userid: 10, dbid: 5, toplevel: true, queryid: BigInt(queryid), metrics: metrics(calls), rawKey: Buffer.from([queryid]) };
+}
+
+function snapshot(queries: QuerySample[], { entries = queries.length, maxEntries = 100, queriesFull = 0 } = {}): MapSnapshot {
+  const counters = { queries_full: BigInt(queriesFull) } as Record<CounterName, bigint>;
+  return new MapSnapshot([], queries, [], counters, [{ map: 'queries', entries, maxEntries }], () => {
+    throw new Error('not read');
+  });
+}
+
+/** One flush: the query rows' calls, then the commit a written flush makes. */
+function flush(rows: MetricRows, snap: MapSnapshot): Array<[string, unknown]> {
+  const prepared = rows.prepare(snap, MEASURED);
+  prepared.commitQueries();
+  prepared.commitBackends();
+  return prepared.queries.map((q) => [q.queryid, q.values[CALLS]]);
+}
+
+describe('query eviction', () => {
+  it('evicts a key after three quiet flushes and writes what it gained between the read and the delete', () => {
+    const evicted: number[] = [];
+    const rows = new MetricRows(1, () => undefined, {
+      // The key gained 2 calls after the last read: the delete returns 7, not 5.
+      evictQueries: (keys) => keys.map((k) => (evicted.push(k[0]!), metrics(7))),
+    });
+    expect(flush(rows, snapshot([sample(42, 5)]))).toEqual([['42', 5n]]);
+    expect(flush(rows, snapshot([sample(42, 5)]))).toEqual([]);
+    expect(flush(rows, snapshot([sample(42, 5)]))).toEqual([]);
+    expect(evicted).toEqual([]);
+    expect(flush(rows, snapshot([sample(42, 5)]))).toEqual([]);
+    expect(evicted).toEqual([42]);
+    expect(rows.evictedQueries).toBe(1);
+    // Gone from the map: the two calls are written, once.
+    expect(flush(rows, snapshot([]))).toEqual([['42', 2n]]);
+    expect(flush(rows, snapshot([]))).toEqual([]);
+    // Back in the map, counting from zero.
+    expect(flush(rows, snapshot([sample(42, 1)]))).toEqual([['42', 1n]]);
+  });
+
+  it('keeps a remainder when the flush that should write it fails, and adds it to a key already back', () => {
+    const rows = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map(() => metrics(9)) });
+    flush(rows, snapshot([sample(7, 4)]));
+    for (let i = 0; i < 3; i++) flush(rows, snapshot([sample(7, 4)]));
+    // This flush fails: prepared, never committed.
+    const failed = rows.prepare(snapshot([sample(7, 3)]), MEASURED);
+    expect(failed.queries.map((q) => q.values[CALLS])).toEqual([8n]); // 5 left over + 3 new
+    expect(flush(rows, snapshot([sample(7, 3)]))).toEqual([['7', 8n]]);
+    expect(flush(rows, snapshot([sample(7, 3)]))).toEqual([]);
+  });
+
+  it('evicts after one quiet flush when the map is nearly full or a key could not be added', () => {
+    const evicted: number[] = [];
+    const rows = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map((k) => (evicted.push(k[0]!), metrics(1))) });
+    flush(rows, snapshot([sample(1, 1), sample(2, 1)], { entries: 95 }));
+    flush(rows, snapshot([sample(1, 1), sample(2, 2)], { entries: 95 }));
+    expect(evicted).toEqual([1]);
+    const other = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map((k) => (evicted.push(k[0]!), metrics(1))) });
+    flush(other, snapshot([sample(3, 1)], { queriesFull: 0 }));
+    flush(other, snapshot([sample(3, 1)], { queriesFull: 4 }));
+    expect(evicted).toEqual([1, 3]);
+  });
+
+  it('never evicts a key that keeps changing', () => {
+    let calls = 0;
+    const rows = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map(() => (calls++, null)) });
+    for (let i = 1; i <= 10; i++) flush(rows, snapshot([sample(5, i)], { entries: 100 }));
+    expect(calls).toBe(0);
+  });
+});
