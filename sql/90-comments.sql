@@ -142,7 +142,7 @@ COMMENT ON COLUMN bpf_stats.health.dropped_events IS 'Events the BPF programs co
 COMMENT ON COLUMN bpf_stats.health.dropped IS 'Each BPF overflow/failure counter by name (jsonb, counts since load).';
 COMMENT ON COLUMN bpf_stats.health.map_fill_pct IS 'Fill of the fullest bounded BPF map (percent, 0..100).';
 COMMENT ON COLUMN bpf_stats.health.map_fill IS 'Fill per map (jsonb: entries and max_entries).';
-COMMENT ON COLUMN bpf_stats.health.pending_rows IS 'Rows a failed flush could not write (count); they go out with the next flush.';
+COMMENT ON COLUMN bpf_stats.health.pending_rows IS 'Changed rows not written yet (count): those a failed flush could not write, or those a flush left for the next because a flush after a failed one writes at most half as many rows per table as the one before (from 16,384 down to 128, doubling back after each written flush), so that a flush small enough to commit comes whatever kills long statements. They stay in the maps and go out with a later flush.';
 COMMENT ON COLUMN bpf_stats.health.failed_flushes IS 'Failed flushes (count).';
 COMMENT ON COLUMN bpf_stats.health.last_error IS 'Error of the last failed flush; NULL if none failed.';
 COMMENT ON COLUMN bpf_stats.health.last_error_at IS 'When the last flush failed (timestamptz); NULL if none failed.';

@@ -96,7 +96,7 @@ export class HealthPart implements FlushPart {
    * last_flush_at is the rows' last_seen).
    */
   prepare({ maps, measured, startedMs }: FlushInput): PreparedPart {
-    const { queries, backends } = this.rows.prepare(maps, measured);
+    const { queries, backends, deferred } = this.rows.prepare(maps, measured);
     const fill = maps.fill.map((m) => (m.map === 'queries' ? { ...m, evicted: this.rows.evictedQueries } : m));
     const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill };
     this.observation = flush;
@@ -104,18 +104,18 @@ export class HealthPart implements FlushPart {
       flushes: this.flushes + 1,
       rowsWritten: this.rowsWritten + flush.rows,
       lastRows: flush.rows,
-      pendingRows: 0,
+      pendingRows: deferred,
       succeeded: true,
     });
-    return { statements: [statement], commit: () => this.committed(flush) };
+    return { statements: [statement], commit: () => this.committed(flush, deferred) };
   }
 
-  private committed(flush: FlushObservation): void {
+  private committed(flush: FlushObservation, deferred: number): void {
     this.observation = null;
     this.flushes++;
     this.rowsWritten += flush.rows;
     this.lastRows = flush.rows;
-    this.pendingRows = 0;
+    this.pendingRows = deferred;
     this.last = flush;
   }
 

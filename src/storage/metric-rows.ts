@@ -34,6 +34,15 @@ const MAX_EVICTIONS_PER_FLUSH = 4096;
 const UNSEEN_START_WINDOW_NS = 10_000_000_000n;
 /** Rows' backend_start is Postgres' clock, or task start + boot time in whole seconds: this much either side. */
 const ROW_START_SLACK_US = 2_000_000n;
+/*
+ * Rows per table a flush writes at most. A flush that was not written (its connection
+ * terminated, a statement timeout) halves the budget of the next one, and a written one doubles
+ * it back: whatever kills long statements, a flush small enough to commit comes, commits, and
+ * frees map entries, rather than a backlog that grows with each failure until no flush can
+ * commit. Rows left out stay in the maps (their baselines are not committed): the next flush has them.
+ */
+const MAX_ROWS_PER_TABLE = 16_384;
+const MIN_ROWS_PER_TABLE = 128;
 
 export interface MetricRowsOptions {
   /** Deletes query keys from the map, returning what each held when deleted (MapReaders.evictQueries); absent: nothing is evicted. */
@@ -67,6 +76,8 @@ export interface Retraction {
 
 /** One flush's metric rows and what each table's part commits once they are written. */
 export interface PreparedMetricRows extends MetricRowSet {
+  /** Changed rows left in the maps for a later flush by the row budget (MAX_ROWS_PER_TABLE). */
+  deferred: number;
   /** The collector's own backends excluded after a row of theirs may have been written: those rows go. */
   retracted: Retraction[];
   commitQueries(): void;
@@ -95,6 +106,10 @@ export class MetricRows {
   private lastQueriesFull = 0n;
   /** The collector's own backends whose figures may still be in a snapshot or a written row (see excluded()). */
   private retracting: Retraction[] = [];
+  /** Rows per table the next flush may write (MAX_ROWS_PER_TABLE). */
+  private rowBudget = MAX_ROWS_PER_TABLE;
+  /** The last prepared rows were not written (yet). */
+  private unwritten = false;
   /** Query keys evicted since load (bpf_stats.health.map_fill). */
   evictedQueries = 0;
 
@@ -155,6 +170,10 @@ export class MetricRows {
   }
 
   private compute(snapshot: MapSnapshot, measured: ReadonlySet<string>): PreparedMetricRows {
+    if (this.unwritten) this.rowBudget = Math.max(MIN_ROWS_PER_TABLE, this.rowBudget >> 1);
+    this.unwritten = true;
+    const budget = this.rowBudget;
+    let deferred = 0;
     const queryCommits: Array<() => void> = [];
     const queries: QueryRow[] = [];
     const unchanged: QuerySample[] = [];
@@ -176,8 +195,13 @@ export class MetricRows {
         unchanged.push(sample);
         continue;
       }
-      pushQuery(sample, delta);
+      // Over budget: still changed (never evicted as quiet), written by a later flush.
       changed.add(key);
+      if (queries.length >= budget) {
+        deferred++;
+        continue;
+      }
+      pushQuery(sample, delta);
       queryCommits.push(() => {
         this.queryDeltas.commit(key, sample.metrics);
         this.remainders.delete(key);
@@ -187,6 +211,10 @@ export class MetricRows {
     for (const [key, remainder] of this.remainders) {
       // A key back in the map had its remainder added to its delta above.
       if (changed.has(key)) continue;
+      if (queries.length >= budget) {
+        deferred++;
+        continue;
+      }
       pushQuery(remainder.identity, remainder.delta);
       queryCommits.push(() => this.remainders.delete(key));
     }
@@ -201,6 +229,8 @@ export class MetricRows {
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
     const exited: number[] = [];
+    // Exited processes first: writing them frees their map entries.
+    const live: Array<{ row: BackendRow; commit: () => void }> = [];
     // Whatever the order of the read, this prepare and the exclusion, the collector's own backends are never written.
     const retracted = [...this.retracting];
     const own = (sample: BackendSample) => retracted.some((r) => matches(r, sample.pid, sample.taskStartNs));
@@ -216,7 +246,7 @@ export class MetricRows {
       if (!sample.identityKnown && !isExited && ageNs < IDENTITY_GRACE_NS && sample.pid !== this.postmasterPid) continue;
       const delta = this.backendDeltas.delta(key, sample.metrics);
       if (!isExited && delta.every((d) => d === 0n) && this.backendDeltas.has(key)) continue;
-      backends.push({
+      const row: BackendRow = {
         pid: sample.pid,
         backendStartUs:
           sample.backendStartUs !== 0n
@@ -229,19 +259,35 @@ export class MetricRows {
         cgroup: this.cgroups.pathOf(sample.memoryCgroup),
         values: toColumnValues(delta, measured),
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
-      });
+      };
       if (isExited) {
+        if (backends.length >= budget) {
+          deferred++;
+          continue;
+        }
+        backends.push(row);
         exited.push(sample.key);
         backendCommits.push(() => {
           this.backendDeltas.forget(key);
           this.backendTypes.forget(sample.pid);
         });
       } else {
-        backendCommits.push(() => {
-          // Excluded since this was prepared: its baseline goes with it.
-          if (!this.retracting.some((r) => matches(r, sample.pid, sample.taskStartNs))) this.backendDeltas.commit(key, sample.metrics);
+        live.push({
+          row,
+          commit: () => {
+            // Excluded since this was prepared: its baseline goes with it.
+            if (!this.retracting.some((r) => matches(r, sample.pid, sample.taskStartNs))) this.backendDeltas.commit(key, sample.metrics);
+          },
         });
       }
+    }
+    for (const { row, commit } of live) {
+      if (backends.length >= budget) {
+        deferred++;
+        continue;
+      }
+      backends.push(row);
+      backendCommits.push(commit);
     }
 
     // Records of the collector's own backends made before (or racing with) their exclusion: the
@@ -252,12 +298,24 @@ export class MetricRows {
       const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));
       this.retracting = this.retracting.filter((r) => !done.has(r));
     });
+    let wasWritten = false;
+    const written = () => {
+      if (wasWritten) return;
+      wasWritten = true;
+      this.unwritten = false;
+      this.rowBudget = Math.min(MAX_ROWS_PER_TABLE, this.rowBudget * 2);
+    };
     return {
       queries,
       backends,
       retracted,
-      commitQueries: () => queryCommits.forEach((commit) => commit()),
+      deferred,
+      commitQueries: () => {
+        written();
+        queryCommits.forEach((commit) => commit());
+      },
       commitBackends: () => {
+        written();
         backendCommits.forEach((commit) => commit());
         this.forgetBackends(exited);
       },

@@ -29,6 +29,7 @@ function backend(pid: number, taskStartNs: bigint, onCpuNs: number, exitedNs = 0
     dbid: 5,
     backendType: 0,
     identityKnown: true,
+    memoryCgroup: 0n,
   };
 }
 

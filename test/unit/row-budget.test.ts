@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import type { CounterName } from '../../src/bpf/counters.js';
+import type { BackendSample } from '../../src/collector/map-samples.js';
+import { MapSnapshot } from '../../src/collector/map-snapshot.js';
+import { METRIC_COLUMNS } from '../../src/families/index.js';
+import { MetricRows } from '../../src/storage/metric-rows.js';
+
+/*
+ * A flush that is not written (its connection terminated mid-statement, again and again, under
+ * a connection storm) must not leave the next one bigger: each unwritten flush halves the rows
+ * per table of the next, so one small enough to commit comes, frees the exited processes' map
+ * entries first, and the budget grows back as flushes are written. Nothing is lost: rows left
+ * out come with a later flush.
+ */
+const MEASURED = new Set(['cpu']);
+const ON_CPU = METRIC_COLUMNS.findIndex((c) => c.column === 'on_cpu_ms');
+const START = process.hrtime.bigint() - 60_000_000_000n;
+
+function backend(pid: number, onCpuNs: number, exited: boolean): BackendSample {
+  return {
+    pid,
+    key: pid,
+    metrics: METRIC_COLUMNS.map((_, i) => (i === ON_CPU ? BigInt(onCpuNs) : 0n)),
+    queryid: 0n,
+    backendStartUs: BigInt(pid) * 1000n,
+    taskStartNs: START,
+    exitedNs: exited ? START + 1n : 0n,
+    userid: 10,
+    dbid: 5,
+    backendType: 0,
+    identityKnown: true,
+    memoryCgroup: 0n,
+  };
+}
+
+function snapshot(backends: BackendSample[]): MapSnapshot {
+  return new MapSnapshot(backends, [], [], {} as Record<CounterName, bigint>, [], () => {
+    throw new Error('not read');
+  });
+}
+
+describe('rows per flush after failed flushes', () => {
+  it('halves with each unwritten flush down to 128, writes exited processes first, and doubles back once written', () => {
+    const forgotten: number[] = [];
+    const rows = new MetricRows(1, (keys) => forgotten.push(...keys));
+    const live = Array.from({ length: 300 }, (_, i) => backend(10_000 + i, 1000 + i, false));
+    const exited = Array.from({ length: 20_000 }, (_, i) => backend(100_000 + i, 500, true));
+    const sizes: number[] = [];
+    for (let attempt = 0; attempt < 9; attempt++) {
+      const prepared = rows.prepare(snapshot([...live, ...exited]), MEASURED);
+      sizes.push(prepared.backends.length);
+      expect(prepared.backends.length + prepared.deferred).toBe(20_300);
+    }
+    expect(sizes).toEqual([16_384, 8192, 4096, 2048, 1024, 512, 256, 128, 128]);
+
+    // The flush that commits: only exited processes (they free map entries), all forgotten.
+    const small = rows.prepare(snapshot([...live, ...exited]), MEASURED);
+    expect(small.backends.every((b) => b.exitedAtUs !== null)).toBe(true);
+    small.commitQueries();
+    small.commitBackends();
+    expect(forgotten).toHaveLength(128);
+
+    // What is left of the exited ones and every live one come with the next flushes, growing back.
+    const left = exited.slice(128);
+    const next = rows.prepare(snapshot([...live, ...left]), MEASURED);
+    expect(next.backends).toHaveLength(256);
+    next.commitBackends();
+    const after = rows.prepare(snapshot([...live, ...left.slice(256)]), MEASURED);
+    expect(after.backends).toHaveLength(512);
+    after.commitBackends();
+
+    // A live process left out until now is written with its whole delta since the last written one.
+    let remaining = left.slice(256 + 512);
+    let seen = new Map<number, number>();
+    for (let i = 0; i < 10 && (remaining.length || seen.size < live.length); i++) {
+      const prepared = rows.prepare(snapshot([...live, ...remaining]), MEASURED);
+      for (const b of prepared.backends) if (b.exitedAtUs === null) seen.set(b.pid, Number(b.values[ON_CPU]));
+      remaining = remaining.slice(prepared.backends.filter((b) => b.exitedAtUs !== null).length);
+      prepared.commitBackends();
+    }
+    expect(remaining).toHaveLength(0);
+    expect(seen.size).toBe(live.length);
+    for (const b of live) expect(seen.get(b.pid), `pid ${b.pid}`).toBeCloseTo((1000 + (b.pid - 10_000)) / 1e6, 9);
+  });
+});
