@@ -17,7 +17,7 @@
 -- Memory stalls per query. Page faults come from the cpu set (task counters).
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_memory AS
-  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
+  SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
          q.reclaim_ms, q.reclaim_pages, q.compaction_stall_ms, q.minflt, q.majflt,
          q.reclaim_ms / nullif(q.total_time_ms, 0) AS reclaim_fraction,
          q.reclaim_ms          / nullif(q.calls, 0) AS reclaim_ms_per_call,
@@ -30,7 +30,7 @@ $sql$);
 -- Block IO per query. io_wait_ms is the cpu set's sleep time in IO waits.
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_io AS
-  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
+  SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
          q.blk_read_ios, q.blk_read_bytes, q.blk_write_ios, q.blk_write_bytes,
          q.io_wait_ms, q.writeback_throttle_ms,
          q.blk_read_bytes::double precision  / nullif(q.blk_read_ios, 0)  AS avg_read_bytes,

@@ -55,10 +55,10 @@ export class HealthPart implements FlushPart {
 
   /** Inserts this collector's row, and removes rows of this host's collectors that are gone. */
   async start(): Promise<void> {
-    const others = await this.db.selectFrom('bpf_stats.health').select('pid').where('host', '=', this.host).where('pid', '<>', this.pid).execute();
+    const others = await this.db.selectFrom('bpf_stats.health').select('pid').where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host).where('pid', '<>', this.pid).execute();
     const gone = others.map((r) => r.pid).filter((pid) => !alive(pid));
-    if (gone.length) await this.db.deleteFrom('bpf_stats.health').where('host', '=', this.host).where('pid', 'in', gone).execute();
-    await this.db.deleteFrom('bpf_stats.health').where('host', '=', this.host).where('pid', '=', this.pid).execute();
+    if (gone.length) await this.db.deleteFrom('bpf_stats.health').where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host).where('pid', 'in', gone).execute();
+    await this.db.deleteFrom('bpf_stats.health').where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host).where('pid', '=', this.pid).execute();
     await this.db
       .insertInto('bpf_stats.health')
       .values({
@@ -130,7 +130,7 @@ export class HealthPart implements FlushPart {
     await this.db
       .updateTable('bpf_stats.health')
       .set({ stopped_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
-      .where('host', '=', this.host)
+      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host)
       .where('pid', '=', this.pid)
       .execute()
       .catch(() => undefined);
@@ -157,7 +157,7 @@ export class HealthPart implements FlushPart {
         ${droppedEvents.toString()}::int8, ${JSON.stringify(dropped)}::jsonb, ${fillPct}, ${JSON.stringify(fill)}::jsonb,
         ${state.pendingRows}, ${this.failedFlushes}, ${this.lastError}, ${this.lastErrorAt}::timestamptz,
         ${retention(this.settings.historyRetentionMs)}::interval, now())
-      ON CONFLICT (host, pid) DO UPDATE SET
+      ON CONFLICT (node, host, pid) DO UPDATE SET
         probe_sets = excluded.probe_sets,
         last_flush_at = coalesce(excluded.last_flush_at, h.last_flush_at),
         flush_ms = coalesce(excluded.flush_ms, h.flush_ms),
