@@ -6,6 +6,7 @@ import { joinNegativeValues, parseDuration } from './parse-duration.js';
 import { parseRetention } from './parse-retention.js';
 import { parseMetricsAddress, type MetricsAddress } from '../exporters/prometheus/metrics-address.js';
 import { parseTopOptions, type TopCliOptions } from '../top/top-options.js';
+import { parseNodeName } from '../sink/node-name.js';
 
 export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top';
 const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top'];
@@ -26,6 +27,10 @@ export interface CliOptions {
   top?: TopCliOptions;
   /** run: --postmaster-wait, how long to wait for a restarted postmaster (default 60 s). */
   postmasterWaitMs?: number;
+  /** run, check: --sink, where bpf_stats is written (default: the node's own database). */
+  sink?: string;
+  /** run, migrate: --node, the node's name in bpf_stats (default: host name and port). */
+  node?: string;
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
@@ -61,6 +66,7 @@ options:
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME   run: history kept, e.g. 7d, 12h, off (default 7d)
   --postmaster-wait TIME     run: wait for a restarted postmaster (default 60s)
+  --sink DSN --node N  run: write bpf_stats into DSN (standby: its primary) as N
   --metrics-address HOST:PORT  run: serve Prometheus /metrics (127.0.0.1:9187)
   --metrics-top N      run: series for the N statements with most time (100)
   --metrics-query-text run: export statement text too, as pg_bpf_query_info
@@ -90,6 +96,8 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
         iterations: { type: 'string' },
         sort: { type: 'string' },
         'postmaster-wait': { type: 'string' },
+        sink: { type: 'string' },
+        node: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'V' },
       },
@@ -109,6 +117,8 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   if (values['metrics-address'] === undefined && (values['metrics-top'] !== undefined || values['metrics-query-text'])) {
     throw new UserError('--metrics-top and --metrics-query-text need --metrics-address');
   }
+  if (values.sink !== undefined && command !== 'run' && command !== 'check') throw new UserError('--sink is an option of run and check');
+  if (values.node !== undefined && command !== 'run' && command !== 'migrate') throw new UserError('--node is an option of run and migrate');
   const metricsTop = values['metrics-top'] === undefined ? undefined : parseCount(values['metrics-top'], '--metrics-top');
   if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top') throw new UserError('--iterations and --sort are options of top');
   return {
@@ -123,6 +133,8 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
     }),
     ...(command === 'top' && { top: parseTopOptions(values.iterations, values.sort) }),
     ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
+    ...(values.sink !== undefined && { sink: values.sink }),
+    ...(values.node !== undefined && { node: parseNodeName(values.node) }),
   };
 }
 

@@ -55,3 +55,17 @@ export async function sinkOnNode(node: pg.Client, sink: pg.Client): Promise<bool
     await sink.query('RESET application_name');
   }
 }
+
+/**
+ * `check`'s verdict on where bpf_stats would go: the node must be writable unless a sink is
+ * given, and a sink must be reachable and writable. Writes nothing; a UserError otherwise.
+ */
+export async function checkSink(nodeDsn: string | undefined, sinkDsn: string | undefined): Promise<void> {
+  const node = await connect(nodeDsn);
+  try {
+    if (!sinkDsn && (await isStandby(node))) throw new UserError(STANDBY_WITHOUT_SINK);
+  } finally {
+    await node.end().catch(() => undefined);
+  }
+  if (sinkDsn) await (await openSink(sinkDsn, 'check', 'pg-bpf-stats check')).end();
+}
