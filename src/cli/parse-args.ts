@@ -53,7 +53,7 @@ function wrapList(items: readonly string[], indent: number, first: number, width
 }
 
 // Fits an 80x24 terminal (test/unit/parse-args.test.ts checks it); details live in the README.
-export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]
+export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]  (-h help, -V version)
   run       collect into bpf_stats until SIGTERM (SIGUSR1 pause, SIGUSR2 resume)
   check     what this host and this Postgres support; exit 0 when run can work
   migrate   create or update the bpf_stats schema only
@@ -72,7 +72,6 @@ options:
   --metrics-query-text run: export statement text too, as pg_bpf_query_info
   --iterations N       top: print N screens, then exit (default: until q)
   --sort KEY           top: cpu, time, runq, io, lock, lwlock, reclaim or calls
-  -V, --version        print the version           -h, --help   this text
 exit codes: 0 ok, 2 configuration or environment (one line says what), 1 a bug
 privileges: CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH; the
 uprobe sets (query, locks, lwlock, spinlock) also need CAP_SYS_ADMIN`;
