@@ -6,8 +6,17 @@ import type { QueryRow } from '../storage/metric-row.js';
 
 /** Keys whose text was written, remembered so it is not looked up again (oldest forgotten first). */
 const WRITTEN_MAX = 50_000;
-/** A query pg_stat_statements did not know yet (it stores one when the statement ends) is looked up again after this. */
-const RETRY_MS = 10_000;
+/**
+ * A query pg_stat_statements did not know yet (it stores one when the statement ends, so a long
+ * one has figures before it has a text) is looked up again after RETRY_MS, then at most every
+ * RETRY_SOON_MS for RETRY_SOON_FOR_MS, then every RETRY_LATE_MS, whether or not it has new
+ * figures: its text shows within seconds of the statement's end, and a key pg_stat_statements
+ * never holds costs one lookup a minute.
+ */
+const RETRY_MS = 500;
+const RETRY_SOON_MS = 2_000;
+const RETRY_SOON_FOR_MS = 60_000;
+const RETRY_LATE_MS = 60_000;
 /** After pg_stat_statements could not be read (not installed in the node's database), try again after this. */
 const UNAVAILABLE_MS = 60_000;
 
@@ -33,18 +42,21 @@ export class QueryTextsPart implements FlushPart {
   readonly name = 'query_texts';
   private readonly written = new Map<string, true>();
   private readonly pending = new Map<string, TextRow>();
-  private readonly tried = new Map<string, number>();
+  /** Keys without a text yet: when to look again, and how long to wait after that. */
+  private readonly missing = new Map<string, { query: QueryRow; since: number; next: number; wait: number }>();
   private unavailableUntil = 0;
 
   /** Looks up the texts of `queries` not written yet on the node (one statement, only when there are some). */
   async load(queries: readonly QueryRow[], node: pg.Client, log: (line: string) => void): Promise<void> {
     const now = performance.now();
     if (now < this.unavailableUntil) return;
-    const wanted = queries.filter((q) => {
-      const key = textKey(q);
-      return !this.written.has(key) && !this.pending.has(key) && !(now < (this.tried.get(key) ?? -Infinity) + RETRY_MS);
-    });
-    if (!wanted.length) return;
+    for (const query of queries) {
+      const key = textKey(query);
+      if (!this.written.has(key) && !this.pending.has(key) && !this.missing.has(key)) remember(this.missing, key, { query, since: now, next: 0, wait: RETRY_MS });
+    }
+    const due = [...this.missing.values()].filter((m) => m.next <= now);
+    if (!due.length) return;
+    const wanted = due.map((m) => m.query);
     let rows: TextRow[];
     try {
       ({ rows } = await node.query<TextRow>(
@@ -57,12 +69,19 @@ export class QueryTextsPart implements FlushPart {
     } catch (error) {
       // Not installed in the node's database (or not readable by this role): figures go on without texts.
       if ((error as { code?: string }).code !== '42P01' && (error as { code?: string }).code !== '42501' && (error as { code?: string }).code !== '55000') throw error;
-      if (!this.unavailableUntil) log(`query texts: cannot read pg_stat_statements on the node, figures go without texts (retried every minute): ${oneLine(error)}`);
+      if (!this.unavailableUntil) log(`query texts: pg_stat_statements is not readable in the node's database, figures go without texts (tried again every minute): ${oneLine(error)}`);
       this.unavailableUntil = now + UNAVAILABLE_MS;
       return;
     }
-    for (const row of rows) this.pending.set(textKey(row), row);
-    for (const q of wanted) if (!this.pending.has(textKey(q))) remember(this.tried, textKey(q), now);
+    for (const row of rows) {
+      this.pending.set(textKey(row), row);
+      this.missing.delete(textKey(row));
+    }
+    for (const m of due) {
+      if (this.pending.has(textKey(m.query))) continue;
+      m.next = now + m.wait;
+      m.wait = now - m.since < RETRY_SOON_FOR_MS ? Math.min(2 * m.wait, RETRY_SOON_MS) : RETRY_LATE_MS;
+    }
   }
 
   prepare(): PreparedPart {
@@ -81,7 +100,6 @@ export class QueryTextsPart implements FlushPart {
         for (const row of rows) {
           const key = textKey(row);
           this.pending.delete(key);
-          this.tried.delete(key);
           remember(this.written, key, true);
         }
       },
