@@ -3,14 +3,14 @@
 
 -- Live backends, with what the kernel saw them do.
 CREATE OR REPLACE VIEW bpf_stats.activity AS
-SELECT a.pid, a.backend_type, a.datname, a.usename, a.state, a.wait_event_type, a.wait_event,
+SELECT b.node, a.pid, a.backend_type, a.datname, a.usename, a.state, a.wait_event_type, a.wait_event,
        a.query_id, a.query, a.backend_start,
        b.total_time_ms, b.on_cpu_ms, b.runq_wait_ms, b.io_wait_ms, b.lock_wait_ms,
        b.lwlock_wait_ms, b.reclaim_ms, b.other_wait_ms, b.minflt, b.majflt,
        b.cpu_migrations, b.nvcsw, b.nivcsw, b.last_seen
   FROM pg_stat_activity a
   LEFT JOIN bpf_stats.backend_stats b
-    ON b.pid = a.pid AND b.exited_at IS NULL
+    ON b.pid = a.pid AND b.exited_at IS NULL AND b.node IN (SELECT bpf_stats.local_nodes())
    AND b.backend_start BETWEEN a.backend_start - interval '1 second' AND a.backend_start + interval '1 second';
 
 -- Where each query's time went, and each part's share of the total. on_cpu, runq_wait,
@@ -18,7 +18,7 @@ SELECT a.pid, a.backend_type, a.datname, a.usename, a.state, a.wait_event_type, 
 -- 1); reclaim_ms is not part of that partition (NULL unless its family measures it).
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_time AS
-  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls, q.total_time_ms,
+  SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls, q.total_time_ms,
          q.on_cpu_ms, q.runq_wait_ms, q.io_wait_ms, q.lock_wait_ms, q.lwlock_wait_ms,
          q.reclaim_ms, q.other_wait_ms,
          q.on_cpu_ms      / nullif(q.total_time_ms, 0) AS on_cpu_share,

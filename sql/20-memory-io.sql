@@ -17,7 +17,7 @@
 -- Memory stalls per query. Page faults come from the cpu set (task counters).
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_memory AS
-  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
+  SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
          q.reclaim_ms, q.reclaim_pages, q.compaction_stall_ms, q.minflt, q.majflt,
          q.reclaim_ms / nullif(q.total_time_ms, 0) AS reclaim_fraction,
          q.reclaim_ms          / nullif(q.calls, 0) AS reclaim_ms_per_call,
@@ -30,7 +30,7 @@ $sql$);
 -- Block IO per query. io_wait_ms is the cpu set's sleep time in IO waits.
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_io AS
-  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
+  SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
          q.blk_read_ios, q.blk_read_bytes, q.blk_write_ios, q.blk_write_bytes,
          q.io_wait_ms, q.writeback_throttle_ms,
          q.blk_read_bytes::double precision  / nullif(q.blk_read_ios, 0)  AS avg_read_bytes,
@@ -46,7 +46,7 @@ $sql$);
 -- summed. A container's memory limit is set on its cgroup, so its reclaim is read here; sums
 -- are NULL where the family was off for every process of the cgroup.
 CREATE OR REPLACE VIEW bpf_stats.cgroup_memory AS
-SELECT b.cgroup,
+SELECT b.node, b.cgroup,
        count(*) AS processes,
        count(*) FILTER (WHERE b.exited_at IS NULL) AS live_processes,
        sum(b.reclaim_ms) AS reclaim_ms, sum(b.reclaim_pages) AS reclaim_pages,
@@ -57,4 +57,4 @@ SELECT b.cgroup,
        max(b.last_seen) AS last_seen
   FROM bpf_stats.backend_stats b
  WHERE b.cgroup IS NOT NULL
- GROUP BY b.cgroup;
+ GROUP BY b.node, b.cgroup;

@@ -8,7 +8,7 @@
 
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_lock_detail AS
-  SELECT w.userid, w.dbid, w.toplevel, w.queryid,
+  SELECT w.node, w.userid, w.dbid, w.toplevel, w.queryid,
          CASE WHEN w.queryid = 0 THEN '<before the statement had a query id: parse analysis>' ELSE %s END AS query,
          w.locktype, w.mode,
          -- a relation of this database by name, of another by oid; NULL when the tag has none
@@ -25,7 +25,7 @@ $sql$);
 
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_lwlock_detail AS
-  SELECT w.userid, w.dbid, w.toplevel, w.queryid,
+  SELECT w.node, w.userid, w.dbid, w.toplevel, w.queryid,
          CASE WHEN w.queryid = 0 THEN '<before the statement had a query id: parse analysis>' ELSE %s END AS query,
          w.tranche, w.mode, w.waits, w.wait_time_ms,
          w.wait_time_ms / nullif(w.waits, 0) AS mean_wait_ms,
@@ -35,7 +35,7 @@ $sql$);
 
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_locks AS
-  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls, q.total_time_ms,
+  SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls, q.total_time_ms,
          q.lock_wait_ms, q.lwlock_wait_ms, q.spinlock_delays,
          q.lock_wait_ms   / nullif(q.total_time_ms, 0) AS lock_wait_share,
          q.lwlock_wait_ms / nullif(q.total_time_ms, 0) AS lwlock_wait_share,
@@ -48,14 +48,14 @@ SELECT bpf_stats.create_view_with_query_text($sql$
                                coalesce(' on ' || d.relation, ''), d.waits, round(d.wait_time_ms::numeric, 1)),
                         '; ' ORDER BY d.wait_time_ms DESC) AS lock_detail
         FROM bpf_stats.query_lock_detail d
-       WHERE (d.userid, d.dbid, d.toplevel, d.queryid) = (q.userid, q.dbid, q.toplevel, q.queryid)) l ON true
+       WHERE (d.node, d.userid, d.dbid, d.toplevel, d.queryid) = (q.node, q.userid, q.dbid, q.toplevel, q.queryid)) l ON true
     LEFT JOIN LATERAL (
       SELECT sum(d.waits) AS lwlock_waits,
              string_agg(format('%%s (%%s): %%s waits, %%s ms', d.tranche, d.mode, d.waits,
                                round(d.wait_time_ms::numeric, 3)),
                         '; ' ORDER BY d.wait_time_ms DESC) AS lwlock_detail
         FROM bpf_stats.query_lwlock_waits d
-       WHERE (d.userid, d.dbid, d.toplevel, d.queryid) = (q.userid, q.dbid, q.toplevel, q.queryid)) lw ON true
+       WHERE (d.node, d.userid, d.dbid, d.toplevel, d.queryid) = (q.node, q.userid, q.dbid, q.toplevel, q.queryid)) lw ON true
     %s
    WHERE q.lock_wait_ms > 0 OR q.lwlock_wait_ms > 0 OR q.spinlock_delays > 0
       OR l.lock_waits IS NOT NULL OR lw.lwlock_waits IS NOT NULL

@@ -30,9 +30,9 @@ $$;
 -- went idle). observations: statements measured; calls: exact counts (query set) or NULL.
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_latency AS
-  SELECT h.userid, h.dbid, h.toplevel, h.queryid, %s AS query,
+  SELECT h.node, h.userid, h.dbid, h.toplevel, h.queryid, %s AS query,
          (SELECT q.calls FROM bpf_stats.query_stats q
-           WHERE (q.userid, q.dbid, q.toplevel, q.queryid) = (h.userid, h.dbid, h.toplevel, h.queryid)) AS calls,
+           WHERE (q.node, q.userid, q.dbid, q.toplevel, q.queryid) = (h.node, h.userid, h.dbid, h.toplevel, h.queryid)) AS calls,
          h.observations,
          bpf_stats.hist_quantile(h.counts, 0.50, h.max_ms) AS p50_ms,
          bpf_stats.hist_quantile(h.counts, 0.95, h.max_ms) AS p95_ms,
@@ -45,7 +45,7 @@ $sql$);
 -- Run-queue latency: each wait for a CPU of a backend on this query (sched set).
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_runq_latency AS
-  SELECT h.userid, h.dbid, h.toplevel, h.queryid, %s AS query, h.observations AS waits,
+  SELECT h.node, h.userid, h.dbid, h.toplevel, h.queryid, %s AS query, h.observations AS waits,
          bpf_stats.hist_quantile(h.counts, 0.50, h.max_ms) AS p50_ms,
          bpf_stats.hist_quantile(h.counts, 0.95, h.max_ms) AS p95_ms,
          bpf_stats.hist_quantile(h.counts, 0.99, h.max_ms) AS p99_ms,
@@ -57,7 +57,7 @@ $sql$);
 -- LLC references and misses (llc set; NULL where it never ran, e.g. no hardware PMU).
 SELECT bpf_stats.create_view_with_query_text($sql$
   CREATE OR REPLACE VIEW bpf_stats.query_llc AS
-  SELECT q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
+  SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, %s AS query, q.calls,
          q.llc_references, q.llc_misses,
          q.llc_misses::float8 / nullif(q.llc_references, 0) AS llc_miss_ratio,
          q.stats_since, q.last_seen

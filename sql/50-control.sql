@@ -20,8 +20,12 @@ $fn$;
 
 -- Asks the sidecar to attach probe sets for a while; returns the request id to watch in
 -- bpf_stats.collections (or LISTEN bpf_stats_status). 'default' means the always-on sets.
--- duration NULL: until bpf_stats.stop(id), at most 24 hours.
-CREATE OR REPLACE FUNCTION bpf_stats.collect(probes text[] DEFAULT '{default}', duration interval DEFAULT NULL)
+-- duration NULL: until bpf_stats.stop(id), at most 24 hours. node: which node's collector
+-- (several may write into one database with `run --sink`); NULL: the one collector running
+-- here, an error when several are. A standby's collector listens on its sink: call this there.
+-- (Before the node argument it had two: that signature is replaced, not overloaded.)
+DROP FUNCTION IF EXISTS bpf_stats.collect(text[], interval);
+CREATE OR REPLACE FUNCTION bpf_stats.collect(probes text[] DEFAULT '{default}', duration interval DEFAULT NULL, node text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -29,8 +33,23 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
   request_id bigint;
+  target text := collect.node;
+  running text[];
 BEGIN
   PERFORM bpf_stats.require_admin();
+  IF target IS NULL THEN
+    -- Collectors that flushed lately and did not stop.
+    SELECT array_agg(DISTINCT h.node ORDER BY h.node) INTO running
+      FROM bpf_stats.health h
+     WHERE h.stopped_at IS NULL
+       AND h.updated_at > now() - make_interval(secs => greatest(60, 3 * h.interval_ms / 1000));
+    IF cardinality(running) > 1 THEN
+      RAISE EXCEPTION '%', format('collectors of several nodes write into this database (%s): name one, e.g. bpf_stats.collect(%L, node => %L)',
+                                  array_to_string(running, ', '), probes, running[1])
+        USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    target := running[1];
+  END IF;
   IF probes IS NULL OR cardinality(probes) = 0 OR cardinality(probes) > 32 OR array_position(probes, NULL) IS NOT NULL THEN
     RAISE EXCEPTION 'probes must name 1 to 32 probe sets, e.g. ''{query}'' or ''{default}'''
       USING ERRCODE = 'invalid_parameter_value';
@@ -42,8 +61,8 @@ BEGIN
     RAISE EXCEPTION 'duration % is out of range: more than 0 and at most 24 hours (NULL: until bpf_stats.stop)', duration
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  INSERT INTO bpf_stats.collections (requested_by, probes, duration)
-  VALUES (session_user, probes, duration)
+  INSERT INTO bpf_stats.collections (requested_by, probes, duration, node)
+  VALUES (session_user, probes, duration, target)
   RETURNING id INTO request_id;
   PERFORM pg_notify('bpf_stats_control', request_id::text);
   RETURN request_id;

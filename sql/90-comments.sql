@@ -26,7 +26,8 @@ BEGIN
       ('dbid', 'Database OID, as pg_stat_statements.dbid.'),
       ('toplevel', 'Always true: nested statements count toward their top-level statement. Kept so the key joins pg_stat_statements.'),
       ('queryid', 'Query id of the top-level statement (compute_query_id), as pg_stat_statements.queryid.'),
-      ('query', 'Query text from pg_stat_statements, joined on (userid, dbid, toplevel, queryid) when the extension was installed in this database at the collector''s last start; NULL otherwise, or when pg_stat_statements no longer holds the entry.'),
+      ('node', 'The PostgreSQL server (node) the row is about: run --node, by default the collector''s host name and the server''s port. Several nodes (a primary and its standbys, or many servers writing into one database with run --sink) share bpf_stats; every key includes it.'),
+      ('query', 'Query text as the node''s pg_stat_statements had it, copied by the collector into bpf_stats.query_texts (joined on node, userid, dbid, toplevel, queryid); NULL when pg_stat_statements is not installed in the node''s database or did not hold the entry yet.'),
       ('stats_since', 'When this row started accumulating (timestamptz).'),
       ('last_seen', 'Transaction time of the last flush that added to this row (timestamptz).')
     )
@@ -100,6 +101,14 @@ COMMENT ON COLUMN bpf_stats.query_lwlock_waits.mode IS 'exclusive, shared or wai
 COMMENT ON COLUMN bpf_stats.query_lwlock_waits.waits IS 'Waits (count).';
 COMMENT ON COLUMN bpf_stats.query_lwlock_waits.wait_time_ms IS 'Milliseconds from each wait''s start to its end, summed.';
 
+-- Query texts ------------------------------------------------------------------------------
+
+COMMENT ON TABLE bpf_stats.query_texts IS
+  'Query texts per node, copied by the collector from the node''s pg_stat_statements when a query first gets figures in a run, so the views show them wherever bpf_stats is written (a sink, run --sink) without the node''s pg_stat_statements.';
+COMMENT ON COLUMN bpf_stats.query_texts.query IS 'Query text as pg_stat_statements.query showed it (normalized, constants as $n).';
+COMMENT ON COLUMN bpf_stats.query_texts.first_seen IS 'When the text was first written (timestamptz).';
+COMMENT ON COLUMN bpf_stats.query_texts.last_seen IS 'When the text was last written (timestamptz): once per collector run.';
+
 -- Control plane, capabilities, health ------------------------------------------------------
 
 COMMENT ON TABLE bpf_stats.collections IS
@@ -113,6 +122,7 @@ COMMENT ON COLUMN bpf_stats.collections.status IS 'pending, running, then done, 
 COMMENT ON COLUMN bpf_stats.collections.started_at IS 'When its probe sets were attached (timestamptz); NULL before.';
 COMMENT ON COLUMN bpf_stats.collections.finished_at IS 'When it ended (timestamptz); NULL while pending or running.';
 COMMENT ON COLUMN bpf_stats.collections.error IS 'Why it was rejected or failed; NULL otherwise.';
+COMMENT ON COLUMN bpf_stats.collections.node IS 'The node whose collector is asked (collect(..., node)); NULL: whichever collector took it first, which then writes its node here.';
 
 COMMENT ON TABLE bpf_stats.capabilities IS
   'What this host and this Postgres support, as `pg-bpf-stats check` prints it: one row per requirement, feature and probe set, replaced by each collector start on that host.';
@@ -170,6 +180,7 @@ COMMENT ON COLUMN bpf_stats.activity.wait_event IS 'pg_stat_activity.wait_event.
 COMMENT ON COLUMN bpf_stats.activity.query_id IS 'pg_stat_activity.query_id.';
 COMMENT ON COLUMN bpf_stats.activity.query IS 'pg_stat_activity.query.';
 COMMENT ON COLUMN bpf_stats.activity.backend_start IS 'pg_stat_activity.backend_start.';
+COMMENT ON COLUMN bpf_stats.activity.node IS 'The node of backend_stats'' row: a node whose collector measures this server (bpf_stats.local_nodes()); NULL without a row.';
 COMMENT ON COLUMN bpf_stats.activity.last_seen IS 'Transaction time of the last flush that added to the backend''s row; NULL before its first.';
 
 COMMENT ON VIEW bpf_stats.query_time IS
@@ -216,7 +227,7 @@ COMMENT ON COLUMN bpf_stats.query_locks.lwlock_detail IS 'query_lwlock_waits'' r
 COMMENT ON VIEW bpf_stats.query_lock_detail IS
   'Heavyweight lock waits per query by lock type, mode and relation (probe set `locks`); see query_lock_waits.';
 COMMENT ON COLUMN bpf_stats.query_lock_detail.queryid IS 'Query id of the top-level statement; 0: waits before it had a query id (parse analysis).';
-COMMENT ON COLUMN bpf_stats.query_lock_detail.query IS 'Query text from pg_stat_statements (NULL when not installed or evicted); for queryid 0 a label saying the wait came before the statement had a query id.';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.query IS 'Query text from bpf_stats.query_texts (the node''s pg_stat_statements; NULL when not found there); for queryid 0 a label saying the wait came before the statement had a query id.';
 COMMENT ON COLUMN bpf_stats.query_lock_detail.locktype IS 'Lock type as pg_locks.locktype names it.';
 COMMENT ON COLUMN bpf_stats.query_lock_detail.mode IS 'Requested lock mode as pg_locks.mode names it.';
 COMMENT ON COLUMN bpf_stats.query_lock_detail.relation IS 'The locked relation: its name when it is in this database, its OID as text when in another; NULL when the lock tag has none.';
@@ -228,7 +239,7 @@ COMMENT ON COLUMN bpf_stats.query_lock_detail.mean_wait_ms IS 'wait_time_ms / wa
 COMMENT ON VIEW bpf_stats.query_lwlock_detail IS
   'LWLock waits per query by tranche and mode (probe set `lwlock`); see query_lwlock_waits.';
 COMMENT ON COLUMN bpf_stats.query_lwlock_detail.queryid IS 'Query id of the top-level statement; 0: waits before it had a query id.';
-COMMENT ON COLUMN bpf_stats.query_lwlock_detail.query IS 'Query text from pg_stat_statements (NULL when not installed or evicted); for queryid 0 a label saying the wait came before the statement had a query id.';
+COMMENT ON COLUMN bpf_stats.query_lwlock_detail.query IS 'Query text from bpf_stats.query_texts (the node''s pg_stat_statements; NULL when not found there); for queryid 0 a label saying the wait came before the statement had a query id.';
 COMMENT ON COLUMN bpf_stats.query_lwlock_detail.tranche IS 'LWLock tranche as pg_stat_activity.wait_event names it (''tranche <id>'' when the name is unknown).';
 COMMENT ON COLUMN bpf_stats.query_lwlock_detail.mode IS 'exclusive, shared or wait_until_free; unknown without USDT.';
 COMMENT ON COLUMN bpf_stats.query_lwlock_detail.waits IS 'Waits (count).';
@@ -266,10 +277,12 @@ COMMENT ON FUNCTION bpf_stats.create_view_with_query_text(text) IS
   'Internal: creates or replaces a view whose definition has two %s placeholders, the query text expression and the join that provides it (pg_stat_statements when installed, else NULL::text and no join).';
 COMMENT ON FUNCTION bpf_stats.maintain_history(interval, interval) IS
   'Internal, called by the collector: drops history partitions whose rows are all older than retention and creates partitions width wide up to two widths ahead. Returns how many it created and dropped.';
+COMMENT ON FUNCTION bpf_stats.local_nodes() IS
+  'Internal: the nodes whose collector measures this very server (it holds a session here); the activity view shows their rows only. On a standby, whose bpf_stats is its primary''s, the standby''s own node.';
 COMMENT ON FUNCTION bpf_stats.require_admin() IS
   'Internal: raises insufficient_privilege unless the session user is a member of bpf_stats_admin.';
-COMMENT ON FUNCTION bpf_stats.collect(text[], interval) IS
-  'collect(probes text[] DEFAULT ''{default}'', duration interval DEFAULT NULL) -> bigint: asks the collector to attach probe sets for duration (more than 0, at most 24 hours; NULL: until stop(id), at most 24 hours). Returns the request id to watch in bpf_stats.collections. bpf_stats_admin members only.';
+COMMENT ON FUNCTION bpf_stats.collect(text[], interval, text) IS
+  'collect(probes text[] DEFAULT ''{default}'', duration interval DEFAULT NULL, node text DEFAULT NULL) -> bigint: asks the collector of node to attach probe sets for duration (more than 0, at most 24 hours; NULL: until stop(id), at most 24 hours). node NULL: the one collector writing here (an error when collectors of several nodes do). Call it where the collector writes (its sink with run --sink). Returns the request id to watch in bpf_stats.collections. bpf_stats_admin members only.';
 COMMENT ON FUNCTION bpf_stats.stop(bigint) IS
   'stop(id bigint) -> boolean: ends a collection request (a pending one never starts, a running one is detached). false when it had already ended. bpf_stats_admin members only.';
 

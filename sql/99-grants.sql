@@ -11,5 +11,5 @@ GRANT SELECT ON bpf_stats.collections TO bpf_stats_admin;
 -- Objects the sidecar's role creates later (before the next start re-applies this file).
 ALTER DEFAULT PRIVILEGES IN SCHEMA bpf_stats GRANT SELECT ON TABLES TO pg_monitor;
 
-REVOKE ALL ON FUNCTION bpf_stats.collect(text[], interval), bpf_stats.stop(bigint), bpf_stats.require_admin() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION bpf_stats.collect(text[], interval), bpf_stats.stop(bigint) TO bpf_stats_admin;
+REVOKE ALL ON FUNCTION bpf_stats.collect(text[], interval, text), bpf_stats.stop(bigint), bpf_stats.require_admin() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION bpf_stats.collect(text[], interval, text), bpf_stats.stop(bigint) TO bpf_stats_admin;

@@ -6,7 +6,7 @@ import { migrateSchema } from '../storage/migrate-schema.js';
 export async function migrateCommand(options: CliOptions, log: (line: string) => void): Promise<number> {
   const client = await connect(options.dsn);
   try {
-    await migrateSchema(client, log);
+    await migrateSchema(client, log, options.node);
     log('bpf_stats is up to date');
   } finally {
     await client.end();

@@ -6,6 +6,7 @@ import { joinNegativeValues, parseDuration } from './parse-duration.js';
 import { parseRetention } from './parse-retention.js';
 import { parseMetricsAddress, type MetricsAddress } from '../exporters/prometheus/metrics-address.js';
 import { parseTopOptions, type TopCliOptions } from '../top/top-options.js';
+import { parseNodeName } from '../sink/node-name.js';
 
 export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top';
 const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top'];
@@ -28,6 +29,10 @@ export interface CliOptions {
   postmasterWaitMs?: number;
   /** run: --row-retention; absent: the history retention (7 days when history is off). */
   rowRetentionMs?: number;
+  /** run, check: --sink, where bpf_stats is written (default: the node's own database). */
+  sink?: string;
+  /** run, migrate: --node, the node's name in bpf_stats (default: host name and port). */
+  node?: string;
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
@@ -50,7 +55,7 @@ function wrapList(items: readonly string[], indent: number, first: number, width
 }
 
 // Fits an 80x24 terminal (test/unit/parse-args.test.ts checks it); details live in the README.
-export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]
+export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]  (-h help, -V version)
   run       collect into bpf_stats until SIGTERM (SIGUSR1 pause, SIGUSR2 resume)
   check     what this host and this Postgres support; exit 0 when run can work
   migrate   create or update the bpf_stats schema only
@@ -63,12 +68,12 @@ options:
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME, --row-retention TIME  run: kept (7d), e.g. 12h, off
   --postmaster-wait TIME     run: wait for a restarted postmaster (default 60s)
+  --sink DSN --node N  run: write bpf_stats into DSN (standby: its primary) as N
   --metrics-address HOST:PORT  run: serve Prometheus /metrics (127.0.0.1:9187)
   --metrics-top N      run: series for the N statements with most time (100)
   --metrics-query-text run: export statement text too, as pg_bpf_query_info
   --iterations N       top: print N screens, then exit (default: until q)
   --sort KEY           top: cpu, time, runq, io, lock, lwlock, reclaim or calls
-  -V, --version        print the version           -h, --help   this text
 exit codes: 0 ok, 2 configuration or environment (one line says what), 1 a bug
 privileges: CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH; the
 uprobe sets (query, locks, lwlock, spinlock) also need CAP_SYS_ADMIN`;
@@ -93,6 +98,8 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
         sort: { type: 'string' },
         'postmaster-wait': { type: 'string' },
         'row-retention': { type: 'string' },
+        sink: { type: 'string' },
+        node: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'V' },
       },
@@ -112,6 +119,8 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   if (values['metrics-address'] === undefined && (values['metrics-top'] !== undefined || values['metrics-query-text'])) {
     throw new UserError('--metrics-top and --metrics-query-text need --metrics-address');
   }
+  if (values.sink !== undefined && command !== 'run' && command !== 'check') throw new UserError('--sink is an option of run and check');
+  if (values.node !== undefined && command !== 'run' && command !== 'migrate') throw new UserError('--node is an option of run and migrate');
   const metricsTop = values['metrics-top'] === undefined ? undefined : parseCount(values['metrics-top'], '--metrics-top');
   if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top') throw new UserError('--iterations and --sort are options of top');
   return {
@@ -127,6 +136,8 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
     ...(command === 'top' && { top: parseTopOptions(values.iterations, values.sort) }),
     ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
     ...(values['row-retention'] !== undefined && { rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }) }),
+    ...(values.sink !== undefined && { sink: values.sink }),
+    ...(values.node !== undefined && { node: parseNodeName(values.node) }),
   };
 }
 

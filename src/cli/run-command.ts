@@ -9,6 +9,8 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   const metrics = options.metrics ? await startMetrics(options.metrics, options.dsn, log) : null;
   const sidecar = await Sidecar.start({
     connectionString: options.dsn,
+    sink: options.sink,
+    node: options.node,
     intervalMs: options.intervalMs,
     probeSets: options.probeSets,
     historyRetentionMs: options.historyRetentionMs,

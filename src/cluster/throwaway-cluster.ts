@@ -111,6 +111,30 @@ export class ThrowawayCluster {
     }
   }
 
+  /**
+   * A streaming hot standby of this cluster (pg_basebackup -R: it follows this one over
+   * replication), in its own temporary directory and port, started and accepting read-only
+   * connections. stop() it like any throwaway cluster.
+   */
+  async startStandby(): Promise<ThrowawayCluster> {
+    const baseDir = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-standby-'));
+    if (this.asUser) {
+      const { uid, gid } = osUserIds(this.asUser);
+      chownSync(baseDir, uid, gid);
+    }
+    const port = await freePort();
+    const standby = new ThrowawayCluster(this.pgBin, baseDir, join(baseDir, 'data'), port, this.asUser);
+    try {
+      await standby.exec('pg_basebackup', ['-D', standby.dataDir, '-R', '-X', 'stream', '-c', 'fast', '-d', this.connectionString()]);
+      appendFileSync(join(standby.dataDir, 'postgresql.conf'), `\n# standby of ${this.port}\nport = ${port}\nunix_socket_directories = '${baseDir}'\nhot_standby = on\n`);
+      await standby.exec('pg_ctl', ['-D', standby.dataDir, '-l', join(baseDir, 'server.log'), '-w', '-t', '60', 'start']);
+      return standby;
+    } catch (error) {
+      await standby.stop().catch(() => undefined);
+      throw error;
+    }
+  }
+
   /** libpq connection string for a database of this cluster, as the superuser. */
   connectionString(database = 'postgres'): string {
     return `postgresql://postgres@127.0.0.1:${this.port}/${database}`;

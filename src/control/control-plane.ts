@@ -29,6 +29,8 @@ export interface ProbeSetHost {
 
 export interface ControlPlaneOptions {
   connectionString?: string;
+  /** The node this collector measures: it takes requests for it and requests that name no node. */
+  node?: string;
   host: ProbeSetHost;
   log?: (line: string) => void;
   /** Safety net for a doorbell that never rang (default 15 s). */
@@ -254,6 +256,8 @@ export class ControlPlane {
         sql<number | null>`extract(epoch FROM now() - started_at)::float8 * 1000`.as('elapsed_ms'),
       ])
       .where((eb) => eb.or([eb('status', 'in', ['pending', 'running']), ours]))
+      // Several nodes may share this database (run --sink): another node's requests are not ours.
+      .where((eb) => (this.options.node === undefined ? sql<boolean>`true` : eb.or([eb('node', 'is', null), eb('node', '=', this.options.node)])))
       // ours first, so that a long queue never hides how they stand
       .orderBy(ours, 'desc')
       .orderBy('id')
@@ -281,7 +285,7 @@ export class ControlPlane {
     }
     const claimed = await this.db
       .updateTable('bpf_stats.collections')
-      .set({ status: 'running', started_at: sql<Date>`now()` })
+      .set({ status: 'running', started_at: sql<Date>`now()`, ...(this.options.node !== undefined && { node: this.options.node }) })
       .where('id', '=', row.id)
       .where('status', '=', 'pending')
       .returning('id')

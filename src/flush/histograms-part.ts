@@ -42,7 +42,7 @@ function histogramUpsert(rows: readonly HistogramRow[]): RawBuilder<unknown> {
                   ${rows.map((r) => r.queryid)}::int8[], ${rows.map((r) => r.kind)}::text[], ${rows.map((r) => r.maxMs)}::float8[])
            WITH ORDINALITY AS u(userid, dbid, toplevel, queryid, kind, max_ms, n)
      CROSS JOIN LATERAL (SELECT (${flat}::int8[])[(u.n - 1) * ${slots} + 1 : u.n * ${slots}] AS counts) c
-    ON CONFLICT (userid, dbid, toplevel, queryid, kind) DO UPDATE SET
+    ON CONFLICT (node, userid, dbid, toplevel, queryid, kind) DO UPDATE SET
       counts = ARRAY(SELECT coalesce(a, 0) + coalesce(b, 0) FROM unnest(h.counts, excluded.counts) WITH ORDINALITY AS t(a, b, i) ORDER BY i),
       observations = h.observations + excluded.observations,
       max_ms = greatest(h.max_ms, excluded.max_ms),

@@ -62,7 +62,7 @@ export class HealthPart implements FlushPart {
     const others = await this.db
       .selectFrom('bpf_stats.health')
       .select('pid')
-      .where('host', '=', this.host)
+      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host)
       .where('pid', '<>', this.pid)
       .where('stopped_at', 'is', null)
       .execute();
@@ -72,10 +72,10 @@ export class HealthPart implements FlushPart {
         UPDATE bpf_stats.health SET stopped_at = updated_at,
                stop_reason = 'crashed: the process ended without a final flush (killed or crashed); figures after '
                              || coalesce(last_flush_at::text, 'its start') || ' were not written'
-         WHERE host = ${this.host} AND pid = ANY(${gone}::int4[]) AND stopped_at IS NULL`.execute(this.db);
+         WHERE node = current_setting('bpf_stats.node') AND host = ${this.host} AND pid = ANY(${gone}::int4[]) AND stopped_at IS NULL`.execute(this.db);
     }
     // A row of an earlier collector that had our pid: ours now.
-    await this.db.deleteFrom('bpf_stats.health').where('host', '=', this.host).where('pid', '=', this.pid).execute();
+    await this.db.deleteFrom('bpf_stats.health').where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host).where('pid', '=', this.pid).execute();
     await this.db
       .insertInto('bpf_stats.health')
       .values({
@@ -148,7 +148,7 @@ export class HealthPart implements FlushPart {
     await this.db
       .updateTable('bpf_stats.health')
       .set({ stopped_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, stop_reason: reason })
-      .where('host', '=', this.host)
+      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host)
       .where('pid', '=', this.pid)
       .execute()
       .catch(() => undefined);
@@ -177,7 +177,7 @@ export class HealthPart implements FlushPart {
         ${droppedEvents.toString()}::int8, ${JSON.stringify(dropped)}::jsonb, ${fillPct}, ${JSON.stringify(fill)}::jsonb,
         ${state.pendingRows}, ${this.failedFlushes}, ${this.lastError}, ${this.lastErrorAt}::timestamptz,
         ${retention(this.settings.historyRetentionMs)}::interval, now())
-      ON CONFLICT (host, pid) DO UPDATE SET
+      ON CONFLICT (node, host, pid) DO UPDATE SET
         probe_sets = excluded.probe_sets,
         last_flush_at = coalesce(excluded.last_flush_at, h.last_flush_at),
         flush_ms = coalesce(excluded.flush_ms, h.flush_ms),

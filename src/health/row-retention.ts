@@ -73,6 +73,14 @@ export class RowRetention {
           SELECT q.ctid FROM ${sql.raw(table)} q WHERE q.last_seen < ${cutoff} AND ${forgotten} LIMIT ${BATCH})`.execute(db);
       queries = Math.max(queries, Number(result.numAffectedRows ?? 0n));
     }
+    // A statement's text goes once no figure of its key is left (per node: a sink holds several).
+    await sql`
+      DELETE FROM bpf_stats.query_texts WHERE ctid IN (
+        SELECT t.ctid FROM bpf_stats.query_texts t
+         WHERE t.last_seen < ${cutoff}
+           AND NOT EXISTS (SELECT 1 FROM bpf_stats.query_stats q
+                            WHERE q.node = t.node AND q.userid = t.userid AND q.dbid = t.dbid AND q.toplevel = t.toplevel AND q.queryid = t.queryid)
+         LIMIT ${BATCH})`.execute(db);
     return {
       backends: Number(backends.numAffectedRows ?? 0n),
       collections: Number(collections.numAffectedRows ?? 0n),

@@ -1,5 +1,5 @@
 import type { ProgramName } from '../bpf/contract.js';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { CounterName } from '../bpf/counters.js';
 import { probeCapabilities } from '../capabilities/probe-capabilities.js';
@@ -36,14 +36,22 @@ import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
 import { PostmasterFollower } from '../instance/postmaster-follower.js';
 import { collectorApplicationName, lockServer } from '../instance/server-lock.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
+import { defaultNodeName, nodeConnectionOptions } from '../sink/node-name.js';
+import { QueryTextsPart } from '../sink/query-texts-part.js';
+import { isStandby, openSink, sinkOnNode, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
+import { markVanishedBackends } from '../sink/vanished-backends.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 
 /** The members of struct metrics every flush reads, in METRIC_COLUMNS order. */
 const METRIC_FIELDS = METRIC_COLUMNS.map((c) => c.field);
 
 export interface SidecarOptions {
-  /** libpq DSN; undefined means the PG* environment variables. */
+  /** libpq DSN of the node (the server measured); undefined means the PG* environment variables. */
   connectionString?: string;
+  /** Where bpf_stats is written (`run --sink`): another database, e.g. a standby's primary; undefined: the node's own. */
+  sink?: string;
+  /** The node's name in bpf_stats (`run --node`); default: host name and port (src/sink/node-name.ts). */
+  node?: string;
   /** Flush period. */
   intervalMs: number;
   /** Opt-in probe sets to attach besides the default ones. */
@@ -129,6 +137,10 @@ export class Sidecar {
   private closeVanishedDue = false;
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
+  /** The node's name in every row written (src/sink/). */
+  node = '';
+  /** Whether the writer and control connections are backends of the node itself (no sink, or a sink on the node's server). */
+  private sinkOnNode = true;
   /** Settles when the sidecar cannot go on (the postmaster it attached to is gone). */
   readonly failed: Promise<UserError> = new Promise((resolve) => (this.fail = resolve));
 
@@ -154,10 +166,17 @@ export class Sidecar {
     const control = await connect(options.connectionString, collectorApplicationName());
     let object: CollectorObject<ProbeSetName> | null = null;
     let db: Kysely<BpfStatsDatabase> | null = null;
+    let sink: pg.Client | null = null;
     try {
       await exemptFromIdleTimeout(control);
       // Before anything is created: a second collector on this server refuses here.
       await lockServer(control);
+      // A standby cannot hold bpf_stats: its figures go to a sink, checked writable before anything is created.
+      const node = options.node ?? (await defaultNodeName(control));
+      if (!options.sink && (await isStandby(control))) throw new UserError(STANDBY_WITHOUT_SINK);
+      sink = options.sink ? await openSink(options.sink, node, 'pg-bpf-stats sink') : null;
+      const local = sink ? await sinkOnNode(control, sink) : true;
+      const store = sink ?? control;
       const target = await discoverPostmaster(control);
       const observer = await connect(options.connectionString);
       let layout: StatusLayout;
@@ -203,21 +222,30 @@ export class Sidecar {
           sets.delete(set);
         } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
       }
-      await migrateSchema(control);
+      await migrateSchema(store, undefined, node);
       // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
-      await writeCapabilities(clientDatabase(control), await probeCapabilities({ support, loaded: true }));
+      await writeCapabilities(clientDatabase(store), await probeCapabilities({ support, loaded: true }));
+      log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
       object.exclude(backendPid(control));
       const excluder = object;
       const logOnce = rateLimited(log);
       let checkPostmaster = (): void => undefined;
       let forgetExcluded = (_pid: number, _starts: bigint[]): void => undefined;
-      const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats writer' });
+      const pool = new pg.Pool({
+        connectionString: options.sink ?? options.connectionString,
+        max: 1,
+        application_name: 'pg-bpf-stats writer',
+        // Rows take their node from the session (the node column's default).
+        options: nodeConnectionOptions(node),
+      });
       // The writer's own backend must not show up in the figures it writes: its pid comes with
       // the connection (BackendKeyData), so it is excluded before it runs anything.
       pool.on('connect', (client) => {
         // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
         // must fail that transaction (it does, through its promise), not kill the process.
         client.on('error', () => undefined);
+        // A sink on another server: the writer's backend is none of the node's.
+        if (!local) return;
         // An exception here would be uncaught (an event handler): it must never end the process.
         try {
           const pid = backendPid(client);
@@ -248,13 +276,18 @@ export class Sidecar {
       );
       log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
+      sidecar.node = node;
+      sidecar.sinkOnNode = local;
+      await sink?.end();
+      sink = null;
       sidecar.follow(current);
       checkPostmaster = () => sidecar.follower?.check();
       await sidecar.markVanishedBackends();
       sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
       if (options.control ?? true) {
         try {
-          sidecar.controlPlane = await ControlPlane.start({ connectionString: options.connectionString, host: sidecar, log, pollMs: options.controlPollMs });
+          // With a sink, requests are made and answered there: a standby can neither write nor NOTIFY.
+          sidecar.controlPlane = await ControlPlane.start({ connectionString: options.sink ?? options.connectionString, node, host: sidecar, log, pollMs: options.controlPollMs });
         } catch (error) {
           await sidecar.stop();
           throw error;
@@ -264,6 +297,7 @@ export class Sidecar {
     } catch (error) {
       object?.close();
       await db?.destroy().catch(() => undefined);
+      await sink?.end().catch(() => undefined);
       await control.end().catch(() => undefined);
       throw error;
     }
@@ -346,6 +380,8 @@ export class Sidecar {
    * backend already gone (terminated right after connecting) says nothing about that.
    */
   excludeBackend(pid: number): void {
+    // A backend of a sink on another server is none of the node's.
+    if (!this.sinkOnNode) return;
     this.follower?.check();
     this.writing.rows.excluded(pid, this.object.exclude(pid));
   }
@@ -399,6 +435,8 @@ export class Sidecar {
       if (rows.needsNames(maps)) await this.refreshBackendTypes();
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
+      // Texts of queries new to this run, from the node's pg_stat_statements, go with their figures.
+      await this.writing.texts.load(rows.prepare(maps, measured).queries, await this.controlClient(), this.options.log ?? (() => undefined));
       await writer.write({ maps, measured, startedMs: started });
       // After a restart: rows of the old postmaster's processes this run never tracked (asleep
       // since before it attached) are closed as at start-up.
@@ -538,16 +576,7 @@ export class Sidecar {
    */
   private async markVanishedBackends(): Promise<void> {
     try {
-      await this.db
-        .updateTable('bpf_stats.backend_stats as b')
-        .set((eb) => ({ exited_at: eb.ref('b.last_seen') }))
-        .where('b.exited_at', 'is', null)
-        .where(({ not, exists }) =>
-          not(exists(sql`(SELECT 1 FROM pg_stat_activity a WHERE a.pid = b.pid AND a.backend_start = b.backend_start)`)),
-        )
-        // these never appear in pg_stat_activity
-        .where('b.backend_type', 'not in', ['postmaster', 'postmaster child'])
-        .execute();
+      await markVanishedBackends(this.db, await this.controlClient());
     } catch (error) {
       this.logLimited(`could not close the rows of backends that ended while no collector ran: ${oneLine(error)}`);
     }
@@ -603,6 +632,7 @@ interface FlushWiring {
   retention: HistoryRetention | null;
   rowRetention: RowRetention;
   histograms: HistogramsPart;
+  texts: QueryTextsPart;
 }
 
 /** The parts of every flush, in the order their statements run. */
@@ -623,8 +653,10 @@ function flushParts(
   // A getter: the postmaster's pid changes when it restarts (target is updated in place).
   const health = new HealthPart(db, rows, { get postmasterPid() { return target.pgPid; }, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
   const histograms = new HistogramsPart();
+  const texts = new QueryTextsPart();
   const writer = new FlushWriter(db, [
     new QueryStatsPart(db, rows),
+    texts,
     new BackendStatsPart(db, rows),
     histograms,
     ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath) }),
@@ -633,7 +665,7 @@ function flushParts(
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.
   const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS);
-  return { rows, writer, health, retention, rowRetention, histograms };
+  return { rows, writer, health, retention, rowRetention, histograms, texts };
 }
 
 function seconds(ms: number): string {

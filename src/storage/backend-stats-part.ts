@@ -52,7 +52,7 @@ export class BackendStatsPart implements FlushPart {
                 AS u(pid, start_us, backend_type, datid, usesysid, queryid, cgroup, ${metricColumnList()}, exited_us)`,
       )
       .onConflict((oc) =>
-        oc.columns(['pid', 'backend_start']).doUpdateSet({
+        oc.columns(['node', 'pid', 'backend_start']).doUpdateSet({
           ...accumulate('bpf_stats.backend_stats'),
           backend_type: sql`excluded.backend_type`,
           datid: sql`coalesce(excluded.datid, bpf_stats.backend_stats.datid)`,

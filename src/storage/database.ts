@@ -22,8 +22,16 @@ type MetricColumnType<C> = C extends { unit: 'ns' } ? number | null : ColumnType
  */
 export type MetricColumns = { [C in FamilyMetricColumn as C['column']]: MetricColumnType<C> };
 
-/** pg_stat_statements' key. */
-interface QueryKey {
+/**
+ * The node a row is about (migrations/1763990000000_sink-node.sql): filled by default from the
+ * writing session's bpf_stats.node, so inserts leave it out.
+ */
+interface NodeKey {
+  node: Defaulted<string>;
+}
+
+/** pg_stat_statements' key, per node. */
+interface QueryKey extends NodeKey {
   userid: number;
   dbid: number;
   toplevel: boolean;
@@ -36,7 +44,7 @@ export interface QueryStatsTable extends MetricColumns, QueryKey {
   last_seen: Date;
 }
 
-export interface BackendStatsTable extends MetricColumns {
+export interface BackendStatsTable extends MetricColumns, NodeKey {
   pid: number;
   backend_start: Date;
   backend_type: string;
@@ -52,7 +60,7 @@ export interface QueryStatsHistoryTable extends MetricColumns, QueryKey {
   ts: Date;
 }
 
-export interface BackendStatsHistoryTable extends MetricColumns {
+export interface BackendStatsHistoryTable extends MetricColumns, NodeKey {
   ts: Date;
   pid: number;
   backend_start: Date;
@@ -103,9 +111,11 @@ export interface CollectionsTable {
   started_at: Date | null;
   finished_at: Date | null;
   error: string | null;
+  /** The node the request is for; NULL: whichever collector takes it. */
+  node: string | null;
 }
 
-export interface CapabilitiesTable {
+export interface CapabilitiesTable extends NodeKey {
   host: string;
   kind: 'requirement' | 'feature' | 'probe set';
   probe: string;
@@ -116,7 +126,7 @@ export interface CapabilitiesTable {
 }
 
 /** One collector's row (src/health/health-part.ts). */
-export interface HealthTable {
+export interface HealthTable extends NodeKey {
   host: string;
   pid: number;
   version: string;
@@ -144,6 +154,13 @@ export interface HealthTable {
   stop_reason: string | null;
 }
 
+/** A query's text as the node's pg_stat_statements had it (src/sink/query-texts-part.ts). */
+export interface QueryTextsTable extends QueryKey {
+  query: string;
+  first_seen: Generated<Date>;
+  last_seen: Defaulted<Date>;
+}
+
 /** The bpf_stats schema as kysely sees it. */
 export interface BpfStatsDatabase {
   'bpf_stats.query_stats': QueryStatsTable;
@@ -156,6 +173,7 @@ export interface BpfStatsDatabase {
   'bpf_stats.collections': CollectionsTable;
   'bpf_stats.capabilities': CapabilitiesTable;
   'bpf_stats.health': HealthTable;
+  'bpf_stats.query_texts': QueryTextsTable;
 }
 
 /** The handle every bpf_stats statement goes through. */

@@ -4,16 +4,20 @@ import { runner } from 'node-pg-migrate';
 import type pg from 'pg';
 import { packageRoot } from '../package-root.js';
 import { commentMetricColumns } from './metric-column-comments.js';
+import { defaultNodeName, nameNode } from '../sink/node-name.js';
 
 /**
  * Brings the bpf_stats schema up to date: node-pg-migrate applies migrations/ (the tables),
  * then every file of sql/ (views and functions, all CREATE OR REPLACE) is applied in name
  * order in one transaction, with the metric columns' comments from their families. Safe to run on every start and from several hosts at once.
+ * The session names `node` first (default: this server's default node name): rows that exist
+ * before the node column does belong to it.
  *
  * @example
  * await migrateSchema(client);
  */
-export async function migrateSchema(client: pg.Client, log: (line: string) => void = () => undefined): Promise<void> {
+export async function migrateSchema(client: pg.Client, log: (line: string) => void = () => undefined, node?: string): Promise<void> {
+  await nameNode(client, node ?? (await defaultNodeName(client)));
   await client.query('CREATE SCHEMA IF NOT EXISTS bpf_stats');
   await runner({
     dbClient: client,

@@ -36,7 +36,7 @@ export class QueryStatsPart implements FlushPart {
               ${metricArrays(rows.map((r) => r.values))}) AS u`,
       )
       .onConflict((oc) =>
-        oc.columns(['userid', 'dbid', 'toplevel', 'queryid']).doUpdateSet({ ...accumulate('bpf_stats.query_stats'), last_seen: sql`excluded.last_seen` }),
+        oc.columns(['node', 'userid', 'dbid', 'toplevel', 'queryid']).doUpdateSet({ ...accumulate('bpf_stats.query_stats'), last_seen: sql`excluded.last_seen` }),
       );
     return { statements: [sql`${insert}`], commit: prepared.commitQueries };
   }

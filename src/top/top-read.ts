@@ -45,20 +45,20 @@ SELECT (SELECT max(last_flush_at) FROM bpf_stats.health) AS flushed_at,
        (SELECT coalesce(sum(dropped_events), 0) FROM bpf_stats.health WHERE stopped_at IS NULL) AS dropped_events,
        (SELECT last_error FROM bpf_stats.health WHERE stopped_at IS NULL AND last_error IS NOT NULL ORDER BY last_error_at DESC LIMIT 1) AS last_error,
        (SELECT coalesce(json_agg(q), '[]') FROM (
-          SELECT q.userid || '/' || q.dbid || '/' || q.toplevel || '/' || q.queryid AS key, q.stats_since AS since, q.calls,
+          SELECT q.node || '/' || q.userid || '/' || q.dbid || '/' || q.toplevel || '/' || q.queryid AS key, q.stats_since AS since, q.calls,
                  ${METRICS_SQL('q')}, left(t.query, 300) AS text
             FROM bpf_stats.query_stats q
-            JOIN bpf_stats.query_time t USING (userid, dbid, toplevel, queryid)
+            JOIN bpf_stats.query_time t USING (node, userid, dbid, toplevel, queryid)
            WHERE q.last_seen > now() - ${RECENT}
              -- top's own statement is not part of the picture
              AND q.queryid IS DISTINCT FROM (SELECT queryid FROM bpf_stats.backend_stats
                                               WHERE pid = pg_backend_pid() AND exited_at IS NULL ORDER BY backend_start DESC LIMIT 1)) q) AS queries,
        (SELECT coalesce(json_agg(b), '[]') FROM (
-          SELECT b.pid || '/' || b.backend_start AS key, b.pid, b.backend_type, b.backend_start AS since, NULL::bigint AS calls,
+          SELECT b.node || '/' || b.pid || '/' || b.backend_start AS key, b.pid, b.backend_type, b.backend_start AS since, NULL::bigint AS calls,
                  ${METRICS_SQL('b')}, left(t.query, 300) AS text
             FROM bpf_stats.backend_stats b
             LEFT JOIN LATERAL (SELECT query FROM bpf_stats.query_time t
-                                WHERE t.queryid = b.queryid AND t.dbid = b.datid AND t.userid = b.usesysid LIMIT 1) t ON true
+                                WHERE t.node = b.node AND t.queryid = b.queryid AND t.dbid = b.datid AND t.userid = b.usesysid LIMIT 1) t ON true
            WHERE b.exited_at IS NULL AND b.last_seen > now() - ${RECENT} AND b.pid <> pg_backend_pid()) b) AS backends`;
 
 interface JsonRow extends Record<TopMetric, number | null> {

@@ -184,9 +184,9 @@ describe('control plane', () => {
       await expect(nobody.query('SELECT count(*) FROM bpf_stats.collections')).rejects.toMatchObject({ code: '42501' });
       await expect(nobody.query("INSERT INTO bpf_stats.collections (probes) VALUES ('{query}')")).rejects.toMatchObject({ code: '42501' });
       // Even EXECUTE granted to PUBLIC by mistake lets nobody in: the functions check membership.
-      await admin.query('GRANT USAGE ON SCHEMA bpf_stats TO PUBLIC; GRANT EXECUTE ON FUNCTION bpf_stats.collect(text[], interval) TO PUBLIC');
+      await admin.query('GRANT USAGE ON SCHEMA bpf_stats TO PUBLIC; GRANT EXECUTE ON FUNCTION bpf_stats.collect(text[], interval, text) TO PUBLIC');
       await expect(nobody.query("SELECT bpf_stats.collect('{query}', '1 s')")).rejects.toThrow(/nobody is not a member of bpf_stats_admin/);
-      await admin.query('REVOKE USAGE ON SCHEMA bpf_stats FROM PUBLIC; REVOKE EXECUTE ON FUNCTION bpf_stats.collect(text[], interval) FROM PUBLIC');
+      await admin.query('REVOKE USAGE ON SCHEMA bpf_stats FROM PUBLIC; REVOKE EXECUTE ON FUNCTION bpf_stats.collect(text[], interval, text) FROM PUBLIC');
     } finally {
       await nobody.end();
     }

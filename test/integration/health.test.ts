@@ -62,8 +62,9 @@ describe('bpf_stats.capabilities', () => {
     // Rows of an earlier run on this host must go; another host's rows must stay.
     await startSidecar();
     await sidecar!.stop();
-    await admin.query(`INSERT INTO bpf_stats.capabilities (host, kind, probe, available, required, reason)
-                       VALUES ($1, 'feature', 'stale', true, false, 'from an older version'), ('other-host', 'probe set', 'cpu', false, true, 'elsewhere')`, [hostname()]);
+    // (each under a node: the sidecar's own, and another node's)
+    await admin.query(`INSERT INTO bpf_stats.capabilities (node, host, kind, probe, available, required, reason)
+                       VALUES ($2, $1, 'feature', 'stale', true, false, 'from an older version'), ('other-node', 'other-host', 'probe set', 'cpu', false, true, 'elsewhere')`, [hostname(), sidecar!.node]);
     await startSidecar();
 
     const cli = join(packageRoot(), 'dist/src/cli/main.js');

@@ -6,6 +6,8 @@
 \set VERBOSITY terse
 --
 -- collect() validates its input at once and returns the request id (1, 2: a fresh identity).
+-- Rows name their node from the session, as the collector's connections do (run --node).
+SET bpf_stats.node = 'node-a';
 SELECT bpf_stats.collect('{query,locks}', interval '60 seconds') AS id;
 SELECT bpf_stats.collect() AS id;
 SELECT bpf_stats.collect('{}');

@@ -10,6 +10,8 @@
 -- Query 1002: only the always-on cpu set: calls and the optional families are NULL.
 --   0.25 + 0.125 + 0.125 = 0.5 = total_time_ms.
 -- Query 1003: measured but all zero: every ratio divides by zero and must be NULL.
+-- Rows name their node from the session, as the collector's connections do (run --node).
+SET bpf_stats.node = 'node-a';
 INSERT INTO bpf_stats.query_stats
   (userid, dbid, toplevel, queryid, calls, total_time_ms, on_cpu_ms, runq_wait_ms, io_wait_ms,
    lock_wait_ms, lwlock_wait_ms, reclaim_ms, other_wait_ms, minflt, majflt, blk_read_ios,
@@ -137,18 +139,27 @@ SELECT bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[10]) || 10::bigint ||
        bpf_stats.hist_quantile('{}', 0.5, 1) AS empty,
        bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[32]), 0.5, 1) AS all_zero;
 --
--- Query text: where pg_stat_statements is installed the views carry its text (the test
--- database has it); a bpf_stats row keyed like pg_stat_statements' entry shows the statement.
+-- Query text: the collector copies the node's pg_stat_statements entry into query_texts (as
+-- here, from the test database's own), and the views carry it for the row with that key.
 SELECT 'the regression marker' AS marker;
 INSERT INTO bpf_stats.query_stats (userid, dbid, toplevel, queryid, total_time_ms, on_cpu_ms)
 SELECT userid, dbid, toplevel, queryid, 3, 3
+  FROM pg_stat_statements
+ WHERE query = 'SELECT $1 AS marker' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database());
+INSERT INTO bpf_stats.query_texts (userid, dbid, toplevel, queryid, query)
+SELECT userid, dbid, toplevel, queryid, query
   FROM pg_stat_statements
  WHERE query = 'SELECT $1 AS marker' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database());
 SELECT query, total_time_ms, on_cpu_share FROM bpf_stats.query_time WHERE queryid NOT IN (1001, 1002, 1003);
 --
 -- activity: pg_stat_activity joined live with backend_stats on pid, and on backend_start within
 -- a second (here 0.5 s off); a row of an earlier process with the same pid (an hour older) and
--- one that exited must not join. Metric columns come from the matching row only.
+-- one that exited must not join. Metric columns come from the matching row only. Rows join
+-- only for a node whose collector holds a session on this server: this session plays it
+-- (the application_name and health row a collector of pid 4242 on regress-host has).
+SET application_name = 'pg-bpf-stats (pid 4242 on regress-host)';
+INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms)
+VALUES ('regress-host', 4242, '0', 1, '{cpu}', '2025-01-01 00:00:00+00', 1000);
 INSERT INTO bpf_stats.backend_stats
   (pid, backend_start, backend_type, datid, usesysid, queryid, total_time_ms, on_cpu_ms,
    runq_wait_ms, io_wait_ms, lock_wait_ms, lwlock_wait_ms, reclaim_ms, other_wait_ms, minflt,

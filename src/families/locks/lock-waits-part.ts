@@ -43,7 +43,7 @@ function lockWaitUpserts(batch: { locks: LockWaitRow[]; lwlocks: LwlockWaitRow[]
              ${locks.map((r) => r.locktype)}::text[], ${locks.map((r) => r.mode)}::text[],
              ${locks.map((r) => r.database)}::oid[], ${locks.map((r) => r.relation)}::oid[],
              ${locks.map((r) => r.waits.toString())}::int8[], ${locks.map((r) => r.waitMs)}::float8[]) AS u
-      ON CONFLICT (userid, dbid, toplevel, queryid, locktype, mode, database, relation) DO UPDATE
+      ON CONFLICT (node, userid, dbid, toplevel, queryid, locktype, mode, database, relation) DO UPDATE
          SET waits = t.waits + excluded.waits, wait_time_ms = t.wait_time_ms + excluded.wait_time_ms,
              last_seen = excluded.last_seen`);
   }
@@ -56,7 +56,7 @@ function lockWaitUpserts(batch: { locks: LockWaitRow[]; lwlocks: LwlockWaitRow[]
              ${lwlocks.map((r) => r.toplevel)}::bool[], ${lwlocks.map((r) => r.queryid)}::int8[],
              ${lwlocks.map((r) => r.tranche)}::text[], ${lwlocks.map((r) => r.mode)}::text[],
              ${lwlocks.map((r) => r.waits.toString())}::int8[], ${lwlocks.map((r) => r.waitMs)}::float8[]) AS u
-      ON CONFLICT (userid, dbid, toplevel, queryid, tranche, mode) DO UPDATE
+      ON CONFLICT (node, userid, dbid, toplevel, queryid, tranche, mode) DO UPDATE
          SET waits = t.waits + excluded.waits, wait_time_ms = t.wait_time_ms + excluded.wait_time_ms,
              last_seen = excluded.last_seen`);
   }

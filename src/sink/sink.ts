@@ -1,0 +1,71 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { oneLine, UserError } from '../errors.js';
+import { connect, redact } from '../storage/connect.js';
+import { nameNode } from './node-name.js';
+
+/** Whether `client`'s server is a hot standby (in recovery: it cannot write or NOTIFY). */
+export async function isStandby(client: pg.Client): Promise<boolean> {
+  const { rows } = await client.query<{ standby: boolean }>('SELECT pg_is_in_recovery() AS standby');
+  return rows[0]!.standby;
+}
+
+/** The one line for a standby without a sink (run and check). */
+export const STANDBY_WITHOUT_SINK =
+  'this server is a hot standby (read-only): bpf_stats cannot be written here; run with --sink DSN of the primary (or of a central database), e.g. --sink "host=primary dbname=postgres"';
+
+/**
+ * Opens the sink (the database bpf_stats is written into, when it is not the node's own) and
+ * makes sure it can take writes before anything is created there or on the node: reachable,
+ * not a standby, not read-only. Its session names the node (nameNode). A UserError otherwise.
+ */
+export async function openSink(dsn: string, node: string, applicationName: string): Promise<pg.Client> {
+  let client: pg.Client;
+  try {
+    client = await connect(dsn, applicationName);
+  } catch (error) {
+    throw new UserError(`sink: ${oneLine(error)}`);
+  }
+  try {
+    const { rows } = await client.query<{ standby: boolean; read_only: string }>(
+      "SELECT pg_is_in_recovery() AS standby, current_setting('default_transaction_read_only') AS read_only",
+    );
+    if (rows[0]!.standby) throw new UserError(`sink ${redact(dsn)} is a hot standby (read-only): give the primary's DSN to --sink`);
+    if (rows[0]!.read_only === 'on') throw new UserError(`sink ${redact(dsn)} is read-only (default_transaction_read_only = on): give a writable database to --sink`);
+    await nameNode(client, node);
+    return client;
+  } catch (error) {
+    await client.end().catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * Whether the sink is the node's own server (another database of it): then the writer's and the
+ * control plane's backends run on the node and must be left out of its figures, as without a
+ * sink. Seen from the node: a session of the sink's carries a name nobody else has.
+ */
+export async function sinkOnNode(node: pg.Client, sink: pg.Client): Promise<boolean> {
+  const mark = `pg-bpf-stats sink ${randomUUID()}`;
+  await sink.query(`SET application_name = '${mark}'`);
+  try {
+    const { rows } = await node.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [mark]);
+    return rows[0]!.n > 0;
+  } finally {
+    await sink.query('RESET application_name');
+  }
+}
+
+/**
+ * `check`'s verdict on where bpf_stats would go: the node must be writable unless a sink is
+ * given, and a sink must be reachable and writable. Writes nothing; a UserError otherwise.
+ */
+export async function checkSink(nodeDsn: string | undefined, sinkDsn: string | undefined): Promise<void> {
+  const node = await connect(nodeDsn);
+  try {
+    if (!sinkDsn && (await isStandby(node))) throw new UserError(STANDBY_WITHOUT_SINK);
+  } finally {
+    await node.end().catch(() => undefined);
+  }
+  if (sinkDsn) await (await openSink(sinkDsn, 'check', 'pg-bpf-stats check')).end();
+}
