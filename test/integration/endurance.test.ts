@@ -185,16 +185,16 @@ describe('retention', () => {
     await admin.query(`INSERT INTO bpf_stats.collections (probes, duration, status, started_at, finished_at)
                        VALUES ('{locks}', '1 minute', 'done', now() - interval '2 hours', now() - interval '1 hour'),
                               ('{locks}', '1 minute', 'done', now(), now())`);
-    await admin.query(`INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, stopped_at, stop_reason)
-                       VALUES ('old-host', 1, '0', 1, '{}', now() - interval '2 days', 1000, now() - interval '1 day', 'stopped')`);
+    await admin.query(`INSERT INTO bpf_stats.health (node, host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, stopped_at, stop_reason)
+                       VALUES ('old-node', 'old-host', 1, '0', 1, '{}', now() - interval '2 days', 1000, now() - interval '1 day', 'stopped')`);
     await sidecar!.flush();
     const exited = await admin.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE exited_at IS NOT NULL');
     expect(exited.rows[0].n).toBeGreaterThanOrEqual(5);
     // Retention (2 s) plus its check period (1 s), plus a flush.
     await sleep(4_000);
     // Younger than the retention: stays.
-    await admin.query(`INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, stopped_at, stop_reason)
-                       VALUES ('new-host', 1, '0', 1, '{}', now(), 1000, now(), 'stopped')`);
+    await admin.query(`INSERT INTO bpf_stats.health (node, host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, stopped_at, stop_reason)
+                       VALUES ('new-node', 'new-host', 1, '0', 1, '{}', now(), 1000, now(), 'stopped')`);
     await sidecar!.flush();
     const after = await admin.query(`SELECT count(*) FILTER (WHERE exited_at < now() - interval '3.5 seconds')::int AS expired,
                                             count(*) FILTER (WHERE exited_at IS NULL)::int AS live FROM bpf_stats.backend_stats`);
