@@ -137,6 +137,69 @@ static __always_inline struct metrics *query_metrics(const struct query_key *key
 }
 
 /*
+ * Figures a client backend's statement gathers before it has a query id. Postgres resets
+ * st_query_id when a statement starts (STATE_RUNNING) and sets it after parse analysis, so
+ * parsing, analysis and the relation locks analysis waits for (a SELECT queued behind LOCK
+ * TABLE or ALTER TABLE) come before it. The cpu family holds such time in the backend record
+ * (r->held) and charges it here, once it sees the statement with its id, or ended (idle)
+ * without one: an error in parse analysis, a statement without an id. Those stay, visibly,
+ * under queryid 0 of the backend's user and database.
+ */
+static __always_inline bool holds_before_query_id(const struct backend_record *r, const struct query_key *key,
+						  __u32 state)
+{
+	return !key->queryid && is_running_state(state) && r->backend_type == client_backend_type;
+}
+
+/* When the current statement started (st_activity_start_timestamp); 0 when unknown. */
+static __always_inline __u64 statement_start_us(const struct backend_record *r)
+{
+	__u64 us = 0;
+
+	if (status_activity_start_off && r->status_ptr)
+		bpf_probe_read_user(&us, sizeof(us), (void *)(r->status_ptr + status_activity_start_off));
+	return us;
+}
+
+/* Called on the first switch-out that holds: remembers which statement the held figures are of. */
+static __always_inline void start_holding(struct backend_record *r)
+{
+	r->held_statement_us = statement_start_us(r);
+	r->flags |= BACKEND_HOLDING;
+}
+
+/*
+ * `key` is what the backend is on now: the held statement with its id, or idle after it (its
+ * id, or 0 when it never got one). A backend that went from the held statement straight into
+ * the next one without a switch-out in between (pipelined statements) shows the next
+ * statement's id: the statement start says so, and the held figures go to queryid 0.
+ */
+static __always_inline void release_held(struct backend_record *r, const struct query_key *key)
+{
+	struct query_key k = *key;
+	struct metrics *qm, *h = &r->held;
+
+	if (k.queryid && r->held_statement_us && statement_start_us(r) != r->held_statement_us)
+		k.queryid = 0;
+	qm = map_lookup_or_init(&queries, &k, &empty_metrics, COUNTER_QUERIES_FULL);
+
+	if (qm) {
+		qm->total_ns += h->total_ns;
+		qm->on_cpu_ns += h->on_cpu_ns;
+		qm->runq_ns += h->runq_ns;
+		qm->io_wait_ns += h->io_wait_ns;
+		qm->lock_wait_ns += h->lock_wait_ns;
+		qm->lwlock_wait_ns += h->lwlock_wait_ns;
+		qm->other_wait_ns += h->other_wait_ns;
+#define ADD_HELD_COUNTER(name, task_field) qm->name += h->name;
+		SCHED_COUNTERS(ADD_HELD_COUNTER)
+#undef ADD_HELD_COUNTER
+	}
+	__builtin_memset(h, 0, sizeof(*h));
+	r->flags &= ~BACKEND_HOLDING;
+}
+
+/*
  * Who `current` (a postmaster child) is, for a family that runs outside the sched_switch path
  * (memory, io): its query key, and its backend record to add to. Returns false when the figure
  * belongs to no one we report (an excluded connection). The key's queryid is 0 when the
