@@ -14,6 +14,7 @@
 #include "records.h"
 #include "maps.bpf.h"
 #include "pg-status.bpf.h"
+#include "lock-waits.bpf.h"
 
 /*
  * The postmaster being watched as the kernel numbers it (its tgid in the initial pid
@@ -181,8 +182,23 @@ static __always_inline void release_held(struct backend_record *r, const struct 
 
 	if (k.queryid && r->held_statement_us && statement_start_us(r) != r->held_statement_us)
 		k.queryid = 0;
-	qm = map_lookup_or_init(&queries, &k, &empty_metrics, COUNTER_QUERIES_FULL);
+	if (r->flags & BACKEND_HOLDING_LOCK_WAIT) {
+		struct held_lock_wait *l = &r->held_lock;
+		struct lock_wait_key lk = {
+			.q = k,
+			.locktag_type = l->locktag_type,
+			.mode = l->mode,
+			.database = l->database,
+			.relation = l->relation,
+		};
 
+		add_totals(&lock_waits, &lk, l->waits, l->wait_ns, COUNTER_LOCK_WAITS_FULL);
+		__builtin_memset(l, 0, sizeof(*l));
+		r->flags &= ~BACKEND_HOLDING_LOCK_WAIT;
+	}
+	if (!(r->flags & BACKEND_HOLDING))
+		return;
+	qm = map_lookup_or_init(&queries, &k, &empty_metrics, COUNTER_QUERIES_FULL);
 	if (qm) {
 		qm->total_ns += h->total_ns;
 		qm->on_cpu_ns += h->on_cpu_ns;
@@ -197,6 +213,32 @@ static __always_inline void release_held(struct backend_record *r, const struct 
 	}
 	__builtin_memset(h, 0, sizeof(*h));
 	r->flags &= ~BACKEND_HOLDING;
+}
+
+/*
+ * A heavyweight lock wait (the locks set) that ended before the statement had its id: held in
+ * the record for release_held. A statement that waits for a second, different lock before its
+ * id (a join of two locked tables) keeps that one under queryid 0: one slot per backend.
+ */
+static __always_inline void hold_lock_wait(struct backend_record *r, const struct lock_wait_key *key, __u64 ns)
+{
+	struct held_lock_wait *l = &r->held_lock;
+
+	if ((r->flags & BACKEND_HOLDING_LOCK_WAIT) &&
+	    (l->locktag_type != key->locktag_type || l->mode != key->mode || l->database != key->database ||
+	     l->relation != key->relation)) {
+		add_totals(&lock_waits, key, 1, ns, COUNTER_LOCK_WAITS_FULL);
+		return;
+	}
+	if (!(r->flags & (BACKEND_HOLDING | BACKEND_HOLDING_LOCK_WAIT)))
+		r->held_statement_us = statement_start_us(r);
+	l->locktag_type = key->locktag_type;
+	l->mode = key->mode;
+	l->database = key->database;
+	l->relation = key->relation;
+	l->waits++;
+	l->wait_ns += ns;
+	r->flags |= BACKEND_HOLDING_LOCK_WAIT;
 }
 
 /*

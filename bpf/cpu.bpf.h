@@ -257,8 +257,8 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		if (!(r->flags & BACKEND_HOLDING))
 			start_holding(r);
 		r->flags |= BACKEND_SLEEP_HELD;
-	} else if (r->flags & (BACKEND_HOLDING | BACKEND_SLEEP_HELD)) {
-		if (r->flags & BACKEND_HOLDING)
+	} else if (r->flags & (BACKEND_HOLDING | BACKEND_SLEEP_HELD | BACKEND_HOLDING_LOCK_WAIT)) {
+		if (r->flags & (BACKEND_HOLDING | BACKEND_HOLDING_LOCK_WAIT))
 			release_held(r, &key);
 		r->flags &= ~BACKEND_SLEEP_HELD;
 	}
