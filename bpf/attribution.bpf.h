@@ -14,6 +14,7 @@
 #include "records.h"
 #include "maps.bpf.h"
 #include "pg-status.bpf.h"
+#include "lock-waits.bpf.h"
 
 /*
  * The postmaster being watched as the kernel numbers it (its tgid in the initial pid
@@ -205,6 +206,110 @@ static __always_inline struct metrics *query_metrics(const struct query_key *key
 	if (added)
 		__sync_fetch_and_add(added, 1);
 	return bpf_map_lookup_elem(&queries, key);
+}
+
+/*
+ * Figures a client backend's statement gathers before it has a query id. Postgres resets
+ * st_query_id when a statement starts (STATE_RUNNING) and sets it after parse analysis, so
+ * parsing, analysis and the relation locks analysis waits for (a SELECT queued behind LOCK
+ * TABLE or ALTER TABLE) come before it. The cpu family holds such time in the backend record
+ * (r->held) and charges it here, once it sees the statement with its id, or ended (idle)
+ * without one: an error in parse analysis, a statement without an id. Those stay, visibly,
+ * under queryid 0 of the backend's user and database.
+ */
+static __always_inline bool holds_before_query_id(const struct backend_record *r, const struct query_key *key,
+						  __u32 state)
+{
+	return !key->queryid && is_running_state(state) && r->backend_type == client_backend_type;
+}
+
+/* When the current statement started (st_activity_start_timestamp); 0 when unknown. */
+static __always_inline __u64 statement_start_us(const struct backend_record *r)
+{
+	__u64 us = 0;
+
+	if (status_activity_start_off && r->status_ptr)
+		bpf_probe_read_user(&us, sizeof(us), (void *)(r->status_ptr + status_activity_start_off));
+	return us;
+}
+
+/* Called on the first switch-out that holds: remembers which statement the held figures are of. */
+static __always_inline void start_holding(struct backend_record *r)
+{
+	r->held_statement_us = statement_start_us(r);
+	r->flags |= BACKEND_HOLDING;
+}
+
+/*
+ * `key` is what the backend is on now: the held statement with its id, or idle after it (its
+ * id, or 0 when it never got one). A backend that went from the held statement straight into
+ * the next one without a switch-out in between (pipelined statements) shows the next
+ * statement's id: the statement start says so, and the held figures go to queryid 0.
+ */
+static __always_inline void release_held(struct backend_record *r, const struct query_key *key)
+{
+	struct query_key k = *key;
+	struct metrics *qm, *h = &r->held;
+
+	if (k.queryid && r->held_statement_us && statement_start_us(r) != r->held_statement_us)
+		k.queryid = 0;
+	if (r->flags & BACKEND_HOLDING_LOCK_WAIT) {
+		struct held_lock_wait *l = &r->held_lock;
+		struct lock_wait_key lk = {
+			.q = k,
+			.locktag_type = l->locktag_type,
+			.mode = l->mode,
+			.database = l->database,
+			.relation = l->relation,
+		};
+
+		add_totals(&lock_waits, &lk, l->waits, l->wait_ns, COUNTER_LOCK_WAITS_FULL);
+		__builtin_memset(l, 0, sizeof(*l));
+		r->flags &= ~BACKEND_HOLDING_LOCK_WAIT;
+	}
+	if (!(r->flags & BACKEND_HOLDING))
+		return;
+	qm = map_lookup_or_init(&queries, &k, &empty_metrics, COUNTER_QUERIES_FULL);
+	if (qm) {
+		qm->total_ns += h->total_ns;
+		qm->on_cpu_ns += h->on_cpu_ns;
+		qm->runq_ns += h->runq_ns;
+		qm->io_wait_ns += h->io_wait_ns;
+		qm->lock_wait_ns += h->lock_wait_ns;
+		qm->lwlock_wait_ns += h->lwlock_wait_ns;
+		qm->other_wait_ns += h->other_wait_ns;
+#define ADD_HELD_COUNTER(name, task_field) qm->name += h->name;
+		SCHED_COUNTERS(ADD_HELD_COUNTER)
+#undef ADD_HELD_COUNTER
+	}
+	__builtin_memset(h, 0, sizeof(*h));
+	r->flags &= ~BACKEND_HOLDING;
+}
+
+/*
+ * A heavyweight lock wait (the locks set) that ended before the statement had its id: held in
+ * the record for release_held. A statement that waits for a second, different lock before its
+ * id (a join of two locked tables) keeps that one under queryid 0: one slot per backend.
+ */
+static __always_inline void hold_lock_wait(struct backend_record *r, const struct lock_wait_key *key, __u64 ns)
+{
+	struct held_lock_wait *l = &r->held_lock;
+
+	if ((r->flags & BACKEND_HOLDING_LOCK_WAIT) &&
+	    (l->locktag_type != key->locktag_type || l->mode != key->mode || l->database != key->database ||
+	     l->relation != key->relation)) {
+		add_totals(&lock_waits, key, 1, ns, COUNTER_LOCK_WAITS_FULL);
+		return;
+	}
+	if (!(r->flags & (BACKEND_HOLDING | BACKEND_HOLDING_LOCK_WAIT)))
+		r->held_statement_us = statement_start_us(r);
+	l->locktag_type = key->locktag_type;
+	l->mode = key->mode;
+	l->database = key->database;
+	l->relation = key->relation;
+	l->waits++;
+	l->wait_ns += ns;
+	r->flags |= BACKEND_HOLDING_LOCK_WAIT;
 }
 
 /*

@@ -179,7 +179,7 @@ static __always_inline __u64 running_time(struct task_struct *task, __u64 *sum_e
 static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state,
 					       bool running)
 {
-	__u32 pid = task->pid, wait_event = 0;
+	__u32 pid = task->pid, wait_event = 0, status_state = 0;
 	enum sleep_class next_class;
 	__u64 running_sum_exec = 0;
 	__u64 now = running ? running_time(task, &running_sum_exec) : switch_time(task);
@@ -189,7 +189,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	struct slice s;
 	struct sched_counts counts;
 	__u64 sum_exec, run_delay, interval, sleep_ns;
-	bool dead = state & TASK_DEAD, sleeping;
+	bool dead = state & TASK_DEAD, sleeping, holding = false;
 
 	r = bpf_map_lookup_elem(&backends, &pid);
 	if (!r) {
@@ -245,24 +245,36 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	 * exiting task has already dropped its mm: its last known query stands.
 	 */
 	sleeping = !preempt && state != TASK_RUNNING && !dead;
-	if (dead || !read_current(task, r, pid, &key, sleeping ? &wait_event : NULL)) {
+	if (dead || !read_current_state(task, r, pid, &key, sleeping ? &wait_event : NULL, &status_state)) {
 		key = r->sleep_key;
 		if (!dead)
 			key.queryid = 0;
+	} else {
+		holding = holds_before_query_id(r, &key, status_state);
 	}
 
-	/* The sleep that ended this interval. */
+	/* The sleep that ended this interval (held if it began before the statement had an id). */
 	if (sleep_ns && r->sleep_class != SLEEP_CLIENT) {
 		add_wait(&r->m, r->sleep_class, sleep_ns);
-		qm = query_metrics(&r->sleep_key);
+		qm = (r->flags & BACKEND_SLEEP_HELD) ? &r->held : query_metrics(&r->sleep_key);
 		if (qm)
 			add_wait(qm, r->sleep_class, sleep_ns);
 	}
 	/* The run-queue wait and the CPU slice. */
 	add_slice(&r->m, &s);
-	qm = query_metrics(&key);
+	qm = holding ? &r->held : query_metrics(&key);
 	if (qm)
 		add_slice(qm, &s);
+	/* Held figures go to the id the statement now has, or to queryid 0 once it is over without one. */
+	if (holding) {
+		if (!(r->flags & BACKEND_HOLDING))
+			start_holding(r);
+		r->flags |= BACKEND_SLEEP_HELD;
+	} else if (r->flags & (BACKEND_HOLDING | BACKEND_SLEEP_HELD | BACKEND_HOLDING_LOCK_WAIT)) {
+		if (r->flags & (BACKEND_HOLDING | BACKEND_HOLDING_LOCK_WAIT))
+			release_held(r, &key);
+		r->flags &= ~BACKEND_SLEEP_HELD;
+	}
 
 	next_class = classify_sleep(task, preempt, state, wait_event);
 	r->last_ts = now;

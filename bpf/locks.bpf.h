@@ -22,8 +22,8 @@
  * its start record is overwritten by the next wait (LRU-bounded), so it is not counted here,
  * while lock_wait_ms still has its time.
  *
- * The map records below (lock_wait_key, lwlock_wait_key, wait_totals) are read by the
- * collector by field name from BTF (src/families/locks/).
+ * The map records (lwlock_wait_key here, lock_wait_key and wait_totals in bpf/lock-waits.bpf.h)
+ * are read by the collector by field name from BTF (src/families/locks/).
  */
 #ifndef LOCKS_BPF_H
 #define LOCKS_BPF_H
@@ -36,15 +36,7 @@
 #include "maps.bpf.h"
 #include "pg-status.bpf.h"
 #include "attribution.bpf.h"
-
-/* Heavyweight lock waits of one query, by what it waited for (LOCKTAG type, LOCKMODE). */
-struct lock_wait_key {
-	struct query_key q;
-	__u32 locktag_type;  /* enum LockTagType: 0 relation, 1 extend, ... 5 transactionid, ... */
-	__u32 mode;          /* LOCKMODE: 1 AccessShareLock ... 8 AccessExclusiveLock */
-	__u32 database;      /* locktag_field1 for relation-scoped, object and advisory tags, else 0 */
-	__u32 relation;      /* locktag_field2 for relation, extend, page and tuple tags, else 0 */
-};
+#include "lock-waits.bpf.h"
 
 #define TRANCHE_NAME_LEN 32
 
@@ -67,11 +59,6 @@ struct lwlock_wait_key {
 	enum lwlock_tranche tranche_id; /* from *my_wait_event_info (PG_WAIT_LWLOCK | tranche) */
 	enum lwlock_mode mode;
 	char tranche[TRANCHE_NAME_LEN]; /* the name the USDT probe passes; empty without USDT */
-};
-
-struct wait_totals {
-	__u64 waits;
-	__u64 wait_ns;
 };
 
 /* LockTagType values whose field1 is a database and field2 a relation (lock.h, 14-18). */
@@ -120,39 +107,22 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
-	__type(key, struct lock_wait_key);
-	__type(value, struct wait_totals);
-} lock_waits SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
 	__type(key, struct lwlock_wait_key);
 	__type(value, struct wait_totals);
 } lwlock_waits SEC(".maps");
 
 /*
  * The query the calling backend waits in. Its query id is 0 when the wait came before the
- * statement had one: relation locks taken during parse analysis (a SELECT queued behind an
- * ALTER TABLE), utility statements without an id. Those waits are kept under queryid 0 (per
- * user and database) rather than dropped; false only when the backend is not one we report on.
+ * statement had one (a statement without an id, or an LWLock wait during parse analysis):
+ * those waits are kept under queryid 0 (per user and database) rather than dropped; false only
+ * when the backend is not one we report on. Heavyweight lock waits before the id are held
+ * until the statement has it (lock_wait_end).
  */
 static __always_inline bool waiting_query(__u32 pid, struct query_key *q)
 {
 	struct backend_record *r = reported_backend(pid);
 
 	return r && read_current(bpf_get_current_task_btf(), r, pid, q, NULL);
-}
-
-static __always_inline void add_totals(void *map, const void *key, __u64 ns, enum counter_index full_counter)
-{
-	static const struct wait_totals zero = {};
-	struct wait_totals *t = map_lookup_or_init(map, key, &zero, full_counter);
-
-	if (!t)
-		return;
-	__sync_fetch_and_add(&t->waits, 1);
-	__sync_fetch_and_add(&t->wait_ns, ns);
 }
 
 static __always_inline void lock_wait_begin(__u32 field1, __u32 field2, __u32 locktag_type, __u32 mode)
@@ -184,6 +154,8 @@ static __always_inline void lock_wait_end(void)
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
 	struct lock_wait_start *s = bpf_map_lookup_elem(&lock_wait_starts, &pid);
 	struct lock_wait_key key = {};
+	struct backend_record *r;
+	__u32 state = 0;
 	__u64 ns;
 
 	if (!s)
@@ -194,8 +166,14 @@ static __always_inline void lock_wait_end(void)
 	key.database = s->database;
 	key.relation = s->relation;
 	bpf_map_delete_elem(&lock_wait_starts, &pid);
-	if (waiting_query(pid, &key.q))
-		add_totals(&lock_waits, &key, ns, COUNTER_LOCK_WAITS_FULL);
+	r = reported_backend(pid);
+	if (!r || !read_current_state(bpf_get_current_task_btf(), r, pid, &key.q, NULL, &state))
+		return;
+	/* Before the statement has its id (parse analysis): held until it has one, like lock_wait_ms. */
+	if (holds_before_query_id(r, &key.q, state))
+		hold_lock_wait(r, &key, ns);
+	else
+		add_totals(&lock_waits, &key, 1, ns, COUNTER_LOCK_WAITS_FULL);
 }
 
 /* USDT lock__wait__start(field1, field2, field3, field4, locktag_type, mode), PG 14-18. */
@@ -296,7 +274,7 @@ static __always_inline void lwlock_wait_end(const char *name, enum lwlock_mode m
 	if (name)
 		bpf_probe_read_user_str(key.tranche, sizeof(key.tranche), name);
 	if (waiting_query(pid, &key.q))
-		add_totals(&lwlock_waits, &key, ns, COUNTER_LWLOCK_WAITS_FULL);
+		add_totals(&lwlock_waits, &key, 1, ns, COUNTER_LWLOCK_WAITS_FULL);
 }
 
 /* USDT lwlock__wait__start/done(const char *tranche_name, LWLockMode mode). */

@@ -127,14 +127,45 @@ static __always_inline bool is_idle_state(__u32 state)
 }
 
 /*
+ * A process that has a query id runs in a database, so its PgBackendStatus names one. Zero
+ * there means its identity was read too early: PostgreSQL 18 publishes st_procpid before the
+ * database and user (pgstat_bestart_initial / _final) for every process, and a parallel worker
+ * or other background worker is not held back by read_identity's client-backend check. Read
+ * the two again, once the process has a query id; until they are set its figures stay with
+ * the backend. Without this a parallel worker first seen in that window keyed its whole
+ * query's work under userid 0 / dbid 0, apart from its leader's.
+ */
+static __always_inline bool identity_complete(struct backend_record *r)
+{
+	__u32 ids[2] = {};
+
+	if (r->dbid)
+		return true;
+	bpf_probe_read_user(&ids[0], sizeof(ids[0]), (void *)(r->status_ptr + status_dbid_off));
+	bpf_probe_read_user(&ids[1], sizeof(ids[1]), (void *)(r->status_ptr + status_userid_off));
+	if (!ids[0])
+		return false;
+	r->dbid = ids[0];
+	r->userid = ids[1];
+	return true;
+}
+
+/* st_state of a backend running a statement (STATE_RUNNING follows STATE_IDLE in every version). */
+static __always_inline bool is_running_state(__u32 state)
+{
+	return state == status_state_idle + 1;
+}
+
+/*
  * The query the backend is on now; false when it has none. With `wait_event` (a task going to
  * sleep), also why it sleeps: a backend pg_stat_activity shows idle waits for its client
  * whatever its wait event (ClientRead, or ClientWrite while ReadyForQuery goes out), so it gets
  * client_read_event without reading the wait event; a task in IO sleep needs none (the kernel's
- * iowait flag decides, see classify_sleep in bpf/cpu.bpf.h).
+ * iowait flag decides, see classify_sleep in bpf/cpu.bpf.h). With `state`, st_state when it
+ * was read with the query id (0 when unknown).
  */
-static __always_inline bool read_current(struct task_struct *task, struct backend_record *r, __u32 pid,
-					  struct query_key *key, __u32 *wait_event)
+static __always_inline bool read_current_state(struct task_struct *task, struct backend_record *r, __u32 pid,
+						struct query_key *key, __u32 *wait_event, __u32 *state_out)
 {
 	__u64 queryid = 0;
 	__u32 state = 0;
@@ -173,11 +204,21 @@ static __always_inline bool read_current(struct task_struct *task, struct backen
 		else if (r->wait_event_ptr && !BPF_CORE_READ_BITFIELD(task, in_iowait))
 			bpf_probe_read_user(wait_event, sizeof(*wait_event), (void *)r->wait_event_ptr);
 	}
+	if (queryid && !identity_complete(r))
+		return false;
+	if (state_out && state_known)
+		*state_out = state;
 	key->queryid = queryid;
 	key->userid = r->userid;
 	key->dbid = r->dbid;
 	key->toplevel = 1; /* st_query_id only ever holds the top-level statement's id */
 	return true;
+}
+
+static __always_inline bool read_current(struct task_struct *task, struct backend_record *r, __u32 pid,
+					  struct query_key *key, __u32 *wait_event)
+{
+	return read_current_state(task, r, pid, key, wait_event, NULL);
 }
 
 #endif /* PG_STATUS_BPF_H */

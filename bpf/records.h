@@ -114,6 +114,19 @@ enum sleep_class {
 enum backend_flags {
 	BACKEND_IDENTITY_KNOWN = 0x1, /* userid, dbid, backend_start, backend_type were read */
 	BACKEND_EXCLUDED = 0x2,       /* one of the collector's own connections */
+	BACKEND_HOLDING = 0x4,        /* `held` has figures waiting for the statement's query id */
+	BACKEND_SLEEP_HELD = 0x8,     /* the current sleep began before the statement had a query id */
+	BACKEND_HOLDING_LOCK_WAIT = 0x10, /* `held_lock` has a lock wait (locks set) waiting for the query id */
+};
+
+/* A heavyweight lock wait (the opt-in locks set) from before the statement had a query id. */
+struct held_lock_wait {
+	__u32 locktag_type;
+	__u32 mode;
+	__u32 database;
+	__u32 relation;
+	__u64 waits;
+	__u64 wait_ns;
 };
 
 /*
@@ -145,6 +158,14 @@ struct backend_record {
 	__u32 epoch;             /* tracking_epoch when last* were taken (bpf/cpu.bpf.h) */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 	__u64 memory_cgroup;       /* memory cgroup id (kernfs inode) when first tracked: a container's processes are born in theirs */
+	/*
+	 * What a running statement did before it had a query id (parse analysis, its relation
+	 * locks): charged to the id it gets, or to queryid 0 if it ends without one
+	 * (bpf/attribution.bpf.h). Only the cpu family's time and counters are held.
+	 */
+	struct metrics held;
+	__u64 held_statement_us; /* st_activity_start_timestamp of the statement `held` belongs to (0: unknown) */
+	struct held_lock_wait held_lock;
 };
 
 /* Indexes into the `counters` array, its key type (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */

@@ -45,10 +45,10 @@ $comments$;
 -- Cumulative tables ------------------------------------------------------------------------
 
 COMMENT ON TABLE bpf_stats.query_stats IS
-  'Kernel figures per query, cumulative since stats_since, keyed like pg_stat_statements (userid, dbid, toplevel, queryid). Milliseconds are double precision, counts and bytes bigint. on_cpu_ms + runq_wait_ms + io_wait_ms + lock_wait_ms + lwlock_wait_ms + other_wait_ms = total_time_ms; reclaim_ms, compaction_stall_ms and writeback_throttle_ms are "of which" overlays. NULL: the column''s probe set never ran for this row; a set that ran part of the time covers only that part.';
+  'Kernel figures per query, cumulative since stats_since, keyed like pg_stat_statements (userid, dbid, toplevel, queryid). Milliseconds are double precision, counts and bytes bigint. on_cpu_ms + runq_wait_ms + io_wait_ms + lock_wait_ms + lwlock_wait_ms + other_wait_ms = total_time_ms; reclaim_ms, compaction_stall_ms and writeback_throttle_ms are "of which" overlays. NULL: the column''s probe set never ran for this row; a set that ran part of the time covers only that part. A statement''s time from before it had a query id (parse analysis and the relation locks it waits for) counts under the id it then gets; queryid 0 holds that of statements that never got one (an error in parse analysis). Nested statements count in their top-level statement (toplevel = true).';
 
 COMMENT ON TABLE bpf_stats.backend_stats IS
-  'Kernel figures per postmaster child (backends, background processes and the postmaster), cumulative while the collector tracked it, keyed by (pid, backend_start) so a reused pid is a new row. Same metric columns as query_stats; work before a statement has a query id counts here only. The collector''s own connections never appear.';
+  'Kernel figures per postmaster child (backends, background processes and the postmaster), cumulative while the collector tracked it, keyed by (pid, backend_start) so a reused pid is a new row. Same metric columns as query_stats; everything the process did counts here, also work that belongs to no query. The collector''s own connections never appear.';
 COMMENT ON COLUMN bpf_stats.backend_stats.pid IS 'Process id.';
 COMMENT ON COLUMN bpf_stats.backend_stats.backend_start IS 'pg_stat_activity.backend_start for backends, the process start time for other postmaster children; with pid, the key.';
 COMMENT ON COLUMN bpf_stats.backend_stats.backend_type IS 'Process type as pg_stat_activity.backend_type names it (client backend, checkpointer, walwriter, autovacuum worker, ..., postmaster).';
@@ -85,7 +85,7 @@ COMMENT ON COLUMN bpf_stats.query_histograms.max_ms IS 'The largest observation,
 
 COMMENT ON TABLE bpf_stats.query_lock_waits IS
   'Heavyweight lock waits per query and what was waited for (probe set `locks`), cumulative since stats_since. A wait counts once it ended without an error; waits cut short by a timeout, cancel or deadlock are only in query_stats.lock_wait_ms. Read it through query_lock_detail.';
-COMMENT ON COLUMN bpf_stats.query_lock_waits.queryid IS 'Query id of the top-level statement, as pg_stat_statements.queryid; 0: waits before the statement had a query id (relation locks taken during parse analysis).';
+COMMENT ON COLUMN bpf_stats.query_lock_waits.queryid IS 'Query id of the top-level statement, as pg_stat_statements.queryid (a wait during parse analysis counts under the id the statement then gets); 0: waits of statements that never got a query id (an error in parse analysis).';
 COMMENT ON COLUMN bpf_stats.query_lock_waits.locktype IS 'Lock type as pg_locks.locktype names it (relation, extend, page, tuple, transactionid, ...).';
 COMMENT ON COLUMN bpf_stats.query_lock_waits.mode IS 'Requested lock mode as pg_locks.mode names it (AccessShareLock, ...).';
 COMMENT ON COLUMN bpf_stats.query_lock_waits.database IS 'Database OID of the lock tag (relation, extend, page, tuple, frozenid, object, advisory and applytransaction locks); 0 when the tag has none.';
@@ -226,7 +226,7 @@ COMMENT ON COLUMN bpf_stats.query_locks.lwlock_detail IS 'query_lwlock_waits'' r
 
 COMMENT ON VIEW bpf_stats.query_lock_detail IS
   'Heavyweight lock waits per query by lock type, mode and relation (probe set `locks`); see query_lock_waits.';
-COMMENT ON COLUMN bpf_stats.query_lock_detail.queryid IS 'Query id of the top-level statement; 0: waits before it had a query id (parse analysis).';
+COMMENT ON COLUMN bpf_stats.query_lock_detail.queryid IS 'Query id of the top-level statement (a wait during parse analysis counts under the id the statement then gets); 0: waits of statements that never got one (an error in parse analysis).';
 COMMENT ON COLUMN bpf_stats.query_lock_detail.query IS 'Query text from bpf_stats.query_texts (the node''s pg_stat_statements; NULL when not found there); for queryid 0 a label saying the wait came before the statement had a query id.';
 COMMENT ON COLUMN bpf_stats.query_lock_detail.locktype IS 'Lock type as pg_locks.locktype names it.';
 COMMENT ON COLUMN bpf_stats.query_lock_detail.mode IS 'Requested lock mode as pg_locks.mode names it.';

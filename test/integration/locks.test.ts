@@ -168,17 +168,40 @@ for (const target of TARGETS) {
       expect(detail[0].wait_time_ms / waited).toBeLessThan(1.25);
     });
 
-    it('keeps a wait from before the statement had a query id (parse analysis) under queryid 0', async () => {
-      const before = await admin.query(
-        "SELECT coalesce(sum(waits), 0)::int AS waits FROM bpf_stats.query_lock_detail WHERE queryid = 0 AND relation = 'accounts' AND mode = 'AccessShareLock'",
-      );
-      const { seen } = await contend(['BEGIN', 'LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE'], 'SELECT count(*) FROM accounts', 300);
+    it("charges a wait from before the statement had a query id (parse analysis) to the statement's own key", async () => {
+      const zero = async () =>
+        (
+          await admin.query(
+            "SELECT coalesce(sum(waits), 0)::int AS waits FROM bpf_stats.query_lock_detail WHERE queryid = 0 AND relation = 'accounts' AND mode = 'AccessShareLock'",
+          )
+        ).rows[0].waits as number;
+      const before = await zero();
+      const { waited, seen } = await contend(['BEGIN', 'LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE'], 'SELECT count(*) FROM accounts', 300);
       expect(seen).toEqual({ locktype: 'relation', mode: 'AccessShareLock', relation: 'accounts' });
       await sidecar.flush();
-      const after = await admin.query(
-        "SELECT coalesce(sum(waits), 0)::int AS waits FROM bpf_stats.query_lock_detail WHERE queryid = 0 AND relation = 'accounts' AND mode = 'AccessShareLock'",
-      );
-      expect(after.rows[0].waits - before.rows[0].waits).toBe(1);
+      const id = await queryid('SELECT count(*) FROM accounts');
+      const detail = (await admin.query('SELECT * FROM bpf_stats.query_lock_detail WHERE queryid = $1', [id])).rows;
+      expect(detail).toHaveLength(1);
+      expect(detail[0]).toMatchObject({ locktype: 'relation', mode: 'AccessShareLock', relation: 'accounts', waits: '1' });
+      expect(detail[0].wait_time_ms / waited).toBeGreaterThan(0.75);
+      expect(detail[0].wait_time_ms / waited).toBeLessThan(1.25);
+      expect(detail[0].query).toBe('SELECT count(*) FROM accounts');
+      expect(await zero()).toBe(before);
+    });
+
+    it('keeps a lock wait of a statement that never gets a query id (error in parse analysis) under queryid 0, labelled', async () => {
+      const zero = async () =>
+        (
+          await admin.query(
+            "SELECT coalesce(sum(waits), 0)::int AS waits FROM bpf_stats.query_lock_detail WHERE queryid = 0 AND relation = 'accounts' AND mode = 'AccessShareLock'",
+          )
+        ).rows[0].waits as number;
+      const before = await zero();
+      const failed = contend(['BEGIN', 'LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE'], 'SELECT no_such_column FROM accounts', 300);
+      await expect(failed).rejects.toThrow(/no_such_column/);
+      await sleep(100); // the waiter's backend has gone idle (and exited): its held wait has moved
+      await sidecar.flush();
+      expect((await zero()) - before).toBe(1);
       const label = await admin.query("SELECT DISTINCT query FROM bpf_stats.query_lock_detail WHERE queryid = 0 AND relation = 'accounts'");
       expect(label.rows).toEqual([{ query: '<before the statement had a query id: parse analysis>' }]);
     });

