@@ -158,6 +158,7 @@ enum counter_index {
 	COUNTER_IO_COMPLETIONS_MISSED = 7, /* a block completion ran no BPF: charged at reuse, no latency */
 	COUNTER_LOCK_WAITS_FULL = 8,   /* a lock wait key could not be added: lock_waits map full */
 	COUNTER_LWLOCK_WAITS_FULL = 9, /* an LWLock wait key could not be added: lwlock_waits map full */
+	COUNTER_AIO_HANDLES_FULL = 13, /* an IO handle's owner could not be kept: aio_handles full (bpf/aio.bpf.h) */
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 
