@@ -12,17 +12,21 @@
  *   - in the owner, pgaio_worker_submit(num_staged_ios, staged_ios) (the method's submit
  *     callback: one trap per batch of up to PGAIO_SUBMIT_BATCH_SIZE IOs) records every
  *     handle's owner: its pid and the query key it is on now;
- *   - in the worker, pgaio_io_perform_synchronously(ioh) looks the handle up and marks the
- *     worker as acting for that owner until the function returns (a uretprobe);
+ *   - in the worker, the call of pgaio_io_perform_synchronously(ioh) in IoWorkerMain looks the
+ *     handle up and marks the worker as acting for that owner, until the instruction after
+ *     that call. Probes at those two call-site instructions, not at the function's entry and
+ *     return: backends call the same function for every IO they perform themselves (each
+ *     single-block read of an index lookup that misses shared buffers), and an entry probe
+ *     cost pgbench -S ~1.6 uprobe+uretprobe pairs per transaction (bench/aio-cost.ts);
  *   - bpf/io.bpf.h's request start charges a marked worker's requests to the owner (backend
  *     row and query), and to the worker's own row as well, as pg_stat_io keeps per-process
  *     rows.
- * An IO the owner performs itself (the queue was full) is already charged in its own context:
- * its entry is dropped and no mark is set.
+ * An IO the owner performs itself (the queue was full) is already charged in its own context.
  *
- * Bounded: handles leave aio_handles when performed (an entry whose perform went unseen, e.g.
- * across an attach, is overwritten when its handle is reused: handles are a fixed pool);
- * marks are one per worker.
+ * Bounded: handles leave aio_handles when a worker performs them. Those it never sees (the
+ * owner performed them, or they were submitted before an attach) stay until their handle,
+ * from a fixed pool, is submitted again, or the LRU map makes room for newer ones: the live
+ * entries are the few IOs queued for the workers. Marks are one per worker.
  */
 #ifndef AIO_BPF_H
 #define AIO_BPF_H
@@ -43,7 +47,7 @@ struct aio_owner {
 
 /* PgAioHandle address -> its owner, from submission until a worker performs it. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u64);
 	__type(value, struct aio_owner);
@@ -108,7 +112,7 @@ int BPF_KPROBE(on_aio_submit, unsigned long num_staged_ios, void *staged_ios)
 	return 0;
 }
 
-/* pgaio_io_perform_synchronously(PgAioHandle *ioh): the pread/pwrite of one handle, in an io worker (or its owner). */
+/* At IoWorkerMain's call of pgaio_io_perform_synchronously(PgAioHandle *ioh): a worker is about to perform one handle's IO. */
 SEC("uprobe")
 int BPF_KPROBE(on_aio_perform, void *ioh)
 {
@@ -121,7 +125,7 @@ int BPF_KPROBE(on_aio_perform, void *ioh)
 		return 0;
 	owner = *found;
 	bpf_map_delete_elem(&aio_handles, &handle);
-	if (owner.pid == pid)
+	if (owner.pid == pid) /* not a worker: its own IO is charged in its context */
 		return 0;
 	if (!bpf_map_update_elem(&aio_acting, &pid, &owner, BPF_NOEXIST))
 		__sync_fetch_and_add(&aio_acting_now, 1);
@@ -130,8 +134,9 @@ int BPF_KPROBE(on_aio_perform, void *ioh)
 	return 0;
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(on_aio_perform_rt)
+/* At the instruction after that call: the IO is done. */
+SEC("uprobe")
+int BPF_KPROBE(on_aio_performed)
 {
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
 

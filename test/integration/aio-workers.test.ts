@@ -75,7 +75,7 @@ describe('PostgreSQL 18 io workers (io_method = worker, the default)', () => {
     const pg17 = embeddedPostgresBin(17) + '/postgres';
     expect(aioUnsupportedReason({ majorVersion: 18, ioMethod: 'worker', binaryPath: pg18 })).toBeNull();
     expect(aioUnsupportedReason({ majorVersion: 18, ioMethod: 'worker', binaryPath: pg17 })).toBe(
-      `${pg17} has no function pgaio_worker_submit, pgaio_io_perform_synchronously`,
+      `${pg17} has no pgaio_worker_submit, no one direct call of pgaio_io_perform_synchronously in IoWorkerMain`,
     );
   });
 
