@@ -32,6 +32,7 @@
 #include "maps.bpf.h"
 #include "hist.bpf.h"
 #include "attribution.bpf.h"
+#include "aio.bpf.h"
 
 /* Nanoseconds per jiffy (1e9 / CONFIG_HZ), written by the collector; 0 = unknown. */
 const volatile __u64 jiffy_ns = 0;
@@ -44,6 +45,8 @@ struct io_owner {
 	__u32 op;             /* REQ_OP_* */
 	__u32 start_bytes;    /* rq->__data_len when it was created */
 	__u32 counted_bytes;  /* completed bytes charged so far */
+	__u32 performer_pid;  /* the io worker that created it for the owner `pid` (bpf/aio.bpf.h); 0: pid's own */
+	__u32 pad;
 };
 
 struct {
@@ -96,33 +99,44 @@ static __always_inline void inflight_forget(__u64 id)
 		__sync_fetch_and_add(&io_tracked, -1);
 }
 
+/* Adds to one backend record (NULL: nothing), from any CPU. */
+static __always_inline void io_charge_backend(struct backend_record *r, __u32 op, __u32 bytes, bool done)
+{
+	if (!r)
+		return;
+	if (op == REQ_OP_WRITE) {
+		__sync_fetch_and_add(&r->m.blk_write_bytes, bytes);
+		if (done)
+			__sync_fetch_and_add(&r->m.blk_write_ios, 1);
+	} else {
+		__sync_fetch_and_add(&r->m.blk_read_bytes, bytes);
+		if (done)
+			__sync_fetch_and_add(&r->m.blk_read_ios, 1);
+	}
+}
+
 /*
- * Charges `bytes` (and one request when `done`) to the owner's backend and query. Atomic: the
- * backend record is shared by all CPUs, and a completion may interrupt another completion on
- * the same CPU that is adding to the same query's per-CPU value.
+ * Charges `bytes` (and one request when `done`) to the owner's backend and query, and to the
+ * io worker that performed it for the owner, if any (its own row, as pg_stat_io keeps one).
+ * Atomic: the backend record is shared by all CPUs, and a completion may interrupt another
+ * completion on the same CPU that is adding to the same query's per-CPU value.
  */
 static __always_inline void io_charge(const struct io_owner *owner, __u32 bytes, bool done)
 {
-	struct backend_record *r = bpf_map_lookup_elem(&backends, &owner->pid);
 	struct metrics *qm = query_metrics(&owner->key);
 
+	io_charge_backend(bpf_map_lookup_elem(&backends, &owner->pid), owner->op, bytes, done);
+	if (owner->performer_pid)
+		io_charge_backend(bpf_map_lookup_elem(&backends, &owner->performer_pid), owner->op, bytes, done);
+	if (!qm)
+		return;
 	if (owner->op == REQ_OP_WRITE) {
-		if (r)
-			__sync_fetch_and_add(&r->m.blk_write_bytes, bytes);
-		if (qm)
-			__sync_fetch_and_add(&qm->blk_write_bytes, bytes);
-		if (done && r)
-			__sync_fetch_and_add(&r->m.blk_write_ios, 1);
-		if (done && qm)
+		__sync_fetch_and_add(&qm->blk_write_bytes, bytes);
+		if (done)
 			__sync_fetch_and_add(&qm->blk_write_ios, 1);
 	} else {
-		if (r)
-			__sync_fetch_and_add(&r->m.blk_read_bytes, bytes);
-		if (qm)
-			__sync_fetch_and_add(&qm->blk_read_bytes, bytes);
-		if (done && r)
-			__sync_fetch_and_add(&r->m.blk_read_ios, 1);
-		if (done && qm)
+		__sync_fetch_and_add(&qm->blk_read_bytes, bytes);
+		if (done)
 			__sync_fetch_and_add(&qm->blk_read_ios, 1);
 	}
 }
@@ -163,14 +177,29 @@ int BPF_PROG(on_blk_start, struct request *rq)
 	__u64 id = (__u64)rq;
 	struct backend_record *r;
 	struct io_owner owner = {};
+	struct aio_owner *acting;
 
 	/* This struct may still carry an owner from a request whose completion went unseen. */
 	inflight_retire(id, false);
 	if (!is_postmaster_family(task))
 		return 0;
+	/*
+	 * Postgres processes are single-threaded, but with io_method = io_uring the kernel may
+	 * punt a backend's IO to an io-wq thread (iou-wrk-<pid>) of the backend's thread group:
+	 * its IO is the backend's. (Our embedded 18 build has no io_uring; not tested here.)
+	 */
+	if (task->pid != task->tgid)
+		task = task->group_leader;
 	owner.pid = task->pid;
 	if (!memio_backend(task, owner.pid, &r, &owner.key))
 		return 0;
+	/* An io worker performing a backend's IO (bpf/aio.bpf.h): the request is that backend's. */
+	acting = aio_acting_for(owner.pid);
+	if (acting) {
+		owner.performer_pid = owner.pid;
+		owner.pid = acting->pid;
+		owner.key = acting->key;
+	}
 	owner.start_ns = bpf_ktime_get_ns();
 	owner.op = rq->cmd_flags & REQ_OP_MASK_;
 	owner.start_bytes = rq->__data_len;

@@ -37,6 +37,7 @@
 #include "cpu.bpf.h"
 #include "query.bpf.h"
 #include "memory.bpf.h"
+#include "aio.bpf.h"
 #include "io.bpf.h"
 #include "locks.bpf.h"
 #include "llc.bpf.h"

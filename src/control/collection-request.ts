@@ -47,7 +47,8 @@ export function validateCollectionRequest(row: CollectionRow, unsupportedReason:
   }
   const sets = new Set<ProbeSetName>();
   for (const name of names) {
-    if (name === 'default') for (const s of Object.values(PROBE_SETS)) if (s.default) sets.add(s.name);
+    // 'default' is what `run` attaches: a whereSupported set only where it can run here.
+    if (name === 'default') for (const s of Object.values(PROBE_SETS)) if (s.default && !(s.whereSupported && unsupportedReason(s.name))) sets.add(s.name);
     if (name !== 'default') sets.add(name as ProbeSetName);
   }
   const unsupported = [...sets].map((s) => [s, unsupportedReason(s)] as const).filter(([, reason]) => reason);

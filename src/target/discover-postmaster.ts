@@ -29,12 +29,14 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
     compute_query_id: string;
     preload: string;
     pgss: boolean;
+    io_method: string;
   }>(`SELECT pg_backend_pid() AS pid,
              current_setting('server_version_num') AS version_num,
              extract(epoch FROM a.backend_start)::text AS start_epoch,
              coalesce(current_setting('compute_query_id', true), 'off') AS compute_query_id,
              current_setting('shared_preload_libraries') AS preload,
-             EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') AS pgss
+             EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') AS pgss,
+             coalesce(current_setting('io_method', true), 'sync') AS io_method
         FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()`);
   const row = rows[0];
   if (!row) throw new UserError('postmaster not found: pg_stat_activity does not show our own backend');
@@ -115,6 +117,7 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
     pgStatStatementsLoaded: row.preload.split(',').map((s) => s.trim()).includes('pg_stat_statements'),
     pgStatStatementsInstalled: row.pgss,
     computeQueryId: row.compute_query_id,
+    ioMethod: row.io_method,
   };
 }
 

@@ -33,6 +33,8 @@ export interface PostmasterTarget {
   pgStatStatementsLoaded: boolean;
   pgStatStatementsInstalled: boolean;
   computeQueryId: string;
+  /** io_method (PostgreSQL 18: worker by default, io_uring, sync); 'sync' before 18, where backends do their own IO. */
+  ioMethod: string;
 }
 
 /** Where PgBackendStatus keeps what BPF reads, measured on a live backend (see calibrate-status-layout.ts). */

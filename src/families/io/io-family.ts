@@ -3,6 +3,7 @@ import type { ProgramName } from '../../bpf/contract.js';
 import { tracepointOf } from '../../bpf/program-tracepoint.js';
 import { defineFamily } from '../family.js';
 import { missingTracepoint } from '../missing-tracepoint.js';
+import { AIO_PROBE_SET } from './aio-probe-set.js';
 
 /** The block request and writeback throttling programs (their tracepoints are in their ELF sections). */
 const IO_PROGRAMS: readonly ProgramName[] = ['on_blk_start', 'on_blk_merge', 'on_blk_done', 'on_dirty_pause'];
@@ -23,6 +24,7 @@ export const ioFamily = defineFamily({
       attachments: IO_PROGRAMS.map((program) => ({ program, kind: 'auto' as const })),
       cost: 'two tp_btf events per block request on the host (start, completion), one per request merge and per writeback throttling round',
     },
+    aio: AIO_PROBE_SET,
   },
   columns: [
     {
