@@ -178,13 +178,16 @@ struct {
 static const struct metrics empty_metrics = {};
 static const __u64 zero_count = 0;
 
-static __always_inline struct metrics *query_metrics(const struct query_key *key)
+/*
+ * The figures of `key`, added (empty) if the map and the role's share have room. Every key goes
+ * in through here, whatever its query id: the collector counts each key it evicts against its
+ * role, so a key added past role_added would leave the role owing keys it never had.
+ */
+static __always_inline struct metrics *query_key_metrics(const struct query_key *key)
 {
 	struct metrics *m;
 	__u64 *added, *evicted;
 
-	if (!key->queryid)
-		return NULL;
 	m = bpf_map_lookup_elem(&queries, key);
 	if (m)
 		return m;
@@ -192,7 +195,8 @@ static __always_inline struct metrics *query_metrics(const struct query_key *key
 	if (max_query_keys_per_role) {
 		added = map_lookup_or_init(&role_added, &key->userid, &zero_count, COUNTER_ROLE_QUOTA_UNTRACKED);
 		evicted = bpf_map_lookup_elem(&role_evicted, &key->userid);
-		if (added && *added - (evicted ? *evicted : 0) >= max_query_keys_per_role) {
+		/* More evicted than added (keys added while role_added was full): no debt, never a refusal for good. */
+		if (added && *added > (evicted ? *evicted : 0) && *added - (evicted ? *evicted : 0) >= max_query_keys_per_role) {
 			count(COUNTER_ROLE_QUOTA);
 			return NULL;
 		}
@@ -206,6 +210,12 @@ static __always_inline struct metrics *query_metrics(const struct query_key *key
 	if (added)
 		__sync_fetch_and_add(added, 1);
 	return bpf_map_lookup_elem(&queries, key);
+}
+
+/* A statement's figures; none for queryid 0 (no statement yet, or compute_query_id off). */
+static __always_inline struct metrics *query_metrics(const struct query_key *key)
+{
+	return key->queryid ? query_key_metrics(key) : NULL;
 }
 
 /*
@@ -269,7 +279,7 @@ static __always_inline void release_held(struct backend_record *r, const struct 
 	}
 	if (!(r->flags & BACKEND_HOLDING))
 		return;
-	qm = map_lookup_or_init(&queries, &k, &empty_metrics, COUNTER_QUERIES_FULL);
+	qm = query_key_metrics(&k); /* queryid 0 too: a statement that ended without one */
 	if (qm) {
 		qm->total_ns += h->total_ns;
 		qm->on_cpu_ns += h->on_cpu_ns;
