@@ -93,6 +93,7 @@ class Node {
       backendStartUs: 800_000_000_000_000n + BigInt(i),
       taskStartNs: this.started - 10_000_000_000n,
       exitedNs: 0n,
+      retired: false,
       memoryCgroup: 0n,
       userid: 10,
       dbid: 5,

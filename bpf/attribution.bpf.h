@@ -64,6 +64,21 @@ struct {
 	__type(value, struct backend_record);
 } backends SEC(".maps");
 
+/*
+ * Records of processes that have exited, waiting for the collector to write their final figures
+ * and delete them (src/storage/metric-rows.ts). Moved out of `backends` at the exit, so that the
+ * pid is free at once: pids wrap (pid_max is 32768 on many hosts, a connection storm goes round
+ * in minutes), and a record left under its pid until the next written flush was taken over by
+ * the next process given that pid, which then counted its statements in the dead process's row.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct backend_record);
+} exited_backends SEC(".maps");
+
 /* Per-CPU so that many backends running the same query never contend on one value. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -139,6 +154,21 @@ static __always_inline __u64 memory_cgroup_of(struct task_struct *task)
 	if (!css)
 		return 0;
 	return BPF_CORE_READ(css, cgroup, kn, id);
+}
+
+/*
+ * `r`, the record of the process `pid` that just exited, goes to exited_backends. If that map is
+ * full, or holds a record of an earlier process with this pid that the collector has not written
+ * yet, it stays in `backends` (counted): written all the same, but a new process given the pid
+ * before the next flush would add to it.
+ */
+static __always_inline void retire_backend(struct backend_record *r, __u32 pid)
+{
+	if (bpf_map_update_elem(&exited_backends, &pid, r, BPF_NOEXIST)) {
+		count(COUNTER_EXITED_FULL);
+		return;
+	}
+	bpf_map_delete_elem(&backends, &pid);
 }
 
 /* The record of `pid` when it has one and is not one of the collector's own connections. */

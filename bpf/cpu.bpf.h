@@ -286,8 +286,10 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	r->sleep_key = key;
 	if (key.queryid)
 		r->queryid = key.queryid;
-	if (dead)
+	if (dead) {
 		r->exited_ns = bpf_ktime_get_ns(); /* CLOCK_MONOTONIC, which user space turns into wall time */
+		retire_backend(r, pid);
+	}
 }
 
 /* prev_state is the tracepoint's fourth argument since Linux 5.18 (commit fa2c3254d7cf). */

@@ -182,6 +182,7 @@ enum counter_index {
 	COUNTER_LWLOCK_WAITS_FULL = 9, /* an LWLock wait key could not be added: lwlock_waits map full */
 	COUNTER_ROLE_QUOTA = 10,     /* a query key was not added: its role holds its share of the queries map */
 	COUNTER_ROLE_QUOTA_UNTRACKED = 11, /* a role's share could not be counted: role_added full (more than 1024 roles) */
+	COUNTER_EXITED_FULL = 12,    /* an exited process's record stayed under its pid: exited_backends full */
 	COUNTER_AIO_HANDLES_FULL = 13, /* an IO handle's owner could not be kept: aio_handles full (bpf/aio.bpf.h) */
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };

@@ -12,6 +12,7 @@ import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
 import { markExitedWhilePaused } from './exited-while-paused.js';
 import { KernelFeatures } from './kernel-features.js';
 import { MapReaders } from './map-readers.js';
+import type { BackendRecordRef } from './map-samples.js';
 import { ObjectGlobals } from './object-globals.js';
 import type { PerfEventSpec } from './perf-events.js';
 import type { AttachableSet } from './probe-attachment.js';
@@ -115,6 +116,7 @@ export class CollectorObject<Name extends string = string> {
       });
       disableMissingTracepoints(object, KernelFeatures.host());
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
+      object.setMaxEntries('exited_backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
       object.load();
@@ -288,12 +290,15 @@ export class CollectorObject<Name extends string = string> {
     return live;
   }
 
-  /** Forgets processes whose final figures were written. */
-  deleteBackends(pids: number[]): void {
-    if (!pids.length) return;
-    const keys = Buffer.alloc(pids.length * 4);
-    pids.forEach((pid, i) => keys.writeUInt32LE(pid, i * 4));
-    this.object.mapDeleteBatch('backends', keys, pids.length);
+  /** Forgets processes whose final figures were written, each from the map its record was read in. */
+  deleteBackends(records: readonly BackendRecordRef[]): void {
+    for (const map of ['exited_backends', 'backends'] as const) {
+      const pids = records.filter((r) => r.retired === (map === 'exited_backends')).map((r) => r.key);
+      if (!pids.length) continue;
+      const keys = Buffer.alloc(pids.length * 4);
+      pids.forEach((pid, i) => keys.writeUInt32LE(pid, i * 4));
+      this.object.mapDeleteBatch(map, keys, pids.length);
+    }
   }
 
   /** Detaches every probe set and frees the object; safe to call twice. */

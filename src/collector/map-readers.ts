@@ -9,7 +9,7 @@ import { MapSnapshot } from './map-snapshot.js';
 
 
 /** The maps whose capacity bounds what the collector can track (bpf_stats.health.map_fill). */
-const FILL_MAPS: readonly MapName[] = ['backends', 'queries', 'histograms'];
+const FILL_MAPS: readonly MapName[] = ['backends', 'exited_backends', 'queries', 'histograms'];
 
 /**
  * Reads the collector object's maps as typed samples, with field offsets from its BTF.
@@ -37,14 +37,22 @@ export class MapReaders {
 
   /** Reads the maps every flush needs; `metricFields`: the members of struct metrics to read, in column order. */
   snapshot(metricFields: readonly FieldOf<'metrics'>[]): MapSnapshot {
+    // Exited records first: a process that exits between the two reads is then in neither (the
+    // next flush has it) rather than in both, which would count it twice.
+    const exited = this.object.mapLookupBatch('exited_backends');
     const backends = this.object.mapLookupBatch('backends');
     const queries = this.object.mapLookupBatch('queries');
     const histograms = this.object.mapLookupBatch('histograms');
-    const counts: Partial<Record<MapName, number>> = { backends: backends.count, queries: queries.count, histograms: histograms.count };
+    const counts: Partial<Record<MapName, number>> = {
+      backends: backends.count,
+      exited_backends: exited.count,
+      queries: queries.count,
+      histograms: histograms.count,
+    };
     const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
     const fill: MapFill[] = FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({ map: name, entries: counts[name]!, maxEntries: capacity.get(name)! }));
     return new MapSnapshot(
-      this.decodeBackends(backends, metricFields),
+      [...this.decodeBackends(exited, metricFields, true), ...this.decodeBackends(backends, metricFields, false)],
       this.decodeQueries(queries, metricFields),
       decodeHistograms(histograms, this.object.mapLayout('histograms'), this.cpus),
       this.readCounters(),
@@ -115,7 +123,7 @@ export class MapReaders {
     if (count) this.object.mapDeleteBatch(name, keys, count);
   }
 
-  private decodeBackends(batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[]): BackendSample[] {
+  private decodeBackends(batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[], retired: boolean): BackendSample[] {
     const layout = this.backendLayout;
     const names = metricFields.map((f) => `m.${f}` as const);
     const samples: BackendSample[] = [];
@@ -127,6 +135,7 @@ export class MapReaders {
       samples.push({
         pid: Number(layout.int(batch.values, at, 'pg_pid')) || key,
         key,
+        retired,
         metrics: names.map((n) => layout.int(batch.values, at, n)),
         queryid: layout.int(batch.values, at, 'queryid'),
         backendStartUs: layout.int(batch.values, at, 'backend_start_us'),

@@ -2,12 +2,20 @@ import type { FieldOf, Maps, MapName, StructName } from '../bpf/contract.js';
 import type { RecordLayout } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
 
+/** Where a process's record is: its key, and whether it is in exited_backends rather than backends. */
+export interface BackendRecordRef {
+  key: number;
+  retired: boolean;
+}
+
 /** Raw cumulative sample of one tracked process (bpf/records.h, struct backend_record). */
 export interface BackendSample {
   /** The pid Postgres knows it by (pg_stat_activity.pid): in a container, its pid in the postmaster's pid namespace. */
   pid: number;
   /** Its key in the backends map: the pid the kernel (and BPF) knows it by, in the initial pid namespace. */
   key: number;
+  /** Read from exited_backends, where BPF moves a record when its process exits (bpf/attribution.bpf.h). */
+  retired: boolean;
   metrics: bigint[];
   queryid: bigint;
   backendStartUs: bigint;

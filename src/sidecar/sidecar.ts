@@ -620,6 +620,7 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
   io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
+  exited_full: "an exited process's record could not be moved aside: exited_backends map full; a new process given its pid before the next flush adds to its row",
   aio_handles_full: "an IO handle's owner could not be kept: aio_handles map full; an io worker's IO for it counts for the worker only",
   io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
   memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
@@ -644,7 +645,7 @@ function flushParts(
   layout: StatusLayout,
   options: SidecarOptions,
 ): FlushWiring {
-  const rows = new MetricRows(target.pgPid, (pids) => object.deleteBackends(pids), {
+  const rows = new MetricRows(target.pgPid, (records) => object.deleteBackends(records), {
     evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
     log: options.log,
     version: { majorVersion: target.majorVersion, clientBackendType: layout.clientBackendType },

@@ -1,5 +1,5 @@
 import type { MapSnapshot } from '../collector/map-snapshot.js';
-import type { BackendSample, QuerySample } from '../collector/map-samples.js';
+import type { BackendRecordRef, BackendSample, QuerySample } from '../collector/map-samples.js';
 import { DeltaTracker } from '../flush/delta-tracker.js';
 import { toColumnValues } from '../families/metric-values.js';
 import { bootTimeSeconds } from '../target/proc-stat.js';
@@ -90,7 +90,7 @@ export interface PreparedMetricRows extends MetricRowSet {
  * use the same rows.
  *
  * @example
- * const rows = new MetricRows(postmasterPid, (pids) => object.deleteBackends(pids));
+ * const rows = new MetricRows(postmasterPid, (records) => object.deleteBackends(records));
  * const { queries, backends } = rows.prepare(snapshot, new Set(['cpu']));
  */
 export class MetricRows {
@@ -120,7 +120,7 @@ export class MetricRows {
     /** The postmaster's pid as Postgres knows it; a restarted postmaster gets a new one (setPostmaster). */
     private postmasterPid: number,
     /** Forgets processes whose final figures were written (their map entries). */
-    private readonly forgetBackends: (pids: number[]) => void,
+    private readonly forgetBackends: (records: BackendRecordRef[]) => void,
     private options: MetricRowsOptions = {},
   ) {
     this.backendTypes = new BackendTypeNames(postmasterPid, options.version);
@@ -228,7 +228,7 @@ export class MetricRows {
 
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
-    const exited: number[] = [];
+    const exited: BackendRecordRef[] = [];
     // Exited processes first: writing them frees their map entries.
     const live: Array<{ row: BackendRow; commit: () => void }> = [];
     // Whatever the order of the read, this prepare and the exclusion, the collector's own backends are never written.
@@ -266,7 +266,7 @@ export class MetricRows {
           continue;
         }
         backends.push(row);
-        exited.push(sample.key);
+        exited.push({ key: sample.key, retired: sample.retired });
         backendCommits.push(() => {
           this.backendDeltas.forget(key);
           this.backendTypes.forget(sample.pid);
@@ -292,7 +292,7 @@ export class MetricRows {
 
     // Records of the collector's own backends made before (or racing with) their exclusion: the
     // map forgets them; a live one's next switch makes its record again, excluded.
-    exited.push(...ownRecords.map((sample) => sample.key));
+    exited.push(...ownRecords.map((sample) => ({ key: sample.key, retired: sample.retired })));
     backendCommits.push(() => {
       // Done once written from a snapshot read after the exclusion that held nothing of it.
       const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));

@@ -121,6 +121,63 @@ describe("the collector's own connections", () => {
   });
 });
 
+describe('a pid the kernel gives again', () => {
+  it('keeps the exited backend and the new one that got its pid apart, before any flush wrote the first', async () => {
+    // pid_max is 32768 on many hosts: under a connection storm pids go round in minutes, often
+    // before the collector wrote the exited process's final figures.
+    await startSidecar({ intervalMs: 3_600_000, probeSets: ['query'] });
+    await sidecar!.flush();
+    const backendRows = (pid: number) =>
+      admin.query(`SELECT backend_start, exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`, [pid]);
+    let reused: { pid: number; first: Date; second: Date; newcomer: pg.Client } | null = null;
+    let firstCalls = 0;
+    for (let attempt = 0; attempt < 20 && !reused; attempt++) {
+      const first = new pg.Client(cluster.connectionString());
+      await first.connect();
+      const { pid, started } = (await first.query('SELECT pg_backend_pid() AS pid, backend_start AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()')).rows[0];
+      for (let i = 0; i < 7; i++) await first.query('SELECT balance FROM accounts WHERE id = 1');
+      firstCalls += 7;
+      await first.end();
+      while (spawnSync('test', ['-e', `/proc/${pid}`]).status === 0) await sleep(10);
+      // The next pid the kernel hands out in this namespace is ns_last_pid + 1: the postmaster's next fork.
+      execFileSync('sh', ['-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid`]);
+      const newcomer = new pg.Client(cluster.connectionString());
+      await newcomer.connect();
+      const second = (await newcomer.query('SELECT pg_backend_pid() AS pid, backend_start AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()')).rows[0];
+      if (second.pid === pid) reused = { pid, first: started, second: second.started, newcomer };
+      else await newcomer.end(); // another process took it first: again
+    }
+    expect(reused).not.toBeNull();
+    const { pid, first, second, newcomer } = reused!;
+    try {
+      for (let i = 0; i < 5; i++) await newcomer.query('SELECT balance + 1 FROM accounts WHERE id = 2');
+      await sidecar!.flush();
+      const { rows } = await backendRows(pid);
+      const at = (d: Date) => rows.find((r) => (r.backend_start as Date).getTime() === d.getTime());
+      // The exited process has its own row with its own statements, the newcomer its own (each
+      // also ran the pid query).
+      expect(at(first)).toMatchObject({ exited: true, calls: '8' });
+      expect(at(second)).toMatchObject({ exited: false, calls: '6' });
+      expect(bpfMapEntries('exited_backends')).toBe(0);
+      // Written once, forgotten once: another flush adds to neither.
+      for (let i = 0; i < 3; i++) await newcomer.query('SELECT balance + 1 FROM accounts WHERE id = 2');
+      await sidecar!.flush();
+      const again = await backendRows(pid);
+      expect(again.rows.map((r) => Number(r.calls))).toEqual([8, 9]);
+      const { rows: calls } = await admin.query(
+        `SELECT s.query, s.calls AS pgss, q.calls FROM pg_stat_statements s JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+          WHERE s.query IN ('SELECT balance FROM accounts WHERE id = $1', 'SELECT balance + $1 FROM accounts WHERE id = $2') ORDER BY 1`,
+      );
+      expect(calls.map((r) => [Number(r.pgss), Number(r.calls)])).toEqual([
+        [8, 8],
+        [firstCalls, firstCalls],
+      ]);
+    } finally {
+      await newcomer.end();
+    }
+  });
+});
+
 describe('the queries map', () => {
   it('keeps a flooding role to half of it, heals once the flood stops, and loses nothing', async () => {
     await startSidecar({ maxQueries: 64, intervalMs: 250, probeSets: ['query'] });

@@ -20,6 +20,7 @@ function backend(pid: number, taskStartNs: bigint, onCpuNs: number, exitedNs = 0
   return {
     pid,
     key: pid + 100_000,
+    retired: false,
     metrics: METRIC_COLUMNS.map((_, i) => (i === ON_CPU ? BigInt(onCpuNs) : 0n)),
     queryid: 0n,
     backendStartUs: 1000n,
@@ -41,7 +42,7 @@ function snapshot(backends: BackendSample[]): MapSnapshot {
 
 function setup() {
   const forgotten: number[][] = [];
-  const rows = new MetricRows(1, (keys) => forgotten.push(keys));
+  const rows = new MetricRows(1, (records) => forgotten.push(records.map((r) => r.key)));
   const start = process.hrtime.bigint() - 1_000_000n; // forked a millisecond ago
   return { rows, forgotten, start };
 }

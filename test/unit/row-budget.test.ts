@@ -20,6 +20,7 @@ function backend(pid: number, onCpuNs: number, exited: boolean): BackendSample {
   return {
     pid,
     key: pid,
+    retired: false,
     metrics: METRIC_COLUMNS.map((_, i) => (i === ON_CPU ? BigInt(onCpuNs) : 0n)),
     queryid: 0n,
     backendStartUs: BigInt(pid) * 1000n,
@@ -42,7 +43,7 @@ function snapshot(backends: BackendSample[]): MapSnapshot {
 describe('rows per flush after failed flushes', () => {
   it('halves with each unwritten flush down to 128, writes exited processes first, and doubles back once written', () => {
     const forgotten: number[] = [];
-    const rows = new MetricRows(1, (keys) => forgotten.push(...keys));
+    const rows = new MetricRows(1, (records) => forgotten.push(...records.map((r) => r.key)));
     const live = Array.from({ length: 300 }, (_, i) => backend(10_000 + i, 1000 + i, false));
     const exited = Array.from({ length: 20_000 }, (_, i) => backend(100_000 + i, 500, true));
     const sizes: number[] = [];
