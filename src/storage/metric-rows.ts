@@ -5,6 +5,7 @@ import { toColumnValues } from '../families/metric-values.js';
 import { bootTimeSeconds } from '../target/proc-stat.js';
 import { CgroupPaths } from '../instance/cgroup-paths.js';
 import { BackendTypeNames } from './backend-type-names.js';
+import { RowBacklog } from './row-backlog.js';
 import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
 
 /** Postgres timestamps count microseconds from 2000-01-01. */
@@ -110,6 +111,9 @@ export class MetricRows {
   private rowBudget = MAX_ROWS_PER_TABLE;
   /** The last prepared rows were not written (yet). */
   private unwritten = false;
+  /** Rows left out by the budget, written first by the next flushes (one per table). */
+  private readonly queryBacklog = new RowBacklog();
+  private readonly backendBacklog = new RowBacklog();
   /** Query keys evicted since load (bpf_stats.health.map_fill). */
   evictedQueries = 0;
 
@@ -178,6 +182,7 @@ export class MetricRows {
     const queries: QueryRow[] = [];
     const unchanged: QuerySample[] = [];
     const changed = new Set<string>();
+    const queryCandidates: Array<{ key: string; identity: QueryIdentity; delta: bigint[]; commit: () => void }> = [];
     const pushQuery = (identity: QueryIdentity, delta: bigint[]) =>
       queries.push({
         userid: identity.userid,
@@ -195,29 +200,31 @@ export class MetricRows {
         unchanged.push(sample);
         continue;
       }
-      // Over budget: still changed (never evicted as quiet), written by a later flush.
+      // Left out by the budget, a key is still changed (never evicted as quiet): a later flush writes it.
       changed.add(key);
-      if (queries.length >= budget) {
-        deferred++;
-        continue;
-      }
-      pushQuery(sample, delta);
-      queryCommits.push(() => {
-        this.queryDeltas.commit(key, sample.metrics);
-        this.remainders.delete(key);
+      queryCandidates.push({
+        key,
+        identity: sample,
+        delta,
+        commit: () => {
+          this.queryDeltas.commit(key, sample.metrics);
+          this.remainders.delete(key);
+        },
       });
     }
     // What evicted keys still owed, for keys not back in the map.
     for (const [key, remainder] of this.remainders) {
       // A key back in the map had its remainder added to its delta above.
       if (changed.has(key)) continue;
-      if (queries.length >= budget) {
-        deferred++;
-        continue;
-      }
-      pushQuery(remainder.identity, remainder.delta);
-      queryCommits.push(() => this.remainders.delete(key));
+      queryCandidates.push({ key, identity: remainder.identity, delta: remainder.delta, commit: () => this.remainders.delete(key) });
     }
+    const chosenQueries = this.queryBacklog.choose(queryCandidates, (c) => c.key, budget);
+    deferred += queryCandidates.length - chosenQueries.length;
+    for (const c of chosenQueries) {
+      pushQuery(c.identity, c.delta);
+      queryCommits.push(c.commit);
+    }
+    queryCommits.push(() => this.queryBacklog.written(chosenQueries.map((c) => c.key)));
     const fill = snapshot.fill.find((f) => f.map === 'queries');
     const queriesFull = snapshot.counters.queries_full ?? 0n;
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || queriesFull > this.lastQueriesFull;
@@ -229,8 +236,7 @@ export class MetricRows {
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
     const exited: BackendRecordRef[] = [];
-    // Exited processes first: writing them frees their map entries.
-    const live: Array<{ row: BackendRow; commit: () => void }> = [];
+    const backendCandidates: Array<{ key: string; row: BackendRow; record: BackendRecordRef | null; commit: () => void }> = [];
     // Whatever the order of the read, this prepare and the exclusion, the collector's own backends are never written.
     const retracted = [...this.retracting];
     const own = (sample: BackendSample) => retracted.some((r) => matches(r, sample.pid, sample.taskStartNs));
@@ -260,35 +266,37 @@ export class MetricRows {
         values: toColumnValues(delta, measured),
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       };
-      if (isExited) {
-        if (backends.length >= budget) {
-          deferred++;
-          continue;
-        }
-        backends.push(row);
-        exited.push({ key: sample.key, retired: sample.retired });
-        backendCommits.push(() => {
-          this.backendDeltas.forget(key);
-          this.backendTypes.forget(sample.pid);
-        });
-      } else {
-        live.push({
-          row,
-          commit: () => {
-            // Excluded since this was prepared: its baseline goes with it.
-            if (!this.retracting.some((r) => matches(r, sample.pid, sample.taskStartNs))) this.backendDeltas.commit(key, sample.metrics);
-          },
-        });
-      }
+      backendCandidates.push(
+        isExited
+          ? {
+              key,
+              row,
+              record: { key: sample.key, retired: sample.retired },
+              commit: () => {
+                this.backendDeltas.forget(key);
+                this.backendTypes.forget(sample.pid);
+              },
+            }
+          : {
+              key,
+              row,
+              record: null,
+              commit: () => {
+                // Excluded since this was prepared: its baseline goes with it.
+                if (!this.retracting.some((r) => matches(r, sample.pid, sample.taskStartNs))) this.backendDeltas.commit(key, sample.metrics);
+              },
+            },
+      );
     }
-    for (const { row, commit } of live) {
-      if (backends.length >= budget) {
-        deferred++;
-        continue;
-      }
-      backends.push(row);
-      backendCommits.push(commit);
+    // Exited processes first: writing them frees their map entries.
+    const chosenBackends = this.backendBacklog.choose(backendCandidates, (c) => c.key, budget, (c) => (c.record ? 0 : 1));
+    deferred += backendCandidates.length - chosenBackends.length;
+    for (const c of chosenBackends) {
+      backends.push(c.row);
+      if (c.record) exited.push(c.record);
+      backendCommits.push(c.commit);
     }
+    backendCommits.push(() => this.backendBacklog.written(chosenBackends.map((c) => c.key)));
 
     // Records of the collector's own backends made before (or racing with) their exclusion: the
     // map forgets them; a live one's next switch makes its record again, excluded.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CounterName } from '../../src/bpf/counters.js';
-import type { BackendSample } from '../../src/collector/map-samples.js';
+import type { BackendSample, QuerySample } from '../../src/collector/map-samples.js';
 import { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { MetricRows } from '../../src/storage/metric-rows.js';
@@ -34,8 +34,19 @@ function backend(pid: number, onCpuNs: number, exited: boolean): BackendSample {
   };
 }
 
-function snapshot(backends: BackendSample[]): MapSnapshot {
-  return new MapSnapshot(backends, [], [], {} as Record<CounterName, bigint>, [], () => {
+function query(queryid: number, calls: number): QuerySample {
+  return {
+    userid: 10,
+    dbid: 5,
+    toplevel: true,
+    queryid: BigInt(queryid),
+    metrics: METRIC_COLUMNS.map((c) => (c.column === 'calls' ? BigInt(calls) : 0n)),
+    rawKey: Buffer.alloc(0),
+  };
+}
+
+function snapshot(backends: BackendSample[], queries: QuerySample[] = []): MapSnapshot {
+  return new MapSnapshot(backends, queries, [], {} as Record<CounterName, bigint>, [], () => {
     throw new Error('not read');
   });
 }
@@ -82,5 +93,35 @@ describe('rows per flush after failed flushes', () => {
     expect(remaining).toHaveLength(0);
     expect(seen.size).toBe(live.length);
     for (const b of live) expect(seen.get(b.pid), `pid ${b.pid}`).toBeCloseTo((1000 + (b.pid - 10_000)) / 1e6, 9);
+  });
+
+  it('writes the rows left out longest first, so no row waits while others are written again and again', () => {
+    const MEASURED = new Set(['cpu', 'query']);
+    const rows = new MetricRows(1, () => undefined);
+    // Failed flushes bring the budget down to 128.
+    for (let i = 0; i < 8; i++) rows.prepare(snapshot([], [query(1, 1)]), MEASURED);
+    // Then every other flush fails, so the budget stays between 128 and 256, while 1,000
+    // statements each run once more between flushes: more than any flush may write.
+    const CALLS = METRIC_COLUMNS.findIndex((c) => c.column === 'calls');
+    const written = new Map<string, number>();
+    let calls = 1;
+    for (let round = 0; round < 12; round++) {
+      calls++;
+      const committed = rows.prepare(snapshot([], Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls))), MEASURED);
+      expect(committed.queries.length).toBe(128);
+      committed.commitQueries();
+      for (const q of committed.queries) written.set(q.queryid, (written.get(q.queryid) ?? 0) + Number(q.values[CALLS]));
+      calls++;
+      rows.prepare(snapshot([], Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls))), MEASURED); // not written
+    }
+    // Map order alone wrote the same first 128 statements 12 times and never the other 872.
+    expect(written.size).toBe(1000);
+    // Once flushes are written again, the rest comes, and each statement's rows add up to its calls.
+    for (let flush = 0; flush < 6; flush++) {
+      const prepared = rows.prepare(snapshot([], Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls))), MEASURED);
+      prepared.commitQueries();
+      for (const q of prepared.queries) written.set(q.queryid, (written.get(q.queryid) ?? 0) + Number(q.values[CALLS]));
+    }
+    expect([...written.values()].filter((n) => n !== calls)).toEqual([]);
   });
 });
