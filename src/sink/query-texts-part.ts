@@ -20,11 +20,15 @@ const RETRY_LATE_MS = 60_000;
 /** After pg_stat_statements could not be read (not installed in the node's database), try again after this. */
 const UNAVAILABLE_MS = 60_000;
 
-interface TextRow {
+/** A pg_stat_statements key: what a text is looked up and written by. */
+interface TextKey {
   userid: number;
   dbid: number;
   toplevel: boolean;
   queryid: string;
+}
+
+interface TextRow extends TextKey {
   query: string;
 }
 
@@ -42,8 +46,12 @@ export class QueryTextsPart implements FlushPart {
   readonly name = 'query_texts';
   private readonly written = new Map<string, true>();
   private readonly pending = new Map<string, TextRow>();
-  /** Keys without a text yet: when to look again, and how long to wait after that. */
-  private readonly missing = new Map<string, { query: QueryRow; since: number; next: number; wait: number }>();
+  /**
+   * Keys without a text yet: when to look again, and how long to wait after that. The key only,
+   * not its row: under a flood of distinct statements that pg_stat_statements deallocates
+   * before they are looked up, this map stays full (WRITTEN_MAX).
+   */
+  private readonly missing = new Map<string, { query: TextKey; since: number; next: number; wait: number }>();
   private unavailableUntil = 0;
 
   /** Looks up the texts of `queries` not written yet on the node (one statement, only when there are some). */
@@ -52,7 +60,9 @@ export class QueryTextsPart implements FlushPart {
     if (now < this.unavailableUntil) return;
     for (const query of queries) {
       const key = textKey(query);
-      if (!this.written.has(key) && !this.pending.has(key) && !this.missing.has(key)) remember(this.missing, key, { query, since: now, next: 0, wait: RETRY_MS });
+      if (this.written.has(key) || this.pending.has(key) || this.missing.has(key)) continue;
+      const { userid, dbid, toplevel, queryid } = query;
+      remember(this.missing, key, { query: { userid, dbid, toplevel, queryid }, since: now, next: 0, wait: RETRY_MS });
     }
     const due = [...this.missing.values()].filter((m) => m.next <= now);
     if (!due.length) return;
@@ -107,7 +117,7 @@ export class QueryTextsPart implements FlushPart {
   }
 }
 
-function textKey(q: { userid: number; dbid: number; toplevel: boolean; queryid: string }): string {
+function textKey(q: TextKey): string {
   return `${q.userid}/${q.dbid}/${q.toplevel ? 1 : 0}/${q.queryid}`;
 }
 
