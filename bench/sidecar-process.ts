@@ -6,6 +6,12 @@ import { fileURLToPath } from 'node:url';
 const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 // The CLI logs "<ISO time> INFO  <message>" off a terminal, "pg-bpf-stats: <message>" on one.
 const ATTACHED_LINE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)attached probe sets: /m;
+/** The node flags the CLI's first line gives its bin (`#!/usr/bin/env -S node --flag ...`): the bench runs it as installed. */
+export function binNodeFlags(file = CLI): string[] {
+  const first = readFileSync(file, 'utf8').split('\n', 1)[0] ?? '';
+  const flags = /^#!\S*env -S node((?:\s+--\S+)*)\s*$/.exec(first)?.[1] ?? '';
+  return flags.split(/\s+/).filter(Boolean);
+}
 /** /proc/<pid>/stat counts CPU time in clock ticks; USER_HZ is 100 on Linux. */
 const CLOCK_TICKS_PER_SECOND = 100;
 
@@ -43,7 +49,7 @@ export class SidecarProcess {
 
   /** Spawns the CLI and resolves once it logs "attached probe sets", with the time that took. */
   static async start(options: SidecarProcessOptions): Promise<{ sidecar: SidecarProcess; attachMs: number }> {
-    const args = [CLI, 'run', '--dsn', options.dsn, '--interval', options.interval ?? '1s'];
+    const args = [...binNodeFlags(), CLI, 'run', '--dsn', options.dsn, '--interval', options.interval ?? '1s'];
     if (options.probes) args.push('--probes', options.probes);
     args.push(...(options.args ?? []));
     const spawnedAt = performance.now();

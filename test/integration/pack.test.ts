@@ -14,6 +14,7 @@ import { collectCpuBurn } from '../support/collect-cpu-burn.js';
  * the installed command with a PATH that holds node and nothing to compile with.
  */
 const run = promisify(execFile);
+const HEAP_LIMIT_MB = 160;
 
 let work: string;
 let installed: string;
@@ -63,6 +64,8 @@ describe('the npm package', () => {
 
     const outcome = await collectCpuBurn(cluster, [bin], env);
     expect(outcome.code, outcome.stderr).toBe(0);
+    // The bin's first line caps V8's heap (README, "Bounded memory"): node got the flag.
+    expect(outcome.argv.slice(0, 2)).toEqual(['node', `--max-old-space-size=${HEAP_LIMIT_MB}`]);
     expect(outcome.oursMs, outcome.stderr).not.toBeNull();
     expect(Math.abs(outcome.oursMs! - outcome.truthMs)).toBeLessThanOrEqual(0.1 * outcome.truthMs + 20);
   });

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import type { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cpuTimeMs } from './cpu-time.js';
@@ -11,6 +12,8 @@ export interface CpuBurnOutcome {
   truthMs: number;
   /** bpf_stats.backend_stats.on_cpu_ms of that backend, after the collector stopped. */
   oursMs: number | null;
+  /** The collector process's command line once it attached (what node ran it with). */
+  argv: string[];
 }
 
 /**
@@ -37,12 +40,13 @@ export async function collectCpuBurn(cluster: ThrowawayCluster, command: string[
     }),
     exited.then(() => false),
   ]);
-  if (!attached) return { code: await exited, stderr, truthMs: 0, oursMs: null };
+  if (!attached) return { code: await exited, stderr, truthMs: 0, oursMs: null, argv: [] };
+  const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
   return withSession(cluster.connectionString(), async (client: pg.Client, pid: number) => {
     await client.query('SELECT count(*) FROM generate_series(1, 3000000)');
     const truthMs = cpuTimeMs(pid);
     const code = await exited;
     const { rows } = await client.query('SELECT on_cpu_ms FROM bpf_stats.backend_stats WHERE pid = $1', [pid]);
-    return { code, stderr, truthMs, oursMs: rows[0]?.on_cpu_ms ?? null };
+    return { code, stderr, truthMs, oursMs: rows[0]?.on_cpu_ms ?? null, argv };
   });
 }
