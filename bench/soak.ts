@@ -47,6 +47,8 @@ export interface EraCheck {
   era: string;
   pgss: number;
   collected: number;
+  /** The running collector's overflow counters (health.dropped) at the era's end: where missing calls went. */
+  dropped: Record<string, number>;
 }
 
 export interface SoakResult {
@@ -302,9 +304,12 @@ async function endEra(cluster: ThrowawayCluster, era: string, baseline: number, 
   );
   await waitForFlushes(c, 2);
   const collected = (await collectedCalls(c)) - baseline;
+  const health = await c.query(`SELECT dropped, pending_rows FROM bpf_stats.health WHERE pid = $1`, [currentCollectorPid()]);
+  const dropped = Object.fromEntries(Object.entries((health.rows[0]?.dropped ?? {}) as Record<string, unknown>).map(([k, v]) => [k, Number(v)]));
   await c.end();
-  eraLog(`era "${era}": pg_stat_statements ${pgss}, collected ${collected}`);
-  return { era, pgss, collected };
+  const overflow = Object.entries(dropped).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  eraLog(`era "${era}": pg_stat_statements ${pgss}, collected ${collected}; overflow since the collector started: ${overflow}; pending rows ${health.rows[0]?.pending_rows ?? '?'}`);
+  return { era, pgss, collected, dropped };
 }
 
 /**
@@ -422,7 +427,10 @@ function judge(r: SoakResult): void {
 export function soakTable(r: SoakResult): string[] {
   const lines = [`soak: ${r.seconds} s, ${r.collectorStarts} collector starts, ${r.terminations} of its connections terminated, ${r.pgbenchTransactions} pgbench -C transactions, ${r.flooded} flood statements`];
   lines.push('', 'era                                  pg_stat_statements  collected');
-  for (const e of r.eras) lines.push(`${e.era.padEnd(36)} ${String(e.pgss).padStart(18)} ${String(e.collected).padStart(10)}`);
+  for (const e of r.eras) {
+    const overflow = Object.entries(e.dropped).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ');
+    lines.push(`${e.era.padEnd(36)} ${String(e.pgss).padStart(18)} ${String(e.collected).padStart(10)}${overflow ? `  (overflow so far: ${overflow})` : ''}`);
+  }
   lines.push('', '   t (s)  RSS MB  CPU ms/flush  flush ms  map keys  backend_stats  query_stats  history rows  health  collections');
   for (const s of r.samples) {
     lines.push(

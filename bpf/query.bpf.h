@@ -22,17 +22,33 @@
 SEC("uprobe")
 int BPF_KPROBE(on_query_done)
 {
+	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
-	struct backend_record *r = reported_backend(pid);
+	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
 	struct query_key key = {};
 	struct metrics *qm;
 
-	if (!r)
+	/*
+	 * The uprobe fires in every process of the binary: a statement of another cluster is
+	 * none of ours, one of our postmaster's children without a record (not switched out
+	 * since attach, or backends full) is, and pg_stat_statements counts it: say so.
+	 */
+	if (!r) {
+		if (is_postmaster_family(task))
+			count(COUNTER_CALLS_UNATTRIBUTED);
+		return 0;
+	}
+	if (r->flags & BACKEND_EXCLUDED)
 		return 0;
 	r->m.calls++;
-	/* No wait event wanted: a statement ending is not a sleep. */
-	if (!read_current(bpf_get_current_task_btf(), r, pid, &key, NULL))
+	/*
+	 * No wait event wanted: a statement ending is not a sleep. Unreadable status or identity:
+	 * counted. Read with query id 0: a statement pg_stat_statements does not count either.
+	 */
+	if (!read_current(task, r, pid, &key, NULL)) {
+		count(COUNTER_CALLS_UNATTRIBUTED);
 		return 0;
+	}
 	qm = query_metrics(&key);
 	if (qm)
 		qm->calls++;

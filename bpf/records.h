@@ -184,6 +184,7 @@ enum counter_index {
 	COUNTER_ROLE_QUOTA_UNTRACKED = 11, /* a role's share could not be counted: role_added full (more than 1024 roles) */
 	COUNTER_EXITED_FULL = 12,    /* an exited process's record stayed under its pid: exited_backends full */
 	COUNTER_AIO_HANDLES_FULL = 13, /* an IO handle's owner could not be kept: aio_handles full (bpf/aio.bpf.h) */
+	COUNTER_CALLS_UNATTRIBUTED = 14, /* a statement end (query set) reached no query key (bpf/query.bpf.h) */
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 

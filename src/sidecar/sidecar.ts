@@ -622,6 +622,7 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
   exited_full: "an exited process's record could not be moved aside: exited_backends map full; a new process given its pid before the next flush adds to its row",
   aio_handles_full: "an IO handle's owner could not be kept: aio_handles map full; an io worker's IO for it counts for the worker only",
+  calls_unattributed: 'a statement ended (query set) with no query key to count it under: its process had no record yet, or no query id or identity in PgBackendStatus; query_stats misses that call, pg_stat_statements has it',
   io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
   memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
 };
