@@ -34,7 +34,13 @@ int BPF_KPROBE(on_query_done)
 	 * since attach, or backends full) is, and pg_stat_statements counts it: say so.
 	 */
 	if (!r) {
-		if (is_postmaster_family(task))
+		__u32 pg_pid;
+
+		if (!is_postmaster_family(task))
+			return 0;
+		/* The collector's own connection: its exclusion dropped its record until its next switch. */
+		pg_pid = pg_pid_of(task);
+		if (!bpf_map_lookup_elem(&excluded_pids, &pg_pid))
 			count(COUNTER_CALLS_UNATTRIBUTED);
 		return 0;
 	}
