@@ -79,21 +79,34 @@ const volatile __u32 client_read_event = PG_WAIT_CLIENT;
 const volatile __s32 client_backend_type = -1;
 
 /*
+ * st_changecount, PgBackendStatus' first member in every version: odd while the backend
+ * writes its entry (PGSTAT_BEGIN_WRITE_ACTIVITY), so a read between two equal even values
+ * saw no write in progress, as pgstat_read_current_status() requires of its readers.
+ */
+static __always_inline bool status_changecount(__u64 status, __s32 *count)
+{
+	return !bpf_probe_read_user(count, sizeof(*count), (void *)status) && !(*count & 1);
+}
+
+/*
  * Fill r's identity once the backend has published its PgBackendStatus. Until st_procpid
  * shows its pid (as Postgres knows it, r->pg_pid) the slot may still hold a previous
- * backend's values, so it is not trusted.
+ * backend's values, so it is not trusted. pgstat_bestart() copies the whole entry while the
+ * change count is odd: a backend preempted in that copy (a connection storm on busy CPUs)
+ * shows its new pid with the previous occupant's user and database, and its statements would
+ * be keyed under that role for good. So such a read is not trusted: it is retried later.
  */
 static __always_inline bool read_identity(struct backend_record *r)
 {
 	__u64 status = 0, wait_ptr = 0, proc_start = 0;
 	__u32 ids[2] = {};
-	__s32 procpid = 0, backend_type = -1;
+	__s32 procpid = 0, backend_type = -1, before = 0, after = 0;
 
 	if (bpf_probe_read_user(&status, sizeof(status), (void *)my_be_entry_addr)) {
 		count(COUNTER_STATUS_UNREADABLE);
 		return false;
 	}
-	if (!status)
+	if (!status || !status_changecount(status, &before))
 		return false;
 	if (bpf_probe_read_user(&procpid, sizeof(procpid), (void *)(status + status_procpid_off)) ||
 	    !procpid || procpid != (__s32)r->pg_pid)
@@ -107,6 +120,8 @@ static __always_inline bool read_identity(struct backend_record *r)
 	 * after it (pgstat_bestart_initial / _final): until both are set, look again next time.
 	 */
 	if (backend_type == client_backend_type && (!ids[0] || !ids[1]))
+		return false;
+	if (!status_changecount(status, &after) || after != before)
 		return false;
 	bpf_probe_read_user(&wait_ptr, sizeof(wait_ptr), (void *)my_wait_event_info_addr);
 
@@ -138,12 +153,15 @@ static __always_inline bool is_idle_state(__u32 state)
 static __always_inline bool identity_complete(struct backend_record *r)
 {
 	__u32 ids[2] = {};
+	__s32 before = 0, after = 0;
 
 	if (r->dbid)
 		return true;
+	if (!status_changecount(r->status_ptr, &before))
+		return false;
 	bpf_probe_read_user(&ids[0], sizeof(ids[0]), (void *)(r->status_ptr + status_dbid_off));
 	bpf_probe_read_user(&ids[1], sizeof(ids[1]), (void *)(r->status_ptr + status_userid_off));
-	if (!ids[0])
+	if (!ids[0] || !status_changecount(r->status_ptr, &after) || after != before)
 		return false;
 	r->dbid = ids[0];
 	r->userid = ids[1];
