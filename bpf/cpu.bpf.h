@@ -23,6 +23,7 @@
 #include "pg-status.bpf.h"
 #include "attribution.bpf.h"
 #include "latency.bpf.h"
+#include "nested.bpf.h"
 
 #define TASK_RUNNING 0x0000
 #define TASK_DEAD    0x0080
@@ -259,10 +260,17 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		qm = (r->flags & BACKEND_SLEEP_HELD) ? &r->held : query_metrics(&r->sleep_key);
 		if (qm)
 			add_wait(qm, r->sleep_class, sleep_ns);
+		/* And to the nested statement the sleep began in (the nested set), if any. */
+		qm = nested_metrics(&r->sleep_key, r->nested.sleep_queryid);
+		if (qm)
+			add_wait(qm, r->sleep_class, sleep_ns);
 	}
 	/* The run-queue wait and the CPU slice. */
 	add_slice(&r->m, &s);
 	qm = holding ? &r->held : query_metrics(&key);
+	if (qm)
+		add_slice(qm, &s);
+	qm = holding ? NULL : nested_metrics(&key, r->nested.current);
 	if (qm)
 		add_slice(qm, &s);
 	/* Held figures go to the id the statement now has, or to queryid 0 once it is over without one. */
@@ -282,6 +290,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	r->last_run_delay = run_delay;
 	r->last = counts;
 	hist_on_switch_out(r, &key, s.runq_ns, next_class);
+	nested_on_switch_out(r, status_state);
 	r->sleep_class = next_class;
 	r->sleep_key = key;
 	if (key.queryid)

@@ -14,8 +14,9 @@
  *   pg-status.bpf.h    reading a backend's PgBackendStatus: identity, query id, wait event
  *   attribution.bpf.h  backends and queries maps, the postmaster filter
  *   latency.bpf.h      statement latency and run-queue histograms, fed by the cpu family
+ *   nested.bpf.h       opt-in "nested": nested statements' own keys, fed by the cpu family
  *   cpu.bpf.h          default set "cpu": sched_switch accounting and the CPU-clock tick
- *   query.bpf.h        opt-in "query": exact call counts
+ *   query.bpf.h        opt-in "query": exact call counts; "nested": the executor probes
  *   memory.bpf.h       "memory": reclaim and compaction stalls
  *   io.bpf.h           "io": block IO and writeback throttling
  *   locks.bpf.h        opt-in "locks", "lwlock", "spinlock"
@@ -34,6 +35,7 @@
 #include "attribution.bpf.h"
 
 #include "latency.bpf.h"
+#include "nested.bpf.h"
 #include "cpu.bpf.h"
 #include "query.bpf.h"
 #include "memory.bpf.h"

@@ -13,6 +13,8 @@
 #include "records.h"
 #include "pg-status.bpf.h"
 #include "attribution.bpf.h"
+#include "nested.bpf.h"
+#include "cpu.bpf.h"
 
 /*
  * The end of one top-level statement: a uprobe on the query__execute__done site inside
@@ -56,6 +58,63 @@ int BPF_KPROBE(on_query_done)
 		return 0;
 	}
 	qm = query_metrics(&key);
+	if (qm)
+		qm->calls++;
+	return 0;
+}
+
+/*
+ * The nested set (bpf/nested.bpf.h): an executor starts or ends. The slice running until now
+ * is accounted first (as the CPU-clock sample does), so it goes to the statement it ran for.
+ * Plain uprobes on function entry (ExecutorStart, ExecutorEnd), no uretprobe (a trap more,
+ * and an error skips it as it skips ExecutorEnd): what an error leaves open is closed by the
+ * next executor started from the same depth, or by the statement's end (bpf/nested.bpf.h).
+ */
+static __always_inline struct backend_record *executor_event(struct task_struct *task, __u32 pid)
+{
+	struct backend_record *r = reported_backend(pid);
+
+	if (!r)
+		return NULL;
+	account_switch_out(task, true, TASK_RUNNING, true);
+	return r;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(on_executor_start, void *query_desc)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	struct backend_record *r = executor_event(task, pid);
+	struct query_key key = {};
+	__u64 planned = 0, queryid = 0;
+
+	if (!r || !read_current(task, r, pid, &key, NULL))
+		return 0;
+	if (bpf_probe_read_user(&planned, sizeof(planned), query_desc + querydesc_plannedstmt_off) || !planned ||
+	    bpf_probe_read_user(&queryid, sizeof(queryid), (void *)(planned + plannedstmt_queryid_off)))
+		return 0;
+	nested_push(r, (__u64)query_desc, queryid, key.queryid, statement_start_us(r), PT_REGS_SP(ctx));
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(on_executor_end, void *query_desc)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	struct backend_record *r = executor_event(task, pid);
+	struct query_key key = {};
+	struct metrics *qm;
+	__u64 queryid;
+
+	if (!r || !r->nested.depth)
+		return 0;
+	queryid = nested_pop(r, (__u64)query_desc);
+	if (!queryid || !read_current(task, r, pid, &key, NULL))
+		return 0;
+	/* pg_stat_statements counts a nested statement's call at its ExecutorEnd too. */
+	qm = nested_metrics(&key, queryid);
 	if (qm)
 		qm->calls++;
 	return 0;

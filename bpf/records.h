@@ -119,6 +119,22 @@ enum backend_flags {
 	BACKEND_HOLDING_LOCK_WAIT = 0x10, /* `held_lock` has a lock wait (locks set) waiting for the query id */
 };
 
+/*
+ * The executors open in a backend's current top-level statement (opt-in set "nested",
+ * bpf/nested.bpf.h), innermost last: NESTED_MAX deep, deeper ones only counted.
+ */
+#define NESTED_MAX 8
+struct nested_statements {
+	__u64 query_desc[NESTED_MAX]; /* each executor's QueryDesc, to match its end */
+	__u64 queryid[NESTED_MAX];    /* its statement's id if nested, 0 for the top-level one's */
+	__u64 stack[NESTED_MAX];      /* the stack pointer at its ExecutorStart: its caller's frame */
+	__u64 statement_us;           /* st_activity_start_timestamp of the top-level statement they run in */
+	__u64 current;                /* the innermost nested statement's id now (0: none) */
+	__u64 sleep_queryid;          /* `current` when the backend last left the CPU */
+	__u32 depth;                  /* executors started and not ended */
+	__u32 pad;
+};
+
 /* A heavyweight lock wait (the opt-in locks set) from before the statement had a query id. */
 struct held_lock_wait {
 	__u32 locktag_type;
@@ -166,6 +182,7 @@ struct backend_record {
 	struct metrics held;
 	__u64 held_statement_us; /* st_activity_start_timestamp of the statement `held` belongs to (0: unknown) */
 	struct held_lock_wait held_lock;
+	struct nested_statements nested;
 };
 
 /* Indexes into the `counters` array, its key type (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */

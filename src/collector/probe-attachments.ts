@@ -8,6 +8,7 @@ import type { MapReaders } from './map-readers.js';
 import type { ObjectGlobals } from './object-globals.js';
 import { onlineCpus, type PerfEventSpec } from './perf-events.js';
 import type { AttachableSet, ProbeAttachment } from './probe-attachment.js';
+import { SharedLinks } from './shared-link.js';
 import { SwitchLink } from './switch-link.js';
 
 /** Start-of-wait maps: an entry whose end fell in a pause would charge the pause. */
@@ -25,6 +26,7 @@ const IN_FLIGHT_MAPS: readonly MapName[] = ['mem_stalls', 'io_inflight', 'lock_w
  */
 export class ProbeAttachments<Name extends string> {
   private readonly links = new Map<Name, BpfLink[]>();
+  private readonly shared = new SharedLinks();
 
   constructor(
     private readonly object: CollectorBpfObject,
@@ -98,7 +100,7 @@ export class ProbeAttachments<Name extends string> {
       case 'auto':
         return [this.object.attach(a.program)];
       case 'statement-end':
-        return [this.attachStatementEnd(a.program)];
+        return [this.shared.share(`statement-end:${a.program}`, () => this.attachStatementEnd(a.program))];
       case 'target':
         return attachTargetProbes(this.object, this.target, a.probes(this.target));
       case 'switch':

@@ -76,6 +76,6 @@ describe('setCapabilities', () => {
       .filter((s) => setCapabilities(s.name).includes('CAP_SYS_ADMIN'))
       .map((s) => s.name)
       .sort();
-    expect(admin).toEqual(['aio', 'locks', 'lwlock', 'query', 'spinlock']);
+    expect(admin).toEqual(['aio', 'locks', 'lwlock', 'nested', 'query', 'spinlock']);
   });
 });

@@ -1,6 +1,6 @@
 import type { ProgramName, RodataName } from '../../bpf/contract.js';
 import type { ProbeAttachment, TargetProbe } from '../../collector/probe-attachment.js';
-import { ElfFile } from '../../target/elf-file.js';
+import { binarySymbols, hasFunction } from '../../target/binary-symbols.js';
 import { findCallSite } from '../../target/find-call-site.js';
 import type { PostmasterTarget } from '../../target/postmaster-target.js';
 import type { ProbeSet } from '../family.js';
@@ -15,23 +15,11 @@ function hasUsdt(target: PostmasterTarget, name: string): boolean {
   return target.usdt.some((n) => n.provider === 'postgresql' && n.name === name);
 }
 
-/** What the lock sets need from a binary, read once per binary: the ELF read is not free. */
-const binaryCache = new Map<string, { functions: Set<string>; spinSleep: bigint | null }>();
-function binary(target: PostmasterTarget): { functions: Set<string>; spinSleep: bigint | null } {
-  let info = binaryCache.get(target.binaryPath);
-  if (!info) {
-    const elf = ElfFile.read(target.binaryPath);
-    info = {
-      functions: new Set([...elf.symbols().values()].filter((s) => s.type === 2).map((s) => s.name)),
-      spinSleep: findCallSite(elf, 'perform_spin_delay', 'pg_usleep'),
-    };
-    binaryCache.set(target.binaryPath, info);
-  }
-  return info;
-}
-
-function hasSymbol(target: PostmasterTarget, name: string): boolean {
-  return binary(target).functions.has(name);
+/** Where perform_spin_delay calls pg_usleep, found once per binary. */
+const spinSleeps = new Map<string, bigint | null>();
+function spinSleep(target: PostmasterTarget): bigint | null {
+  if (!spinSleeps.has(target.binaryPath)) spinSleeps.set(target.binaryPath, findCallSite(binarySymbols(target).elf, 'perform_spin_delay', 'pg_usleep'));
+  return spinSleeps.get(target.binaryPath)!;
 }
 
 /** USDT start/done pair when both exist, else entry + return probes on `symbol`. */
@@ -53,7 +41,7 @@ function startDone(
 }
 
 function unsupported(target: PostmasterTarget, usdt: string, symbol: string): string | null {
-  if (hasUsdt(target, usdt) || hasSymbol(target, symbol)) return null;
+  if (hasUsdt(target, usdt) || hasFunction(target, symbol)) return null;
   return `${target.binaryPath} has neither the USDT probe postgresql:${usdt} nor the function ${symbol}`;
 }
 
@@ -99,9 +87,9 @@ export const LOCK_PROBE_SETS: { locks: ProbeSet<'locks'>; lwlock: ProbeSet<'lwlo
     description: "spinlock delays: the sleeps (pg_usleep, 1 ms and up) a spinlock wait takes once spinning did not get it",
     default: false,
     unsupportedReason: ({ target }) =>
-      binary(target).spinSleep !== null ? null : `${target.binaryPath}: no direct call of pg_usleep found in perform_spin_delay`,
+      spinSleep(target) !== null ? null : `${target.binaryPath}: no direct call of pg_usleep found in perform_spin_delay`,
     // At the sleep itself, not the function's entry: an entry probe would trap on every spin.
-    attachments: [{ kind: 'target', probes: (target) => [{ program: 'on_spin_delay', fileOffset: binary(target).spinSleep! }] }],
+    attachments: [{ kind: 'target', probes: (target) => [{ program: 'on_spin_delay', fileOffset: spinSleep(target)! }] }],
     cost: 'one uprobe trap per spinlock delay (a sleep of 1 ms or more); nothing while spinning or uncontended',
   },
 };
