@@ -261,7 +261,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		if (qm)
 			add_wait(qm, r->sleep_class, sleep_ns);
 		/* And to the nested statement the sleep began in (the nested set), if any. */
-		qm = nested_metrics(&r->sleep_key, r->nested.sleep_queryid);
+		qm = nested_metrics(&r->sleep_key, r->nested_sleep_queryid);
 		if (qm)
 			add_wait(qm, r->sleep_class, sleep_ns);
 	}
@@ -270,7 +270,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	qm = holding ? &r->held : query_metrics(&key);
 	if (qm)
 		add_slice(qm, &s);
-	qm = holding ? NULL : nested_metrics(&key, r->nested.current);
+	qm = holding ? NULL : nested_metrics(&key, r->nested_current);
 	if (qm)
 		add_slice(qm, &s);
 	/* Held figures go to the id the statement now has, or to queryid 0 once it is over without one. */

@@ -50,16 +50,16 @@ static __always_inline struct metrics *nested_metrics(const struct query_key *to
 /* The executors of an earlier top-level statement are over. */
 static __always_inline void nested_reset(struct backend_record *r)
 {
-	r->nested.depth = 0;
-	r->nested.current = 0;
+	r->nested_depth = 0;
+	r->nested_current = 0;
 }
 
 /* Once per switch-out, after the slice is charged: a backend gone idle has no statement open. */
 static __always_inline void nested_on_switch_out(struct backend_record *r, __u32 status_state)
 {
-	if (r->nested.depth && is_idle_state(status_state))
+	if (r->nested_depth && is_idle_state(status_state))
 		nested_reset(r);
-	r->nested.sleep_queryid = r->nested.current;
+	r->nested_sleep_queryid = r->nested_current;
 }
 
 /*
@@ -69,7 +69,7 @@ static __always_inline void nested_on_switch_out(struct backend_record *r, __u32
 static __always_inline void nested_push(struct backend_record *r, __u64 query_desc, __u64 queryid,
 					__u64 top_queryid, __u64 statement_us, __u64 sp)
 {
-	__u32 depth = r->nested.depth;
+	__u32 depth = r->nested_depth;
 	bool nested;
 	int i;
 
@@ -88,9 +88,9 @@ static __always_inline void nested_push(struct backend_record *r, __u64 query_de
 		r->nested.queryid[depth] = nested ? queryid : 0;
 		r->nested.stack[depth] = sp;
 	}
-	r->nested.depth = depth + 1;
+	r->nested_depth = depth + 1;
 	/* A nested statement without an id (pg_stat_statements has none either): its time stays with the top level. */
-	r->nested.current = nested ? queryid : 0;
+	r->nested_current = nested ? queryid : 0;
 }
 
 /*
@@ -99,7 +99,7 @@ static __always_inline void nested_push(struct backend_record *r, __u64 query_de
  */
 static __always_inline __u64 nested_pop(struct backend_record *r, __u64 query_desc)
 {
-	__u32 depth = r->nested.depth;
+	__u32 depth = r->nested_depth;
 	__u64 queryid;
 	int i, found = -1;
 
@@ -112,12 +112,12 @@ static __always_inline __u64 nested_pop(struct backend_record *r, __u64 query_de
 	if (found < 0) {
 		/* One deeper than NESTED_MAX (kept as a count only), or not started in this statement. */
 		if (depth > NESTED_MAX)
-			r->nested.depth = depth - 1;
+			r->nested_depth = depth - 1;
 		return 0;
 	}
 	queryid = r->nested.queryid[found];
-	r->nested.depth = found;
-	r->nested.current = found > 0 ? r->nested.queryid[found - 1] : 0;
+	r->nested_depth = found;
+	r->nested_current = found > 0 ? r->nested.queryid[found - 1] : 0;
 	return queryid;
 }
 

@@ -108,7 +108,7 @@ int BPF_KPROBE(on_executor_end, void *query_desc)
 	struct metrics *qm;
 	__u64 queryid;
 
-	if (!r || !r->nested.depth)
+	if (!r || !r->nested_depth)
 		return 0;
 	queryid = nested_pop(r, (__u64)query_desc);
 	if (!queryid || !read_current(task, r, pid, &key, NULL))

@@ -121,7 +121,8 @@ enum backend_flags {
 
 /*
  * The executors open in a backend's current top-level statement (opt-in set "nested",
- * bpf/nested.bpf.h), innermost last: NESTED_MAX deep, deeper ones only counted.
+ * bpf/nested.bpf.h), innermost last: NESTED_MAX deep, deeper ones only counted. What every
+ * context switch reads of it (the depth, the innermost nested id) is in the record's hot part.
  */
 #define NESTED_MAX 8
 struct nested_statements {
@@ -129,10 +130,6 @@ struct nested_statements {
 	__u64 queryid[NESTED_MAX];    /* its statement's id if nested, 0 for the top-level one's */
 	__u64 stack[NESTED_MAX];      /* the stack pointer at its ExecutorStart: its caller's frame */
 	__u64 statement_us;           /* st_activity_start_timestamp of the top-level statement they run in */
-	__u64 current;                /* the innermost nested statement's id now (0: none) */
-	__u64 sleep_queryid;          /* `current` when the backend last left the CPU */
-	__u32 depth;                  /* executors started and not ended */
-	__u32 pad;
 };
 
 /* A heavyweight lock wait (the opt-in locks set) from before the statement had a query id. */
@@ -172,6 +169,10 @@ struct backend_record {
 	struct query_key sleep_key;
 	enum sleep_class sleep_class;
 	__u32 epoch;             /* tracking_epoch when last* were taken (bpf/cpu.bpf.h) */
+	__u64 nested_current;    /* the innermost nested statement's id now, 0: none (bpf/nested.bpf.h) */
+	__u64 nested_sleep_queryid; /* nested_current when the task last left the CPU */
+	__u32 nested_depth;      /* executors started in the current statement and not ended */
+	__u32 pad2;
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 	__u64 memory_cgroup;       /* memory cgroup id (kernfs inode) when first tracked: a container's processes are born in theirs */
 	/*
