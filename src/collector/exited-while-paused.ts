@@ -21,18 +21,32 @@ export function markExitedWhilePaused(object: CollectorBpfObject, procShowsPgPid
     if (layout.int(batch.values, at, 'exited_ns') !== 0n) continue;
     // /proc inside the postmaster's pid namespace knows the process by its pid there.
     const pid = procShowsPgPids ? Number(layout.int(batch.values, at, 'pg_pid')) : batch.keys.readUInt32LE(i * batch.keySize);
-    if (sameProcess(pid, layout.int(batch.values, at, 'task_start_ns'), offset)) continue;
-    const value = Buffer.from(batch.values.subarray(at, at + batch.valueSize));
+    const taskStartNs = layout.int(batch.values, at, 'task_start_ns');
+    if (sameProcess(pid, taskStartNs, offset)) continue;
+    // The record as it is now, not as the batch read it (a live one keeps changing until its
+    // last switch), and only if it is still there: BPF may have retired it to exited_backends
+    // meanwhile, and writing it back would make a stale second copy.
+    const key = batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize);
+    const value = object.mapLookup('backends', key);
+    if (!value || layout.int(value, 0, 'task_start_ns') !== taskStartNs || layout.int(value, 0, 'exited_ns') !== 0n) continue;
     value.writeBigUInt64LE(now, exited.offset);
-    object.mapUpdate('backends', batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize), value);
+    try {
+      object.mapUpdate('backends', key, value, BPF_EXIST);
+    } catch {
+      // Retired between the lookup and this update: BPF saw its last switch after all.
+    }
   }
 }
+
+/** bpf_map_update_elem's flag: update an existing element only. */
+const BPF_EXIST = 2;
 
 /**
  * Whether `pid` is still the live process that started at `taskStartNs` (task->start_time,
  * CLOCK_MONOTONIC): /proc/<pid>/stat counts its start in clock ticks since boot, so the two
- * agree to a tick or two once the time the machine was suspended is added. A zombie has made
- * its final context switch already, so it counts as gone.
+ * agree to a tick or two once the time the machine was suspended is added. A zombie counts as
+ * gone: it may still make its final context switch (exit_notify() comes before it), and if BPF
+ * sees that switch it retires the record first; if not (paused), the mark here closes it.
  */
 function sameProcess(pid: number, taskStartNs: bigint, bootMinusMonotonicNs: bigint): boolean {
   const stat = procStat(pid);
