@@ -80,8 +80,9 @@ static __always_inline struct backend_record *executor_event(struct task_struct 
 	return r;
 }
 
+/* "beg": a program's name shows in bpftool and bpf_stats cut to 15 characters. */
 SEC("uprobe")
-int BPF_KPROBE(on_executor_start, void *query_desc)
+int BPF_KPROBE(on_executor_beg, void *query_desc)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();

@@ -29,7 +29,7 @@ export const queryFamily = defineFamily({
         {
           kind: 'target',
           probes: () => [
-            { program: 'on_executor_start', symbol: 'ExecutorStart', retprobe: false },
+            { program: 'on_executor_beg', symbol: 'ExecutorStart', retprobe: false },
             { program: 'on_executor_end', symbol: 'ExecutorEnd', retprobe: false },
           ],
         },
