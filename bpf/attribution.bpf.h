@@ -171,10 +171,26 @@ static __always_inline void retire_backend(struct backend_record *r, __u32 pid)
 	bpf_map_delete_elem(&backends, &pid);
 }
 
-/* The record of `pid` when it has one and is not one of the collector's own connections. */
-static __always_inline struct backend_record *reported_backend(__u32 pid)
+/*
+ * The record under `pid` if it is `task`'s own. Records are keyed by pid, and one can outlive
+ * its process unseen: a backend orphaned by a postmaster kill is no longer the postmaster's
+ * child, so BPF never sees its last switch (nor one that exits while collection is paused).
+ * Under a connection storm the pid comes round again in minutes, and the newcomer must not
+ * take over that record (its status pointer and identity are the dead process's).
+ */
+static __always_inline struct backend_record *task_record(struct task_struct *task, __u32 pid)
 {
 	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
+
+	if (r && r->task_start_ns != task->start_time)
+		return NULL;
+	return r;
+}
+
+/* The current task's record when it has one and is not one of the collector's own connections. */
+static __always_inline struct backend_record *reported_backend(__u32 pid)
+{
+	struct backend_record *r = task_record(bpf_get_current_task_btf(), pid);
 
 	if (!r || (r->flags & BACKEND_EXCLUDED))
 		return NULL;
@@ -364,7 +380,7 @@ static __always_inline void hold_lock_wait(struct backend_record *r, const struc
 static __always_inline bool memio_backend(struct task_struct *task, __u32 pid, struct backend_record **rp,
 					  struct query_key *key)
 {
-	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
+	struct backend_record *r = task_record(task, pid);
 	__u32 zero = 0;
 
 	*rp = r;

@@ -193,6 +193,15 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	bool dead = state & TASK_DEAD, sleeping, holding = false;
 
 	r = bpf_map_lookup_elem(&backends, &pid);
+	if (r && r->task_start_ns != task->start_time) {
+		/* An earlier process's record under this pid (see task_record): closed as of now. */
+		if (!r->exited_ns)
+			r->exited_ns = bpf_ktime_get_ns();
+		retire_backend(r, pid);
+		r = bpf_map_lookup_elem(&backends, &pid);
+		if (r)
+			return; /* exited_backends holds this pid's last one already (counted): after the next flush */
+	}
 	if (!r) {
 		/* A sample never starts tracking: the task's next switch-out does. */
 		if (dead || running)

@@ -26,7 +26,7 @@ int BPF_KPROBE(on_query_done)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
-	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
+	struct backend_record *r = task_record(task, pid);
 	struct query_key key = {};
 	struct metrics *qm;
 

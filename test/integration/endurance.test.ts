@@ -5,6 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { packageRoot } from '../../src/package-root.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
+import { Structs } from '../../src/bpf/contract.js';
+import { deleteFromOwnMap, dumpOwnMap, updateOwnMap } from '../support/own-bpf-map.js';
 import { withSession } from '../support/session.js';
 
 /*
@@ -172,6 +174,63 @@ describe('a pid the kernel gives again', () => {
         [8, 8],
         [firstCalls, firstCalls],
       ]);
+    } finally {
+      await newcomer.end();
+    }
+  });
+});
+
+describe('a record that outlived its process unseen', () => {
+  it('is not taken over by the next process given its pid', async () => {
+    // A backend orphaned by a postmaster kill is no longer the postmaster's child, so BPF never
+    // sees its last switch and its record stays under its pid. Made here from an exited
+    // backend's record, put back as if its exit had gone unseen, with a status pointer that
+    // reads nothing (the dead process's shared memory is gone after such a restart).
+    await startSidecar({ intervalMs: 3_600_000, probeSets: ['query'] });
+    await sidecar!.flush();
+    const layout = Structs.backend_record.fields;
+    let reused: { pid: number; newcomer: pg.Client } | null = null;
+    for (let attempt = 0; attempt < 20 && !reused; attempt++) {
+      const first = new pg.Client(cluster.connectionString());
+      await first.connect();
+      const pid = (await first.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      await first.query('SELECT balance FROM accounts WHERE id = 1');
+      await first.end();
+      while (spawnSync('test', ['-e', `/proc/${pid}`]).status === 0) await sleep(10);
+      const key = Buffer.alloc(4);
+      key.writeUInt32LE(pid);
+      const retired = dumpOwnMap('exited_backends').find((e) => e.key.equals(key));
+      expect(retired, 'BPF retired the exited backend').toBeDefined();
+      const stale = Buffer.from(retired!.values[0]!);
+      stale.writeBigUInt64LE(0n, layout.exited_ns.offset);
+      stale.writeBigUInt64LE(8n, layout.status_ptr.offset);
+      deleteFromOwnMap('exited_backends', key);
+      updateOwnMap('backends', key, stale);
+      execFileSync('sh', ['-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid`]);
+      const newcomer = new pg.Client(cluster.connectionString());
+      await newcomer.connect();
+      const got = (await newcomer.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      if (got === pid) reused = { pid, newcomer };
+      else {
+        await newcomer.end();
+        deleteFromOwnMap('backends', key); // another process took the pid: again
+      }
+    }
+    expect(reused).not.toBeNull();
+    const { pid, newcomer } = reused!;
+    try {
+      for (let i = 0; i < 5; i++) await newcomer.query('SELECT balance + 1 FROM accounts WHERE id = 2');
+      await sidecar!.flush();
+      // The newcomer's statements are counted under their own key, as pg_stat_statements counts them.
+      const { rows } = await admin.query(
+        `SELECT s.calls AS pgss, q.calls FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+          WHERE s.query = 'SELECT balance + $1 FROM accounts WHERE id = $2'`,
+      );
+      expect(rows.map((r) => [Number(r.pgss), Number(r.calls)])).toEqual([[5, 5]]);
+      // The stale record was closed as exited; the newcomer has its own live row.
+      const backends = await admin.query(`SELECT exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`, [pid]);
+      expect(backends.rows.map((r) => r.exited)).toEqual([true, false]);
+      expect(Number(backends.rows[1].calls)).toBe(6);
     } finally {
       await newcomer.end();
     }

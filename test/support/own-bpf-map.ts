@@ -15,6 +15,7 @@ interface BpftoolEntry {
 }
 
 const bytes = (hex: string[]) => Buffer.from(hex.map((h) => parseInt(h, 16)));
+const hex = (b: Buffer) => [...b].map((x) => x.toString(16).padStart(2, '0'));
 
 /**
  * The entries of the BPF map called `name` that THIS process holds open (other collectors on
@@ -25,6 +26,22 @@ const bytes = (hex: string[]) => Buffer.from(hex.map((h) => parseInt(h, 16)));
  * const entries = dumpOwnMap('histograms');
  */
 export function dumpOwnMap(name: string): MapEntry[] {
+  const dump = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(ownMapId(name))], { encoding: 'utf8', maxBuffer: 256 << 20 })) as BpftoolEntry[];
+  return dump.map((e) => ({ key: bytes(e.key), values: e.values ? e.values.map((v) => bytes(v.value)) : [bytes(e.value ?? [])] }));
+}
+
+/** Writes one entry of THIS process's map `name` with bpftool (a plain, not per-CPU, map), as if BPF had. */
+export function updateOwnMap(name: string, key: Buffer, value: Buffer): void {
+  execFileSync('bpftool', ['map', 'update', 'id', String(ownMapId(name)), 'key', 'hex', ...hex(key), 'value', 'hex', ...hex(value)]);
+}
+
+/** Deletes one entry of THIS process's map `name` with bpftool. */
+export function deleteFromOwnMap(name: string, key: Buffer): void {
+  execFileSync('bpftool', ['map', 'delete', 'id', String(ownMapId(name)), 'key', 'hex', ...hex(key)]);
+}
+
+/** The id of the BPF map called `name` that this process holds open. */
+function ownMapId(name: string): number {
   const own = new Set<number>();
   for (const fd of readdirSync('/proc/self/fdinfo')) {
     try {
@@ -37,6 +54,5 @@ export function dumpOwnMap(name: string): MapEntry[] {
   const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as { id: number; name?: string }[];
   const ids = maps.filter((m) => m.name === name && own.has(m.id)).map((m) => m.id);
   if (ids.length !== 1) throw new Error(`expected one ${name} map held by this process, found ${ids.length}`);
-  const dump = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(ids[0])], { encoding: 'utf8', maxBuffer: 256 << 20 })) as BpftoolEntry[];
-  return dump.map((e) => ({ key: bytes(e.key), values: e.values ? e.values.map((v) => bytes(v.value)) : [bytes(e.value ?? [])] }));
+  return ids[0]!;
 }
