@@ -159,8 +159,8 @@ static __always_inline __u64 memory_cgroup_of(struct task_struct *task)
 /*
  * `r`, the record of the process `pid` that just exited, goes to exited_backends. If that map is
  * full, or holds a record of an earlier process with this pid that the collector has not written
- * yet, it stays in `backends` (counted): written all the same, but a new process given the pid
- * before the next flush would add to it.
+ * yet, it stays in `backends` (counted): written all the same, and a new process given the pid
+ * before the next flush is not tracked until then (its start time is not the record's).
  */
 static __always_inline void retire_backend(struct backend_record *r, __u32 pid)
 {

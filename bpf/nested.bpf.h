@@ -110,9 +110,14 @@ static __always_inline __u64 nested_pop(struct backend_record *r, __u64 query_de
 		}
 	}
 	if (found < 0) {
-		/* One deeper than NESTED_MAX (kept as a count only), or not started in this statement. */
-		if (depth > NESTED_MAX)
+		/*
+		 * One deeper than NESTED_MAX (kept as a count only), or not started in this statement.
+		 * Once it ends, the deepest one kept is the innermost known again.
+		 */
+		if (depth > NESTED_MAX) {
 			r->nested_depth = depth - 1;
+			r->nested_current = r->nested.queryid[NESTED_MAX - 1];
+		}
 		return 0;
 	}
 	queryid = r->nested.queryid[found];
