@@ -8,6 +8,12 @@ export interface FlushInput {
   measured: ReadonlySet<string>;
   /** performance.now() when the flush began. */
   startedMs: number;
+  /**
+   * A periodic flush, which may leave out what can wait without loss (BPF keeps the figures
+   * cumulative): quiet background processes, the health row between heartbeats. Explicit
+   * flushes (stop, pause, a caller's flush()) write everything that changed.
+   */
+  lazy?: boolean;
 }
 
 /** A part's share of one flush: what it writes, and what it remembers once that is written. */
@@ -22,6 +28,13 @@ export interface PreparedPart {
    * forget exited processes. A part that did not commit sends the same increments next time.
    */
   commit(): void;
+  /**
+   * The statements only go along with other parts' statements (the health row): when no other
+   * part has one, nothing is sent at all, and skipped() is called instead of commit().
+   */
+  companion?: boolean;
+  /** The flush succeeded with nothing to write, so this part's companion statements were not sent. */
+  skipped?(): void;
 }
 
 /**

@@ -5,8 +5,10 @@ import type { FlushInput, FlushPart } from './flush-part.js';
  * Writes a flush as ONE statement: every part's statements become data-modifying CTEs of a
  * single `WITH ... SELECT`, so the flush is atomic without BEGIN/COMMIT and costs one round trip
  * (on a loaded host each round trip of the sidecar costs ~1-2 ms of its CPU). The parts are
- * committed, in order, only after the statement succeeded; when nothing has a statement,
- * nothing is sent. The writer knows no table: it works for any schema the parts write.
+ * committed, in order, only after the statement succeeded. When no part has a statement of its
+ * own (companion statements, such as the health row's, do not count), nothing is sent: an idle
+ * server gets no statement and no transaction. The writer knows no table: it works for any
+ * schema the parts write.
  *
  * @example
  * const writer = new FlushWriter(db, [queryStats, backendStats, histograms, health]);
@@ -25,9 +27,13 @@ export class FlushWriter<DB> {
       // kysely puts a raw CTE body in as it is: the parentheses are ours.
       statements.map((statement, i) => sql`${sql.id(`${part.name}_${i}`)} AS (${statement})`),
     );
-    if (!ctes.length) {
-      // Nothing to write is written: what the parts do at commit (baselines, evictions) still happens.
-      for (const { commit } of prepared) commit();
+    if (!prepared.some((p) => p.statements.length && !p.companion)) {
+      // Nothing to write is written. A part with nothing to say still commits (baselines,
+      // evictions); one whose statements were only companions keeps them for the next flush.
+      for (const p of prepared) {
+        if (p.statements.length) p.skipped?.();
+        else p.commit();
+      }
       return 0;
     }
     await sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.execute(this.db);

@@ -19,9 +19,15 @@ export interface FlushObservation {
   fill: MapFill[];
 }
 
+/** How often the health row is written when no flush has anything else to write (a heartbeat). */
+export const HEALTH_HEARTBEAT_MS = 30_000;
+
 /**
  * The collector's row in bpf_stats.health, keyed by (host, pid): its part of each flush, in
- * the flush's statement, so the row says exactly what the committed data contains. A flush that
+ * the flush's statement, so the row says exactly what the committed data contains. A flush with
+ * nothing else to write leaves it alone when it is a lazy (periodic) one (an idle server gets no statement), unless what it shows
+ * changed (dropped events, map fill, probe sets, a failure to clear) or the heartbeat is due:
+ * last_flush_at is then at most max(interval, 30 s) old while the collector runs. A flush that
  * fails cannot write it; the failure (last_error, pending_rows) is written on its own when the
  * database still answers, and always by the next flush that succeeds. The last of the parts:
  * flush_ms runs to the moment the statement is assembled.
@@ -46,11 +52,16 @@ export class HealthPart implements FlushPart {
   private last: FlushObservation | null = null;
   /** What the flush in progress observed, until it is committed or failed. */
   private observation: FlushObservation | null = null;
+  /** performance.now() of the last write of the row, and what it showed besides counts. */
+  private writtenAt = -Infinity;
+  private writtenShows = '';
+  /** A failure was written on its own: the next flush writes the row whatever it has. */
+  private failureShown = false;
 
   constructor(
     private readonly db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
-    private readonly settings: { postmasterPid: number; intervalMs: number; probeSets: () => string[]; historyRetentionMs: number | null },
+    private readonly settings: { postmasterPid: number; intervalMs: number; probeSets: () => string[]; historyRetentionMs: number | null; heartbeatMs?: number },
   ) {}
 
   /**
@@ -89,13 +100,14 @@ export class HealthPart implements FlushPart {
         history_retention: retention(this.settings.historyRetentionMs),
       })
       .execute();
+    this.writtenAt = performance.now();
   }
 
   /**
    * The flush's health upsert, one more data-modifying CTE of the flush's single statement (so
    * last_flush_at is the rows' last_seen).
    */
-  prepare({ maps, measured, startedMs }: FlushInput): PreparedPart {
+  prepare({ maps, measured, startedMs, lazy }: FlushInput): PreparedPart {
     const { queries, backends, deferred } = this.rows.prepare(maps, measured);
     const fill = maps.fill.map((m) => (m.map === 'queries' ? { ...m, evicted: this.rows.evictedQueries } : m));
     const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill };
@@ -107,7 +119,20 @@ export class HealthPart implements FlushPart {
       pendingRows: deferred,
       succeeded: true,
     });
-    return { statements: [statement], commit: () => this.committed(flush, deferred) };
+    const shows = JSON.stringify([this.settings.probeSets(), flush.fill, deferred, Object.entries(flush.counters).map(([k, v]) => [k, v.toString()])]);
+    const due = performance.now() - this.writtenAt >= (this.settings.heartbeatMs ?? HEALTH_HEARTBEAT_MS);
+    return {
+      statements: [statement],
+      companion: Boolean(lazy) && !due && !this.failureShown && shows === this.writtenShows,
+      commit: () => {
+        this.committed(flush, deferred);
+        this.writtenAt = performance.now();
+        this.writtenShows = shows;
+        this.failureShown = false;
+      },
+      // Nothing changed: a successful flush that wrote no row, counted when the row is next written.
+      skipped: () => this.committed({ ...flush, rows: 0 }, deferred),
+    };
   }
 
   private committed(flush: FlushObservation, deferred: number): void {
@@ -131,6 +156,7 @@ export class HealthPart implements FlushPart {
     this.lastError = error;
     this.lastErrorAt = new Date();
     if (observed) this.pendingRows = observed.rows;
+    this.failureShown = true;
     const flush = observed ?? this.last ?? { rows: 0, ms: 0, counters: {}, fill: [] };
     await this.upsertStatement(flush, {
       flushes: this.flushes,

@@ -22,7 +22,8 @@ export class HistoryPart implements FlushPart {
   ) {}
 
   prepare({ maps, measured }: FlushInput): PreparedPart {
-    return { statements: historyInserts(this.db, this.rows.prepare(maps, measured)), commit: () => undefined };
+    // History only ever goes along with the cumulative rows it mirrors.
+    return { statements: historyInserts(this.db, this.rows.prepare(maps, measured)), commit: () => undefined, companion: true };
   }
 }
 

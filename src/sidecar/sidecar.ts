@@ -78,6 +78,8 @@ export interface SidecarOptions {
   controlPollMs?: number;
   /** How long to wait for a new postmaster after the one attached to is gone (default 60 s). */
   postmasterWaitMs?: number;
+  /** How often the health row is written when flushes have nothing else to write (default 30 s). */
+  healthHeartbeatMs?: number;
 }
 
 /** What the last flush did (for logs, tests, and later bpf_stats.health). */
@@ -283,7 +285,7 @@ export class Sidecar {
       sidecar.follow(current);
       checkPostmaster = () => sidecar.follower?.check();
       await sidecar.markVanishedBackends();
-      sidecar.timer = setInterval(() => void sidecar.flush(), options.intervalMs);
+      sidecar.timer = setInterval(() => void sidecar.flush({ lazy: true }), options.intervalMs);
       if (options.control ?? true) {
         try {
           // With a sink, requests are made and answered there: a standby can neither write nor NOTIFY.
@@ -331,7 +333,7 @@ export class Sidecar {
     const sets = this.pausedSets;
     this.pausedSets = null;
     // Flushing goes on whatever happens: a set that fails to attach is an error for the caller.
-    this.timer = setInterval(() => void this.flush(), this.options.intervalMs);
+    this.timer = setInterval(() => void this.flush({ lazy: true }), this.options.intervalMs);
     try {
       this.object.probes.resume(sets);
     } finally {
@@ -409,14 +411,18 @@ export class Sidecar {
     }
   }
 
-  /** Writes what was collected since the last flush; concurrent calls share one flush. */
-  flush(): Promise<FlushStatus> {
-    this.flushing ??= this.flushOnce().finally(() => (this.flushing = null));
+  /**
+   * Writes what was collected since the last flush; concurrent calls share one flush. `lazy`
+   * (the periodic flush): what can wait without loss waits (FlushInput.lazy), and a flush with
+   * nothing else to write sends nothing.
+   */
+  flush(options: { lazy?: boolean } = {}): Promise<FlushStatus> {
+    this.flushing ??= this.flushOnce(options.lazy ?? false).finally(() => (this.flushing = null));
     return this.flushing;
   }
 
   /** One flush: the maps are read once, every part prepares from that, one statement writes it all. */
-  private async flushOnce(): Promise<FlushStatus> {
+  private async flushOnce(lazy: boolean): Promise<FlushStatus> {
     const started = performance.now();
     const at = new Date();
     const { rows, writer, health, retention, rowRetention, histograms } = this.writing;
@@ -437,18 +443,19 @@ export class Sidecar {
       await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       // Texts of queries new to this run, from the node's pg_stat_statements, go with their figures.
       await this.writing.texts.load(rows.prepare(maps, measured).queries, await this.controlClient(), this.options.log ?? (() => undefined));
-      await writer.write({ maps, measured, startedMs: started });
+      const sent = await writer.write({ maps, measured, startedMs: started, lazy });
       // After a restart: rows of the old postmaster's processes this run never tracked (asleep
       // since before it attached) are closed as at start-up.
       if (this.closeVanishedDue) {
         await this.markVanishedBackends();
         this.closeVanishedDue = false;
       }
-      const written = rows.prepare(maps, measured);
+      // A lazy flush with nothing urgent sent nothing: what it prepared waits for the next one.
+      const written = sent ? rows.prepare(maps, measured) : { queries: [], backends: [] };
       this.measuring = new Set(this.object.probes.attached());
       this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null };
       if (this.flushListeners.length) {
-        this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: histograms.lastCommitted, counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
+        this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: sent ? histograms.lastCommitted : [], counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
       }
     } catch (error) {
       // Nothing was committed: the same increments go out with the next flush.
@@ -654,7 +661,7 @@ function flushParts(
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
   const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
   // A getter: the postmaster's pid changes when it restarts (target is updated in place).
-  const health = new HealthPart(db, rows, { get postmasterPid() { return target.pgPid; }, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs });
+  const health = new HealthPart(db, rows, { get postmasterPid() { return target.pgPid; }, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs, heartbeatMs: options.healthHeartbeatMs });
   const histograms = new HistogramsPart();
   const texts = new QueryTextsPart();
   const writer = new FlushWriter(db, [

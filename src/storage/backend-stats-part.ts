@@ -8,7 +8,8 @@ import { accumulate } from './query-stats-part.js';
 /**
  * bpf_stats.backend_stats' part of a flush: one upsert for all rows, metric columns
  * accumulating like query_stats'; identity columns keep what is known; an exited process gets
- * exited_at and is forgotten (its map entry deleted) once the flush is written.
+ * exited_at and is forgotten (its map entry deleted) once the flush is written. In a lazy
+ * (periodic) flush, rows of quiet processes only go along with other data (PreparedMetricRows.backendsUrgent).
  *
  * @example
  * new FlushWriter(db, [new BackendStatsPart(db, rows), ...]);
@@ -21,7 +22,7 @@ export class BackendStatsPart implements FlushPart {
     private readonly rows: MetricRows,
   ) {}
 
-  prepare({ maps, measured }: FlushInput): PreparedPart {
+  prepare({ maps, measured, lazy }: FlushInput): PreparedPart {
     const prepared = this.rows.prepare(maps, measured);
     const rows = prepared.backends;
     // The collector's own backends, written before their pid arrived with the connection.
@@ -63,6 +64,7 @@ export class BackendStatsPart implements FlushPart {
           exited_at: sql`coalesce(excluded.exited_at, bpf_stats.backend_stats.exited_at)`,
         }),
       );
-    return { statements: [...retract, sql`${insert}`], commit: prepared.commitBackends };
+    // Quiet background processes wait (in BPF, cumulative) for a flush that writes something else.
+    return { statements: [...retract, sql`${insert}`], commit: prepared.commitBackends, companion: lazy && !prepared.backendsUrgent && !retract.length };
   }
 }

@@ -2,6 +2,7 @@ import type { MapSnapshot } from '../collector/map-snapshot.js';
 import type { BackendRecordRef, BackendSample, QuerySample } from '../collector/map-samples.js';
 import { DeltaTracker } from '../flush/delta-tracker.js';
 import { toColumnValues } from '../families/metric-values.js';
+import { METRIC_COLUMNS } from '../families/index.js';
 import { bootTimeSeconds } from '../target/proc-stat.js';
 import { CgroupPaths } from '../instance/cgroup-paths.js';
 import { BackendTypeNames } from './backend-type-names.js';
@@ -11,6 +12,11 @@ import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
 /** Postgres timestamps count microseconds from 2000-01-01. */
 const PG_EPOCH_UNIX_US = 946_684_800_000_000n;
 const IDENTITY_GRACE_NS = 5_000_000_000n;
+/** Busy time of the changed backend rows below which they can wait for a lazy flush: 1% of a CPU over a 1 s interval. */
+const QUIET_BUSY_NS = 10_000_000n;
+/** The members of struct metrics that say a process was busy (not asleep). */
+const BUSY_FIELDS = new Set(['on_cpu_ns', 'runq_ns', 'io_wait_ns', 'lock_wait_ns', 'lwlock_wait_ns', 'reclaim_ns', 'compaction_ns', 'writeback_throttle_ns']);
+const BUSY_INDEXES = METRIC_COLUMNS.flatMap((c, i) => (BUSY_FIELDS.has(c.field) ? [i] : []));
 /*
  * A process without PgBackendStatus is keyed by its start time as /proc/<pid>/stat shows it
  * (boot time + start), which stays the same across flushes and collector restarts.
@@ -81,6 +87,13 @@ export interface PreparedMetricRows extends MetricRowSet {
   deferred: number;
   /** The collector's own backends excluded after a row of theirs may have been written: those rows go. */
   retracted: Retraction[];
+  /**
+   * Whether the backend rows should go out now: a process is new or exited, or the processes
+   * together were busy (on CPU or waiting on anything but sleep) for QUIET_BUSY_NS or more.
+   * Otherwise they are idle background processes waking on their timers (the bgwriter's
+   * 200 ms naps), which a lazy flush lets accumulate in BPF until something else is written.
+   */
+  backendsUrgent: boolean;
   commitQueries(): void;
   commitBackends(): void;
 }
@@ -235,6 +248,8 @@ export class MetricRows {
 
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
+    let busyNs = 0n;
+    let backendsUrgent = false;
     const exited: BackendRecordRef[] = [];
     const backendCandidates: Array<{ key: string; row: BackendRow; record: BackendRecordRef | null; commit: () => void }> = [];
     // Whatever the order of the read, this prepare and the exclusion, the collector's own backends are never written.
@@ -252,6 +267,8 @@ export class MetricRows {
       if (!sample.identityKnown && !isExited && ageNs < IDENTITY_GRACE_NS && sample.pid !== this.postmasterPid) continue;
       const delta = this.backendDeltas.delta(key, sample.metrics);
       if (!isExited && delta.every((d) => d === 0n) && this.backendDeltas.has(key)) continue;
+      if (isExited || !this.backendDeltas.has(key)) backendsUrgent = true;
+      for (const i of BUSY_INDEXES) busyNs += delta[i] ?? 0n;
       const row: BackendRow = {
         pid: sample.pid,
         backendStartUs:
@@ -318,6 +335,7 @@ export class MetricRows {
       backends,
       retracted,
       deferred,
+      backendsUrgent: backendsUrgent || busyNs >= QUIET_BUSY_NS || ownRecords.length > 0,
       commitQueries: () => {
         written();
         queryCommits.forEach((commit) => commit());

@@ -1,0 +1,67 @@
+import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import type { FlushInput, FlushPart } from '../../src/flush/flush-part.js';
+import { FlushWriter } from '../../src/flush/flush-writer.js';
+
+/** A kysely that executes nothing and records every statement it was asked to send. */
+function recordingDb(): { db: Kysely<unknown>; sent: string[] } {
+  const sent: string[] = [];
+  const db = new Kysely<unknown>({
+    dialect: {
+      createAdapter: () => new PostgresAdapter(),
+      createDriver: () => new DummyDriver(),
+      createIntrospector: (k) => new PostgresIntrospector(k),
+      createQueryCompiler: () => new PostgresQueryCompiler(),
+    },
+    log: (event) => sent.push(event.query.sql),
+  });
+  return { db, sent };
+}
+
+function part(name: string, statements: number, companion = false) {
+  const calls: string[] = [];
+  const p: FlushPart = {
+    name,
+    prepare: () => ({
+      statements: Array.from({ length: statements }, () => sql`INSERT INTO t DEFAULT VALUES`),
+      companion,
+      commit: () => calls.push('commit'),
+      skipped: () => calls.push('skipped'),
+    }),
+  };
+  return { p, calls };
+}
+
+const input = {} as FlushInput;
+
+describe('FlushWriter', () => {
+  it('sends nothing when only companion statements (the health row) have something', async () => {
+    const { db, sent } = recordingDb();
+    const data = part('data', 0);
+    const health = part('health', 1, true);
+    expect(await new FlushWriter(db, [data.p, health.p]).write(input)).toBe(0);
+    expect(sent).toEqual([]);
+    // The companion keeps its statement for later; a part with nothing to say commits (baselines, evictions).
+    expect(health.calls).toEqual(['skipped']);
+    expect(data.calls).toEqual(['commit']);
+  });
+
+  it('sends one statement with the companions when a part has data, and commits every part', async () => {
+    const { db, sent } = recordingDb();
+    const data = part('data', 2);
+    const health = part('health', 1, true);
+    expect(await new FlushWriter(db, [data.p, health.p]).write(input)).toBe(3);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatch(/^WITH "data_0" AS .*"data_1" AS .*"health_0" AS .* SELECT 1/s);
+    expect(data.calls).toEqual(['commit']);
+    expect(health.calls).toEqual(['commit']);
+  });
+
+  it('sends a companion that must go out (a heartbeat) on its own', async () => {
+    const { db, sent } = recordingDb();
+    const health = part('health', 1, false);
+    expect(await new FlushWriter(db, [part('data', 0).p, health.p]).write(input)).toBe(1);
+    expect(sent).toHaveLength(1);
+    expect(health.calls).toEqual(['commit']);
+  });
+});
