@@ -21,6 +21,8 @@ export interface CliOptions {
   durationMs: number | undefined;
   /** run: --history-retention; null: off; absent: the default (7 days). */
   historyRetentionMs?: number | null;
+  /** run: --history-interval, how often history rows are written (default 5 min). */
+  historyIntervalMs?: number;
   /** run: serve Prometheus /metrics here (--metrics-address), with --metrics-top and --metrics-query-text. */
   metrics?: { address: MetricsAddress; top?: number; queryText: boolean };
   /** top: --iterations, --sort. */
@@ -67,11 +69,11 @@ options:
   --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME, --row-retention TIME  run: kept (7d), e.g. 12h, off
+  --history-interval TIME    run: one history row per key per TIME (5min)
   --postmaster-wait TIME     run: wait for a restarted postmaster (default 60s)
   --sink DSN --node N  run: write bpf_stats into DSN (standby: its primary) as N
   --metrics-address HOST:PORT  run: serve Prometheus /metrics (127.0.0.1:9187)
-  --metrics-top N      run: series for the N statements with most time (100)
-  --metrics-query-text run: export statement text too, as pg_bpf_query_info
+  --metrics-top N, --metrics-query-text  run: top N statements (100), their text
   --iterations N       top: print N screens, then exit (default: until q)
   --sort KEY           top: cpu, time, runq, io, lock, lwlock, reclaim or calls
 exit codes: 0 ok, 2 configuration or environment (one line says what), 1 a bug
@@ -83,7 +85,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   let parsed;
   try {
     parsed = parseArgs({
-      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'postmaster-wait', 'row-retention']),
+      args: joinNegativeValues(argv, ['interval', 'duration', 'history-retention', 'history-interval', 'postmaster-wait', 'row-retention']),
       allowPositionals: true,
       options: {
         dsn: { type: 'string' },
@@ -91,6 +93,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
         probes: { type: 'string' },
         duration: { type: 'string' },
         'history-retention': { type: 'string' },
+        'history-interval': { type: 'string' },
         'metrics-address': { type: 'string' },
         'metrics-top': { type: 'string' },
         'metrics-query-text': { type: 'boolean' },
@@ -130,6 +133,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
     probeSets: values.probes === undefined ? [] : parseProbeSets(values.probes),
     durationMs: values.duration === undefined ? undefined : parseDuration(values.duration, '--duration'),
     ...(values['history-retention'] !== undefined && { historyRetentionMs: parseRetention(values['history-retention']) }),
+    ...(values['history-interval'] !== undefined && { historyIntervalMs: parseDuration(values['history-interval'], '--history-interval') }),
     ...(values['metrics-address'] !== undefined && {
       metrics: { address: parseMetricsAddress(values['metrics-address']), ...(metricsTop !== undefined && { top: metricsTop }), queryText: values['metrics-query-text'] ?? false },
     }),

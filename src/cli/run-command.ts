@@ -14,6 +14,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
     intervalMs: options.intervalMs,
     probeSets: options.probeSets,
     historyRetentionMs: options.historyRetentionMs,
+    historyIntervalMs: options.historyIntervalMs,
     postmasterWaitMs: options.postmasterWaitMs,
     rowRetentionMs: options.rowRetentionMs,
     log,

@@ -33,7 +33,11 @@ export interface PreparedPart {
    * part has one, nothing is sent at all, and skipped() is called instead of commit().
    */
   companion?: boolean;
-  /** The flush succeeded with nothing to write, so this part's companion statements were not sent. */
+  /**
+   * Called instead of commit() when the flush sent nothing (only companion statements had
+   * something). Absent: a part without statements commits as if written, and a companion keeps
+   * nothing (its figures stay in the maps for the next flush).
+   */
   skipped?(): void;
 }
 

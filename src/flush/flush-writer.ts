@@ -28,11 +28,11 @@ export class FlushWriter<DB> {
       statements.map((statement, i) => sql`${sql.id(`${part.name}_${i}`)} AS (${statement})`),
     );
     if (!prepared.some((p) => p.statements.length && !p.companion)) {
-      // Nothing to write is written. A part with nothing to say still commits (baselines,
-      // evictions); one whose statements were only companions keeps them for the next flush.
+      // Nothing to write is written. A part says what that means to it (skipped()); one that
+      // does not had nothing to write, and commits as if written (baselines, evictions).
       for (const p of prepared) {
-        if (p.statements.length) p.skipped?.();
-        else p.commit();
+        if (p.skipped) p.skipped();
+        else if (!p.statements.length) p.commit();
       }
       return 0;
     }

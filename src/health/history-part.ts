@@ -2,29 +2,103 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
-import type { MetricRowSet } from '../storage/metric-row.js';
+import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
+import type { MetricValue } from '../families/metric-values.js';
 import type { MetricRows } from '../storage/metric-rows.js';
 
+/** How often periodic flushes write history rows by default: each row is a key's increments over this long. */
+export const DEFAULT_HISTORY_INTERVAL_MS = 300_000;
+/** Keys whose sums wait in memory at most (~0.5 KB each): beyond, history is written early. */
+const MAX_PENDING_ROWS = 16_384;
+
 /**
- * The history tables' part of a flush: the same rows the flush adds to query_stats /
- * backend_stats, stamped with the transaction's now() (the rows' last_seen), in the same
- * statement, so history always sums to the cumulative tables. Commits nothing of its own.
+ * The history tables' part of a flush, at its own granularity: the increments of the flushes
+ * written since the last history row are summed per key in memory, and written as one row per
+ * key every `intervalMs`, stamped with that flush's now() (so a row holds the key's increments
+ * since its previous row). The pending sums only grow by what a written flush committed to the
+ * cumulative tables, and only go once a flush carrying them succeeded, so history always sums to
+ * query_stats / backend_stats once written. Explicit flushes (stop, pause, a caller's flush())
+ * write what is pending at once; so does every flush when intervalMs is 0. History rows only go
+ * along with a flush that writes cumulative rows (or the health heartbeat).
+ *
+ * Memory: one pending row per key that changed in the interval, at most MAX_PENDING_ROWS: past
+ * that (connection churn makes a key per connection), the sums are written early.
  *
  * @example
- * new FlushWriter(db, [queryStats, backendStats, new HistoryPart(db, rows), health]);
+ * new FlushWriter(db, [queryStats, backendStats, new HistoryPart(db, rows, 300_000), health]);
  */
 export class HistoryPart implements FlushPart {
   readonly name = 'history';
+  private pending: PendingHistory = { queries: new Map(), backends: new Map() };
+  private writtenAt = performance.now();
 
   constructor(
     private readonly db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
+    private readonly intervalMs = 0,
   ) {}
 
-  prepare({ maps, measured }: FlushInput): PreparedPart {
-    // History only ever goes along with the cumulative rows it mirrors.
-    return { statements: historyInserts(this.db, this.rows.prepare(maps, measured)), commit: () => undefined, companion: true };
+  prepare({ maps, measured, lazy }: FlushInput): PreparedPart {
+    const batch = this.rows.prepare(maps, measured);
+    const pendingRows = this.pending.queries.size + this.pending.backends.size;
+    // Connection churn makes a new backend key per connection: the sums go out before they outgrow MAX_PENDING_ROWS.
+    const due = !lazy || performance.now() - this.writtenAt >= this.intervalMs || pendingRows + batch.queries.length + batch.backends.length > MAX_PENDING_ROWS;
+    // Not sent (only companions had something): what the flush prepared stays in the maps, not added here.
+    if (!due) return { statements: [], commit: () => this.add(this.pending, batch), skipped: () => undefined };
+    const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: new Map(this.pending.backends) };
+    this.add(merged, batch);
+    const rows = { queries: [...merged.queries.values()], backends: [...merged.backends.values()] };
+    return {
+      statements: historyInserts(this.db, rows),
+      companion: true,
+      commit: () => {
+        this.pending = { queries: new Map(), backends: new Map() };
+        this.writtenAt = performance.now();
+      },
+      skipped: () => undefined,
+    };
   }
+
+  /** Adds a written flush's increments to `into` (the companion statements were not sent: they wait). */
+  private add(into: PendingHistory, batch: MetricRowSet): void {
+    for (const row of batch.queries) {
+      const key = `${row.userid}/${row.dbid}/${row.toplevel}/${row.queryid}`;
+      const before = into.queries.get(key);
+      into.queries.set(key, before ? { ...row, values: sumValues(before.values, row.values) } : row);
+    }
+    for (const row of batch.backends) {
+      const key = `${row.pid}/${row.backendStartUs}`;
+      const before = into.backends.get(key);
+      into.backends.set(
+        key,
+        before
+          ? {
+              ...row,
+              datid: row.datid ?? before.datid,
+              usesysid: row.usesysid ?? before.usesysid,
+              queryid: row.queryid ?? before.queryid,
+              exitedAtUs: row.exitedAtUs ?? before.exitedAtUs,
+              values: sumValues(before.values, row.values),
+            }
+          : row,
+      );
+    }
+  }
+}
+
+interface PendingHistory {
+  queries: Map<string, QueryRow>;
+  backends: Map<string, BackendRow>;
+}
+
+/** Column-wise sums; NULL (not measured in either) stays NULL. */
+export function sumValues(a: readonly MetricValue[], b: readonly MetricValue[]): MetricValue[] {
+  return a.map((x, i) => {
+    const y = b[i] ?? null;
+    if (x === null) return y;
+    if (y === null) return x;
+    return typeof x === 'bigint' && typeof y === 'bigint' ? x + y : Number(x) + Number(y);
+  });
 }
 
 /** One INSERT ... SELECT FROM unnest(...) per history table that has rows. */

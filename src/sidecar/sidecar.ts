@@ -19,7 +19,7 @@ import { FlushWriter } from '../flush/flush-writer.js';
 import type { HistogramRow } from '../flush/histogram-deltas.js';
 import { HistogramsPart } from '../flush/histograms-part.js';
 import { HealthPart } from '../health/health-part.js';
-import { HistoryPart } from '../health/history-part.js';
+import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
 import { RowRetention } from '../health/row-retention.js';
 import { backendPid } from '../storage/backend-pid.js';
@@ -65,6 +65,8 @@ export interface SidecarOptions {
   rowRetentionMs?: number;
   /** History partition width (default: a seventh of the retention, 1 s to 1 day). */
   historyPartitionMs?: number;
+  /** How often periodic flushes write history rows (default 5 min; 0: every flush). */
+  historyIntervalMs?: number;
   /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
   maxBackends?: number;
   maxQueries?: number;
@@ -273,7 +275,7 @@ export class Sidecar {
       await writing.rowRetention.maintainWhenDue(db, log);
       log(
         writing.retention
-          ? `history: each flush's increments kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
+          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
           : 'history: off (--history-retention off)',
       );
       log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
@@ -670,7 +672,7 @@ function flushParts(
     new BackendStatsPart(db, rows),
     histograms,
     ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath) }),
-    ...(retention ? [new HistoryPart(db, rows)] : []),
+    ...(retention ? [new HistoryPart(db, rows, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.

@@ -65,6 +65,6 @@ export class BackendStatsPart implements FlushPart {
         }),
       );
     // Quiet background processes wait (in BPF, cumulative) for a flush that writes something else.
-    return { statements: [...retract, sql`${insert}`], commit: prepared.commitBackends, companion: lazy && !prepared.backendsUrgent && !retract.length };
+    return { statements: [...retract, sql`${insert}`], commit: prepared.commitBackends, companion: lazy && !prepared.backendsUrgent && !retract.length, skipped: () => undefined };
   }
 }

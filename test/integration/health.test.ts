@@ -138,6 +138,45 @@ describe('bpf_stats.health', () => {
     expect((await healthRow()).stopped_at).not.toBeNull();
   });
 
+  it('is left alone by periodic flushes while the server is idle, except for its heartbeat', async () => {
+    // Ground truth: the server's own count of the flush statements (pg_stat_statements), over
+    // seconds in which nothing but the server's background processes ran. Autovacuum is paused:
+    // each worker it starts is a new process, which is written at once.
+    await admin.query('ALTER SYSTEM SET autovacuum = off');
+    await admin.query('SELECT pg_reload_conf()');
+    try {
+      const s = await startSidecar({ intervalMs: 200, healthHeartbeatMs: 1500 });
+      // The test's own session is not the idle server's: leave it out, like the collector's own.
+      s.excludeBackend((await admin.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+      await s.flush();
+      const flushStatements = async () =>
+        Number((await admin.query(`SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_statements WHERE query LIKE 'WITH "%' AND query LIKE '%bpf_stats.health%'`)).rows[0].n);
+      const before = await flushStatements();
+      const health0 = await healthRow();
+      await new Promise((resolve) => setTimeout(resolve, 4000));
+      const sent = (await flushStatements()) - before;
+      const health1 = await healthRow();
+      // 20 periodic flushes in 4 s; the heartbeat (every 1.5 s) writes 2 or 3 of them.
+      expect(sent).toBeGreaterThanOrEqual(2);
+      expect(sent).toBeLessThanOrEqual(3);
+      expect(Number(health1.flushes) - Number(health0.flushes)).toBeGreaterThanOrEqual(15);
+      expect(health1.last_flush_at.getTime()).toBeGreaterThan(health0.last_flush_at.getTime());
+
+      // A statement is written by the next periodic flush, without waiting for the heartbeat.
+      const marker = await session(async (c) => (await c.query('SELECT 4242 AS idle_marker')).rows);
+      expect(marker).toHaveLength(1);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const { rows } = await admin.query(
+        `SELECT q.calls FROM bpf_stats.query_stats q JOIN pg_stat_statements p USING (userid, dbid, toplevel, queryid)
+          WHERE p.query LIKE '%idle_marker%'`,
+      );
+      expect(rows.map((r) => Number(r.calls))).toEqual([1]);
+    } finally {
+      await admin.query('ALTER SYSTEM RESET autovacuum');
+      await admin.query('SELECT pg_reload_conf()');
+    }
+  });
+
   it('shows a failed flush: its error and the rows it could not write, then the recovery', async () => {
     const s = await startSidecar();
     await s.flush();
@@ -232,6 +271,35 @@ describe('history', () => {
     }
   });
 
+  it('writes history at its own granularity from periodic flushes: one row per key per interval, summing to pg_stat_statements', async () => {
+    const s = await startSidecar({ probeSets: ['query'], intervalMs: 200, historyIntervalMs: 1500 });
+    await s.flush();
+    let n = 0;
+    await session(async (c) => {
+      const until = performance.now() + 3500;
+      while (performance.now() < until) {
+        await c.query('SELECT 31338 + $1::int AS history_granule', [n++]);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    // An explicit flush writes what is pending at once (as stop() does).
+    expect((await s.flush()).error).toBeNull();
+    const { rows: pgss } = await admin.query("SELECT queryid, calls FROM pg_stat_statements WHERE query LIKE '%history_granule%'");
+    expect(pgss).toHaveLength(1);
+    expect(Number(pgss[0].calls)).toBe(n);
+    const { rows } = await admin.query(
+      'SELECT ts, calls FROM bpf_stats.query_stats_history WHERE queryid = $1 AND calls > 0 ORDER BY ts',
+      [pgss[0].queryid],
+    );
+    expect(rows.reduce((sum, r) => sum + Number(r.calls), 0)).toBe(n);
+    // ~4 s of periodic flushes every 200 ms, history every 1.5 s: 2 or 3 periodic rows and the explicit one.
+    expect(rows.length).toBeGreaterThanOrEqual(2);
+    expect(rows.length).toBeLessThanOrEqual(4);
+    const periodic = rows.slice(0, -1).map((r) => r.ts.getTime());
+    for (let i = 1; i < periodic.length; i++) expect(periodic[i]! - periodic[i - 1]!).toBeGreaterThanOrEqual(1400);
+  });
+
   it('recreates partitions someone dropped: one failed flush, shown in health, then history again', async () => {
     const s = await startSidecar();
     await s.flush();
@@ -265,7 +333,8 @@ describe('history', () => {
   it('drops data older than the retention, whole partitions at a time', async () => {
     // A fresh database, so that no wider partitions of the earlier tests are around.
     await admin.query('CREATE DATABASE retention');
-    const s = await startSidecar({ historyRetentionMs: 3000, historyPartitionMs: 1000, intervalMs: 250 }, 'retention');
+    // A heartbeat every flush: the background processes' rows go out every 250 ms as data to expire.
+    const s = await startSidecar({ historyRetentionMs: 3000, historyPartitionMs: 1000, intervalMs: 250, healthHeartbeatMs: 0 }, 'retention');
     const db = new pg.Client(cluster.connectionString('retention'));
     await db.connect();
     try {

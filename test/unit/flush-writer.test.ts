@@ -26,7 +26,7 @@ function part(name: string, statements: number, companion = false) {
       statements: Array.from({ length: statements }, () => sql`INSERT INTO t DEFAULT VALUES`),
       companion,
       commit: () => calls.push('commit'),
-      skipped: () => calls.push('skipped'),
+      ...(companion && { skipped: () => calls.push('skipped') }),
     }),
   };
   return { p, calls };
@@ -44,6 +44,15 @@ describe('FlushWriter', () => {
     // The companion keeps its statement for later; a part with nothing to say commits (baselines, evictions).
     expect(health.calls).toEqual(['skipped']);
     expect(data.calls).toEqual(['commit']);
+  });
+
+  it('lets a part that says what a flush sending nothing means to it keep what it prepared', async () => {
+    const { db, sent } = recordingDb();
+    const calls: string[] = [];
+    const waiting: FlushPart = { name: 'waiting', prepare: () => ({ statements: [], commit: () => calls.push('commit'), skipped: () => calls.push('skipped') }) };
+    expect(await new FlushWriter(db, [waiting, part('health', 1, true).p]).write(input)).toBe(0);
+    expect(sent).toEqual([]);
+    expect(calls).toEqual(['skipped']);
   });
 
   it('sends one statement with the companions when a part has data, and commits every part', async () => {

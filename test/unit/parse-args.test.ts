@@ -63,6 +63,8 @@ describe('parseCli', () => {
   it('reads every duration option with the same units and refuses negatives in one line', () => {
     expect(parseCli(['run', '--interval', '2min'])).toMatchObject({ intervalMs: 120_000 });
     expect(parseCli(['run', '--history-retention', '36h'])).toMatchObject({ historyRetentionMs: 129_600_000 });
+    expect(parseCli(['run', '--history-interval', '1min'])).toMatchObject({ historyIntervalMs: 60_000 });
+    expect(() => parseCli(['run', '--history-interval', '-1min'])).toThrow(/^invalid --history-interval '-1min': must be positive$/);
     for (const argv of [['run', '--interval', '-5s'], ['run', '--interval=-5s'], ['run', '--history-retention', '-1d']]) {
       expect(() => parseCli(argv), argv.join(' ')).toThrow(/^invalid --(interval|history-retention) '-\d[a-z]+': must be positive$/);
     }

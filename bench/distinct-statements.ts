@@ -1,0 +1,22 @@
+import type pg from 'pg';
+
+/** Distinct statement shapes available: 2^14. */
+export const SHAPE_BITS = 14;
+
+/**
+ * Statement k (0 <= k < 2^14): 14 constants whose types spell k in binary. Constants are
+ * normalized by pg_stat_statements, their types are not: each k has its own query id.
+ */
+export function distinctStatement(k: number): string {
+  const items = Array.from({ length: SHAPE_BITS }, (_, bit) => ((k >> bit) & 1 ? `'t'` : '1'));
+  return `SELECT ${items.join(', ')}`;
+}
+
+/** Runs `count` statements, k = (offset + i) mod `distinct`, 50 per round trip (each still its own statement). */
+export async function runDistinctStatements(client: pg.Client, count: number, distinct: number, offset = 0): Promise<void> {
+  const batch = 50;
+  for (let k = 0; k < count; k += batch) {
+    const end = Math.min(count, k + batch);
+    await client.query(Array.from({ length: end - k }, (_, i) => distinctStatement((offset + k + i) % distinct)).join(';'));
+  }
+}

@@ -1,0 +1,95 @@
+/*
+ * Flush scaling: does a flush cost what changed, or what exists?
+ *
+ * A throwaway cluster and the sidecar in this process (default sets, history on, flushes only
+ * when the bench asks). It runs --statements distinct statements (distinct query ids: select
+ * lists of 14 constants, each an int or a text, 2^14 shapes), so the queries map and query_stats
+ * hold that many keys; then it times flushes after re-running all of them (everything changed)
+ * and after re-running only --few of them (the map still holding all the others), and a flush
+ * after nothing ran. Each figure is the median of --repeat flushes, as Sidecar.flush() times
+ * them (reading the maps, preparing, the statement round trip: what the collector waits for).
+ *
+ * Run (root): node dist/bench/flush-scaling.js [--statements 10000] [--few 100] [--repeat 5]
+ */
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { Sidecar } from '../src/sidecar/sidecar.js';
+import { runDistinctStatements, SHAPE_BITS } from './distinct-statements.js';
+
+const print = (line = '') => process.stdout.write(`${line}\n`);
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    statements: { type: 'string', default: '10000' },
+    few: { type: 'string', default: '100' },
+    repeat: { type: 'string', default: '5' },
+  },
+});
+const statements = Number(values.statements);
+const few = Number(values.few);
+const repeat = Number(values.repeat);
+if (statements > 2 ** SHAPE_BITS) throw new Error(`--statements at most ${2 ** SHAPE_BITS}`);
+
+const runStatements = (client: pg.Client, count: number, offset = 0) => runDistinctStatements(client, count, statements, offset);
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function main(): Promise<void> {
+  const cluster = await ThrowawayCluster.start();
+  let sidecar: Sidecar | null = null;
+  const client = new pg.Client(cluster.connectionString());
+  try {
+    await client.connect();
+    await client.query('CREATE EXTENSION pg_stat_statements');
+    await client.query(`SELECT pg_stat_statements_reset()`);
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, maxQueries: 2 ** SHAPE_BITS, control: false });
+    const s = sidecar;
+    await s.flush();
+    print(`flush-scaling: ${statements} distinct statements kept, ${few} of them changed, median of ${repeat} flushes`);
+    const flush = async () => {
+      const status = await s.flush();
+      if (status.error) throw new Error(status.error);
+      return status;
+    };
+
+    // The first flush of all of them inserts every row; later ones update them.
+    await runStatements(client, statements);
+    const first = await flush();
+    print(`first flush (${first.queries} new query rows): ${first.ms.toFixed(1)} ms`);
+    const figures: Array<{ what: string; ms: number; rows: number }> = [];
+    const measure = async (what: string, work: () => Promise<void>) => {
+      const times: number[] = [];
+      let rows = 0;
+      for (let i = 0; i < repeat; i++) {
+        await work();
+        const status = await flush();
+        times.push(status.ms);
+        rows = status.queries;
+      }
+      figures.push({ what, ms: median(times), rows });
+      print(`${what}: median ${median(times).toFixed(2)} ms (${times.map((t) => t.toFixed(1)).join(', ')}), ${rows} query rows`);
+    };
+    await measure(`all ${statements} changed`, () => runStatements(client, statements));
+    let offset = 0;
+    await measure(`${few} changed of ${statements}`, async () => {
+      await runStatements(client, few, offset);
+      offset += few;
+    });
+    await measure('nothing changed', async () => undefined);
+
+    print();
+    print('| flush | query rows written | median ms |');
+    print('| --- | ---: | ---: |');
+    for (const f of figures) print(`| ${f.what} | ${f.rows} | ${f.ms.toFixed(2)} |`);
+  } finally {
+    await sidecar?.stop();
+    await client.end().catch(() => undefined);
+    await cluster.stop();
+  }
+}
+
+main().catch((error) => {
+  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
