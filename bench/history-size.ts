@@ -65,7 +65,8 @@ async function main(): Promise<void> {
     await initPgbench(cluster, 1);
     // The server's own timing of the sidecar's statements (the cluster preloads it).
     await client.query('CREATE EXTENSION pg_stat_statements');
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs, historyRetentionMs: retentionMs, historyPartitionMs: partitionMs });
+    // History rows at every flush (not the default 5 min), so that a short run fills partitions.
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs, historyRetentionMs: retentionMs, historyPartitionMs: partitionMs, historyIntervalMs: intervalMs });
     print(`history-size: ${seconds} s of pgbench -c ${values.clients} -R ${values.rate} (TPC-B-like), flush every ${intervalMs} ms, ` +
       `retention ${retentionMs === null ? 'off' : `${retentionMs / 1000} s`}, partitions ${sidecar ? partitionMs / 1000 : '?'} s`);
     const load = cluster.exec(

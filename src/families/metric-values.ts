@@ -11,9 +11,18 @@ export type MetricValue = number | bigint | null;
  * toColumnValues(deltas, new Set(['cpu'])); // calls: null, on_cpu_ms: 12.5, ...
  */
 export function toColumnValues(deltas: readonly bigint[], measured: ReadonlySet<string>): MetricValue[] {
-  return METRIC_COLUMNS.map((c, i) => {
-    if (!c.measuredBy.some((set) => measured.has(set))) return null;
-    const delta = deltas[i] ?? 0n;
-    return c.unit === 'ns' ? Number(delta) / 1e6 : delta;
-  });
+  return columnValuesFor(measured)(deltas);
+}
+
+/** toColumnValues for one set of measured probe sets, worked out once (a flush converts every row with it). */
+export function columnValuesFor(measured: ReadonlySet<string>): (deltas: readonly bigint[]) => MetricValue[] {
+  const kinds = METRIC_COLUMNS.map((c) => (!c.measuredBy.some((set) => measured.has(set)) ? 0 : c.unit === 'ns' ? 1 : 2));
+  return (deltas) => {
+    const out = new Array<MetricValue>(kinds.length);
+    for (let i = 0; i < kinds.length; i++) {
+      const kind = kinds[i];
+      out[i] = kind === 0 ? null : kind === 1 ? Number(deltas[i] ?? 0n) / 1e6 : (deltas[i] ?? 0n);
+    }
+    return out;
+  };
 }

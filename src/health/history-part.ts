@@ -1,7 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
-import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
+import { METRIC_COLUMN_NAMES, metricArrays, pgArray, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
 import type { MetricRows } from '../storage/metric-rows.js';
@@ -38,11 +38,13 @@ export class HistoryPart implements FlushPart {
     private readonly intervalMs = 0,
   ) {}
 
-  prepare({ maps, measured, lazy }: FlushInput): PreparedPart {
+  prepare({ maps, measured, lazy, startedMs }: FlushInput): PreparedPart {
     const batch = this.rows.prepare(maps, measured);
     const pendingRows = this.pending.queries.size + this.pending.backends.size;
-    // Connection churn makes a new backend key per connection: the sums go out before they outgrow MAX_PENDING_ROWS.
-    const due = !lazy || performance.now() - this.writtenAt >= this.intervalMs || pendingRows + batch.queries.length + batch.backends.length > MAX_PENDING_ROWS;
+    // From flush start to flush start, with 5% slack for timer jitter: with an interval equal to
+    // the flush period, every flush writes history. Connection churn makes a new backend key per
+    // connection: the sums also go out before they outgrow MAX_PENDING_ROWS.
+    const due = !lazy || startedMs - this.writtenAt >= this.intervalMs * 0.95 || pendingRows + batch.queries.length + batch.backends.length > MAX_PENDING_ROWS;
     // Not sent (only companions had something): what the flush prepared stays in the maps, not added here.
     if (!due) return { statements: [], commit: () => this.add(this.pending, batch), skipped: () => undefined };
     const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: new Map(this.pending.backends) };
@@ -53,7 +55,7 @@ export class HistoryPart implements FlushPart {
       companion: true,
       commit: () => {
         this.pending = { queries: new Map(), backends: new Map() };
-        this.writtenAt = performance.now();
+        this.writtenAt = startedMs;
       },
       skipped: () => undefined,
     };
@@ -112,8 +114,8 @@ function historyInserts(db: Kysely<BpfStatsDatabase>, batch: MetricRowSet): RawB
       .columns(['ts', 'userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES])
       .expression(
         sql`SELECT now(), u.* FROM unnest(
-              ${rows.map((r) => r.userid)}::oid[], ${rows.map((r) => r.dbid)}::oid[],
-              ${rows.map((r) => r.toplevel)}::bool[], ${rows.map((r) => r.queryid)}::int8[],
+              ${pgArray(rows.map((r) => r.userid))}::oid[], ${pgArray(rows.map((r) => r.dbid))}::oid[],
+              ${pgArray(rows.map((r) => r.toplevel))}::bool[], ${pgArray(rows.map((r) => r.queryid))}::int8[],
               ${metricArrays(rows.map((r) => r.values))}) AS u`,
       );
     statements.push(sql`${insert}`);

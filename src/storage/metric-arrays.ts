@@ -11,11 +11,7 @@ export const METRIC_COLUMN_NAMES: readonly MetricColumnName[] = METRIC_COLUMNS.m
 export function metricArrays(rows: MetricValue[][]): RawBuilder<unknown> {
   return sql.join(
     METRIC_COLUMNS.map((c, i) => {
-      const values = rows.map((v) => {
-        const value = v[i];
-        return typeof value === 'bigint' ? value.toString() : (value ?? null);
-      });
-      return sql`${values}::${sql.raw(PG_ARRAY_TYPE[c.unit])}`;
+      return sql`${pgArray(rows.map((v) => v[i] ?? null))}::${sql.raw(PG_ARRAY_TYPE[c.unit])}`;
     }),
   );
 }
@@ -28,4 +24,20 @@ export function metricColumnList(alias?: string): RawBuilder<unknown> {
 /** A timestamptz from microseconds since the Unix epoch. */
 export function usToTimestamp(us: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`timestamptz 'epoch' + ${us} * interval '1 microsecond'`;
+}
+
+/**
+ * A Postgres array literal of numbers, bigints or booleans (`{1,NULL,2.5}`), sent as one text
+ * parameter and cast by the statement: no element needs quoting, so this is a join, where the
+ * driver's own array serialization quotes and escapes every element (a 10,000-row flush has
+ * hundreds of thousands of them).
+ */
+export function pgArray(values: ReadonlyArray<number | bigint | boolean | string | null>): string {
+  let out = '{';
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (i) out += ',';
+    out += v === null || v === undefined ? 'NULL' : typeof v === 'boolean' ? (v ? 't' : 'f') : String(v);
+  }
+  return `${out}}`;
 }

@@ -1,7 +1,7 @@
 import type { MapSnapshot } from '../collector/map-snapshot.js';
 import type { BackendRecordRef, BackendSample, QuerySample } from '../collector/map-samples.js';
 import { DeltaTracker } from '../flush/delta-tracker.js';
-import { toColumnValues } from '../families/metric-values.js';
+import { columnValuesFor } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { bootTimeSeconds } from '../target/proc-stat.js';
 import { CgroupPaths } from '../instance/cgroup-paths.js';
@@ -12,10 +12,14 @@ import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
 /** Postgres timestamps count microseconds from 2000-01-01. */
 const PG_EPOCH_UNIX_US = 946_684_800_000_000n;
 const IDENTITY_GRACE_NS = 5_000_000_000n;
-/** Busy time of the changed backend rows below which they can wait for a lazy flush: 1% of a CPU over a 1 s interval. */
-const QUIET_BUSY_NS = 10_000_000n;
+/**
+ * Busy time of the changed backend rows, as a share of the time since backend rows were last
+ * written, below which they can wait for a lazy flush: 1% of one CPU. (Run-queue waits are not
+ * counted: on a loaded host even a napping process waits for a CPU each time it wakes.)
+ */
+const QUIET_BUSY_PERCENT = 1n;
 /** The members of struct metrics that say a process was busy (not asleep). */
-const BUSY_FIELDS = new Set(['on_cpu_ns', 'runq_ns', 'io_wait_ns', 'lock_wait_ns', 'lwlock_wait_ns', 'reclaim_ns', 'compaction_ns', 'writeback_throttle_ns']);
+const BUSY_FIELDS = new Set(['on_cpu_ns', 'io_wait_ns', 'lock_wait_ns', 'lwlock_wait_ns', 'reclaim_ns', 'compaction_ns', 'writeback_throttle_ns']);
 const BUSY_INDEXES = METRIC_COLUMNS.flatMap((c, i) => (BUSY_FIELDS.has(c.field) ? [i] : []));
 /*
  * A process without PgBackendStatus is keyed by its start time as /proc/<pid>/stat shows it
@@ -89,7 +93,8 @@ export interface PreparedMetricRows extends MetricRowSet {
   retracted: Retraction[];
   /**
    * Whether the backend rows should go out now: a process is new or exited, or the processes
-   * together were busy (on CPU or waiting on anything but sleep) for QUIET_BUSY_NS or more.
+   * together were busy (on CPU, or waiting on IO, locks, reclaim) for 1% of a CPU or more since
+   * backend rows were last written.
    * Otherwise they are idle background processes waking on their timers (the bgwriter's
    * 200 ms naps), which a lazy flush lets accumulate in BPF until something else is written.
    */
@@ -129,6 +134,8 @@ export class MetricRows {
   private readonly backendBacklog = new RowBacklog();
   /** Query keys evicted since load (bpf_stats.health.map_fill). */
   evictedQueries = 0;
+  /** process.hrtime of the last written backend rows. */
+  private backendsWrittenNs = process.hrtime.bigint();
 
   /** CLOCK_MONOTONIC to wall clock, fixed once so that derived timestamps are stable. */
   private readonly monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
@@ -191,6 +198,7 @@ export class MetricRows {
     this.unwritten = true;
     const budget = this.rowBudget;
     let deferred = 0;
+    const toColumnValues = columnValuesFor(measured);
     const queryCommits: Array<() => void> = [];
     const queries: QueryRow[] = [];
     const unchanged: QuerySample[] = [];
@@ -202,7 +210,7 @@ export class MetricRows {
         dbid: identity.dbid,
         toplevel: identity.toplevel,
         queryid: BigInt.asIntN(64, identity.queryid).toString(),
-        values: toColumnValues(delta, measured),
+        values: toColumnValues(delta),
       });
     for (const sample of snapshot.queries) {
       const key = queryKey(sample);
@@ -280,7 +288,7 @@ export class MetricRows {
         usesysid: sample.identityKnown && sample.userid ? sample.userid : null,
         queryid: sample.queryid ? BigInt.asIntN(64, sample.queryid).toString() : null,
         cgroup: this.cgroups.pathOf(sample.memoryCgroup),
-        values: toColumnValues(delta, measured),
+        values: toColumnValues(delta),
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       };
       backendCandidates.push(
@@ -335,13 +343,14 @@ export class MetricRows {
       backends,
       retracted,
       deferred,
-      backendsUrgent: backendsUrgent || busyNs >= QUIET_BUSY_NS || ownRecords.length > 0,
+      backendsUrgent: backendsUrgent || busyNs * 100n >= QUIET_BUSY_PERCENT * (process.hrtime.bigint() - this.backendsWrittenNs) || ownRecords.length > 0,
       commitQueries: () => {
         written();
         queryCommits.forEach((commit) => commit());
       },
       commitBackends: () => {
         written();
+        if (backends.length) this.backendsWrittenNs = process.hrtime.bigint();
         backendCommits.forEach((commit) => commit());
         this.forgetBackends(exited);
       },

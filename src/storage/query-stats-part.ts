@@ -2,7 +2,7 @@ import { sql, type Kysely, type RawBuilder, type Updateable } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { MetricColumnName } from '../families/index.js';
 import type { BpfStatsDatabase, MetricColumns } from './database.js';
-import { METRIC_COLUMN_NAMES, metricArrays } from './metric-arrays.js';
+import { METRIC_COLUMN_NAMES, metricArrays, pgArray } from './metric-arrays.js';
 import type { MetricRows } from './metric-rows.js';
 
 /**
@@ -31,8 +31,8 @@ export class QueryStatsPart implements FlushPart {
       .columns(['userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen'])
       .expression(
         sql`SELECT u.*, now() FROM unnest(
-              ${rows.map((r) => r.userid)}::oid[], ${rows.map((r) => r.dbid)}::oid[],
-              ${rows.map((r) => r.toplevel)}::bool[], ${rows.map((r) => r.queryid)}::int8[],
+              ${pgArray(rows.map((r) => r.userid))}::oid[], ${pgArray(rows.map((r) => r.dbid))}::oid[],
+              ${pgArray(rows.map((r) => r.toplevel))}::bool[], ${pgArray(rows.map((r) => r.queryid))}::int8[],
               ${metricArrays(rows.map((r) => r.values))}) AS u`,
       )
       .onConflict((oc) =>

@@ -140,7 +140,8 @@ describe('Prometheus scraping the collector', () => {
   let windowEnd = 0;
 
   beforeAll(async () => {
-    collector = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--metrics-address', '127.0.0.1:0', '--probes', 'query,latency', '--metrics-query-text'], {
+    // History every second (not the default 5 min), to compare windows with Prometheus' 1 s steps.
+    collector = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--metrics-address', '127.0.0.1:0', '--probes', 'query,latency', '--metrics-query-text', '--history-interval', '1s'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     collector.stderr!.on('data', (d: Buffer) => (collectorLog += d.toString()));
