@@ -18,6 +18,8 @@ const IDENTITY_GRACE_NS = 5_000_000_000n;
  * counted: on a loaded host even a napping process waits for a CPU each time it wakes.)
  */
 const QUIET_BUSY_PERCENT = 1n;
+/** ... and below which they wait whatever the share (a fork or a checkpoint's few ms right after a write). */
+const QUIET_BUSY_MIN_NS = 10_000_000n;
 /** The members of struct metrics that say a process was busy (not asleep). */
 const BUSY_FIELDS = new Set(['on_cpu_ns', 'io_wait_ns', 'lock_wait_ns', 'lwlock_wait_ns', 'reclaim_ns', 'compaction_ns', 'writeback_throttle_ns']);
 const BUSY_INDEXES = METRIC_COLUMNS.flatMap((c, i) => (BUSY_FIELDS.has(c.field) ? [i] : []));
@@ -93,8 +95,8 @@ export interface PreparedMetricRows extends MetricRowSet {
   retracted: Retraction[];
   /**
    * Whether the backend rows should go out now: a process is new or exited, or the processes
-   * together were busy (on CPU, or waiting on IO, locks, reclaim) for 1% of a CPU or more since
-   * backend rows were last written.
+   * together were busy (on CPU, or waiting on IO, locks, reclaim) for 10 ms or more, and for 1%
+   * of a CPU or more since backend rows were last written.
    * Otherwise they are idle background processes waking on their timers (the bgwriter's
    * 200 ms naps), which a lazy flush lets accumulate in BPF until something else is written.
    */
@@ -343,7 +345,10 @@ export class MetricRows {
       backends,
       retracted,
       deferred,
-      backendsUrgent: backendsUrgent || busyNs * 100n >= QUIET_BUSY_PERCENT * (process.hrtime.bigint() - this.backendsWrittenNs) || ownRecords.length > 0,
+      backendsUrgent:
+        backendsUrgent ||
+        ownRecords.length > 0 ||
+        (busyNs >= QUIET_BUSY_MIN_NS && busyNs * 100n >= QUIET_BUSY_PERCENT * (process.hrtime.bigint() - this.backendsWrittenNs)),
       commitQueries: () => {
         written();
         queryCommits.forEach((commit) => commit());

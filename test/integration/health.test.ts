@@ -278,7 +278,8 @@ describe('history', () => {
     await session(async (c) => {
       const until = performance.now() + 3500;
       while (performance.now() < until) {
-        await c.query('SELECT 31338 + $1::int AS history_granule', [n++]);
+        // Another shape than history_probe's (aliases do not make a query id of their own).
+        await c.query('SELECT 31338 * $1::int - 1 AS history_granule', [n++]);
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     });
@@ -286,7 +287,7 @@ describe('history', () => {
     // An explicit flush writes what is pending at once (as stop() does).
     expect((await s.flush()).error).toBeNull();
     const { rows: pgss } = await admin.query("SELECT queryid, calls FROM pg_stat_statements WHERE query LIKE '%history_granule%'");
-    expect(pgss, JSON.stringify((await admin.query('SELECT count(*), max(calls) FROM pg_stat_statements')).rows)).toHaveLength(1);
+    expect(pgss).toHaveLength(1);
     expect(Number(pgss[0].calls)).toBe(n);
     const { rows } = await admin.query(
       'SELECT ts, calls FROM bpf_stats.query_stats_history WHERE queryid = $1 AND calls > 0 ORDER BY ts',
