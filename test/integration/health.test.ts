@@ -145,7 +145,7 @@ describe('bpf_stats.health', () => {
     await admin.query('ALTER SYSTEM SET autovacuum = off');
     await admin.query('SELECT pg_reload_conf()');
     try {
-      const s = await startSidecar({ intervalMs: 200, healthHeartbeatMs: 1500 });
+      const s = await startSidecar({ intervalMs: 200, healthHeartbeatMs: 1500, probeSets: ['query'] });
       // The test's own session is not the idle server's: leave it out, like the collector's own.
       s.excludeBackend((await admin.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
       await s.flush();
