@@ -91,7 +91,8 @@ export class ControlPlane {
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
     const { host } = options;
     const log = options.log ?? (() => undefined);
-    const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats control' });
+    // Kept open while idle: a poll every controlPollMs must not open a connection each time.
+    const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats control', idleTimeoutMillis: 0 });
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
       const pid = backendPid(client);

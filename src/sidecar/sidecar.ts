@@ -239,6 +239,9 @@ export class Sidecar {
         connectionString: options.sink ?? options.connectionString,
         max: 1,
         application_name: 'pg-bpf-stats writer',
+        // Kept open while idle (pg-pool closes idle clients after 10 s by default): a server with
+        // nothing to write would otherwise see a new connection, and its exclusion, per flush sent.
+        idleTimeoutMillis: 0,
         // Rows take their node from the session (the node column's default).
         options: nodeConnectionOptions(node),
       });

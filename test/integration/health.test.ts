@@ -156,9 +156,10 @@ describe('bpf_stats.health', () => {
       await new Promise((resolve) => setTimeout(resolve, 4000));
       const sent = (await flushStatements()) - before;
       const health1 = await healthRow();
-      // 20 periodic flushes in 4 s; the heartbeat (every 1.5 s) writes 2 or 3 of them.
+      // 20 periodic flushes in 4 s; the heartbeat (every 1.5 s) writes 2 or 3 of them, and a
+      // background process that comes, goes or works 10 ms and more (a checkpoint) one more.
       expect(sent).toBeGreaterThanOrEqual(2);
-      expect(sent).toBeLessThanOrEqual(3);
+      expect(sent).toBeLessThanOrEqual(4);
       expect(Number(health1.flushes) - Number(health0.flushes)).toBeGreaterThanOrEqual(15);
       expect(health1.last_flush_at.getTime()).toBeGreaterThan(health0.last_flush_at.getTime());
 
