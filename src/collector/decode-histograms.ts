@@ -27,18 +27,28 @@ export interface HistogramSample {
  * const samples = decodeHistograms(obj.mapLookupBatch('histograms'), obj.mapLayout('histograms'), cpus);
  */
 export function decodeHistograms(batch: MapBatch, layout: MapLayout, cpus: number): HistogramSample[] {
+  const decodeOne = histogramDecoder(layout, cpus);
+  const samples: HistogramSample[] = [];
+  for (let i = 0; i < batch.count; i++) {
+    const sample = decodeOne(batch, i);
+    if (sample) samples.push(sample);
+  }
+  return samples;
+}
+
+/** Decodes entry i of a `histograms` batch read (null: a kind this collector has no name for). */
+export function histogramDecoder(layout: MapLayout, cpus: number): (batch: MapBatch, i: number) => HistogramSample | null {
   const keys = RecordLayout.of('hist_key', layout.key);
   const values = RecordLayout.of('hist', layout.value);
   const slotsField = values.field('slots');
   const maxField = values.field('max_ns');
   const count = slotsField.count ?? 0;
   const elem = slotsField.elemSize ?? 8;
-  const stride = batch.valueSize / cpus;
-  const samples: HistogramSample[] = [];
-  for (let i = 0; i < batch.count; i++) {
+  return (batch, i) => {
+    const stride = batch.valueSize / cpus;
     const k = i * batch.keySize;
     const kind = KIND_NAMES.get(Number(keys.int(batch.keys, k, 'kind')));
-    if (!kind) continue;
+    if (!kind) return null;
     const slots = new Array<bigint>(count).fill(0n);
     let maxNs = 0n;
     for (let cpu = 0; cpu < cpus; cpu++) {
@@ -49,7 +59,7 @@ export function decodeHistograms(batch: MapBatch, layout: MapLayout, cpus: numbe
       const max = batch.values.readBigUInt64LE(at + maxField.offset);
       if (max > maxNs) maxNs = max;
     }
-    samples.push({
+    return {
       queryid: keys.int(batch.keys, k, 'q.queryid'),
       userid: Number(keys.int(batch.keys, k, 'q.userid')),
       dbid: Number(keys.int(batch.keys, k, 'q.dbid')),
@@ -57,7 +67,6 @@ export function decodeHistograms(batch: MapBatch, layout: MapLayout, cpus: numbe
       kind,
       slots,
       maxNs,
-    });
-  }
-  return samples;
+    };
+  };
 }

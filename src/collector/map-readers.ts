@@ -3,8 +3,9 @@ import { BackendFlags, Maps, Structs, type FieldOf, type MapName, type StructNam
 import { COUNTERS, type CounterName } from '../bpf/counters.js';
 import { RecordLayout, type BtfField } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
-import { decodeHistograms, type HistogramSample } from './decode-histograms.js';
-import type { BackendSample, MapFill, QuerySample, RawMap } from './map-samples.js';
+import { decodeHistograms, histogramDecoder, type HistogramSample } from './decode-histograms.js';
+import { UnchangedEntries } from './unchanged-entries.js';
+import { queryIdentityKey, type BackendSample, type MapFill, type QuerySample, type RawMap } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
 
 
@@ -24,6 +25,10 @@ export class MapReaders {
   private readonly queryValueLayout: RecordLayout<FieldOf<'metrics'>>;
   /** Query keys evicted per role (userid) since load, as role_evicted holds them. */
   private readonly evictedByRole = new Map<number, bigint>();
+  /** The big maps' entries decoded at the previous read: a flush decodes only what changed since. */
+  private queryEntries = { fields: '', entries: new UnchangedEntries<QuerySample>() };
+  private readonly histogramEntries = new UnchangedEntries<HistogramSample>();
+  private readonly decodeHistogram: ReturnType<typeof histogramDecoder>;
 
   constructor(
     private readonly object: CollectorBpfObject,
@@ -33,6 +38,7 @@ export class MapReaders {
     const queries = object.mapLayout('queries');
     this.queryKeyLayout = RecordLayout.of('query_key', queries.key);
     this.queryValueLayout = RecordLayout.of('metrics', queries.value);
+    this.decodeHistogram = histogramDecoder(object.mapLayout('histograms'), cpus);
   }
 
   /** Reads the maps every flush needs; `metricFields`: the members of struct metrics to read, in column order. */
@@ -54,7 +60,7 @@ export class MapReaders {
     return new MapSnapshot(
       [...this.decodeBackends(exited, metricFields, true), ...this.decodeBackends(backends, metricFields, false)],
       this.decodeQueries(queries, metricFields),
-      decodeHistograms(histograms, this.object.mapLayout('histograms'), this.cpus),
+      this.histogramEntries.decode(histograms, this.decodeHistogram).filter((sample) => sample !== null),
       this.readCounters(),
       fill,
       (name) => this.readMap(name),
@@ -152,20 +158,26 @@ export class MapReaders {
   }
 
   private decodeQueries(batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[]): QuerySample[] {
+    const fields = metricFields.join();
+    if (this.queryEntries.fields !== fields) this.queryEntries = { fields, entries: new UnchangedEntries<QuerySample>() };
     const keys = this.queryKeyLayout;
     const stride = batch.valueSize / this.cpus;
-    const samples: QuerySample[] = [];
-    for (let i = 0; i < batch.count; i++) {
-      const k = i * batch.keySize;
-      samples.push({
-        queryid: keys.int(batch.keys, k, 'queryid'),
-        userid: Number(keys.int(batch.keys, k, 'userid')),
-        dbid: Number(keys.int(batch.keys, k, 'dbid')),
-        toplevel: keys.int(batch.keys, k, 'toplevel') !== 0n,
-        metrics: this.queryValueLayout.sumPerCpu(batch.values, i * batch.valueSize, stride, this.cpus, metricFields),
-        rawKey: batch.keys.subarray(k, k + batch.keySize),
-      });
-    }
-    return samples;
+    return this.queryEntries.entries.decode(batch, (b, i) => {
+      const k = i * b.keySize;
+      const queryid = keys.int(b.keys, k, 'queryid');
+      const userid = Number(keys.int(b.keys, k, 'userid'));
+      const dbid = Number(keys.int(b.keys, k, 'dbid'));
+      const toplevel = keys.int(b.keys, k, 'toplevel') !== 0n;
+      return {
+        queryid,
+        userid,
+        dbid,
+        toplevel,
+        id: queryIdentityKey({ userid, dbid, toplevel, queryid }),
+        metrics: this.queryValueLayout.sumPerCpu(b.values, i * b.valueSize, stride, this.cpus, metricFields),
+        rawKey: b.keys.subarray(k, k + b.keySize),
+      };
+    }) as QuerySample[];
   }
+
 }

@@ -35,9 +35,17 @@ export interface QuerySample {
   dbid: number;
   toplevel: boolean;
   queryid: bigint;
+  /** userid/dbid/toplevel/queryid as one string (queryIdentityKey), made once per decode; absent: made when needed. */
+  id?: string;
+  /** Cumulative; shared with later snapshots while the entry's bytes stay the same: never changed in place. */
   metrics: bigint[];
   /** The key as the map holds it (a view into the snapshot's batch), for evicting it. */
   rawKey: Buffer;
+}
+
+/** A statement's key as one string: the same for a map entry, its evicted remainder and its row. */
+export function queryIdentityKey(s: { userid: number; dbid: number; toplevel: boolean; queryid: bigint }): string {
+  return `${s.userid}/${s.dbid}/${s.toplevel ? 1 : 0}/${s.queryid}`;
 }
 
 /** Entries in one bounded map against its capacity (bpf_stats.health.map_fill). */

@@ -29,6 +29,11 @@ export class DeltaTracker {
     this.baselines.set(key, current);
   }
 
+  /** Whether `current` is the very array last committed for `key` (so its delta is zero without looking). */
+  isBaseline(key: string, current: readonly bigint[]): boolean {
+    return this.baselines.get(key) === current;
+  }
+
   has(key: string): boolean {
     return this.baselines.has(key);
   }

@@ -32,6 +32,7 @@ export class HistogramDeltas {
     const commits: Array<() => void> = [];
     for (const sample of samples) {
       const key = `${sample.userid}/${sample.dbid}/${sample.toplevel ? 1 : 0}/${sample.queryid}/${sample.kind}`;
+      if (this.tracker.isBaseline(key, sample.slots)) continue;
       const counts = this.tracker.delta(key, sample.slots);
       if (counts.every((c) => c === 0n)) continue;
       rows.push({

@@ -1,5 +1,5 @@
 import type { MapSnapshot } from '../collector/map-snapshot.js';
-import type { BackendRecordRef, BackendSample, QuerySample } from '../collector/map-samples.js';
+import { queryIdentityKey, type BackendRecordRef, type BackendSample, type QuerySample } from '../collector/map-samples.js';
 import { DeltaTracker } from '../flush/delta-tracker.js';
 import { columnValuesFor } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
@@ -216,8 +216,13 @@ export class MetricRows {
       });
     for (const sample of snapshot.queries) {
       const key = queryKey(sample);
-      let delta = this.queryDeltas.delta(key, sample.metrics);
       const remainder = this.remainders.get(key);
+      // The entry's bytes did not change since its figures were written (the same decoded array).
+      if (!remainder && this.queryDeltas.isBaseline(key, sample.metrics)) {
+        unchanged.push(sample);
+        continue;
+      }
+      let delta = this.queryDeltas.delta(key, sample.metrics);
       if (remainder) delta = delta.map((d, i) => d + (remainder.delta[i] ?? 0n));
       if (delta.every((d) => d === 0n)) {
         unchanged.push(sample);
@@ -403,8 +408,8 @@ export class MetricRows {
   }
 }
 
-function queryKey(s: QueryIdentity): string {
-  return `${s.userid}/${s.dbid}/${s.toplevel ? 1 : 0}/${s.queryid}`;
+function queryKey(s: QueryIdentity & { id?: string }): string {
+  return s.id ?? queryIdentityKey(s);
 }
 
 /** Whether the process that had `pid` and started at `taskStartNs` is the retracted one. */
