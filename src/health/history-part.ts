@@ -40,14 +40,26 @@ export class HistoryPart implements FlushPart {
 
   prepare({ maps, measured, lazy, startedMs }: FlushInput): PreparedPart {
     const batch = this.rows.prepare(maps, measured);
+    // The collector's own backends leave history too (BackendStatsPart deletes their written rows).
+    const own = (row: BackendRow) => batch.retracted.some((r) => row.pid === r.pid && row.backendStartUs >= r.fromUs && row.backendStartUs <= r.toUs);
+    const forgetOwn = () => {
+      if (!batch.retracted.length) return;
+      for (const [key, row] of this.pending.backends) if (own(row)) this.pending.backends.delete(key);
+    };
     const pendingRows = this.pending.queries.size + this.pending.backends.size;
     // From flush start to flush start, with 5% slack for timer jitter: with an interval equal to
     // the flush period, every flush writes history. Connection churn makes a new backend key per
     // connection: the sums also go out before they outgrow MAX_PENDING_ROWS.
     const due = !lazy || startedMs - this.writtenAt >= this.intervalMs * 0.95 || pendingRows + batch.queries.length + batch.backends.length > MAX_PENDING_ROWS;
     // Not sent (only companions had something): what the flush prepared stays in the maps, not added here.
-    if (!due) return { statements: [], commit: () => this.add(this.pending, batch), skipped: () => undefined };
-    const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: new Map(this.pending.backends) };
+    if (!due) {
+      const commit = () => {
+        this.add(this.pending, batch);
+        forgetOwn();
+      };
+      return { statements: [], commit, skipped: () => undefined };
+    }
+    const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: new Map([...this.pending.backends].filter(([, row]) => !own(row))) };
     this.add(merged, batch);
     const rows = { queries: [...merged.queries.values()], backends: [...merged.backends.values()] };
     return {

@@ -25,17 +25,18 @@ export class BackendStatsPart implements FlushPart {
   prepare({ maps, measured, lazy }: FlushInput): PreparedPart {
     const prepared = this.rows.prepare(maps, measured);
     const rows = prepared.backends;
-    // The collector's own backends, written before their pid arrived with the connection.
     // The collector's own backends, written before their pid arrived with the connection: those
-    // processes' rows (by pid and start), open or exited; a pid reused later is another row.
+    // processes' rows (by pid and start), open or exited, cumulative and history alike; a pid
+    // reused later is another row.
     const retracted = prepared.retracted;
     const retract = retracted.length
-      ? [
-          sql`DELETE FROM bpf_stats.backend_stats b
-               USING unnest(${retracted.map((r) => r.pid)}::int4[], ${retracted.map((r) => r.fromUs.toString())}::int8[],
-                            ${retracted.map((r) => r.toUs.toString())}::int8[]) AS r(pid, from_us, to_us)
-               WHERE b.pid = r.pid AND b.backend_start BETWEEN ${usToTimestamp(sql`r.from_us`)} AND ${usToTimestamp(sql`r.to_us`)}`,
-        ]
+      ? (['backend_stats', 'backend_stats_history'] as const).map(
+          (table) =>
+            sql`DELETE FROM ${sql.table(`bpf_stats.${table}`)} b
+                 USING unnest(${retracted.map((r) => r.pid)}::int4[], ${retracted.map((r) => r.fromUs.toString())}::int8[],
+                              ${retracted.map((r) => r.toUs.toString())}::int8[]) AS r(pid, from_us, to_us)
+                 WHERE b.pid = r.pid AND b.backend_start BETWEEN ${usToTimestamp(sql`r.from_us`)} AND ${usToTimestamp(sql`r.to_us`)}`,
+        )
       : [];
     if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
     const timestamps = (values: Array<bigint | null>) => values.map((v) => (v === null ? null : v.toString()));
