@@ -4,12 +4,16 @@ import type { BpfStatsDatabase } from '../storage/database.js';
 import { METRIC_COLUMN_NAMES, metricArrays, pgArray, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
-import type { MetricRows } from '../storage/metric-rows.js';
+import type { MetricRows, Retraction } from '../storage/metric-rows.js';
 
 /** How often periodic flushes write history rows by default: each row is a key's increments over this long. */
 export const DEFAULT_HISTORY_INTERVAL_MS = 300_000;
-/** Keys whose sums wait in memory at most (~0.5 KB each): beyond, history is written early. */
-const MAX_PENDING_ROWS = 16_384;
+/**
+ * Keys whose sums wait in memory at most: beyond, history is written early. Small enough that
+ * the history of one flush stays about the size of one flush's cumulative rows: a flush must
+ * commit within the time its connection lives (under churn, or when something terminates it).
+ */
+const MAX_PENDING_ROWS = 4_096;
 
 /**
  * The history tables' part of a flush, at its own granularity: the increments of the flushes
@@ -41,9 +45,12 @@ export class HistoryPart implements FlushPart {
   prepare({ maps, measured, lazy, startedMs }: FlushInput): PreparedPart {
     const batch = this.rows.prepare(maps, measured);
     // The collector's own backends leave history too (BackendStatsPart deletes their written rows).
-    const own = (row: BackendRow) => batch.retracted.some((r) => row.pid === r.pid && row.backendStartUs >= r.fromUs && row.backendStartUs <= r.toUs);
+    // By pid: under connection churn both the pending sums and the retractions run to thousands.
+    const retractedByPid = new Map<number, Retraction[]>();
+    for (const r of batch.retracted) retractedByPid.set(r.pid, [...(retractedByPid.get(r.pid) ?? []), r]);
+    const own = (row: BackendRow) => retractedByPid.get(row.pid)?.some((r) => row.backendStartUs >= r.fromUs && row.backendStartUs <= r.toUs) ?? false;
     const forgetOwn = () => {
-      if (!batch.retracted.length) return;
+      if (!retractedByPid.size) return;
       for (const [key, row] of this.pending.backends) if (own(row)) this.pending.backends.delete(key);
     };
     const pendingRows = this.pending.queries.size + this.pending.backends.size;
@@ -59,7 +66,7 @@ export class HistoryPart implements FlushPart {
       };
       return { statements: [], commit, skipped: () => undefined };
     }
-    const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: new Map([...this.pending.backends].filter(([, row]) => !own(row))) };
+    const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: retractedByPid.size ? new Map([...this.pending.backends].filter(([, row]) => !own(row))) : new Map(this.pending.backends) };
     this.add(merged, batch);
     const rows = { queries: [...merged.queries.values()], backends: [...merged.backends.values()] };
     return {
