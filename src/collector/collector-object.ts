@@ -5,7 +5,7 @@ import { PostmasterTgidValue, type FieldOf, type ProgramName, type RodataName } 
 import { RecordLayout } from '../bpf/record-layout.js';
 import { namespaceOf, procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
 import { UserError } from '../errors.js';
-import { loadNative } from '../native/bpf-native.js';
+import { isNativeError, loadNative } from '../native/bpf-native.js';
 import { packageRoot } from '../package-root.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
@@ -49,6 +49,25 @@ export interface BpfPostmaster {
   level: number;
   myBEEntry: bigint;
   myWaitEventInfo: bigint;
+}
+
+/**
+ * Loads the object. The verifier gives up with EAGAIN when a signal is pending (kernel commit
+ * c3494801cd17, "bpf: check pending signals while verifying programs") and libbpf retries only a
+ * few times: a process signalled that often (a sampling profiler, node --cpu-prof) cannot load.
+ * That is the environment, said in one line, not a bug of ours.
+ */
+function loadInterruptible(object: CollectorBpfObject): void {
+  try {
+    object.load();
+  } catch (error) {
+    if (isNativeError(error) && error.code === 'EAGAIN') {
+      throw new UserError(
+        'loading the BPF programs was interrupted: the kernel verifier stops when a signal is pending, and this process is signalled too often (a profiler such as node --cpu-prof, or a debugger); run it without that',
+      );
+    }
+    throw error;
+  }
 }
 
 /** Path of the compiled collector object (shipped in the npm package); a UserError saying what to do when it is missing. */
@@ -119,7 +138,7 @@ export class CollectorObject<Name extends string = string> {
       object.setMaxEntries('exited_backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
-      object.load();
+      loadInterruptible(object);
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.
       globals.writeBss('postmaster_tgid', BigInt(PostmasterTgidValue.NO_POSTMASTER));

@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -19,8 +20,8 @@ interface Outcome {
   stderr: string;
 }
 
-async function pgBpfStats(args: string[], prefix: string[] = []): Promise<Outcome> {
-  const [file, ...argv] = [...prefix, process.execPath, cli, ...args];
+async function pgBpfStats(args: string[], prefix: string[] = [], nodeFlags: string[] = []): Promise<Outcome> {
+  const [file, ...argv] = [...prefix, process.execPath, ...nodeFlags, cli, ...args];
   try {
     const { stdout, stderr } = await run(file!, argv, { timeout: 60_000 });
     return { code: 0, stdout, stderr };
@@ -146,6 +147,21 @@ describe('bad input: one line, exit code 2, nothing half-created', () => {
       'CAP_SYS_PTRACE',
       'CAP_DAC_READ_SEARCH',
     ]);
+  });
+
+  it('a process signalled too often to load (a sampling profiler): one line, no stack', async () => {
+    // node's profiler signals the process every 100 µs, which the verifier cannot outlast.
+    const profiles = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-cpu-prof-'));
+    try {
+      const outcome = await pgBpfStats(['run', '--dsn', cluster.connectionString()], [], ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', profiles]);
+      expect(outcome.code).toBe(2);
+      expect(outcome.stderr).not.toMatch(/^\s+at /m);
+      const errors = outcome.stderr.trim().split('\n').filter((l) => / ERROR /.test(l));
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatch(/loading the BPF programs was interrupted: the kernel verifier stops when a signal is pending/);
+    } finally {
+      rmSync(profiles, { recursive: true, force: true });
+    }
   });
 
   it('a postmaster that is not on this host (another pid namespace)', async () => {
