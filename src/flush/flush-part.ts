@@ -34,6 +34,12 @@ export interface PreparedPart {
    */
   companion?: boolean;
   /**
+   * A companion's statements, built only when the flush is sent (then used instead of
+   * `statements`): on an idle server most flushes send nothing, and building statements that are
+   * not sent was most of an idle tick's work. Only with `companion` and skipped().
+   */
+  build?(): RawBuilder<unknown>[];
+  /**
    * Called instead of commit() when the flush sent nothing (only companion statements had
    * something). Absent: a part without statements commits as if written, and a companion keeps
    * nothing (its figures stay in the maps for the next flush).

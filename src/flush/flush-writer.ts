@@ -23,10 +23,6 @@ export class FlushWriter<DB> {
   /** Returns the number of statements written (0: nothing to write, no round trip). */
   async write(input: FlushInput): Promise<number> {
     const prepared = this.parts.map((part) => ({ part, ...part.prepare(input) }));
-    const ctes = prepared.flatMap(({ part, statements }) =>
-      // kysely puts a raw CTE body in as it is: the parentheses are ours.
-      statements.map((statement, i) => sql`${sql.id(`${part.name}_${i}`)} AS (${statement})`),
-    );
     if (!prepared.some((p) => p.statements.length && !p.companion)) {
       // Nothing to write is written. A part says what that means to it (skipped()); one that
       // does not had nothing to write, and commits as if written (baselines, evictions).
@@ -36,6 +32,10 @@ export class FlushWriter<DB> {
       }
       return 0;
     }
+    const ctes = prepared.flatMap(({ part, statements, build }) =>
+      // kysely puts a raw CTE body in as it is: the parentheses are ours.
+      (build ? build() : statements).map((statement, i) => sql`${sql.id(`${part.name}_${i}`)} AS (${statement})`),
+    );
     await sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.execute(this.db);
     for (const { commit } of prepared) commit();
     return ctes.length;

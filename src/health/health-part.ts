@@ -112,18 +112,21 @@ export class HealthPart implements FlushPart {
     const fill = maps.fill.map((m) => (m.map === 'queries' ? { ...m, evicted: this.rows.evictedQueries } : m));
     const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill };
     this.observation = flush;
-    const statement = this.upsertStatement(flush, {
-      flushes: this.flushes + 1,
-      rowsWritten: this.rowsWritten + flush.rows,
-      lastRows: flush.rows,
-      pendingRows: deferred,
-      succeeded: true,
-    });
+    const build = () => [
+      this.upsertStatement(flush, {
+        flushes: this.flushes + 1,
+        rowsWritten: this.rowsWritten + flush.rows,
+        lastRows: flush.rows,
+        pendingRows: deferred,
+        succeeded: true,
+      }),
+    ];
     const shows = JSON.stringify([this.settings.probeSets(), flush.fill, deferred, Object.entries(flush.counters).map(([k, v]) => [k, v.toString()])]);
     const due = performance.now() - this.writtenAt >= (this.settings.heartbeatMs ?? HEALTH_HEARTBEAT_MS);
+    const companion = Boolean(lazy) && !due && !this.failureShown && shows === this.writtenShows;
     return {
-      statements: [statement],
-      companion: Boolean(lazy) && !due && !this.failureShown && shows === this.writtenShows,
+      // A companion's statement is built only if the flush is sent.
+      ...(companion ? { statements: [], build, companion } : { statements: build() }),
       commit: () => {
         this.committed(flush, deferred);
         this.writtenAt = performance.now();

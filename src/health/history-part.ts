@@ -66,11 +66,15 @@ export class HistoryPart implements FlushPart {
       };
       return { statements: [], commit, skipped: () => undefined };
     }
-    const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: retractedByPid.size ? new Map([...this.pending.backends].filter(([, row]) => !own(row))) : new Map(this.pending.backends) };
-    this.add(merged, batch);
-    const rows = { queries: [...merged.queries.values()], backends: [...merged.backends.values()] };
+    // Built only if the flush is sent (history goes only with other rows).
+    const build = () => {
+      const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: retractedByPid.size ? new Map([...this.pending.backends].filter(([, row]) => !own(row))) : new Map(this.pending.backends) };
+      this.add(merged, batch);
+      return historyInserts(this.db, { queries: [...merged.queries.values()], backends: [...merged.backends.values()] });
+    };
     return {
-      statements: historyInserts(this.db, rows),
+      statements: [],
+      build,
       companion: true,
       commit: () => {
         this.pending = { queries: new Map(), backends: new Map() };

@@ -39,33 +39,39 @@ export class BackendStatsPart implements FlushPart {
         )
       : [];
     if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
-    const timestamps = (values: Array<bigint | null>) => values.map((v) => (v === null ? null : v.toString()));
-    const insert = this.db
-      .insertInto('bpf_stats.backend_stats')
-      .columns(['pid', 'backend_start', 'backend_type', 'datid', 'usesysid', 'queryid', 'cgroup', ...METRIC_COLUMN_NAMES, 'last_seen', 'exited_at'])
-      .expression(
-        sql`SELECT u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid, u.cgroup,
-                   ${metricColumnList('u')}, now(), ${usToTimestamp(sql`u.exited_us`)}
-              FROM unnest(
-                ${rows.map((r) => r.pid)}::int4[], ${timestamps(rows.map((r) => r.backendStartUs))}::int8[],
-                ${rows.map((r) => r.backendType)}::text[], ${rows.map((r) => r.datid)}::oid[],
-                ${rows.map((r) => r.usesysid)}::oid[], ${rows.map((r) => r.queryid)}::int8[], ${rows.map((r) => r.cgroup)}::text[],
-                ${metricArrays(rows.map((r) => r.values))}, ${timestamps(rows.map((r) => r.exitedAtUs))}::int8[])
-                AS u(pid, start_us, backend_type, datid, usesysid, queryid, cgroup, ${metricColumnList()}, exited_us)`,
-      )
-      .onConflict((oc) =>
-        oc.columns(['node', 'pid', 'backend_start']).doUpdateSet({
-          ...accumulate('bpf_stats.backend_stats'),
-          backend_type: sql`excluded.backend_type`,
-          datid: sql`coalesce(excluded.datid, bpf_stats.backend_stats.datid)`,
-          usesysid: sql`coalesce(excluded.usesysid, bpf_stats.backend_stats.usesysid)`,
-          queryid: sql`coalesce(excluded.queryid, bpf_stats.backend_stats.queryid)`,
-          cgroup: sql`coalesce(excluded.cgroup, bpf_stats.backend_stats.cgroup)`,
-          last_seen: sql`excluded.last_seen`,
-          exited_at: sql`coalesce(excluded.exited_at, bpf_stats.backend_stats.exited_at)`,
-        }),
-      );
+    const build = () => {
+      const timestamps = (values: Array<bigint | null>) => values.map((v) => (v === null ? null : v.toString()));
+      const insert = this.db
+        .insertInto('bpf_stats.backend_stats')
+        .columns(['pid', 'backend_start', 'backend_type', 'datid', 'usesysid', 'queryid', 'cgroup', ...METRIC_COLUMN_NAMES, 'last_seen', 'exited_at'])
+        .expression(
+          sql`SELECT u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid, u.cgroup,
+                     ${metricColumnList('u')}, now(), ${usToTimestamp(sql`u.exited_us`)}
+                FROM unnest(
+                  ${rows.map((r) => r.pid)}::int4[], ${timestamps(rows.map((r) => r.backendStartUs))}::int8[],
+                  ${rows.map((r) => r.backendType)}::text[], ${rows.map((r) => r.datid)}::oid[],
+                  ${rows.map((r) => r.usesysid)}::oid[], ${rows.map((r) => r.queryid)}::int8[], ${rows.map((r) => r.cgroup)}::text[],
+                  ${metricArrays(rows.map((r) => r.values))}, ${timestamps(rows.map((r) => r.exitedAtUs))}::int8[])
+                  AS u(pid, start_us, backend_type, datid, usesysid, queryid, cgroup, ${metricColumnList()}, exited_us)`,
+        )
+        .onConflict((oc) =>
+          oc.columns(['node', 'pid', 'backend_start']).doUpdateSet({
+            ...accumulate('bpf_stats.backend_stats'),
+            backend_type: sql`excluded.backend_type`,
+            datid: sql`coalesce(excluded.datid, bpf_stats.backend_stats.datid)`,
+            usesysid: sql`coalesce(excluded.usesysid, bpf_stats.backend_stats.usesysid)`,
+            queryid: sql`coalesce(excluded.queryid, bpf_stats.backend_stats.queryid)`,
+            cgroup: sql`coalesce(excluded.cgroup, bpf_stats.backend_stats.cgroup)`,
+            last_seen: sql`excluded.last_seen`,
+            exited_at: sql`coalesce(excluded.exited_at, bpf_stats.backend_stats.exited_at)`,
+          }),
+        );
+      return [sql`${insert}`];
+    };
     // Quiet background processes wait (in BPF, cumulative) for a flush that writes something else.
-    return { statements: [...retract, sql`${insert}`], commit: prepared.commitBackends, companion: lazy && !prepared.backendsUrgent && !retract.length, skipped: () => undefined };
+    if (lazy && !prepared.backendsUrgent && !retract.length) {
+      return { statements: [], build, companion: true, commit: prepared.commitBackends, skipped: () => undefined };
+    }
+    return { statements: [...retract, ...build()], commit: prepared.commitBackends };
   }
 }

@@ -55,6 +55,20 @@ describe('FlushWriter', () => {
     expect(calls).toEqual(['skipped']);
   });
 
+  it("builds a companion's statements only when the flush is sent", async () => {
+    const { db, sent } = recordingDb();
+    let built = 0;
+    const health: FlushPart = {
+      name: 'health',
+      prepare: () => ({ statements: [], build: () => (built++, [sql`INSERT INTO h DEFAULT VALUES`]), companion: true, commit: () => undefined, skipped: () => undefined }),
+    };
+    expect(await new FlushWriter(db, [part('data', 0).p, health]).write(input)).toBe(0);
+    expect(built).toBe(0);
+    expect(await new FlushWriter(db, [part('data', 1).p, health]).write(input)).toBe(2);
+    expect(built).toBe(1);
+    expect(sent[0]).toMatch(/"data_0" AS .*"health_0" AS \(INSERT INTO h/s);
+  });
+
   it('sends one statement with the companions when a part has data, and commits every part', async () => {
     const { db, sent } = recordingDb();
     const data = part('data', 2);
