@@ -65,7 +65,7 @@ export interface SidecarOptions {
   rowRetentionMs?: number;
   /** History partition width (default: a seventh of the retention, 1 s to 1 day). */
   historyPartitionMs?: number;
-  /** How often periodic flushes write history rows (default 5 min; 0: every flush). */
+  /** How often periodic flushes write history rows (default 5 min; 0 or the flush interval: every flush). */
   historyIntervalMs?: number;
   /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
   maxBackends?: number;
