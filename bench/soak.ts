@@ -88,6 +88,8 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
   let paused = false;
   /** Resolves when the pgbench chunk running now (if any) has ended. */
   let chunk: Promise<unknown> = Promise.resolve();
+  /** pgbench chunks that completed transactions: an era lasts until one more has. */
+  let chunksWithWork = 0;
   const background: Array<Promise<void>> = [];
   const admin = () => connectRetrying(cluster.connectionString());
   try {
@@ -130,7 +132,9 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
         }
         const run = runPgbench(cluster, 5);
         chunk = run;
-        result.pgbenchTransactions += await run;
+        const transactions = await run;
+        result.pgbenchTransactions += transactions;
+        if (transactions > 0) chunksWithWork++;
       }
     })());
     // The collector's connections, terminated every 2 s.
@@ -210,14 +214,22 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
       await chunk;
     };
     const resume = () => (paused = false);
+    // An era lasts until its share of the time is over and pgbench has completed a chunk in it: on a
+    // loaded machine, starting an era (two flushes awaited) can take longer than the share itself.
+    const runEraUntil = async (atMs: number) => {
+      const chunksBefore = chunksWithWork;
+      await sleep(atMs - (Date.now() - started));
+      const deadline = Date.now() + 60_000;
+      while (chunksWithWork === chunksBefore && Date.now() < deadline) await sleep(100);
+    };
     let baseline = await startEra(cluster, pause, resume);
     log(`era 1 started at ${at().toFixed(0)} s (baseline ${baseline})`);
-    await sleep((seconds * 1000) / 3 - (Date.now() - started));
+    await runEraUntil((seconds * 1000) / 3);
     result.eras.push(await endEra(cluster, 'start .. backend crash', baseline, pause));
     log('SIGKILL of a backend: crash restart of the same postmaster');
     await crashBackend(cluster);
     baseline = await startEra(cluster, pause, resume);
-    await sleep((seconds * 2000) / 3 - (Date.now() - started));
+    await runEraUntil((seconds * 2000) / 3);
     result.eras.push(await endEra(cluster, 'backend crash .. postmaster kill', baseline, pause));
     log('SIGKILL of the postmaster, then pg_ctl start: a new postmaster');
     const running = sidecar as SidecarProcess | null;
@@ -240,7 +252,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
       }
     }
     baseline = await startEra(cluster, pause, resume);
-    await sleep(seconds * 1000 - (Date.now() - started) - 5000);
+    await runEraUntil(seconds * 1000 - 5000);
     result.eras.push(await endEra(cluster, 'postmaster restart .. end', baseline, pause));
 
     // Tables bounded: nothing older than the retention (+ its check period + a few flushes) is left.
