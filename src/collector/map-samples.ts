@@ -43,8 +43,12 @@ export interface QuerySample {
   rawKey: Buffer;
 }
 
-/** A statement's key as one string: the same for a map entry, its evicted remainder and its row. */
-export function queryIdentityKey(s: { userid: number; dbid: number; toplevel: boolean; queryid: bigint }): string {
+/**
+ * A statement's key as one string: the same for a map entry, its evicted remainder and its row.
+ * The query id is as the caller holds it (unsigned from the map, signed text in rows): one map of
+ * keys uses one form.
+ */
+export function queryIdentityKey(s: { userid: number; dbid: number; toplevel: boolean; queryid: bigint | string }): string {
   return `${s.userid}/${s.dbid}/${s.toplevel ? 1 : 0}/${s.queryid}`;
 }
 

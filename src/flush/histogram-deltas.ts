@@ -1,5 +1,6 @@
 import { DeltaTracker } from './delta-tracker.js';
 import type { HistogramSample } from '../collector/decode-histograms.js';
+import { queryIdentityKey } from '../collector/map-samples.js';
 
 /** One (query, kind) histogram's increments for one flush. */
 export interface HistogramRow {
@@ -31,7 +32,7 @@ export class HistogramDeltas {
     const rows: HistogramRow[] = [];
     const commits: Array<() => void> = [];
     for (const sample of samples) {
-      const key = `${sample.userid}/${sample.dbid}/${sample.toplevel ? 1 : 0}/${sample.queryid}/${sample.kind}`;
+      const key = `${queryIdentityKey(sample)}/${sample.kind}`;
       if (this.tracker.isBaseline(key, sample.slots)) continue;
       const counts = this.tracker.delta(key, sample.slots);
       if (counts.every((c) => c === 0n)) continue;

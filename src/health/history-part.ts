@@ -4,7 +4,8 @@ import type { BpfStatsDatabase } from '../storage/database.js';
 import { METRIC_COLUMN_NAMES, metricArrays, pgArray, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
-import type { MetricRows, Retraction } from '../storage/metric-rows.js';
+import { retractedRowTest, type MetricRows } from '../storage/metric-rows.js';
+import { queryIdentityKey } from '../collector/map-samples.js';
 
 /** How often periodic flushes write history rows by default: each row is a key's increments over this long. */
 export const DEFAULT_HISTORY_INTERVAL_MS = 300_000;
@@ -45,12 +46,9 @@ export class HistoryPart implements FlushPart {
   prepare({ maps, measured, lazy, startedMs }: FlushInput): PreparedPart {
     const batch = this.rows.prepare(maps, measured);
     // The collector's own backends leave history too (BackendStatsPart deletes their written rows).
-    // By pid: under connection churn both the pending sums and the retractions run to thousands.
-    const retractedByPid = new Map<number, Retraction[]>();
-    for (const r of batch.retracted) retractedByPid.set(r.pid, [...(retractedByPid.get(r.pid) ?? []), r]);
-    const own = (row: BackendRow) => retractedByPid.get(row.pid)?.some((r) => row.backendStartUs >= r.fromUs && row.backendStartUs <= r.toUs) ?? false;
+    const own = retractedRowTest(batch.retracted);
     const forgetOwn = () => {
-      if (!retractedByPid.size) return;
+      if (!own) return;
       for (const [key, row] of this.pending.backends) if (own(row)) this.pending.backends.delete(key);
     };
     const pendingRows = this.pending.queries.size + this.pending.backends.size;
@@ -68,7 +66,7 @@ export class HistoryPart implements FlushPart {
     }
     // Built only if the flush is sent (history goes only with other rows).
     const build = () => {
-      const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: retractedByPid.size ? new Map([...this.pending.backends].filter(([, row]) => !own(row))) : new Map(this.pending.backends) };
+      const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: new Map(own ? [...this.pending.backends].filter(([, row]) => !own(row)) : this.pending.backends) };
       this.add(merged, batch);
       return historyInserts(this.db, { queries: [...merged.queries.values()], backends: [...merged.backends.values()] });
     };
@@ -87,7 +85,7 @@ export class HistoryPart implements FlushPart {
   /** Adds a written flush's increments to `into` (the companion statements were not sent: they wait). */
   private add(into: PendingHistory, batch: MetricRowSet): void {
     for (const row of batch.queries) {
-      const key = `${row.userid}/${row.dbid}/${row.toplevel}/${row.queryid}`;
+      const key = queryIdentityKey(row);
       const before = into.queries.get(key);
       into.queries.set(key, before ? { ...row, values: sumValues(before.values, row.values) } : row);
     }

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { oneLine } from '../errors.js';
 import type { FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { QueryRow } from '../storage/metric-row.js';
+import { queryIdentityKey } from '../collector/map-samples.js';
 
 /** Keys whose text was written, remembered so it is not looked up again (oldest forgotten first). */
 const WRITTEN_MAX = 50_000;
@@ -59,7 +60,7 @@ export class QueryTextsPart implements FlushPart {
     const now = performance.now();
     if (now < this.unavailableUntil) return;
     for (const query of queries) {
-      const key = textKey(query);
+      const key = queryIdentityKey(query);
       if (this.written.has(key) || this.pending.has(key) || this.missing.has(key)) continue;
       const { userid, dbid, toplevel, queryid } = query;
       remember(this.missing, key, { query: { userid, dbid, toplevel, queryid }, since: now, next: 0, wait: RETRY_MS });
@@ -84,11 +85,11 @@ export class QueryTextsPart implements FlushPart {
       return;
     }
     for (const row of rows) {
-      this.pending.set(textKey(row), row);
-      this.missing.delete(textKey(row));
+      this.pending.set(queryIdentityKey(row), row);
+      this.missing.delete(queryIdentityKey(row));
     }
     for (const m of due) {
-      if (this.pending.has(textKey(m.query))) continue;
+      if (this.pending.has(queryIdentityKey(m.query))) continue;
       m.next = now + m.wait;
       m.wait = now - m.since < RETRY_SOON_FOR_MS ? Math.min(2 * m.wait, RETRY_SOON_MS) : RETRY_LATE_MS;
     }
@@ -108,17 +109,13 @@ export class QueryTextsPart implements FlushPart {
       statements: [statement],
       commit: () => {
         for (const row of rows) {
-          const key = textKey(row);
+          const key = queryIdentityKey(row);
           this.pending.delete(key);
           remember(this.written, key, true);
         }
       },
     };
   }
-}
-
-function textKey(q: TextKey): string {
-  return `${q.userid}/${q.dbid}/${q.toplevel ? 1 : 0}/${q.queryid}`;
 }
 
 /** Sets `key` in a bounded map, forgetting the oldest entry when it is full. */

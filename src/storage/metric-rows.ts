@@ -412,7 +412,22 @@ function queryKey(s: QueryIdentity & { id?: string }): string {
   return s.id ?? queryIdentityKey(s);
 }
 
-/** Whether the process that had `pid` and started at `taskStartNs` is the retracted one. */
+/**
+ * Whether a backend row (its pid, backend_start in microseconds) is one of `retracted`'s; null
+ * when nothing is retracted. Indexed by pid: under connection churn retractions run to thousands.
+ */
+export function retractedRowTest(retracted: readonly Retraction[]): ((row: { pid: number; backendStartUs: bigint }) => boolean) | null {
+  if (!retracted.length) return null;
+  const byPid = new Map<number, Retraction[]>();
+  for (const r of retracted) {
+    const same = byPid.get(r.pid);
+    if (same) same.push(r);
+    else byPid.set(r.pid, [r]);
+  }
+  return (row) => byPid.get(row.pid)?.some((r) => row.backendStartUs >= r.fromUs && row.backendStartUs <= r.toUs) ?? false;
+}
+
+/** Whether the process that had `pid` and started at `taskStartNs` (CLOCK_MONOTONIC) is the retracted one. */
 function matches(r: Retraction, pid: number, taskStartNs: bigint): boolean {
   return r.pid === pid && taskStartNs >= r.fromNs && taskStartNs <= r.toNs;
 }
