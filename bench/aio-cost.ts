@@ -25,6 +25,7 @@ import { Sidecar } from '../src/sidecar/sidecar.js';
 import { packageRoot } from '../src/package-root.js';
 import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled, type ProgramStats } from './bpf-stats.js';
 import { parsePgbenchOutput } from './pgbench.js';
+import { runBench } from './run-bench.js';
 
 const run = promisify(execFile);
 const MINE = ['on_aio_submit', 'on_aio_perform', 'on_aio_performed', 'on_blk_start', 'on_blk_done'];
@@ -135,7 +136,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+runBench(main);

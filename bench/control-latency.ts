@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
+import { runBench } from './run-bench.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -69,7 +70,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
-});
+runBench(main);

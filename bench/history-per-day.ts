@@ -17,6 +17,7 @@ import { parseDuration } from '../src/cli/parse-duration.js';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { runDistinctStatements } from './distinct-statements.js';
+import { runBench } from './run-bench.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -82,7 +83,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-  process.exit(1);
-});
+runBench(main);

@@ -21,6 +21,7 @@ import { parseRetention } from '../src/cli/parse-retention.js';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { initPgbench } from './pgbench.js';
+import { runBench } from './run-bench.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -148,7 +149,4 @@ async function extrapolate(client: pg.Client, intervalMs: number): Promise<void>
     `the default 7 d retention at this rate and interval: ~${(week / 1e9).toFixed(2)} GB`);
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`history-size: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
-});
+runBench(main);

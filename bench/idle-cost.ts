@@ -17,6 +17,7 @@ import pg from 'pg';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { clusterPids, CpuGroup, processCpuNs } from './cpu-group.js';
 import { SidecarProcess } from './sidecar-process.js';
+import { runBench } from './run-bench.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -128,7 +129,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-  process.exit(1);
-});
+runBench(main);

@@ -20,6 +20,7 @@ import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled, type ProgramStats } from './bpf-stats.js';
 import { initPgbench, runSelectOnly } from './pgbench.js';
+import { runBench } from './run-bench.js';
 
 const MINE = ['on_dreclaim_beg', 'on_dreclaim_end', 'on_mreclaim_beg', 'on_mreclaim_end', 'on_compact_beg', 'on_compact_end', 'on_dirty_pause', 'on_blk_start', 'on_blk_merge', 'on_blk_done', 'on_sched_switch'];
 const MB = 1024 * 1024;
@@ -125,7 +126,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+runBench(main);

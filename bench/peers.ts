@@ -25,6 +25,7 @@ import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { clusterPids, CpuGroup } from './cpu-group.js';
 import { initPgbench, parsePgbenchOutput } from './pgbench.js';
 import { SidecarProcess } from './sidecar-process.js';
+import { runBench } from './run-bench.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -140,7 +141,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-  process.exit(1);
-});
+runBench(main);

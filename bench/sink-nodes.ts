@@ -34,6 +34,7 @@ import type { BpfStatsDatabase } from '../src/storage/database.js';
 import { MetricRows } from '../src/storage/metric-rows.js';
 import { migrateSchema } from '../src/storage/migrate-schema.js';
 import { QueryStatsPart } from '../src/storage/query-stats-part.js';
+import { runBench } from './run-bench.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -194,7 +195,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
-  process.exit(1);
-});
+runBench(main);
