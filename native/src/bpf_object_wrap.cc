@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <linux/perf_event.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -103,6 +104,7 @@ Napi::Function BpfObjectWrap::Define(Napi::Env env) {
           InstanceMethod<&BpfObjectWrap::SetMaxEntries>("setMaxEntries"),
           InstanceMethod<&BpfObjectWrap::Rodata>("rodata"),
           InstanceMethod<&BpfObjectWrap::SetRodata>("setRodata"),
+          InstanceMethod<&BpfObjectWrap::ReadBss>("readBss"),
           InstanceMethod<&BpfObjectWrap::Load>("load"),
           InstanceMethod<&BpfObjectWrap::Close>("close"),
           InstanceMethod<&BpfObjectWrap::Attach>("attach"),
@@ -240,6 +242,40 @@ Napi::Value BpfObjectWrap::Rodata(const Napi::CallbackInfo& info) {
   return arr;
 }
 
+BpfObjectWrap::MappedBss::~MappedBss() {
+  if (addr) munmap(addr, length);
+}
+
+// libbpf creates .bss with BPF_F_MMAPABLE, so its memory can be mapped: a read is then a copy
+// from the memory the programs write, without a syscall (the postmaster follower reads a
+// global ten times a second). libbpf 1.1 maps it itself only for skeletons, so it is mapped
+// here, from the map's fd, once.
+void BpfObjectWrap::ReadBss(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  uint64_t offset = ArgSize(info, 0, "offset");
+  Napi::Buffer<uint8_t> into = ArgBuffer(info, 1, "into");
+  struct bpf_map* map = bpf_object__find_map_by_name(Obj(env), ".bss");
+  if (!map) ThrowState(env, ENOENT, "readBss: " + path_ + " has no .bss section");
+  if (!loaded_ || bpf_map__fd(map) < 0) ThrowState(env, EINVAL, "readBss: BpfObject(" + Quote(path_) + ") is not loaded");
+  if (!bss_) {
+    auto mapped = std::make_unique<MappedBss>();
+    mapped->size = bpf_map__value_size(map);
+    long page = sysconf(_SC_PAGESIZE);
+    mapped->length = (mapped->size + page - 1) / page * page;
+    void* addr = mmap(nullptr, mapped->length, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
+    if (addr == MAP_FAILED) ThrowErrno(env, -errno, "mmap(.bss of " + Quote(path_) + ")", LogMark());
+    mapped->addr = addr;
+    bss_ = std::move(mapped);
+  }
+  size_t size = bss_->size;
+  const void* mapped = bss_->addr;
+  if (offset > size || into.Length() > size - offset) {
+    ThrowState(env, ERANGE, "readBss: [" + std::to_string(offset) + ", " + std::to_string(offset + into.Length()) +
+                                ") out of range of .bss (size " + std::to_string(size) + ")");
+  }
+  std::memcpy(into.Data(), static_cast<const uint8_t*>(mapped) + offset, into.Length());
+}
+
 void BpfObjectWrap::SetRodata(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   uint64_t offset = ArgSize(info, 0, "offset");
@@ -277,6 +313,7 @@ void BpfObjectWrap::Load(const Napi::CallbackInfo& info) {
 }
 
 void BpfObjectWrap::Close(const Napi::CallbackInfo& info) {
+  bss_.reset();
   obj_.reset();  // bpf_object__close() once no BpfLink holds it any more
 }
 

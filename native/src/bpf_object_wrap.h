@@ -30,6 +30,7 @@ class BpfObjectWrap : public Napi::ObjectWrap<BpfObjectWrap> {
   void SetMaxEntries(const Napi::CallbackInfo& info);
   Napi::Value Rodata(const Napi::CallbackInfo& info);
   void SetRodata(const Napi::CallbackInfo& info);
+  void ReadBss(const Napi::CallbackInfo& info);
   void Load(const Napi::CallbackInfo& info);
   void Close(const Napi::CallbackInfo& info);
 
@@ -58,6 +59,15 @@ class BpfObjectWrap : public Napi::ObjectWrap<BpfObjectWrap> {
   std::shared_ptr<struct bpf_object> obj_;
   std::string path_;
   bool loaded_ = false;  // load() was called (successfully or not)
+
+  // The loaded .bss map's memory, mapped read-only on first readBss() and unmapped on close.
+  struct MappedBss {
+    void* addr = nullptr;
+    size_t length = 0;  // of the mapping (whole pages)
+    size_t size = 0;    // of the section
+    ~MappedBss();
+  };
+  std::unique_ptr<MappedBss> bss_;
 };
 
 }  // namespace bpfnative

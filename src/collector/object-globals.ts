@@ -27,10 +27,27 @@ export class ObjectGlobals {
     }
   }
 
-  /** A global the BPF programs may change at run time (.bss); only after load. */
+  /** A global the BPF programs may change at run time (.bss); only after load. A memory read, no syscall. */
   readBss(name: BssName): bigint {
-    const { variable, value } = this.bssVariable(name);
-    return variable.size === 8 ? value.readBigUInt64LE(variable.offset) : BigInt(value.readUInt32LE(variable.offset));
+    const variable = this.bssField(name);
+    const bytes = variable.size === 8 ? this.scratch8 : this.scratch4;
+    this.object.readBss(variable.offset, bytes);
+    return variable.size === 8 ? bytes.readBigUInt64LE(0) : BigInt(bytes.readUInt32LE(0));
+  }
+
+  private readonly scratch8 = Buffer.alloc(8);
+  private readonly scratch4 = Buffer.alloc(4);
+  private readonly bssFields = new Map<BssName, { offset: number; size: number }>();
+
+  private bssField(name: BssName): { offset: number; size: number } {
+    let field = this.bssFields.get(name);
+    if (!field) {
+      this.bssLayout ??= this.object.mapLayout(BSS_MAP);
+      const variable = this.bssLayout.value.find((f) => f.name === name);
+      if (!variable) throw new Error(`BPF object has no ${name}: rebuild with npm run build`);
+      this.bssFields.set(name, (field = { offset: variable.offset, size: variable.size }));
+    }
+    return field;
   }
 
   writeBss(name: BssName, to: bigint): void {

@@ -25,11 +25,16 @@ import { kernelFileId, namespaceOf, pgPidOf, sameMountNamespace, type KernelFile
  */
 
 /*
- * How often BPF's view of the postmaster is read (a map lookup: the handover itself happens in
- * the kernel), how often /proc confirms it lives (for a postmaster BPF saw no exit of), and how
- * often /proc is searched while it is gone (the fallback when BPF does not adopt the successor).
+ * How often BPF's view of the postmaster is read (a memory read: the handover itself happens in
+ * the kernel): every second while all is well, every 100 ms for a while once something suggests
+ * a restart (hurry(): the collector's connection to the server dropped, a flush failed), so that
+ * an idle collector wakes once a second rather than ten times. Then how often /proc confirms it
+ * lives (for a postmaster BPF saw no exit of), and how often /proc is searched while it is gone
+ * (the fallback when BPF does not adopt the successor).
  */
+const QUIET_WATCH_MS = 1000;
 const WATCH_MS = 100;
+const HURRY_MS = 10_000;
 const PROC_CHECK_MS = 1000;
 const SEARCH_MS = 5;
 /** BPF adopts the successor at its first fork; /proc is searched only when it has not after this long. */
@@ -93,13 +98,33 @@ export class PostmasterFollower {
 
   start(): void {
     this.stopBpf ??= this.options.object.followPostmaster({ exe: this.binary, dir: this.dataDir, startCode: this.startCode });
-    this.timer = setInterval(() => this.check(), WATCH_MS);
-    this.timer.unref();
+    this.watch();
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
+    if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+  }
+
+  /** A restart may be under way (the server connection dropped, a flush failed): watch every 100 ms for a while. */
+  hurry(): void {
+    this.hurryUntil = performance.now() + HURRY_MS;
+    if (this.timer) this.watch();
+  }
+
+  private hurryUntil = 0;
+
+  /** The next check, at the cadence of the moment; a check that found the postmaster gone stops watching (search() takes over). */
+  private watch(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        if (this.check()) this.watch();
+      },
+      performance.now() < this.hurryUntil ? WATCH_MS : QUIET_WATCH_MS,
+    );
+    this.timer.unref();
   }
 
   /** Detaches BPF's following too (the collector stops). */

@@ -221,6 +221,8 @@ export interface BpfObject {
    * CPU's value, each padded to 8 bytes: `roundup(valueSize, 8) * numPossibleCpus()` bytes.
    */
   mapLookup(map: string, key: Buffer): Buffer | null;
+  /** Copies `into.length` bytes of the loaded .bss at `offset` into `into`, from its mmapped memory (no syscall). */
+  readBss(offset: number, into: Buffer): void;
   /** bpf_map__update_elem; `flags` BPF_ANY (0, default) / BPF_NOEXIST (1) / BPF_EXIST (2). Per-CPU values as in mapLookup. */
   mapUpdate(map: string, key: Buffer, value: Buffer, flags?: number): void;
   /** Returns false when the key was absent. */

@@ -261,6 +261,7 @@ describe('BpfObject before load', () => {
   it('refuses map access before load', () => {
     expect(thrown(() => obj.mapLookup('pcpu', u32(1)))).toMatchObject({ code: 'EBADF' });
     expect(thrown(() => obj.mapFd('pcpu'))).toMatchObject({ code: 'EBADF' });
+    expect(thrown(() => obj.readBss(0, Buffer.alloc(8)))).toMatchObject({ code: 'EINVAL' });
   });
 });
 
@@ -346,6 +347,21 @@ describe('loaded object', () => {
     // Context switches happened (the child ran): both sched_switch programs counted.
     expect(pcpuCount(obj, PCPU_SCHED_SWITCH)).toBeGreaterThan(0n);
     expect(pcpuCount(obj, PCPU_RAW_SWITCH)).toBeGreaterThan(0n);
+  });
+
+  it('reads .bss from its mapped memory, as the syscall reads it', async () => {
+    const variable = obj.mapLayout('.bss').value.find((f) => f.name === 'switches_seen')!;
+    const mapped = Buffer.alloc(8);
+    obj.readBss(variable.offset, mapped);
+    const first = mapped.readBigUInt64LE(0);
+    expect(first).toBeGreaterThan(0n); // on_switch is attached (test above)
+    await sleep(50);
+    const bySyscall = obj.mapLookup('.bss', u32(0))!.readBigUInt64LE(variable.offset);
+    obj.readBss(variable.offset, mapped);
+    // The same live value: the syscall's read lies between the two memory reads.
+    expect(bySyscall).toBeGreaterThan(first);
+    expect(mapped.readBigUInt64LE(0)).toBeGreaterThanOrEqual(bySyscall);
+    expect(thrown(() => obj.readBss(variable.offset, Buffer.alloc(4096)))).toMatchObject({ code: 'ERANGE' });
   });
 
   it('returns per-CPU values for every possible CPU', () => {
