@@ -169,6 +169,7 @@ static __always_inline void retire_backend(struct backend_record *r, __u32 pid)
 		return;
 	}
 	bpf_map_delete_elem(&backends, &pid);
+	note_change();
 }
 
 /*
@@ -229,7 +230,7 @@ static const __u64 zero_count = 0;
  * in through here, whatever its query id: the collector counts each key it evicts against its
  * role, so a key added past role_added would leave the role owing keys it never had.
  */
-static __always_inline struct metrics *query_key_metrics(const struct query_key *key)
+static __always_inline struct metrics *query_key_entry(const struct query_key *key)
 {
 	struct metrics *m;
 	__u64 *added, *evicted;
@@ -256,6 +257,16 @@ static __always_inline struct metrics *query_key_metrics(const struct query_key 
 	if (added)
 		__sync_fetch_and_add(added, 1);
 	return bpf_map_lookup_elem(&queries, key);
+}
+
+/* The figures of `key` for the caller to add to (see query_key_entry): a change of the queries map. */
+static __always_inline struct metrics *query_key_metrics(const struct query_key *key)
+{
+	struct metrics *m = query_key_entry(key);
+
+	if (m)
+		note_change();
+	return m;
 }
 
 /* A statement's figures; none for queryid 0 (no statement yet, or compute_query_id off). */

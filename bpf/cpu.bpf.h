@@ -107,6 +107,12 @@ static __always_inline void add_wait(struct metrics *m, enum sleep_class sleep_c
 	}
 }
 
+/* Whether add_wait() adds a sleep of this class to a busy figure (io, lock, lwlock wait). */
+static __always_inline bool is_busy_sleep(enum sleep_class sleep_class)
+{
+	return sleep_class == SLEEP_IO || sleep_class == SLEEP_LOCK || sleep_class == SLEEP_LWLOCK;
+}
+
 /* What a task did between two switch-outs, apart from sleeping. */
 struct slice {
 	__u64 on_cpu_ns;
@@ -231,6 +237,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 
 			bpf_map_delete_elem(&excluded_pids, &pg_pid);
 			bpf_map_delete_elem(&backends, &pid);
+			note_change();
 		}
 		return;
 	}
@@ -276,6 +283,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	}
 	/* The run-queue wait and the CPU slice. */
 	add_slice(&r->m, &s);
+	note_busy(s.on_cpu_ns + (sleep_ns && is_busy_sleep(r->sleep_class) ? sleep_ns : 0));
 	qm = holding ? &r->held : query_metrics(&key);
 	if (qm)
 		add_slice(qm, &s);

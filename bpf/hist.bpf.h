@@ -39,10 +39,14 @@ static __always_inline struct hist *hist_for(const struct query_key *q, enum his
 {
 	static const struct hist empty_hist = {};
 	struct hist_key key = { .q = *q, .kind = kind };
+	struct hist *h;
 
 	if (!q->queryid)
 		return NULL;
-	return map_lookup_or_init(&histograms, &key, &empty_hist, COUNTER_HISTOGRAMS_FULL);
+	h = map_lookup_or_init(&histograms, &key, &empty_hist, COUNTER_HISTOGRAMS_FULL);
+	if (h)
+		note_change(); /* the caller counts an observation */
+	return h;
 }
 
 /* Counts one observation of `ns` in the query's histogram of `kind`, and keeps its maximum. */

@@ -78,8 +78,10 @@ int BPF_PROG(on_dirty_pause, struct bdi_writeback *wb, struct dirty_throttle_con
 	ns = (__u64)pause * jiffy_ns;
 	if (!memio_backend(task, task->pid, &r, &key))
 		return 0;
-	if (r)
+	if (r) {
 		r->m.writeback_throttle_ns += ns;
+		note_busy(ns);
+	}
 	qm = query_metrics(&key);
 	if (qm)
 		qm->writeback_throttle_ns += ns;

@@ -40,6 +40,7 @@ static __always_inline void add_totals(void *map, const void *key, __u64 waits, 
 
 	if (!t)
 		return;
+	note_change();
 	__sync_fetch_and_add(&t->waits, waits);
 	__sync_fetch_and_add(&t->wait_ns, ns);
 }

@@ -9,6 +9,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "records.h"
+#include "activity.bpf.h"
 
 /* Overflow and failure counts by enum counter_index, read by the collector for bpf_stats.health. */
 struct {
@@ -24,6 +25,7 @@ static __always_inline void count(enum counter_index index)
 
 	if (value)
 		__sync_fetch_and_add(value, 1);
+	note_change();
 }
 
 /*
@@ -43,6 +45,7 @@ static __always_inline void *map_lookup_or_init(void *map, const void *key, cons
 		count(full);
 		return NULL;
 	}
+	note_change();
 	return bpf_map_lookup_elem(map, key);
 }
 

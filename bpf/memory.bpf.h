@@ -89,6 +89,7 @@ static __always_inline void reclaim_end(__u64 nr_reclaimed)
 		return;
 	if (r) {
 		r->m.reclaim_ns += ns;
+		note_busy(ns);
 		r->m.reclaim_pages += nr_reclaimed;
 	}
 	qm = query_metrics(&key);
@@ -164,8 +165,10 @@ int BPF_PROG(on_compact_end)
 
 	if (!memio_backend(task, pid, &r, &key))
 		return 0;
-	if (r)
+	if (r) {
 		r->m.compaction_ns += ns;
+		note_busy(ns);
+	}
 	qm = query_metrics(&key);
 	if (qm)
 		qm->compaction_ns += ns;

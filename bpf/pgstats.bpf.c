@@ -9,6 +9,7 @@
  * SEC() programs:
  *
  *   records.h          record layouts and enums shared with user space (through BTF)
+ *   activity.bpf.h     what changed since the collector's last look (its idle tick reads only this)
  *   maps.bpf.h         overflow counters, map_lookup_or_init()
  *   hist.bpf.h         per-query log2 histograms
  *   pg-status.bpf.h    reading a backend's PgBackendStatus: identity, query id, wait event

@@ -187,6 +187,15 @@ struct backend_record {
 };
 
 /* Indexes into the `counters` array, its key type (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */
+/*
+ * What changed in the maps, per CPU, since the collector's last look (bpf/activity.bpf.h): its
+ * periodic tick reads these two numbers, and reads the maps only when a flush could write something.
+ */
+struct activity {
+	__u64 changes; /* entries added or removed, query figures, histograms or lock waits updated, overflows */
+	__u64 busy_ns; /* added to backend records' busy figures: on CPU, IO, lock and LWLock waits, reclaim, compaction, writeback throttling */
+};
+
 enum counter_index {
 	COUNTER_BACKENDS_FULL = 0,   /* a backend could not be tracked: backends map full */
 	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */

@@ -5,7 +5,7 @@ import { RecordLayout, type BtfField } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
 import { decodeHistograms, histogramDecoder, type HistogramSample } from './decode-histograms.js';
 import { UnchangedEntries } from './unchanged-entries.js';
-import { queryIdentityKey, type BackendSample, type MapFill, type QuerySample, type RawMap } from './map-samples.js';
+import { queryIdentityKey, type Activity, type BackendSample, type MapFill, type QuerySample, type RawMap } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
 
 
@@ -39,6 +39,23 @@ export class MapReaders {
     this.queryKeyLayout = RecordLayout.of('query_key', queries.key);
     this.queryValueLayout = RecordLayout.of('metrics', queries.value);
     this.decodeHistogram = histogramDecoder(object.mapLayout('histograms'), cpus);
+  }
+
+  /**
+   * What the programs noted since load (bpf/activity.bpf.h), summed over CPUs: one small read,
+   * so that a periodic flush with nothing to write can end before snapshot().
+   */
+  readActivity(): Activity {
+    const value = this.object.mapLookup('activity', Buffer.alloc(4));
+    const activity = { changes: 0n, busyNs: 0n };
+    if (!value) return activity;
+    const { changes, busy_ns } = Structs.activity.fields;
+    const stride = value.length / this.cpus;
+    for (let cpu = 0; cpu < this.cpus; cpu++) {
+      activity.changes += value.readBigUInt64LE(cpu * stride + changes.offset);
+      activity.busyNs += value.readBigUInt64LE(cpu * stride + busy_ns.offset);
+    }
+    return activity;
   }
 
   /** Reads the maps every flush needs; `metricFields`: the members of struct metrics to read, in column order. */

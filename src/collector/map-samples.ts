@@ -52,6 +52,14 @@ export function queryIdentityKey(s: { userid: number; dbid: number; toplevel: bo
   return `${s.userid}/${s.dbid}/${s.toplevel ? 1 : 0}/${s.queryid}`;
 }
 
+/** What the programs noted since load (struct activity, bpf/activity.bpf.h), summed over CPUs; both only grow. */
+export interface Activity {
+  /** Entries added or removed, figures of queries, histograms or lock waits updated, overflows counted. */
+  changes: bigint;
+  /** Time added to the backend records' busy figures (the ones MetricRows' busy rule sums). */
+  busyNs: bigint;
+}
+
 /** Entries in one bounded map against its capacity (bpf_stats.health.map_fill). */
 export interface MapFill {
   map: string;

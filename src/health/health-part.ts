@@ -138,6 +138,16 @@ export class HealthPart implements FlushPart {
     };
   }
 
+  /** Whether the next flush must write the row: the heartbeat is due, or a failure was written on its own. */
+  due(): boolean {
+    return this.failureShown || performance.now() - this.writtenAt >= (this.settings.heartbeatMs ?? HEALTH_HEARTBEAT_MS);
+  }
+
+  /** A periodic flush ended before reading the maps (IdleGate): a successful flush that wrote no row. */
+  quietTick(startedMs: number): void {
+    if (this.last) this.committed({ ...this.last, rows: 0, ms: performance.now() - startedMs }, this.pendingRows);
+  }
+
   private committed(flush: FlushObservation, deferred: number): void {
     this.observation = null;
     this.flushes++;

@@ -34,9 +34,14 @@ export class RowRetention {
     return Math.max(1000, Math.min(this.retentionMs / 4, MAX_CHECK_PERIOD_MS));
   }
 
+  /** Whether a pass should run now. */
+  due(now = Date.now()): boolean {
+    return now >= this.nextAt;
+  }
+
   /** Runs a pass when due; a failure is logged once per distinct message and retried at the next period, never stopping a flush. */
   async maintainWhenDue(db: Kysely<BpfStatsDatabase>, log: (line: string) => void): Promise<void> {
-    if (Date.now() < this.nextAt) return;
+    if (!this.due()) return;
     this.nextAt = Date.now() + this.checkPeriodMs;
     try {
       const deleted = await this.maintain(db);

@@ -7,7 +7,7 @@ import { writeCapabilities } from '../capabilities/write-capabilities.js';
 import { assertHostReady } from '../capabilities/host-checks.js';
 import { CollectorObject, type BpfPostmaster } from '../collector/collector-object.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
-import type { MapFill } from '../collector/map-samples.js';
+import type { Activity, MapFill } from '../collector/map-samples.js';
 import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { ControlPlane } from '../control/control-plane.js';
 import { oneLine, UserError } from '../errors.js';
@@ -18,6 +18,7 @@ import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
 import { FlushWriter } from '../flush/flush-writer.js';
 import type { HistogramRow } from '../flush/histogram-deltas.js';
 import { HistogramsPart } from '../flush/histograms-part.js';
+import { IdleGate } from '../flush/idle-gate.js';
 import { HealthPart } from '../health/health-part.js';
 import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
@@ -139,6 +140,8 @@ export class Sidecar {
   readonly followed: Array<{ at: number; pgPid: number; gapMs: number; adoptedByBpf: boolean }> = [];
   private sweepUntil = 0;
   private closeVanishedDue = false;
+  /** Ends a periodic flush with nothing to write before it reads the maps. */
+  private readonly idle: IdleGate;
   // Declared before `failed`, whose initializer assigns it.
   private fail: (error: UserError) => void = () => undefined;
   /** The node's name in every row written (src/sink/). */
@@ -162,6 +165,7 @@ export class Sidecar {
     this.logLimited = rateLimited(options.log ?? (() => undefined));
     this.adoptControl(control);
     for (const set of object.probes.attached()) this.measuring.add(set);
+    this.idle = new IdleGate(() => object.maps.readActivity(), (busyNs) => this.wouldWriteNothing(busyNs));
   }
 
   static async start(options: SidecarOptions): Promise<Sidecar> {
@@ -393,6 +397,11 @@ export class Sidecar {
     this.writing.rows.excluded(pid, this.object.exclude(pid));
   }
 
+  /** Periodic flushes that ended before reading the maps: nothing had happened that they would write. */
+  get quietFlushes(): number {
+    return this.idle.quietTicks;
+  }
+
   /** Probe sets attached now, or to be attached again when paused. */
   attached(): ProbeSetName[] {
     return this.pausedSets ? [...this.pausedSets] : this.object.probes.attached();
@@ -432,6 +441,14 @@ export class Sidecar {
     const at = new Date();
     const { rows, writer, health, retention, rowRetention, histograms } = this.writing;
     let maps: MapSnapshot | null = null;
+    if (lazy && this.idle.quiet()) {
+      // Nothing happened that a flush would write: a successful flush of no rows, without reading the maps.
+      health.quietTick(started);
+      this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: null };
+      if (this.flushListeners.length) this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], counters: {}, fill: [], attached: this.object.probes.attached() });
+      return this.lastFlush;
+    }
+    let mark: Activity | null = null;
     try {
       // After a restart the control session (and the server lock it held) is gone: take both again.
       if (!this.control && !this.stopped) await this.controlClient();
@@ -440,6 +457,7 @@ export class Sidecar {
       const measured = new Set([...this.measuring, ...this.object.probes.attached()]);
       // Exclusions of connections that died unseen (before being excluded, or while paused).
       this.object.forgetGoneExclusions();
+      mark = this.idle.read(); // before the snapshot: a change racing it is seen again, never missed
       maps = this.object.maps.snapshot(METRIC_FIELDS);
       this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
@@ -458,11 +476,14 @@ export class Sidecar {
       // A lazy flush with nothing urgent sent nothing: what it prepared waits for the next one.
       const written = sent ? rows.prepare(maps, measured) : { queries: [], backends: [] };
       this.measuring = new Set(this.object.probes.attached());
+      this.idle.flushed(mark);
       this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null };
       if (this.flushListeners.length) {
         this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: sent ? histograms.lastCommitted : [], counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
       }
     } catch (error) {
+      this.idle.flushed(null);
+      this.follower?.hurry();
       // Nothing was committed: the same increments go out with the next flush.
       const repeated = this.lastFlush?.error === oneLine(error);
       this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: oneLine(error) };
@@ -476,6 +497,28 @@ export class Sidecar {
       }
     }
     return this.lastFlush;
+  }
+
+  /**
+   * Whether a periodic flush now would write nothing, `busyNs` of busy time having been noted
+   * since the last one read the maps (IdleGate): the rows wait for nothing and no part or
+   * housekeeping of the sidecar is due.
+   */
+  private wouldWriteNothing(busyNs: bigint): boolean {
+    const { rows, health, texts, retention, rowRetention } = this.writing;
+    const attached = this.object.probes.attached();
+    return (
+      this.control !== null &&
+      performance.now() >= this.sweepUntil &&
+      !this.closeVanishedDue &&
+      attached.length === this.measuring.size &&
+      attached.every((set) => this.measuring.has(set)) &&
+      rows.wouldWriteNothing(busyNs) &&
+      !health.due() &&
+      !texts.due() &&
+      !retention?.due() &&
+      !rowRetention.due()
+    );
   }
 
   /** Detaches every probe, writes what is left, and closes connections; `reason` goes to the health row's stop_reason. */
@@ -545,6 +588,8 @@ export class Sidecar {
   private adoptControl(client: pg.Client): void {
     const drop = () => {
       if (this.control === client) this.control = null;
+      // The server may be restarting: follow the postmaster closely for a while.
+      this.follower?.hurry();
     };
     client.on('error', (error) => {
       this.logLimited(`control connection lost: ${oneLine(error)}`, 'control connection lost');

@@ -54,6 +54,13 @@ export class QueryTextsPart implements FlushPart {
    */
   private readonly missing = new Map<string, { query: TextKey; since: number; next: number; wait: number }>();
   private unavailableUntil = 0;
+  /** performance.now() when the first key of `missing` is looked up again. */
+  private nextLookupAt = Infinity;
+
+  /** Whether a flush has texts to write, or keys to look up again. */
+  due(): boolean {
+    return this.pending.size > 0 || (performance.now() >= this.nextLookupAt && performance.now() >= this.unavailableUntil);
+  }
 
   /** Looks up the texts of `queries` not written yet on the node (one statement, only when there are some). */
   async load(queries: readonly QueryRow[], node: pg.Client, log: (line: string) => void): Promise<void> {
@@ -66,6 +73,8 @@ export class QueryTextsPart implements FlushPart {
       remember(this.missing, key, { query: { userid, dbid, toplevel, queryid }, since: now, next: 0, wait: RETRY_MS });
     }
     const due = [...this.missing.values()].filter((m) => m.next <= now);
+    this.nextLookupAt = Infinity;
+    for (const m of this.missing.values()) if (m.next > now) this.nextLookupAt = Math.min(this.nextLookupAt, m.next);
     if (!due.length) return;
     const wanted = due.map((m) => m.query);
     let rows: TextRow[];
@@ -82,6 +91,7 @@ export class QueryTextsPart implements FlushPart {
       if ((error as { code?: string }).code !== '42P01' && (error as { code?: string }).code !== '42501' && (error as { code?: string }).code !== '55000') throw error;
       if (!this.unavailableUntil) log(`query texts: pg_stat_statements is not readable in the node's database, figures go without texts (tried again every minute): ${oneLine(error)}`);
       this.unavailableUntil = now + UNAVAILABLE_MS;
+      this.nextLookupAt = now; // the keys due now still are, once it is readable again
       return;
     }
     for (const row of rows) {
@@ -92,6 +102,7 @@ export class QueryTextsPart implements FlushPart {
       if (this.pending.has(queryIdentityKey(m.query))) continue;
       m.next = now + m.wait;
       m.wait = now - m.since < RETRY_SOON_FOR_MS ? Math.min(2 * m.wait, RETRY_SOON_MS) : RETRY_LATE_MS;
+      this.nextLookupAt = Math.min(this.nextLookupAt, m.next);
     }
   }
 

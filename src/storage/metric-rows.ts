@@ -127,6 +127,8 @@ export class MetricRows {
   private lastQueriesFull = 0n;
   /** The collector's own backends whose figures may still be in a snapshot or a written row (see excluded()). */
   private retracting: Retraction[] = [];
+  /** Rows the last prepared flush left for later by the budget. */
+  private lastDeferred = 0;
   /** Rows per table the next flush may write (MAX_ROWS_PER_TABLE). */
   private rowBudget = MAX_ROWS_PER_TABLE;
   /** The last prepared rows were not written (yet). */
@@ -138,6 +140,8 @@ export class MetricRows {
   evictedQueries = 0;
   /** process.hrtime of the last written backend rows. */
   private backendsWrittenNs = process.hrtime.bigint();
+  /** Of the last prepared rows: busy time not written yet, and backends left to wait for their identity. */
+  private waiting = { busyNs: 0n, identities: 0 };
 
   /** CLOCK_MONOTONIC to wall clock, fixed once so that derived timestamps are stable. */
   private readonly monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
@@ -175,6 +179,24 @@ export class MetricRows {
     this.retracting.push(retraction);
     // Bounded: entries go within a flush or two; a database away for long keeps the newest.
     if (this.retracting.length > 10_000) this.retracting.shift();
+  }
+
+  /**
+   * Whether the last prepared rows, once committed, left nothing that a later flush writes by
+   * itself, and `busyNsSinceRead` more busy time (noted by BPF since that snapshot) would still
+   * let the backend rows wait: then a flush now would write nothing (IdleGate). Not so while
+   * rows wait for the budget, for an identity or for a retraction, remainders of evicted keys
+   * are owed, or written keys wait to be evicted as quiet.
+   */
+  wouldWriteNothing(busyNsSinceRead: bigint): boolean {
+    if (this.unwritten || this.lastDeferred || this.waiting.identities || this.retracting.length || this.remainders.size) return false;
+    if (this.quiet.size && this.options.evictQueries) return false;
+    return !this.busyEnough(this.waiting.busyNs + busyNsSinceRead);
+  }
+
+  /** The busy rule (backendsUrgent): 10 ms or more, and 1% of a CPU or more since backend rows were last written. */
+  private busyEnough(busyNs: bigint): boolean {
+    return busyNs >= QUIET_BUSY_MIN_NS && busyNs * 100n >= QUIET_BUSY_PERCENT * (process.hrtime.bigint() - this.backendsWrittenNs);
   }
 
   /** The postmaster restarted: its row is the new pid's. */
@@ -264,6 +286,7 @@ export class MetricRows {
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
     let busyNs = 0n;
+    let identities = 0;
     let backendsUrgent = false;
     const exited: BackendRecordRef[] = [];
     const backendCandidates: Array<{ key: string; row: BackendRow; record: BackendRecordRef | null; commit: () => void }> = [];
@@ -279,7 +302,10 @@ export class MetricRows {
       // A new backend publishes its PgBackendStatus within milliseconds of fork; until then its
       // row key (pid, backend_start) is not final, so it waits, unless it never will have one.
       const ageNs = process.hrtime.bigint() - sample.taskStartNs;
-      if (!sample.identityKnown && !isExited && ageNs < IDENTITY_GRACE_NS && sample.pid !== this.postmasterPid) continue;
+      if (!sample.identityKnown && !isExited && ageNs < IDENTITY_GRACE_NS && sample.pid !== this.postmasterPid) {
+        identities++;
+        continue;
+      }
       const delta = this.backendDeltas.delta(key, sample.metrics);
       if (!isExited && delta.every((d) => d === 0n) && this.backendDeltas.has(key)) continue;
       if (isExited || !this.backendDeltas.has(key)) backendsUrgent = true;
@@ -338,6 +364,8 @@ export class MetricRows {
       const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));
       this.retracting = this.retracting.filter((r) => !done.has(r));
     });
+    this.waiting = { busyNs, identities };
+    this.lastDeferred = deferred;
     let wasWritten = false;
     const written = () => {
       if (wasWritten) return;
@@ -353,14 +381,17 @@ export class MetricRows {
       backendsUrgent:
         backendsUrgent ||
         ownRecords.length > 0 ||
-        (busyNs >= QUIET_BUSY_MIN_NS && busyNs * 100n >= QUIET_BUSY_PERCENT * (process.hrtime.bigint() - this.backendsWrittenNs)),
+        this.busyEnough(busyNs),
       commitQueries: () => {
         written();
         queryCommits.forEach((commit) => commit());
       },
       commitBackends: () => {
         written();
-        if (backends.length) this.backendsWrittenNs = process.hrtime.bigint();
+        if (backends.length) {
+          this.backendsWrittenNs = process.hrtime.bigint();
+          this.waiting = { ...this.waiting, busyNs: 0n };
+        }
         backendCommits.forEach((commit) => commit());
         this.forgetBackends(exited);
       },

@@ -153,9 +153,12 @@ describe('bpf_stats.health', () => {
         Number((await admin.query(`SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_statements WHERE query LIKE 'WITH "%' AND query LIKE '%bpf_stats.health%'`)).rows[0].n);
       const before = await flushStatements();
       const health0 = await healthRow();
+      const quiet0 = s.quietFlushes;
       await new Promise((resolve) => setTimeout(resolve, 4000));
       const sent = (await flushStatements()) - before;
       const health1 = await healthRow();
+      // Most of them ended after one read of the maps' activity, without reading the maps.
+      expect(s.quietFlushes - quiet0).toBeGreaterThanOrEqual(12);
       // 20 periodic flushes in 4 s; the heartbeat (every 1.5 s) writes 2 or 3 of them, and a
       // background process that comes, goes or works 10 ms and more (a checkpoint) one more.
       expect(sent).toBeGreaterThanOrEqual(2);
@@ -173,6 +176,51 @@ describe('bpf_stats.health', () => {
       );
       expect(rows.map((r) => Number(r.calls))).toEqual([1]);
     } finally {
+      await admin.query('ALTER SYSTEM RESET autovacuum');
+      await admin.query('SELECT pg_reload_conf()');
+    }
+  });
+
+  it("writes a background process's busy time on an idle server without waiting for the heartbeat", async () => {
+    // Ground truth: the checkpointer's on-CPU time in /proc (schedstat) across a CHECKPOINT of
+    // dirty pages, run by a session left out like the collector's own, so nothing but the
+    // checkpointer's busy time (no statement, no process coming or going) can wake the flushes.
+    await admin.query('ALTER SYSTEM SET autovacuum = off');
+    await admin.query('SELECT pg_reload_conf()');
+    try {
+      const s = await startSidecar({ intervalMs: 200, healthHeartbeatMs: 600_000 });
+      s.excludeBackend((await admin.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+      await admin.query('CREATE TABLE checkpoint_fodder AS SELECT g, repeat(\'x\', 100) AS pad FROM generate_series(1, 1000000) g');
+      const checkpointer = Number((await admin.query(`SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'`)).rows[0].pid);
+      const onCpuMs = async () =>
+        Number((await admin.query(`SELECT on_cpu_ms FROM bpf_stats.backend_stats WHERE pid = $1 AND exited_at IS NULL`, [checkpointer])).rows[0]?.on_cpu_ms ?? 0);
+      const schedstatMs = () => Number(readFileSync(`/proc/${checkpointer}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+      // Settled: the periodic flushes end before reading the maps (processes younger than 5 s
+      // without a name keep them going on a cluster just started).
+      const settled = async () => {
+        const before = s.quietFlushes;
+        for (const deadline = Date.now() + 10_000; Date.now() < deadline && s.quietFlushes < before + 2; ) await new Promise((resolve) => setTimeout(resolve, 100));
+        return s.quietFlushes - before;
+      };
+      expect(await settled()).toBeGreaterThanOrEqual(2);
+      // A connection that runs nothing: a process comes and goes, its backend rows go out, and the
+      // busy rule (10 ms, and 1% of the time since) counts from there. No query key changes.
+      await new Promise<void>((resolve, reject) => {
+        const bare = new pg.Client(cluster.connectionString());
+        bare.connect().then(() => bare.end()).then(resolve, reject);
+      });
+      expect(await settled()).toBeGreaterThanOrEqual(2);
+      const [row0, proc0] = [await onCpuMs(), schedstatMs()];
+      await admin.query('CHECKPOINT');
+      const proc1 = schedstatMs();
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const row1 = await onCpuMs();
+      expect(proc1 - proc0).toBeGreaterThan(2);
+      // Written within a second of the checkpoint: at least 80% of the CPU it used (the row before
+      // may lag behind /proc, never lead).
+      expect(row1 - row0).toBeGreaterThanOrEqual(0.8 * (proc1 - proc0));
+    } finally {
+      await admin.query('DROP TABLE IF EXISTS checkpoint_fodder');
       await admin.query('ALTER SYSTEM RESET autovacuum');
       await admin.query('SELECT pg_reload_conf()');
     }
