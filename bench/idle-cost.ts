@@ -108,6 +108,8 @@ async function main(): Promise<void> {
           `cluster ${(withIt.totalMsPerS - withIt.collectorMsPerS).toFixed(2)}), ${withIt.xactPerMin.toFixed(1)} transactions/min`,
       );
       windows.push(withIt);
+      const memory = sidecar.memoryMb();
+      print(`round ${round} collector memory: RSS ${memory.rss.toFixed(1)} MB (private ${memory.anon.toFixed(1)}, file-backed ${memory.file.toFixed(1)})`);
       await sidecar.stop();
       sidecar = null;
     }

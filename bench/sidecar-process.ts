@@ -96,6 +96,16 @@ export class SidecarProcess {
     return Number(kb ?? 0) / 1024;
   }
 
+  /**
+   * Resident memory now, in MB: all of it (VmRSS), the private part (RssAnon: the V8 heap, malloc)
+   * and the file-backed part (RssFile: mostly the node binary's code, shared with every node process).
+   */
+  memoryMb(): { rss: number; anon: number; file: number } {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) / 1024;
+    return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile') };
+  }
+
   get running(): boolean {
     return this.child.exitCode === null && this.child.signalCode === null;
   }

@@ -264,6 +264,8 @@ export interface BpfNative {
   BpfLink: BpfLinkConstructor;
   /** libbpf_num_possible_cpus(): the CPU count per-CPU map values are laid out for. */
   numPossibleCpus(): number;
+  /** Returns freed heap memory to the kernel (glibc malloc_trim); true when some was. */
+  releaseFreeMemory(): boolean;
   /** libbpf's "major.minor", e.g. "1.1". */
   libbpfVersion(): string;
   /**

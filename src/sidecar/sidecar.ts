@@ -11,6 +11,7 @@ import type { Activity, MapFill } from '../collector/map-samples.js';
 import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { ControlPlane } from '../control/control-plane.js';
 import { oneLine, UserError } from '../errors.js';
+import { loadNative } from '../native/bpf-native.js';
 import { LOG_PERIOD_MS, rateLimited } from '../rate-limited-log.js';
 import type { SupportContext } from '../families/family.js';
 import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
@@ -304,6 +305,8 @@ export class Sidecar {
           throw error;
         }
       }
+      // Loading parsed the kernel's BTF into memory freed since: give it back (RSS, README).
+      loadNative().releaseFreeMemory();
       return sidecar;
     } catch (error) {
       object?.close();
