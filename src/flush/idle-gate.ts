@@ -12,7 +12,7 @@ import type { Activity } from '../collector/map-samples.js';
  * again, never missed); a failed one clears it, so the next tick is a full flush.
  *
  * @example
- * const gate = new IdleGate(() => object.maps.readActivity(), (busyNs) => rows.wouldWait(busyNs) && !health.due());
+ * const gate = new IdleGate(() => object.maps.readActivity(), (busyNs) => rows.wouldWriteNothing(busyNs) && !health.due());
  * if (lazy && gate.quiet()) return;
  * const mark = gate.read();
  * // ... snapshot and write ...
