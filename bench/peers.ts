@@ -98,7 +98,8 @@ async function main(): Promise<void> {
     const results = new Map<string, number[]>(CONFIGS.map((c) => [c.name, []]));
     for (let round = 1; round <= rounds; round++) {
       for (const config of CONFIGS) {
-        await sql(cluster, `ALTER SYSTEM SET shared_preload_libraries = '${config.libraries}'`);
+        // A list, one quoted name each: 'a,b' in one pair of quotes would be one library named "a,b".
+        await sql(cluster, `ALTER SYSTEM SET shared_preload_libraries = ${config.libraries.split(',').map((l) => `'${l}'`).join(', ')}`);
         await cluster.restart();
         for (const extension of config.extensions) await sql(cluster, `CREATE EXTENSION IF NOT EXISTS ${extension}`);
         group = new CpuGroup();

@@ -70,12 +70,14 @@ struct {
  * pid is free at once: pids wrap (pid_max is 32768 on many hosts, a connection storm goes round
  * in minutes), and a record left under its pid until the next written flush was taken over by
  * the next process given that pid, which then counted its statements in the dead process's row.
+ * Keyed by pid and start time: the next process given the pid, exiting before a flush could
+ * write the first one (a slow flush under churn), retires beside it.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
+	__type(key, struct exited_key);
 	__type(value, struct backend_record);
 } exited_backends SEC(".maps");
 
@@ -158,13 +160,14 @@ static __always_inline __u64 memory_cgroup_of(struct task_struct *task)
 
 /*
  * `r`, the record of the process `pid` that just exited, goes to exited_backends. If that map is
- * full, or holds a record of an earlier process with this pid that the collector has not written
- * yet, it stays in `backends` (counted): written all the same, and a new process given the pid
+ * full it stays in `backends` (counted): written all the same, and a new process given the pid
  * before the next flush is not tracked until then (its start time is not the record's).
  */
 static __always_inline void retire_backend(struct backend_record *r, __u32 pid)
 {
-	if (bpf_map_update_elem(&exited_backends, &pid, r, BPF_NOEXIST)) {
+	struct exited_key key = { .pid = pid, .task_start_ns = r->task_start_ns };
+
+	if (bpf_map_update_elem(&exited_backends, &key, r, BPF_NOEXIST)) {
 		count(COUNTER_EXITED_FULL);
 		return;
 	}

@@ -206,7 +206,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		retire_backend(r, pid);
 		r = bpf_map_lookup_elem(&backends, &pid);
 		if (r)
-			return; /* exited_backends holds this pid's last one already (counted): after the next flush */
+			return; /* exited_backends is full (counted): tracked after the next flush */
 	}
 	if (!r) {
 		/* A sample never starts tracking: the task's next switch-out does. */

@@ -188,6 +188,16 @@ struct backend_record {
 
 /* Indexes into the `counters` array, its key type (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */
 /*
+ * A retired record's key in exited_backends: the pid with the process's start time, so that a
+ * pid given again before the collector wrote the first one's record retires under its own key.
+ */
+struct exited_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 task_start_ns;
+};
+
+/*
  * What changed in the maps, per CPU, since the collector's last look (bpf/activity.bpf.h): its
  * periodic tick reads these two numbers, and reads the maps only when a flush could write something.
  */
@@ -209,7 +219,7 @@ enum counter_index {
 	COUNTER_LWLOCK_WAITS_FULL = 9, /* an LWLock wait key could not be added: lwlock_waits map full */
 	COUNTER_ROLE_QUOTA = 10,     /* a query key was not added: its role holds its share of the queries map */
 	COUNTER_ROLE_QUOTA_UNTRACKED = 11, /* a role's share could not be counted: role_added full (more than 1024 roles) */
-	COUNTER_EXITED_FULL = 12,    /* an exited process's record stayed under its pid: exited_backends full */
+	COUNTER_EXITED_FULL = 12,    /* an exited process's record stayed in backends: exited_backends full */
 	COUNTER_AIO_HANDLES_FULL = 13, /* an IO handle's owner could not be kept: aio_handles full (bpf/aio.bpf.h) */
 	COUNTER_CALLS_UNATTRIBUTED = 14, /* a statement end (query set) reached no query key (bpf/query.bpf.h) */
 	COUNTER_MAX = 16,            /* room for the families' own counters */

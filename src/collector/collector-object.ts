@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
-import { PostmasterTgidValue, type FieldOf, type ProgramName, type RodataName } from '../bpf/contract.js';
+import { PostmasterTgidValue, Structs, type FieldOf, type ProgramName, type RodataName } from '../bpf/contract.js';
 import { RecordLayout } from '../bpf/record-layout.js';
 import { namespaceOf, procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
 import { UserError } from '../errors.js';
@@ -312,11 +312,16 @@ export class CollectorObject<Name extends string = string> {
   /** Forgets processes whose final figures were written, each from the map its record was read in. */
   deleteBackends(records: readonly BackendRecordRef[]): void {
     for (const map of ['exited_backends', 'backends'] as const) {
-      const pids = records.filter((r) => r.retired === (map === 'exited_backends')).map((r) => r.key);
-      if (!pids.length) continue;
-      const keys = Buffer.alloc(pids.length * 4);
-      pids.forEach((pid, i) => keys.writeUInt32LE(pid, i * 4));
-      this.object.mapDeleteBatch(map, keys, pids.length);
+      const refs = records.filter((r) => r.retired === (map === 'exited_backends'));
+      if (!refs.length) continue;
+      // exited_backends: struct exited_key (pid, padding, task_start_ns); backends: the pid.
+      const keySize = map === 'exited_backends' ? Structs.exited_key.size : 4;
+      const keys = Buffer.alloc(refs.length * keySize);
+      refs.forEach((r, i) => {
+        keys.writeUInt32LE(r.key, i * keySize + Structs.exited_key.fields.pid.offset);
+        if (map === 'exited_backends') keys.writeBigUInt64LE(r.taskStartNs, i * keySize + Structs.exited_key.fields.task_start_ns.offset);
+      });
+      this.object.mapDeleteBatch(map, keys, refs.length);
     }
   }
 

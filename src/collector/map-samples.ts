@@ -2,9 +2,10 @@ import type { FieldOf, Maps, MapName, StructName } from '../bpf/contract.js';
 import type { RecordLayout } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
 
-/** Where a process's record is: its key, and whether it is in exited_backends rather than backends. */
+/** Where a process's record is: its pid and start (exited_backends' key is both), and whether it is in exited_backends rather than backends. */
 export interface BackendRecordRef {
   key: number;
+  taskStartNs: bigint;
   retired: boolean;
 }
 

@@ -680,7 +680,7 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
   io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
-  exited_full: "an exited process's record could not be moved aside: exited_backends full or holding that pid's previous record; a new process given the pid is tracked from the next flush on",
+  exited_full: "an exited process's record could not be moved aside: exited_backends full; a new process given the pid is tracked from the next flush on",
   aio_handles_full: "an IO handle's owner could not be kept: aio_handles map full; an io worker's IO for it counts for the worker only",
   calls_unattributed: 'a statement ended (query set) with no query key to count it under: its process had no record yet, or no query id or identity in PgBackendStatus; query_stats misses that call, pg_stat_statements has it',
   io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',

@@ -329,7 +329,7 @@ export class MetricRows {
           ? {
               key,
               row,
-              record: { key: sample.key, retired: sample.retired },
+              record: { key: sample.key, taskStartNs: sample.taskStartNs, retired: sample.retired },
               commit: () => {
                 this.backendDeltas.forget(key);
                 this.backendTypes.forget(sample.pid);
@@ -358,7 +358,7 @@ export class MetricRows {
 
     // Records of the collector's own backends made before (or racing with) their exclusion: the
     // map forgets them; a live one's next switch makes its record again, excluded.
-    exited.push(...ownRecords.map((sample) => ({ key: sample.key, retired: sample.retired })));
+    exited.push(...ownRecords.map((sample) => ({ key: sample.key, taskStartNs: sample.taskStartNs, retired: sample.retired })));
     backendCommits.push(() => {
       // Done once written from a snapshot read after the exclusion that held nothing of it.
       const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));

@@ -124,13 +124,11 @@ describe("the collector's own connections", () => {
 });
 
 describe('a pid the kernel gives again', () => {
-  it('keeps the exited backend and the new one that got its pid apart, before any flush wrote the first', async () => {
-    // pid_max is 32768 on many hosts: under a connection storm pids go round in minutes, often
-    // before the collector wrote the exited process's final figures.
-    await startSidecar({ intervalMs: 3_600_000, probeSets: ['query'] });
-    await sidecar!.flush();
-    const backendRows = (pid: number) =>
-      admin.query(`SELECT backend_start, exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`, [pid]);
+  const backendRows = (pid: number) =>
+    admin.query(`SELECT backend_start, exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`, [pid]);
+
+  /** A backend that ran 7 statements and exited, and a new connection whose backend got its pid (ns_last_pid). */
+  async function giveItsPidAgain(): Promise<{ pid: number; first: Date; second: Date; newcomer: pg.Client; firstCalls: number }> {
     let reused: { pid: number; first: Date; second: Date; newcomer: pg.Client } | null = null;
     let firstCalls = 0;
     for (let attempt = 0; attempt < 20 && !reused; attempt++) {
@@ -150,7 +148,15 @@ describe('a pid the kernel gives again', () => {
       else await newcomer.end(); // another process took it first: again
     }
     expect(reused).not.toBeNull();
-    const { pid, first, second, newcomer } = reused!;
+    return { ...reused!, firstCalls };
+  }
+
+  it('keeps the exited backend and the new one that got its pid apart, before any flush wrote the first', async () => {
+    // pid_max is 32768 on many hosts: under a connection storm pids go round in minutes, often
+    // before the collector wrote the exited process's final figures.
+    await startSidecar({ intervalMs: 3_600_000, probeSets: ['query'] });
+    await sidecar!.flush();
+    const { pid, first, second, newcomer, firstCalls } = await giveItsPidAgain();
     try {
       for (let i = 0; i < 5; i++) await newcomer.query('SELECT balance + 1 FROM accounts WHERE id = 2');
       await sidecar!.flush();
@@ -178,6 +184,25 @@ describe('a pid the kernel gives again', () => {
       await newcomer.end();
     }
   });
+
+  it('retires both when the second one exits too before any flush (exited_backends is keyed by pid and start)', async () => {
+    await startSidecar({ intervalMs: 3_600_000, probeSets: ['query'] });
+    await sidecar!.flush();
+    const { pid, first, second, newcomer } = await giveItsPidAgain();
+    for (let i = 0; i < 5; i++) await newcomer.query('SELECT balance + 1 FROM accounts WHERE id = 2');
+    await newcomer.end();
+    while (spawnSync('test', ['-e', `/proc/${pid}`]).status === 0) await sleep(10);
+    // Both records wait in exited_backends, under the same pid.
+    expect(dumpOwnMap('exited_backends').filter((e) => e.key.readUInt32LE(Structs.exited_key.fields.pid.offset) === pid)).toHaveLength(2);
+    await sidecar!.flush();
+    const { rows } = await backendRows(pid);
+    const at = (d: Date) => rows.find((r) => (r.backend_start as Date).getTime() === d.getTime());
+    expect(at(first)).toMatchObject({ exited: true, calls: '8' });
+    expect(at(second)).toMatchObject({ exited: true, calls: '6' });
+    expect(bpfMapEntries('exited_backends')).toBe(0);
+    const health = await admin.query(`SELECT dropped FROM bpf_stats.health WHERE pid = $1`, [process.pid]);
+    expect(Number(health.rows[0].dropped?.exited_full ?? 0)).toBe(0);
+  });
 });
 
 describe('a record that outlived its process unseen', () => {
@@ -199,12 +224,13 @@ describe('a record that outlived its process unseen', () => {
       while (spawnSync('test', ['-e', `/proc/${pid}`]).status === 0) await sleep(10);
       const key = Buffer.alloc(4);
       key.writeUInt32LE(pid);
-      const retired = dumpOwnMap('exited_backends').find((e) => e.key.equals(key));
+      // exited_backends is keyed by (pid, start time): struct exited_key.
+      const retired = dumpOwnMap('exited_backends').find((e) => e.key.readUInt32LE(Structs.exited_key.fields.pid.offset) === pid);
       expect(retired, 'BPF retired the exited backend').toBeDefined();
       const stale = Buffer.from(retired!.values[0]!);
       stale.writeBigUInt64LE(0n, layout.exited_ns.offset);
       stale.writeBigUInt64LE(8n, layout.status_ptr.offset);
-      deleteFromOwnMap('exited_backends', key);
+      deleteFromOwnMap('exited_backends', retired!.key);
       updateOwnMap('backends', key, stale);
       execFileSync('sh', ['-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid`]);
       const newcomer = new pg.Client(cluster.connectionString());
