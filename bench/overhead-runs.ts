@@ -150,7 +150,8 @@ export async function prepareCluster(
   settings: BenchSettings,
   print: (line: string) => void,
 ): Promise<{ cluster: ThrowawayCluster; version: string }> {
-  const cluster = await ThrowawayCluster.start();
+  // Room for every client and the collector's connections (the default is 100).
+  const cluster = await ThrowawayCluster.start({ settings: { max_connections: Math.max(100, settings.clients + 20) } });
   resources.cluster = cluster;
   const version = await pgbenchVersion(cluster);
   print(`cluster on port ${cluster.port} (${version}); pgbench -i -s ${settings.scale}`);
