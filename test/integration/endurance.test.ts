@@ -126,6 +126,12 @@ describe("the collector's own connections", () => {
 describe('a pid the kernel gives again', () => {
   const backendRows = (pid: number) =>
     admin.query(`SELECT backend_start, exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`, [pid]);
+  /** The rows of the two processes that had `pid`, each found by its start. */
+  async function rowsOf(pid: number, first: Date, second: Date) {
+    const { rows } = await backendRows(pid);
+    const at = (d: Date) => rows.find((r) => (r.backend_start as Date).getTime() === d.getTime());
+    return { first: at(first), second: at(second) };
+  }
 
   /** A backend that ran 7 statements and exited, and a new connection whose backend got its pid (ns_last_pid). */
   async function giveItsPidAgain(): Promise<{ pid: number; first: Date; second: Date; newcomer: pg.Client; firstCalls: number }> {
@@ -160,12 +166,9 @@ describe('a pid the kernel gives again', () => {
     try {
       for (let i = 0; i < 5; i++) await newcomer.query('SELECT balance + 1 FROM accounts WHERE id = 2');
       await sidecar!.flush();
-      const { rows } = await backendRows(pid);
-      const at = (d: Date) => rows.find((r) => (r.backend_start as Date).getTime() === d.getTime());
       // The exited process has its own row with its own statements, the newcomer its own (each
       // also ran the pid query).
-      expect(at(first)).toMatchObject({ exited: true, calls: '8' });
-      expect(at(second)).toMatchObject({ exited: false, calls: '6' });
+      expect(await rowsOf(pid, first, second)).toMatchObject({ first: { exited: true, calls: '8' }, second: { exited: false, calls: '6' } });
       expect(bpfMapEntries('exited_backends')).toBe(0);
       // Written once, forgotten once: another flush adds to neither.
       for (let i = 0; i < 3; i++) await newcomer.query('SELECT balance + 1 FROM accounts WHERE id = 2');
@@ -195,10 +198,7 @@ describe('a pid the kernel gives again', () => {
     // Both records wait in exited_backends, under the same pid.
     expect(dumpOwnMap('exited_backends').filter((e) => e.key.readUInt32LE(Structs.exited_key.fields.pid.offset) === pid)).toHaveLength(2);
     await sidecar!.flush();
-    const { rows } = await backendRows(pid);
-    const at = (d: Date) => rows.find((r) => (r.backend_start as Date).getTime() === d.getTime());
-    expect(at(first)).toMatchObject({ exited: true, calls: '8' });
-    expect(at(second)).toMatchObject({ exited: true, calls: '6' });
+    expect(await rowsOf(pid, first, second)).toMatchObject({ first: { exited: true, calls: '8' }, second: { exited: true, calls: '6' } });
     expect(bpfMapEntries('exited_backends')).toBe(0);
     const health = await admin.query(`SELECT dropped FROM bpf_stats.health WHERE pid = $1`, [process.pid]);
     expect(Number(health.rows[0].dropped?.exited_full ?? 0)).toBe(0);
