@@ -190,10 +190,23 @@ describe('bpf_stats.health', () => {
     try {
       const s = await startSidecar({ intervalMs: 200, healthHeartbeatMs: 600_000 });
       s.excludeBackend((await admin.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
-      await admin.query('CREATE TABLE checkpoint_fodder AS SELECT g, repeat(\'x\', 100) AS pad FROM generate_series(1, 1000000) g');
+      // INSERT ... SELECT leaves its pages dirty in shared_buffers (CREATE TABLE AS would write
+      // most of them itself, through a small ring): ~70 MB for the checkpointer to write, tens of
+      // ms of CPU (fsync is off here), well past the busy rule's 10 ms and 1% of a CPU.
+      await admin.query('CREATE TABLE checkpoint_fodder (g int, pad text)');
+      await admin.query(`INSERT INTO checkpoint_fodder SELECT g, repeat('x', 100) FROM generate_series(1, 500000) g`);
       const checkpointer = Number((await admin.query(`SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'`)).rows[0].pid);
+      // Its row under the start pg_stat_activity shows (a process asleep since before the
+      // collector named it may also have an earlier row under its task's start).
       const onCpuMs = async () =>
-        Number((await admin.query(`SELECT on_cpu_ms FROM bpf_stats.backend_stats WHERE pid = $1 AND exited_at IS NULL`, [checkpointer])).rows[0]?.on_cpu_ms ?? 0);
+        Number(
+          (
+            await admin.query(
+              `SELECT b.on_cpu_ms FROM bpf_stats.backend_stats b JOIN pg_stat_activity a ON a.pid = b.pid AND a.backend_start = b.backend_start WHERE b.pid = $1`,
+              [checkpointer],
+            )
+          ).rows[0]?.on_cpu_ms ?? 0,
+        );
       const schedstatMs = () => Number(readFileSync(`/proc/${checkpointer}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
       // Settled: the periodic flushes end before reading the maps (processes younger than 5 s
       // without a name keep them going on a cluster just started).
