@@ -278,9 +278,10 @@ export class MetricRows {
     const fill = snapshot.fill.find((f) => f.map === 'queries');
     const queriesFull = snapshot.counters.queries_full ?? 0n;
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || queriesFull > this.lastQueriesFull;
+    const running = runningStatements(snapshot.backends);
     queryCommits.push(() => {
       this.lastQueriesFull = queriesFull;
-      this.evictQuiet(unchanged, changed, pressure);
+      this.evictQuiet(unchanged, changed, running, pressure);
     });
 
     const backendCommits: Array<() => void> = [];
@@ -402,8 +403,10 @@ export class MetricRows {
    * After a flush was written: counts how long each key has been quiet and evicts the quiet
    * ones. A key is deleted with what it held at that moment; anything beyond the written
    * baseline (an increment since the snapshot) is kept as a remainder for the next flush.
+   * A statement a live backend is still on stays: its end (the call) may come after the
+   * delete, when its role's quota could refuse the key again.
    */
-  private evictQuiet(unchanged: QuerySample[], changed: Set<string>, pressure: boolean): void {
+  private evictQuiet(unchanged: QuerySample[], changed: Set<string>, running: Set<string>, pressure: boolean): void {
     const quiet = new Map<string, number>();
     for (const key of changed) quiet.set(key, 0);
     const threshold = pressure ? 1 : QUIET_FLUSHES;
@@ -412,7 +415,7 @@ export class MetricRows {
       const key = queryKey(sample);
       const flushes = (this.quiet.get(key) ?? 0) + 1;
       quiet.set(key, flushes);
-      if (flushes >= threshold && candidates.length < MAX_EVICTIONS_PER_FLUSH) candidates.push(sample);
+      if (flushes >= threshold && candidates.length < MAX_EVICTIONS_PER_FLUSH && !running.has(key)) candidates.push(sample);
     }
     this.quiet = quiet;
     const evict = this.options.evictQueries;
@@ -441,6 +444,15 @@ export class MetricRows {
 
 function queryKey(s: QueryIdentity & { id?: string }): string {
   return s.id ?? queryIdentityKey(s);
+}
+
+/** The top-level statements live backends were on when `backends` was read, as query keys. */
+function runningStatements(backends: readonly BackendSample[]): Set<string> {
+  const running = new Set<string>();
+  for (const b of backends) {
+    if (b.exitedNs === 0n && b.queryid !== 0n) running.add(queryIdentityKey({ userid: b.userid, dbid: b.dbid, toplevel: true, queryid: b.queryid }));
+  }
+  return running;
 }
 
 /**

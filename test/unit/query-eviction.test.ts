@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CounterName } from '../../src/bpf/counters.js';
-import type { QuerySample } from '../../src/collector/map-samples.js';
+import type { BackendSample, QuerySample } from '../../src/collector/map-samples.js';
 import { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { MetricRows } from '../../src/storage/metric-rows.js';
@@ -21,9 +21,17 @@ function sample(queryid: number, calls: number): QuerySample {
   return { userid: 10, dbid: 5, toplevel: true, queryid: BigInt(queryid), metrics: metrics(calls), rawKey: Buffer.from([queryid]) };
 }
 
-function snapshot(queries: QuerySample[], { entries = queries.length, maxEntries = 100, queriesFull = 0 } = {}): MapSnapshot {
+/** A live client backend of user 10 in database 5, on statement `queryid` (0: none). */
+function backend(pid: number, queryid: number, exitedNs = 0n): BackendSample {
+  return {
+    pid, key: pid, retired: exitedNs !== 0n, metrics: metrics(0), queryid: BigInt(queryid), backendStartUs: 1n, taskStartNs: 1n,
+    exitedNs, userid: 10, dbid: 5, backendType: 1, identityKnown: true, memoryCgroup: 0n,
+  };
+}
+
+function snapshot(queries: QuerySample[], { entries = queries.length, maxEntries = 100, queriesFull = 0, backends = [] as BackendSample[] } = {}): MapSnapshot {
   const counters = { queries_full: BigInt(queriesFull) } as Record<CounterName, bigint>;
-  return new MapSnapshot([], queries, [], counters, [{ map: 'queries', entries, maxEntries }], () => {
+  return new MapSnapshot(backends, queries, [], counters, [{ map: 'queries', entries, maxEntries }], () => {
     throw new Error('not read');
   });
 }
@@ -85,5 +93,21 @@ describe('query eviction', () => {
     const rows = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map(() => (calls++, null)) });
     for (let i = 1; i <= 10; i++) flush(rows, snapshot([sample(5, i)], { entries: 100 }));
     expect(calls).toBe(0);
+  });
+
+  it('keeps a quiet key while a live backend is still on that statement, and evicts it once none is', () => {
+    const evicted: number[] = [];
+    const rows = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map((k) => (evicted.push(k[0]!), metrics(0))) });
+    // Under pressure: a key quiet for one flush goes, unless backend 300 is still running it (a
+    // long sleep in the middle of the statement); its call is still to come.
+    const full = { entries: 95 };
+    flush(rows, snapshot([sample(8, 1), sample(9, 1)], { ...full, backends: [backend(300, 8), backend(301, 0)] }));
+    flush(rows, snapshot([sample(8, 1), sample(9, 1)], { ...full, backends: [backend(300, 8), backend(301, 0)] }));
+    expect(evicted).toEqual([9]);
+    flush(rows, snapshot([sample(8, 1)], { ...full, backends: [backend(300, 8), backend(301, 0)] }));
+    expect(evicted).toEqual([9]);
+    // An exited backend's last statement is over.
+    flush(rows, snapshot([sample(8, 1)], { ...full, backends: [backend(300, 8, 5n)] }));
+    expect(evicted).toEqual([9, 8]);
   });
 });
