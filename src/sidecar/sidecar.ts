@@ -464,7 +464,7 @@ export class Sidecar {
       maps = this.object.maps.snapshot(METRIC_FIELDS);
       this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet appeared.
-      if (rows.needsNames(maps)) await this.refreshBackendTypes();
+      if (rows.needsNames(maps)) rows.observeActivity(maps, await this.readActivity());
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       // Texts of queries new to this run, from the node's pg_stat_statements, go with their figures.
@@ -602,11 +602,14 @@ export class Sidecar {
     this.control = client;
   }
 
-  private async refreshBackendTypes(): Promise<void> {
+  /** Every process pg_stat_activity shows: its type's name and its backend_start. */
+  private async readActivity(): Promise<Array<{ pid: number; backendType: string; backendStartUs: bigint | null }>> {
     const client = await this.controlClient();
     try {
-      const { rows } = await client.query<{ pid: number; backend_type: string }>('SELECT pid, backend_type FROM pg_stat_activity');
-      for (const row of rows) this.writing.rows.backendTypes.observe(row.pid, row.backend_type);
+      const { rows } = await client.query<{ pid: number; backend_type: string; start_us: string | null }>(
+        `SELECT pid, backend_type, (extract(epoch FROM backend_start) * 1000000)::int8::text AS start_us FROM pg_stat_activity`,
+      );
+      return rows.map((row) => ({ pid: row.pid, backendType: row.backend_type, backendStartUs: row.start_us === null ? null : BigInt(row.start_us) }));
     } catch (error) {
       if (this.control === client) this.control = null;
       await client.end().catch(() => undefined);

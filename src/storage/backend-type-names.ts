@@ -11,6 +11,8 @@
  */
 export class BackendTypeNames {
   private readonly byPid = new Map<number, string>();
+  /** backend_start as pg_stat_activity showed it for a live pid, µs since the Unix epoch. */
+  private readonly startByPid = new Map<number, bigint>();
   private readonly byNumber = new Map<number, Set<string>>();
   /** Postgres' own numbering for this major version, when it agrees with the calibrated client backend number. */
   private readonly enumNames: readonly string[] | null;
@@ -30,9 +32,19 @@ export class BackendTypeNames {
     this.postmasterPid = pid;
   }
 
-  /** Remember what pg_stat_activity says a live pid is. */
-  observe(pid: number, name: string): void {
+  /** Remember what pg_stat_activity says a live pid is, and since when (µs since the Unix epoch; null when it shows none). */
+  observe(pid: number, name: string, startUs: bigint | null = null): void {
     this.byPid.set(pid, name);
+    if (startUs === null) this.startByPid.delete(pid);
+    else this.startByPid.set(pid, startUs);
+  }
+
+  /**
+   * The backend_start pg_stat_activity showed for `pid`: the row key of a process whose own
+   * PgBackendStatus BPF has not read yet (it reads it only from the process's switch-outs).
+   */
+  startUs(pid: number): bigint | undefined {
+    return this.startByPid.get(pid);
   }
 
   knows(pid: number): boolean {
@@ -66,6 +78,7 @@ export class BackendTypeNames {
   /** Drop pids that are gone, keeping memory bounded by the live process count. */
   forget(pid: number): void {
     this.byPid.delete(pid);
+    this.startByPid.delete(pid);
   }
 }
 

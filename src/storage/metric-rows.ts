@@ -13,6 +13,11 @@ import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
 const PG_EPOCH_UNIX_US = 946_684_800_000_000n;
 const IDENTITY_GRACE_NS = 5_000_000_000n;
 /**
+ * A process's backend_start (set in the child just after fork) and its task's start differ by
+ * milliseconds; more than this and pg_stat_activity's row is another process's (a pid reused).
+ */
+const SAME_START_US = 2_000_000n;
+/**
  * Busy time of the changed backend rows, as a share of the time since backend rows were last
  * written, below which they can wait for a lazy flush: 1% of one CPU. (Run-queue waits are not
  * counted: on a loaded host even a napping process waits for a CPU each time it wakes.)
@@ -138,6 +143,8 @@ export class MetricRows {
   private readonly backendBacklog = new RowBacklog();
   /** Query keys evicted since load (bpf_stats.health.map_fill). */
   evictedQueries = 0;
+  /** Live processes without an identity (backendKey) pg_stat_activity was read for (needsNames). */
+  private activityAsked = new Set<string>();
   /** process.hrtime of the last written backend rows. */
   private backendsWrittenNs = process.hrtime.bigint();
   /** Of the last prepared rows: busy time not written yet, and backends left to wait for their identity. */
@@ -205,9 +212,29 @@ export class MetricRows {
     this.backendTypes.setPostmaster(pid);
   }
 
-  /** A live backend pg_stat_activity has not named for us yet is in the snapshot (observe() it first). */
+  /**
+   * pg_stat_activity is to be read before this snapshot's rows (observeActivity): a live backend
+   * it has not named for us yet is in it, or a live process whose PgBackendStatus BPF has not
+   * read, whose row key (pid, backend_start) it would give. The latter asked once each.
+   */
   needsNames(snapshot: MapSnapshot): boolean {
-    return snapshot.backends.some((s) => s.identityKnown && s.exitedNs === 0n && !this.backendTypes.knows(s.pid));
+    const nowNs = process.hrtime.bigint();
+    return snapshot.backends.some((s) =>
+      s.identityKnown ? s.exitedNs === 0n && !this.backendTypes.knows(s.pid) : this.writtenWithoutIdentity(s, nowNs) && !this.activityAsked.has(backendKey(s)),
+    );
+  }
+
+  /** What pg_stat_activity showed, read because needsNames(snapshot) said so. */
+  observeActivity(snapshot: MapSnapshot, activity: ReadonlyArray<{ pid: number; backendType: string; backendStartUs: bigint | null }>): void {
+    for (const row of activity) this.backendTypes.observe(row.pid, row.backendType, row.backendStartUs);
+    // Bounded by the live processes: those that have their identity by now leave the set.
+    const nowNs = process.hrtime.bigint();
+    this.activityAsked = new Set(snapshot.backends.filter((s) => this.writtenWithoutIdentity(s, nowNs)).map(backendKey));
+  }
+
+  /** A live process without an identity that is written as it is (past the grace), keyed by rowStartUs(). */
+  private writtenWithoutIdentity(s: BackendSample, nowNs: bigint): boolean {
+    return !s.identityKnown && s.exitedNs === 0n && s.pid !== this.postmasterPid && nowNs - s.taskStartNs >= IDENTITY_GRACE_NS;
   }
 
   /** The rows of `snapshot` (computed once per snapshot); `measured`: the probe sets attached since the last flush. */
@@ -313,10 +340,7 @@ export class MetricRows {
       for (const i of BUSY_INDEXES) busyNs += delta[i] ?? 0n;
       const row: BackendRow = {
         pid: sample.pid,
-        backendStartUs:
-          sample.backendStartUs !== 0n
-            ? sample.backendStartUs + PG_EPOCH_UNIX_US
-            : sample.taskStartNs / 1000n + BOOT_TIME_UNIX_US,
+        backendStartUs: this.rowStartUs(sample),
         backendType: this.backendTypes.name(sample),
         datid: sample.identityKnown && sample.dbid ? sample.dbid : null,
         usesysid: sample.identityKnown && sample.userid ? sample.userid : null,
@@ -397,6 +421,20 @@ export class MetricRows {
         this.forgetBackends(exited);
       },
     };
+  }
+
+  /**
+   * A backend row's backend_start (µs since the Unix epoch): its PgBackendStatus' as BPF read it.
+   * Until BPF has (a process asleep since before the collector attached), pg_stat_activity's for
+   * the same process (one that started when the task did), so that the row is the same once BPF
+   * reads it; failing both, the task's start.
+   */
+  private rowStartUs(sample: BackendSample): bigint {
+    if (sample.backendStartUs !== 0n) return sample.backendStartUs + PG_EPOCH_UNIX_US;
+    const shown = this.backendTypes.startUs(sample.pid);
+    const taskStartUs = sample.taskStartNs / 1000n + this.monotonicToUnixUs;
+    if (shown !== undefined && shown - taskStartUs < SAME_START_US && taskStartUs - shown < SAME_START_US) return shown;
+    return sample.taskStartNs / 1000n + BOOT_TIME_UNIX_US;
   }
 
   /**

@@ -263,6 +263,28 @@ describe('a record that outlived its process unseen', () => {
   });
 });
 
+describe('a process asleep since before the collector', () => {
+  it('gets one row, under the backend_start pg_stat_activity shows, though BPF has not read its identity yet', async () => {
+    // The cluster idle and older than the identity grace (5 s): its processes asleep since
+    // before the collector attached. BPF reads a process's PgBackendStatus only from its own
+    // switch-outs, and the first one after attach only starts its record.
+    const { rows: ages } = await admin.query(`SELECT extract(epoch FROM now() - backend_start)::float8 AS age FROM pg_stat_activity WHERE backend_type = 'checkpointer'`);
+    if (ages[0].age < 6) await sleep((6 - ages[0].age) * 1000);
+    await startSidecar({ intervalMs: 3_600_000 });
+    // A checkpoint with nothing to write: the checkpointer wakes, answers and sleeps again.
+    await admin.query('CHECKPOINT');
+    await sidecar!.flush();
+    await admin.query('CHECKPOINT');
+    await sidecar!.flush();
+    const { rows } = await admin.query(
+      `SELECT a.pid, a.backend_type, count(*)::int AS rows, count(*) FILTER (WHERE b.backend_start = a.backend_start)::int AS matching
+         FROM pg_stat_activity a JOIN bpf_stats.backend_stats b ON b.pid = a.pid GROUP BY 1, 2 ORDER BY 1`,
+    );
+    expect(rows.map((r) => r.backend_type)).toContain('checkpointer');
+    expect(rows.filter((r) => r.rows !== 1 || r.matching !== 1)).toEqual([]);
+  });
+});
+
 describe('the queries map', () => {
   it('keeps a flooding role to half of it, heals once the flood stops, and loses nothing', async () => {
     await startSidecar({ maxQueries: 64, intervalMs: 250, probeSets: ['query'] });

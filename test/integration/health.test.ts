@@ -196,8 +196,7 @@ describe('bpf_stats.health', () => {
       await admin.query('CREATE TABLE checkpoint_fodder (g int, pad text)');
       await admin.query(`INSERT INTO checkpoint_fodder SELECT g, repeat('x', 100) FROM generate_series(1, 500000) g`);
       const checkpointer = Number((await admin.query(`SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'`)).rows[0].pid);
-      // Its row under the start pg_stat_activity shows (a process asleep since before the
-      // collector named it may also have an earlier row under its task's start).
+      // Its row under the start pg_stat_activity shows.
       const onCpuMs = async () =>
         Number(
           (
