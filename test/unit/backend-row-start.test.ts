@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { CounterName } from '../../src/bpf/counters.js';
 import type { BackendSample } from '../../src/collector/map-samples.js';
-import { MapSnapshot } from '../../src/collector/map-snapshot.js';
-import { METRIC_COLUMNS } from '../../src/families/index.js';
+import type { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { MetricRows } from '../../src/storage/metric-rows.js';
+import { backendSample, metrics, snapshotOf } from '../support/map-samples.js';
 
 /*
  * A backend row's key is (pid, backend_start). BPF reads backend_start from the process's own
@@ -12,33 +11,26 @@ import { MetricRows } from '../../src/storage/metric-rows.js';
  * same process, so that it stays one row once BPF reads its own.
  */
 const MEASURED = new Set(['cpu']);
-const ON_CPU = METRIC_COLUMNS.findIndex((c) => c.column === 'on_cpu_ms');
 /** CLOCK_MONOTONIC ns to wall-clock µs, as MetricRows fixes it (to within the test's run). */
 const monotonicToUnixUs = BigInt(Date.now()) * 1000n - process.hrtime.bigint() / 1000n;
 
 /** A process of postmaster 1 forked a minute ago; `statusStartUs`: what BPF read of its backend_start (0: nothing yet). */
 function postmasterChild(pid: number, taskStartNs: bigint, statusStartUs = 0n, onCpuNs = 5_000_000): BackendSample {
-  return {
+  const known = statusStartUs !== 0n;
+  return backendSample({
     pid,
-    key: pid,
-    retired: false,
-    metrics: METRIC_COLUMNS.map((_, i) => (i === ON_CPU ? BigInt(onCpuNs) : 0n)),
-    queryid: 0n,
+    metrics: metrics({ on_cpu_ms: onCpuNs }),
     backendStartUs: statusStartUs,
     taskStartNs,
-    exitedNs: 0n,
-    userid: statusStartUs ? 10 : 0,
+    userid: known ? 10 : 0,
     dbid: 0,
-    backendType: statusStartUs ? 6 : -1,
-    identityKnown: statusStartUs !== 0n,
-    memoryCgroup: 0n,
-  };
+    backendType: known ? 6 : -1,
+    identityKnown: known,
+  });
 }
 
 function snapshot(backends: BackendSample[]): MapSnapshot {
-  return new MapSnapshot(backends, [], [], {} as Record<CounterName, bigint>, [], () => {
-    throw new Error('not read');
-  });
+  return snapshotOf({ backends });
 }
 
 const PG_EPOCH_UNIX_US = 946_684_800_000_000n;

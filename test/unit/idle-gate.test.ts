@@ -1,26 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import type { CounterName } from '../../src/bpf/counters.js';
 import type { Activity, QuerySample } from '../../src/collector/map-samples.js';
-import { MapSnapshot } from '../../src/collector/map-snapshot.js';
-import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { IdleGate } from '../../src/flush/idle-gate.js';
 import { MetricRows } from '../../src/storage/metric-rows.js';
+import { querySample as sample, snapshotOf } from '../support/map-samples.js';
 
 /*
  * The idle gate: a periodic flush ends before reading the maps only when nothing was noted since
  * the last full flush, and MetricRows says that flush left nothing for later.
  */
-const CALLS = METRIC_COLUMNS.findIndex((c) => c.column === 'calls');
 const MEASURED = new Set(['query', 'cpu']);
 
-function sample(queryid: number, calls: number): QuerySample {
-  const metrics = METRIC_COLUMNS.map((_, i) => (i === CALLS ? BigInt(calls) : 0n));
-  return { userid: 10, dbid: 5, toplevel: true, queryid: BigInt(queryid), metrics, rawKey: Buffer.from([queryid]) };
-}
-
 function flush(rows: MetricRows, queries: QuerySample[]): void {
-  const counters = { queries_full: 0n } as Record<CounterName, bigint>;
-  const prepared = rows.prepare(new MapSnapshot([], queries, [], counters, [{ map: 'queries', entries: queries.length, maxEntries: 100 }], () => []), MEASURED);
+  const prepared = rows.prepare(snapshotOf({ queries, counters: { queries_full: 0n }, fill: [{ map: 'queries', entries: queries.length, maxEntries: 100 }] }), MEASURED);
   prepared.commitQueries();
   prepared.commitBackends();
 }
@@ -68,8 +59,7 @@ describe('idle gate', () => {
 
   it('is told to flush while a prepared flush was not written', () => {
     const rows = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map(() => null) });
-    const counters = { queries_full: 0n } as Record<CounterName, bigint>;
-    rows.prepare(new MapSnapshot([], [sample(1, 1)], [], counters, [], () => []), MEASURED);
+    rows.prepare(snapshotOf({ queries: [sample(1, 1)], counters: { queries_full: 0n } }), MEASURED);
     expect(rows.wouldWriteNothing(0n)).toBe(false);
   });
 });

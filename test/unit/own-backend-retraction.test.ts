@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { CounterName } from '../../src/bpf/counters.js';
 import type { BackendSample } from '../../src/collector/map-samples.js';
-import { MapSnapshot } from '../../src/collector/map-snapshot.js';
+import type { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { MetricRows } from '../../src/storage/metric-rows.js';
+import { backendSample, metrics, snapshotOf } from '../support/map-samples.js';
 
 /*
  * The collector's own backends (MetricRows.excluded): a connection's backend is counted from
@@ -17,27 +17,11 @@ const ON_CPU = METRIC_COLUMNS.findIndex((c) => c.column === 'on_cpu_ms');
 const OWN_PID = 4242;
 
 function backend(pid: number, taskStartNs: bigint, onCpuNs: number, exitedNs = 0n): BackendSample {
-  return {
-    pid,
-    key: pid + 100_000,
-    retired: false,
-    metrics: METRIC_COLUMNS.map((_, i) => (i === ON_CPU ? BigInt(onCpuNs) : 0n)),
-    queryid: 0n,
-    backendStartUs: 1000n,
-    taskStartNs,
-    exitedNs,
-    userid: 10,
-    dbid: 5,
-    backendType: 0,
-    identityKnown: true,
-    memoryCgroup: 0n,
-  };
+  return backendSample({ pid, key: pid + 100_000, metrics: metrics({ on_cpu_ms: onCpuNs }), taskStartNs, exitedNs });
 }
 
 function snapshot(backends: BackendSample[]): MapSnapshot {
-  return new MapSnapshot(backends, [], [], {} as Record<CounterName, bigint>, [], () => {
-    throw new Error('not read');
-  });
+  return snapshotOf({ backends });
 }
 
 function setup() {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { CounterName } from '../../src/bpf/counters.js';
 import type { BackendSample, QuerySample } from '../../src/collector/map-samples.js';
-import { MapSnapshot } from '../../src/collector/map-snapshot.js';
+import type { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { MetricRows } from '../../src/storage/metric-rows.js';
+import { backendSample, metrics as figures, querySample as sample, snapshotOf } from '../support/map-samples.js';
 
 /*
  * Eviction of quiet query keys (MetricRows): what the map held when a key was deleted is
@@ -12,28 +12,15 @@ import { MetricRows } from '../../src/storage/metric-rows.js';
  */
 const CALLS = METRIC_COLUMNS.findIndex((c) => c.column === 'calls');
 const MEASURED = new Set(['query', 'cpu']);
-
-function metrics(calls: number): bigint[] {
-  return METRIC_COLUMNS.map((_, i) => (i === CALLS ? BigInt(calls) : 0n));
-}
-
-function sample(queryid: number, calls: number): QuerySample {
-  return { userid: 10, dbid: 5, toplevel: true, queryid: BigInt(queryid), metrics: metrics(calls), rawKey: Buffer.from([queryid]) };
-}
+const metrics = (calls: number) => figures({ calls });
 
 /** A live client backend of user 10 in database 5, on statement `queryid` (0: none). */
 function backend(pid: number, queryid: number, exitedNs = 0n): BackendSample {
-  return {
-    pid, key: pid, retired: exitedNs !== 0n, metrics: metrics(0), queryid: BigInt(queryid), backendStartUs: 1n, taskStartNs: 1n,
-    exitedNs, userid: 10, dbid: 5, backendType: 1, identityKnown: true, memoryCgroup: 0n,
-  };
+  return backendSample({ pid, queryid: BigInt(queryid), exitedNs, retired: exitedNs !== 0n });
 }
 
 function snapshot(queries: QuerySample[], { entries = queries.length, maxEntries = 100, queriesFull = 0, backends = [] as BackendSample[] } = {}): MapSnapshot {
-  const counters = { queries_full: BigInt(queriesFull) } as Record<CounterName, bigint>;
-  return new MapSnapshot(backends, queries, [], counters, [{ map: 'queries', entries, maxEntries }], () => {
-    throw new Error('not read');
-  });
+  return snapshotOf({ backends, queries, counters: { queries_full: BigInt(queriesFull) }, fill: [{ map: 'queries', entries, maxEntries }] });
 }
 
 /** One flush: the query rows' calls, then the commit a written flush makes. */

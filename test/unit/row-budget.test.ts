@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { CounterName } from '../../src/bpf/counters.js';
 import type { BackendSample, QuerySample } from '../../src/collector/map-samples.js';
-import { MapSnapshot } from '../../src/collector/map-snapshot.js';
+import type { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { MetricRows } from '../../src/storage/metric-rows.js';
+import { backendSample, metrics, querySample, snapshotOf } from '../support/map-samples.js';
 
 /*
  * A flush that is not written (its connection terminated mid-statement, again and again, under
@@ -17,38 +17,13 @@ const ON_CPU = METRIC_COLUMNS.findIndex((c) => c.column === 'on_cpu_ms');
 const START = process.hrtime.bigint() - 60_000_000_000n;
 
 function backend(pid: number, onCpuNs: number, exited: boolean): BackendSample {
-  return {
-    pid,
-    key: pid,
-    retired: false,
-    metrics: METRIC_COLUMNS.map((_, i) => (i === ON_CPU ? BigInt(onCpuNs) : 0n)),
-    queryid: 0n,
-    backendStartUs: BigInt(pid) * 1000n,
-    taskStartNs: START,
-    exitedNs: exited ? START + 1n : 0n,
-    userid: 10,
-    dbid: 5,
-    backendType: 0,
-    identityKnown: true,
-    memoryCgroup: 0n,
-  };
+  return backendSample({ pid, metrics: metrics({ on_cpu_ms: onCpuNs }), backendStartUs: BigInt(pid) * 1000n, taskStartNs: START, exitedNs: exited ? START + 1n : 0n });
 }
 
-function query(queryid: number, calls: number): QuerySample {
-  return {
-    userid: 10,
-    dbid: 5,
-    toplevel: true,
-    queryid: BigInt(queryid),
-    metrics: METRIC_COLUMNS.map((c) => (c.column === 'calls' ? BigInt(calls) : 0n)),
-    rawKey: Buffer.alloc(0),
-  };
-}
+const query = querySample;
 
 function snapshot(backends: BackendSample[], queries: QuerySample[] = []): MapSnapshot {
-  return new MapSnapshot(backends, queries, [], {} as Record<CounterName, bigint>, [], () => {
-    throw new Error('not read');
-  });
+  return snapshotOf({ backends, queries });
 }
 
 describe('rows per flush after failed flushes', () => {
