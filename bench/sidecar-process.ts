@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 // The CLI logs "<ISO time> INFO  <message>" off a terminal, "pg-bpf-stats: <message>" on one.
 const ATTACHED_LINE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)attached probe sets: /m;
+const ATTACHED_LINE_WHOLE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)attached probe sets: .*$/m;
 /** The node flags the CLI's first line gives its bin (`#!/usr/bin/env -S node --flag ...`): the bench runs it as installed. */
 export function binNodeFlags(file = CLI): string[] {
   const first = readFileSync(file, 'utf8').split('\n', 1)[0] ?? '';
@@ -24,6 +25,8 @@ export interface SidecarProcessOptions {
   attachTimeoutMs?: number;
   /** More arguments for `run` (e.g. --row-retention 60s). */
   args?: string[];
+  /** Its niceness from the start (`nice -n`, as systemd's Nice= sets it); absent: the bench's own. */
+  nice?: number;
 }
 
 /**
@@ -53,7 +56,8 @@ export class SidecarProcess {
     if (options.probes) args.push('--probes', options.probes);
     args.push(...(options.args ?? []));
     const spawnedAt = performance.now();
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+    const [command, commandArgs] = options.nice === undefined ? [process.execPath, args] : ['nice', ['-n', String(options.nice), process.execPath, ...args]];
+    const child = spawn(command, commandArgs, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     if (child.pid === undefined) throw new Error('could not spawn the sidecar');
     const sidecar = new SidecarProcess(child, child.pid);
     try {
@@ -63,6 +67,11 @@ export class SidecarProcess {
       throw error;
     }
     return { sidecar, attachMs: performance.now() - spawnedAt };
+  }
+
+  /** Its "attached probe sets" line (null before it attached). */
+  attachedLine(): string | null {
+    return ATTACHED_LINE_WHOLE.exec(this.stderr)?.[0] ?? null;
   }
 
   private waitForAttached(timeoutMs: number): Promise<void> {

@@ -4,14 +4,15 @@
  * the BPF object (the kernel's verifier), for the default sets' programs and for all of them.
  *
  * - attached: spawn of the CLI (default sets, --interval 1s) to its "attached probe sets" line,
- *   as an operator starts it (the bin's node flags included);
+ *   as an operator starts it (the bin's node flags included); that line says how much of it was
+ *   loading the BPF programs (the verifier, and finding the postmaster's host pid);
  * - first figures: spawn to the first backend_stats row this run wrote (last_seen after spawn);
  *   under load, also to the first query_stats row of pgbench's statement;
  * - load: the BPF object's load in this process (the kernel's verifier, every program: the
  *   opt-in sets' are loaded at start too, so that a NOTIFY can attach them without a reload),
  *   configured for the cluster as the collector does it, and with its settings left at zero.
  *
- * Run (root): node dist/bench/start-up.js [--runs 5] [--clients 8] [--loads 5]
+ * Run (root): node dist/bench/start-up.js [--runs 5] [--clients 8] [--loads 5] [--nice=-5]
  */
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -33,11 +34,14 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '5' },
     clients: { type: 'string', default: '8' },
     loads: { type: 'string', default: '5' },
+    nice: { type: 'string' },
   },
 });
 const runs = Number(values.runs);
 const clients = Number(values.clients);
 const loads = Number(values.loads);
+/** The collector's niceness (systemd's Nice=); absent: the bench's own. */
+const nice = values.nice === undefined ? undefined : Number(values.nice);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -65,6 +69,8 @@ async function firstRow(client: pg.Client, query: string, params: unknown[], sin
 
 interface Start {
   attachedMs: number;
+  /** Of attachedMs, loading the BPF programs, as the collector's attached line says. */
+  loadMs: number;
   backendRowMs: number;
   queryRowMs: number | null;
 }
@@ -73,7 +79,7 @@ async function startOnce(cluster: ThrowawayCluster, admin: pg.Client, loaded: bo
   // The wall clock of the spawn, as the server compares it with last_seen (to the ms).
   const spawnedAt = new Date((await admin.query('SELECT now() AS t')).rows[0].t as Date);
   const sinceMs = performance.now();
-  const { sidecar, attachMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined });
+  const { sidecar, attachMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, nice });
   try {
     const backendRowMs = await firstRow(admin, 'SELECT 1 FROM bpf_stats.backend_stats WHERE last_seen >= $1 LIMIT 1', [spawnedAt], sinceMs);
     const queryRowMs = loaded
@@ -85,7 +91,9 @@ async function startOnce(cluster: ThrowawayCluster, admin: pg.Client, loaded: bo
           sinceMs,
         )
       : null;
-    return { attachedMs: attachMs, backendRowMs, queryRowMs };
+    const load = /of which (\d+) ms loading the BPF programs\)/.exec(sidecar.attachedLine() ?? '');
+    if (!load) throw new Error(`no start-up times in: ${sidecar.attachedLine()}`);
+    return { attachedMs: attachMs, loadMs: Number(load[1]), backendRowMs, queryRowMs };
   } finally {
     await sidecar.stop();
   }
@@ -137,13 +145,13 @@ async function main(): Promise<void> {
     }
 
     print();
-    print(`| cluster | spawn → attached, ms | spawn → first backend row, ms | spawn → first pgbench statement row, ms |`);
-    print('| --- | ---: | ---: | ---: |');
-    print(`| idle | ${range(idle.map((s) => s.attachedMs))} | ${range(idle.map((s) => s.backendRowMs))} | — |`);
+    print(`| cluster | spawn → attached, ms | of which loading the BPF programs, ms | spawn → first backend row, ms | spawn → first pgbench statement row, ms |`);
+    print('| --- | ---: | ---: | ---: | ---: |');
+    print(`| idle | ${range(idle.map((s) => s.attachedMs))} | ${range(idle.map((s) => s.loadMs))} | ${range(idle.map((s) => s.backendRowMs))} | — |`);
     print(
-      `| pgbench -S, ${clients} clients | ${range(busy.map((s) => s.attachedMs))} | ${range(busy.map((s) => s.backendRowMs))} | ${range(busy.map((s) => s.queryRowMs!))} |`,
+      `| pgbench -S, ${clients} clients | ${range(busy.map((s) => s.attachedMs))} | ${range(busy.map((s) => s.loadMs))} | ${range(busy.map((s) => s.backendRowMs))} | ${range(busy.map((s) => s.queryRowMs!))} |`,
     );
-    print(`(median, and min–max, of ${runs} starts each)`);
+    print(`(median, and min–max, of ${runs} starts each${nice === undefined ? '' : `, the collector at nice ${nice}`})`);
   } finally {
     await admin.end().catch(() => undefined);
     await cluster.stop();

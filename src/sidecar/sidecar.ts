@@ -198,6 +198,7 @@ export class Sidecar {
       // Load (and so verify) the BPF object before touching the schema: a host that cannot run
       // the programs leaves the database as it found it.
       const support: SupportContext = { target, layout, perfEvents: options.perfEvents ?? {} };
+      const loadStartedMs = performance.now();
       object = CollectorObject.load({
         target,
         layout,
@@ -212,6 +213,7 @@ export class Sidecar {
       // The postmaster as BPF sees it (its host tgid), found before anything is attached or created.
       const current = await postmasterForBpf(object, target, options.connectionString);
       object.retarget(current);
+      const loadMs = performance.now() - loadStartedMs;
       log(
         `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
           `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
@@ -273,7 +275,8 @@ export class Sidecar {
       pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
       for (const set of sets) object.probes.attach(set);
-      log(`attached probe sets: ${[...sets].join(', ')}`);
+      // How long start-up took and its biggest part (README, "Start-up"): a slow start says why.
+      log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
 
       const writing = flushParts(db, object, target, layout, options);
       forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
