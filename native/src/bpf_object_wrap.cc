@@ -248,8 +248,8 @@ BpfObjectWrap::MappedBss::~MappedBss() {
 
 // libbpf creates .bss with BPF_F_MMAPABLE, so its memory can be mapped: a read is then a copy
 // from the memory the programs write, without a syscall (the postmaster follower reads a
-// global ten times a second). libbpf 1.1 maps it itself only for skeletons, so it is mapped
-// here, from the map's fd, once.
+// global every second, every 100 ms while a restart may be under way). libbpf 1.1 maps it
+// itself only for skeletons, so it is mapped here, from the map's fd, once.
 void BpfObjectWrap::ReadBss(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   uint64_t offset = ArgSize(info, 0, "offset");

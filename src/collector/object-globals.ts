@@ -35,37 +35,27 @@ export class ObjectGlobals {
     return variable.size === 8 ? bytes.readBigUInt64LE(0) : BigInt(bytes.readUInt32LE(0));
   }
 
-  private readonly scratch8 = Buffer.alloc(8);
-  private readonly scratch4 = Buffer.alloc(4);
-  private readonly bssFields = new Map<BssName, { offset: number; size: number }>();
-
-  private bssField(name: BssName): { offset: number; size: number } {
-    let field = this.bssFields.get(name);
-    if (!field) {
-      this.bssLayout ??= this.object.mapLayout(BSS_MAP);
-      const variable = this.bssLayout.value.find((f) => f.name === name);
-      if (!variable) throw new Error(`BPF object has no ${name}: rebuild with npm run build`);
-      this.bssFields.set(name, (field = { offset: variable.offset, size: variable.size }));
-    }
-    return field;
-  }
-
   writeBss(name: BssName, to: bigint): void {
-    const { variable, value } = this.bssVariable(name);
+    const variable = this.bssField(name);
+    const value = this.object.mapLookup(BSS_MAP, Buffer.alloc(4));
+    if (!value) throw new Error('BPF object has no .bss value');
     if (variable.size === 8) value.writeBigUInt64LE(BigInt.asUintN(64, to), variable.offset);
     else value.writeUInt32LE(Number(BigInt.asUintN(32, to)), variable.offset);
     this.object.mapUpdate(BSS_MAP, Buffer.alloc(4), value);
   }
 
-  /** The .bss layout, read once: the postmaster follower reads a variable several times a second. */
-  private bssLayout: ReturnType<CollectorBpfObject['mapLayout']> | null = null;
+  private readonly scratch8 = Buffer.alloc(8);
+  private readonly scratch4 = Buffer.alloc(4);
+  /** Where each .bss variable is, found once: the postmaster follower reads one every second. */
+  private readonly bssFields = new Map<BssName, { offset: number; size: number }>();
 
-  private bssVariable(name: BssName) {
-    this.bssLayout ??= this.object.mapLayout(BSS_MAP);
-    const variable = this.bssLayout.value.find((f) => f.name === name);
-    if (!variable) throw new Error(`BPF object has no ${name}: rebuild with npm run build`);
-    const value = this.object.mapLookup(BSS_MAP, Buffer.alloc(4));
-    if (!value) throw new Error('BPF object has no .bss value');
-    return { variable, value };
+  private bssField(name: BssName): { offset: number; size: number } {
+    let field = this.bssFields.get(name);
+    if (!field) {
+      const variable = this.object.mapLayout(BSS_MAP).value.find((f) => f.name === name);
+      if (!variable) throw new Error(`BPF object has no ${name}: rebuild with npm run build`);
+      this.bssFields.set(name, (field = { offset: variable.offset, size: variable.size }));
+    }
+    return field;
   }
 }
