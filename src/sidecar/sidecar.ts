@@ -466,8 +466,9 @@ export class Sidecar {
       mark = this.idle.read(); // before the snapshot: a change racing it is seen again, never missed
       maps = this.object.maps.snapshot(METRIC_FIELDS);
       this.reportOverflow(maps.counters);
-      // pg_stat_activity is asked only when a backend we cannot name yet appeared.
-      if (rows.needsNames(maps)) rows.observeActivity(maps, await this.readActivity());
+      // pg_stat_activity is asked only when a backend we cannot name yet, or a process whose
+      // backend_start BPF has not read, appeared.
+      if (rows.needsNames(maps)) rows.observeStatActivity(maps, await this.readStatActivity());
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       // Texts of queries new to this run, from the node's pg_stat_statements, go with their figures.
@@ -606,7 +607,7 @@ export class Sidecar {
   }
 
   /** Every process pg_stat_activity shows: its type's name and its backend_start. */
-  private async readActivity(): Promise<Array<{ pid: number; backendType: string; backendStartUs: bigint | null }>> {
+  private async readStatActivity(): Promise<Array<{ pid: number; backendType: string; backendStartUs: bigint | null }>> {
     const client = await this.controlClient();
     try {
       const { rows } = await client.query<{ pid: number; backend_type: string; start_us: string | null }>(

@@ -144,7 +144,7 @@ export class MetricRows {
   /** Query keys evicted since load (bpf_stats.health.map_fill). */
   evictedQueries = 0;
   /** Live processes without an identity (backendKey) pg_stat_activity was read for (needsNames). */
-  private activityAsked = new Set<string>();
+  private statActivityAsked = new Set<string>();
   /** process.hrtime of the last written backend rows. */
   private backendsWrittenNs = process.hrtime.bigint();
   /** Of the last prepared rows: busy time not written yet, and backends left to wait for their identity. */
@@ -213,23 +213,23 @@ export class MetricRows {
   }
 
   /**
-   * pg_stat_activity is to be read before this snapshot's rows (observeActivity): a live backend
+   * pg_stat_activity is to be read before this snapshot's rows (observeStatActivity): a live backend
    * it has not named for us yet is in it, or a live process whose PgBackendStatus BPF has not
    * read, whose row key (pid, backend_start) it would give. The latter asked once each.
    */
   needsNames(snapshot: MapSnapshot): boolean {
     const nowNs = process.hrtime.bigint();
     return snapshot.backends.some((s) =>
-      s.identityKnown ? s.exitedNs === 0n && !this.backendTypes.knows(s.pid) : this.writtenWithoutIdentity(s, nowNs) && !this.activityAsked.has(backendKey(s)),
+      s.identityKnown ? s.exitedNs === 0n && !this.backendTypes.knows(s.pid) : this.writtenWithoutIdentity(s, nowNs) && !this.statActivityAsked.has(backendKey(s)),
     );
   }
 
   /** What pg_stat_activity showed, read because needsNames(snapshot) said so. */
-  observeActivity(snapshot: MapSnapshot, activity: ReadonlyArray<{ pid: number; backendType: string; backendStartUs: bigint | null }>): void {
+  observeStatActivity(snapshot: MapSnapshot, activity: ReadonlyArray<{ pid: number; backendType: string; backendStartUs: bigint | null }>): void {
     for (const row of activity) this.backendTypes.observe(row.pid, row.backendType, row.backendStartUs);
     // Bounded by the live processes: those that have their identity by now leave the set.
     const nowNs = process.hrtime.bigint();
-    this.activityAsked = new Set(snapshot.backends.filter((s) => this.writtenWithoutIdentity(s, nowNs)).map(backendKey));
+    this.statActivityAsked = new Set(snapshot.backends.filter((s) => this.writtenWithoutIdentity(s, nowNs)).map(backendKey));
   }
 
   /** A live process without an identity that is written as it is (past the grace), keyed by rowStartUs(). */
@@ -305,10 +305,9 @@ export class MetricRows {
     const fill = snapshot.fill.find((f) => f.map === 'queries');
     const queriesFull = snapshot.counters.queries_full ?? 0n;
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || queriesFull > this.lastQueriesFull;
-    const running = runningStatements(snapshot.backends);
     queryCommits.push(() => {
       this.lastQueriesFull = queriesFull;
-      this.evictQuiet(unchanged, changed, running, pressure);
+      this.evictQuiet(unchanged, changed, snapshot.backends, pressure);
     });
 
     const backendCommits: Array<() => void> = [];
@@ -441,10 +440,11 @@ export class MetricRows {
    * After a flush was written: counts how long each key has been quiet and evicts the quiet
    * ones. A key is deleted with what it held at that moment; anything beyond the written
    * baseline (an increment since the snapshot) is kept as a remainder for the next flush.
-   * A statement a live backend is still on stays: its end (the call) may come after the
-   * delete, when its role's quota could refuse the key again.
+   * A statement a live backend of `backends` is still on stays: its end (the call) may come
+   * after the delete, when its role's quota could refuse the key again.
    */
-  private evictQuiet(unchanged: QuerySample[], changed: Set<string>, running: Set<string>, pressure: boolean): void {
+  private evictQuiet(unchanged: QuerySample[], changed: Set<string>, backends: readonly BackendSample[], pressure: boolean): void {
+    let running: Set<string> | null = null;
     const quiet = new Map<string, number>();
     for (const key of changed) quiet.set(key, 0);
     const threshold = pressure ? 1 : QUIET_FLUSHES;
@@ -453,7 +453,8 @@ export class MetricRows {
       const key = queryKey(sample);
       const flushes = (this.quiet.get(key) ?? 0) + 1;
       quiet.set(key, flushes);
-      if (flushes >= threshold && candidates.length < MAX_EVICTIONS_PER_FLUSH && !running.has(key)) candidates.push(sample);
+      if (flushes < threshold || candidates.length >= MAX_EVICTIONS_PER_FLUSH) continue;
+      if (!(running ??= runningStatements(backends)).has(key)) candidates.push(sample);
     }
     this.quiet = quiet;
     const evict = this.options.evictQueries;

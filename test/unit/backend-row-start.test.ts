@@ -43,7 +43,7 @@ describe('the backend_start of a row', () => {
     const rows = new MetricRows(1, () => undefined);
     const asleep = snapshot([postmasterChild(300, taskStartNs)]);
     expect(rows.needsNames(asleep)).toBe(true);
-    rows.observeActivity(asleep, [{ pid: 300, backendType: 'checkpointer', backendStartUs: shownUs }]);
+    rows.observeStatActivity(asleep, [{ pid: 300, backendType: 'checkpointer', backendStartUs: shownUs }]);
     expect(rows.needsNames(snapshot([postmasterChild(300, taskStartNs)]))).toBe(false);
     const before = rows.prepare(asleep, MEASURED);
     before.commitBackends();
@@ -56,7 +56,7 @@ describe('the backend_start of a row', () => {
   it("does not take another process's backend_start under a pid given again, nor the postmaster's", () => {
     const rows = new MetricRows(1, () => undefined);
     const asleep = snapshot([postmasterChild(300, taskStartNs), postmasterChild(1, taskStartNs)]);
-    rows.observeActivity(asleep, [{ pid: 300, backendType: 'walwriter', backendStartUs: shownUs + 30_000_000n }]);
+    rows.observeStatActivity(asleep, [{ pid: 300, backendType: 'walwriter', backendStartUs: shownUs + 30_000_000n }]);
     const prepared = rows.prepare(asleep, MEASURED);
     const starts = new Map(prepared.backends.map((b) => [b.pid, b.backendStartUs]));
     // The task's start (from the boot time: to the second, and as the clocks drifted), 30 s before the other process's.
