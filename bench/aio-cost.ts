@@ -26,16 +26,12 @@ import { packageRoot } from '../src/package-root.js';
 import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled, type ProgramStats } from './bpf-stats.js';
 import { parsePgbenchOutput } from './pgbench.js';
 import { runBench } from './run-bench.js';
+import { median } from './report.js';
 
 const run = promisify(execFile);
 const MINE = ['on_aio_submit', 'on_aio_perform', 'on_aio_performed', 'on_blk_start', 'on_blk_done'];
 /** pgbench is not in the embedded build: the system's (any 14+ client drives an 18 server). */
 const PGBENCH = '/usr/lib/postgresql/15/bin/pgbench';
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-}
 
 async function pgbench(cluster: ThrowawayCluster, args: string[]): Promise<string> {
   const { stdout } = await run('runuser', ['-u', 'postgres', '--', PGBENCH, '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', ...args, 'postgres'], {

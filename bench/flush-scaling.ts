@@ -17,6 +17,7 @@ import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { runDistinctStatements, SHAPE_BITS } from './distinct-statements.js';
 import { runBench } from './run-bench.js';
+import { median } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -33,8 +34,6 @@ const repeat = Number(values.repeat);
 if (statements > 2 ** SHAPE_BITS) throw new Error(`--statements at most ${2 ** SHAPE_BITS}`);
 
 const runStatements = (client: pg.Client, count: number, offset = 0) => runDistinctStatements(client, count, statements, offset);
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   const cluster = await ThrowawayCluster.start();

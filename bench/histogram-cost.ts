@@ -19,6 +19,7 @@ import { calibrateStatusLayout } from '../src/target/calibrate-status-layout.js'
 import { discoverPostmaster } from '../src/target/discover-postmaster.js';
 import { listPrograms, programDeltas, type ProgramStats } from './bpf-stats.js';
 import { initPgbench, runSelectOnly } from './pgbench.js';
+import { median } from './report.js';
 
 const PROGRAMS = ['on_sched_switch', 'on_llc_reference', 'on_llc_miss'];
 const PERF_TYPE_SOFTWARE = 1;
@@ -28,12 +29,6 @@ const PERF_COUNT_SW_CPU_CLOCK = 0;
 function flag(name: string, fallback: number): number {
   const at = process.argv.indexOf(`--${name}`);
   return at >= 0 ? Number(process.argv[at + 1]) : fallback;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 async function main(): Promise<void> {

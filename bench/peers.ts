@@ -26,6 +26,7 @@ import { clusterPids, CpuGroup } from './cpu-group.js';
 import { initPgbench, parsePgbenchOutput } from './pgbench.js';
 import { SidecarProcess } from './sidecar-process.js';
 import { runBench } from './run-bench.js';
+import { median } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -129,7 +130,6 @@ async function main(): Promise<void> {
     print();
     print('| configuration | CPU µs per transaction (median) | extra vs the same round\'s baseline (each round) |');
     print('| --- | ---: | --- |');
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     for (const config of CONFIGS) {
       const xs = results.get(config.name)!;
       const extras = xs.map((x, i) => (100 * (x - base[i]!)) / base[i]!);

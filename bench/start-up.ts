@@ -26,6 +26,7 @@ import { discoverPostmaster } from '../src/target/discover-postmaster.js';
 import { initPgbench, runSelectOnly } from './pgbench.js';
 import { runBench } from './run-bench.js';
 import { SidecarProcess } from './sidecar-process.js';
+import { median } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -44,7 +45,6 @@ const loads = Number(values.loads);
 const nice = values.nice === undefined ? undefined : Number(values.nice);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const range = (xs: number[]) => `${median(xs).toFixed(0)} (${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)})`;
 
 /** Median ms of `load`, run --loads times; each returns what to close. */
