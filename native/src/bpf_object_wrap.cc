@@ -105,6 +105,7 @@ Napi::Function BpfObjectWrap::Define(Napi::Env env) {
           InstanceMethod<&BpfObjectWrap::Rodata>("rodata"),
           InstanceMethod<&BpfObjectWrap::SetRodata>("setRodata"),
           InstanceMethod<&BpfObjectWrap::ReadBss>("readBss"),
+          InstanceMethod<&BpfObjectWrap::WriteBss>("writeBss"),
           InstanceMethod<&BpfObjectWrap::Load>("load"),
           InstanceMethod<&BpfObjectWrap::Close>("close"),
           InstanceMethod<&BpfObjectWrap::Attach>("attach"),
@@ -248,32 +249,57 @@ BpfObjectWrap::MappedBss::~MappedBss() {
 
 // libbpf creates .bss with BPF_F_MMAPABLE, so its memory can be mapped: a read is then a copy
 // from the memory the programs write, without a syscall (the postmaster follower reads a
-// global every second, every 100 ms while a restart may be under way). libbpf 1.1 maps it
-// itself only for skeletons, so it is mapped here, from the map's fd, once.
-void BpfObjectWrap::ReadBss(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  uint64_t offset = ArgSize(info, 0, "offset");
-  Napi::Buffer<uint8_t> into = ArgBuffer(info, 1, "into");
+// global every second, every 100 ms while a restart may be under way), and a write changes
+// only the variable written, where a map update rewrites the whole section over what the
+// programs wrote meanwhile. libbpf 1.1 maps it itself only for skeletons, so it is mapped
+// here, from the map's fd, once. Returns the bytes [offset, offset + length).
+uint8_t* BpfObjectWrap::BssBytes(Napi::Env env, const char* what, uint64_t offset, size_t length) {
   struct bpf_map* map = bpf_object__find_map_by_name(Obj(env), ".bss");
-  if (!map) ThrowState(env, ENOENT, "readBss: " + path_ + " has no .bss section");
-  if (!loaded_ || bpf_map__fd(map) < 0) ThrowState(env, EINVAL, "readBss: BpfObject(" + Quote(path_) + ") is not loaded");
+  if (!map) ThrowState(env, ENOENT, std::string(what) + ": " + path_ + " has no .bss section");
+  if (!loaded_ || bpf_map__fd(map) < 0) ThrowState(env, EINVAL, std::string(what) + ": BpfObject(" + Quote(path_) + ") is not loaded");
   if (!bss_) {
     auto mapped = std::make_unique<MappedBss>();
     mapped->size = bpf_map__value_size(map);
     long page = sysconf(_SC_PAGESIZE);
     mapped->length = (mapped->size + page - 1) / page * page;
-    void* addr = mmap(nullptr, mapped->length, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
+    void* addr = mmap(nullptr, mapped->length, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
     if (addr == MAP_FAILED) ThrowErrno(env, -errno, "mmap(.bss of " + Quote(path_) + ")", LogMark());
     mapped->addr = addr;
     bss_ = std::move(mapped);
   }
   size_t size = bss_->size;
-  const void* mapped = bss_->addr;
-  if (offset > size || into.Length() > size - offset) {
-    ThrowState(env, ERANGE, "readBss: [" + std::to_string(offset) + ", " + std::to_string(offset + into.Length()) +
+  if (offset > size || length > size - offset) {
+    ThrowState(env, ERANGE, std::string(what) + ": [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
                                 ") out of range of .bss (size " + std::to_string(size) + ")");
   }
-  std::memcpy(into.Data(), static_cast<const uint8_t*>(mapped) + offset, into.Length());
+  return static_cast<uint8_t*>(bss_->addr) + offset;
+}
+
+void BpfObjectWrap::ReadBss(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  uint64_t offset = ArgSize(info, 0, "offset");
+  Napi::Buffer<uint8_t> into = ArgBuffer(info, 1, "into");
+  std::memcpy(into.Data(), BssBytes(env, "readBss", offset, into.Length()), into.Length());
+}
+
+// An aligned 4- or 8-byte variable is stored in one instruction, so a program never reads half
+// of it; other lengths are copied.
+void BpfObjectWrap::WriteBss(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  uint64_t offset = ArgSize(info, 0, "offset");
+  Napi::Buffer<uint8_t> from = ArgBuffer(info, 1, "from");
+  uint8_t* at = BssBytes(env, "writeBss", offset, from.Length());
+  if (from.Length() == 8 && offset % 8 == 0) {
+    uint64_t v;
+    std::memcpy(&v, from.Data(), 8);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(at), v, __ATOMIC_RELEASE);
+  } else if (from.Length() == 4 && offset % 4 == 0) {
+    uint32_t v;
+    std::memcpy(&v, from.Data(), 4);
+    __atomic_store_n(reinterpret_cast<uint32_t*>(at), v, __ATOMIC_RELEASE);
+  } else {
+    std::memcpy(at, from.Data(), from.Length());
+  }
 }
 
 void BpfObjectWrap::SetRodata(const Napi::CallbackInfo& info) {

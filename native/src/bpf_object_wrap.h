@@ -31,6 +31,7 @@ class BpfObjectWrap : public Napi::ObjectWrap<BpfObjectWrap> {
   Napi::Value Rodata(const Napi::CallbackInfo& info);
   void SetRodata(const Napi::CallbackInfo& info);
   void ReadBss(const Napi::CallbackInfo& info);
+  void WriteBss(const Napi::CallbackInfo& info);
   void Load(const Napi::CallbackInfo& info);
   void Close(const Napi::CallbackInfo& info);
 
@@ -60,7 +61,8 @@ class BpfObjectWrap : public Napi::ObjectWrap<BpfObjectWrap> {
   std::string path_;
   bool loaded_ = false;  // load() was called (successfully or not)
 
-  // The loaded .bss map's memory, mapped read-only on first readBss() and unmapped on close.
+  // The loaded .bss map's memory, mapped on first readBss()/writeBss() and unmapped on close.
+  uint8_t* BssBytes(Napi::Env env, const char* what, uint64_t offset, size_t length);
   struct MappedBss {
     void* addr = nullptr;
     size_t length = 0;  // of the mapping (whole pages)

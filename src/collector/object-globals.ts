@@ -35,13 +35,13 @@ export class ObjectGlobals {
     return variable.size === 8 ? bytes.readBigUInt64LE(0) : BigInt(bytes.readUInt32LE(0));
   }
 
+  /** Sets a .bss global; only after load. That variable only: what the programs write in the others (postmaster_tgid at a restart) stays. */
   writeBss(name: BssName, to: bigint): void {
     const variable = this.bssField(name);
-    const value = this.object.mapLookup(BSS_MAP, Buffer.alloc(4));
-    if (!value) throw new Error('BPF object has no .bss value');
-    if (variable.size === 8) value.writeBigUInt64LE(BigInt.asUintN(64, to), variable.offset);
-    else value.writeUInt32LE(Number(BigInt.asUintN(32, to)), variable.offset);
-    this.object.mapUpdate(BSS_MAP, Buffer.alloc(4), value);
+    const bytes = Buffer.alloc(variable.size);
+    if (variable.size === 8) bytes.writeBigUInt64LE(BigInt.asUintN(64, to));
+    else bytes.writeUInt32LE(Number(BigInt.asUintN(32, to)));
+    this.object.writeBss(variable.offset, bytes);
   }
 
   private readonly scratch8 = Buffer.alloc(8);

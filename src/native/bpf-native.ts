@@ -223,6 +223,8 @@ export interface BpfObject {
   mapLookup(map: string, key: Buffer): Buffer | null;
   /** Copies `into.length` bytes of the loaded .bss at `offset` into `into`, from its mmapped memory (no syscall). */
   readBss(offset: number, into: Buffer): void;
+  /** Writes `from` into the loaded .bss at `offset`, in its mmapped memory: that variable only (a 4- or 8-byte aligned one in one store), nothing the programs wrote elsewhere. */
+  writeBss(offset: number, from: Buffer): void;
   /** bpf_map__update_elem; `flags` BPF_ANY (0, default) / BPF_NOEXIST (1) / BPF_EXIST (2). Per-CPU values as in mapLookup. */
   mapUpdate(map: string, key: Buffer, value: Buffer, flags?: number): void;
   /** Returns false when the key was absent. */

@@ -364,6 +364,22 @@ describe('loaded object', () => {
     expect(thrown(() => obj.readBss(variable.offset, Buffer.alloc(4096)))).toMatchObject({ code: 'ERANGE' });
   });
 
+  it('writes one .bss variable in its mapped memory, leaving the ones the programs write', async () => {
+    const layout = obj.mapLayout('.bss').value;
+    const mark = layout.find((f) => f.name === 'user_mark')!;
+    const seen = layout.find((f) => f.name === 'switches_seen')!;
+    const before = obj.mapLookup('.bss', u32(0))!.readBigUInt64LE(seen.offset);
+    const value = Buffer.alloc(8);
+    value.writeBigUInt64LE(0x1234_5678_9abcn);
+    obj.writeBss(mark.offset, value);
+    await sleep(50);
+    const after = obj.mapLookup('.bss', u32(0))!;
+    expect(after.readBigUInt64LE(mark.offset)).toBe(0x1234_5678_9abcn);
+    // The programs' counter beside it kept counting.
+    expect(after.readBigUInt64LE(seen.offset)).toBeGreaterThan(before);
+    expect(thrown(() => obj.writeBss(mark.offset, Buffer.alloc(4096)))).toMatchObject({ code: 'ERANGE' });
+  });
+
   it('returns per-CPU values for every possible CPU', () => {
     const cpus = bpf.numPossibleCpus();
     expect(obj.mapLookup('pcpu', u32(PCPU_SCHED_SWITCH))?.length).toBe(8 * cpus);
