@@ -120,6 +120,8 @@ Napi::Function BpfObjectWrap::Define(Napi::Env env) {
           InstanceMethod<&BpfObjectWrap::MapDelete>("mapDelete"),
           InstanceMethod<&BpfObjectWrap::MapLookupAndDelete>("mapLookupAndDelete"),
           InstanceMethod<&BpfObjectWrap::MapLookupBatch>("mapLookupBatch"),
+          InstanceMethod<&BpfObjectWrap::MapLookupAndDeleteBatch>("mapLookupAndDeleteBatch"),
+          InstanceMethod<&BpfObjectWrap::MapLookupKeys>("mapLookupKeys"),
           InstanceMethod<&BpfObjectWrap::MapDeleteBatch>("mapDeleteBatch"),
           InstanceMethod<&BpfObjectWrap::MapFd>("mapFd"),
           InstanceMethod<&BpfObjectWrap::PinMap>("pinMap"),
@@ -487,6 +489,17 @@ Napi::Value BpfObjectWrap::MapLayout(const Napi::CallbackInfo& info) {
 }
 
 namespace {
+// A MapBatch (src/native/bpf-native.ts) of `entries`.
+Napi::Object BatchToJs(Napi::Env env, const MapEntries& entries, uint32_t keySize, uint32_t stride) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("keys", CopyBuffer(env, entries.keys));
+  out.Set("values", CopyBuffer(env, entries.values));
+  out.Set("count", entries.count);
+  out.Set("keySize", keySize);
+  out.Set("valueSize", stride);
+  return out;
+}
+
 int LoadedMapFd(Napi::Env env, struct bpf_map* map, const char* op) {
   int fd = bpf_map__fd(map);
   if (fd < 0) {
@@ -558,15 +571,37 @@ Napi::Value BpfObjectWrap::MapLookupBatch(const Napi::CallbackInfo& info) {
   int fd = LoadedMapFd(env, map, "mapLookupBatch");
   uint32_t keySize = bpf_map__key_size(map);
   uint32_t stride = ValueStride(env, bpf_map__type(map), bpf_map__value_size(map));
-  MapEntries entries = LookupAll(env, fd, keySize, stride, batch, MapSubject(map));
+  return BatchToJs(env, LookupAll(env, fd, keySize, stride, batch, MapSubject(map)), keySize, stride);
+}
 
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("keys", CopyBuffer(env, entries.keys));
-  out.Set("values", CopyBuffer(env, entries.values));
-  out.Set("count", entries.count);
-  out.Set("keySize", keySize);
-  out.Set("valueSize", stride);
-  return out;
+Napi::Value BpfObjectWrap::MapLookupAndDeleteBatch(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct bpf_map* map = Map(info, 0);
+  uint32_t batch = kDefaultBatch;
+  if (info.Length() > 1 && !info[1].IsUndefined()) batch = ArgUint32(info, 1, "batchSize");
+  if (batch == 0) throw Napi::TypeError::New(env, "batchSize must be > 0");
+  int fd = LoadedMapFd(env, map, "mapLookupAndDeleteBatch");
+  uint32_t keySize = bpf_map__key_size(map);
+  uint32_t stride = ValueStride(env, bpf_map__type(map), bpf_map__value_size(map));
+  return BatchToJs(env, TakeAll(env, fd, keySize, stride, batch, MapSubject(map)), keySize, stride);
+}
+
+Napi::Value BpfObjectWrap::MapLookupKeys(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct bpf_map* map = Map(info, 0);
+  Napi::Buffer<uint8_t> keys = ArgBuffer(info, 1, "keys");
+  uint32_t count = ArgUint32(info, 2, "count");
+  int fd = LoadedMapFd(env, map, "mapLookupKeys");
+  uint32_t keySize = bpf_map__key_size(map);
+  if (static_cast<uint64_t>(count) * keySize > keys.Length()) {
+    ThrowState(env, ERANGE,
+               "mapLookupKeys(" + MapSubject(map) + "): " + std::to_string(count) + " keys of " +
+                   std::to_string(keySize) + " bytes need more than the " +
+                   std::to_string(keys.Length()) + " bytes given");
+  }
+  uint32_t stride = ValueStride(env, bpf_map__type(map), bpf_map__value_size(map));
+  return BatchToJs(env, LookupKeys(env, fd, keySize, stride, keys.Data(), count, MapSubject(map)),
+                   keySize, stride);
 }
 
 Napi::Value BpfObjectWrap::MapDeleteBatch(const Napi::CallbackInfo& info) {

@@ -50,6 +50,8 @@ class BpfObjectWrap : public Napi::ObjectWrap<BpfObjectWrap> {
   Napi::Value MapDelete(const Napi::CallbackInfo& info);
   Napi::Value MapLookupAndDelete(const Napi::CallbackInfo& info);
   Napi::Value MapLookupBatch(const Napi::CallbackInfo& info);
+  Napi::Value MapLookupAndDeleteBatch(const Napi::CallbackInfo& info);
+  Napi::Value MapLookupKeys(const Napi::CallbackInfo& info);
   Napi::Value MapDeleteBatch(const Napi::CallbackInfo& info);
   Napi::Value MapFd(const Napi::CallbackInfo& info);
   void PinMap(const Napi::CallbackInfo& info);

@@ -64,9 +64,13 @@ uint32_t ValueStride(Napi::Env env, uint32_t mapType, uint32_t valueSize) {
   return ((valueSize + 7) & ~7u) * static_cast<uint32_t>(cpus);
 }
 
-MapEntries LookupAll(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
-                     uint32_t batchSize, const std::string& what) {
-  MapEntries out;
+namespace {
+
+// The batch loop of LookupAll and TakeAll: `take` deletes what it returns. Returns false when the
+// map type has no such batch op (before anything was read).
+bool ReadInBatches(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
+                   uint32_t batchSize, bool take, const std::string& what, MapEntries& out) {
+  const char* op = take ? "bpf_map_lookup_and_delete_batch(" : "bpf_map_lookup_batch(";
   // The batch cursor is a u32 bucket index for hash maps and a key for the generic
   // implementation, so size it for whichever is larger.
   std::vector<uint8_t> inBatch(std::max<uint32_t>(keySize, 8)), outBatch(inBatch.size());
@@ -79,10 +83,12 @@ MapEntries LookupAll(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStri
     uint32_t got = chunk;
     LIBBPF_OPTS(bpf_map_batch_opts, opts);
     uint64_t mark = LogMark();
-    int err = bpf_map_lookup_batch(fd, first ? nullptr : inBatch.data(), outBatch.data(),
-                                   out.keys.data() + static_cast<size_t>(out.count) * keySize,
-                                   out.values.data() + static_cast<size_t>(out.count) * valueStride,
-                                   &got, &opts);
+    uint8_t* keysAt = out.keys.data() + static_cast<size_t>(out.count) * keySize;
+    uint8_t* valuesAt = out.values.data() + static_cast<size_t>(out.count) * valueStride;
+    int err = take ? bpf_map_lookup_and_delete_batch(fd, first ? nullptr : inBatch.data(),
+                                                     outBatch.data(), keysAt, valuesAt, &got, &opts)
+                   : bpf_map_lookup_batch(fd, first ? nullptr : inBatch.data(), outBatch.data(),
+                                          keysAt, valuesAt, &got, &opts);
     err = err < 0 ? -err : 0;
     if (err && err != ENOENT && err != ENOSPC) got = 0;  // count is meaningless on failure
     out.count += got;
@@ -90,16 +96,53 @@ MapEntries LookupAll(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStri
     if (err == ENOENT) break;  // end of map; `got` entries of this last chunk are valid
     if (err == ENOSPC && got == 0) {
       // A hash bucket holds more entries than fit in one chunk: retry with a bigger chunk.
-      if (chunk >= kMaxBatch) ThrowErrno(env, err, "bpf_map_lookup_batch(" + what + ")", mark);
+      if (chunk >= kMaxBatch) ThrowErrno(env, err, op + what + ")", mark);
       chunk = std::min(chunk * 2, kMaxBatch);
       continue;
     }
-    if (err && first && BatchUnsupported(err)) {
-      return LookupByIteration(env, fd, keySize, valueStride, what);
-    }
-    if (err && err != ENOSPC) ThrowErrno(env, err, "bpf_map_lookup_batch(" + what + ")", mark);
+    if (err && first && out.count == 0 && BatchUnsupported(err)) return false;
+    if (err && err != ENOSPC) ThrowErrno(env, err, op + what + ")", mark);
     first = false;
     std::swap(inBatch, outBatch);
+  }
+  out.keys.resize(static_cast<size_t>(out.count) * keySize);
+  out.values.resize(static_cast<size_t>(out.count) * valueStride);
+  return true;
+}
+
+}  // namespace
+
+MapEntries LookupAll(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
+                     uint32_t batchSize, const std::string& what) {
+  MapEntries out;
+  if (!ReadInBatches(env, fd, keySize, valueStride, batchSize, false, what, out)) {
+    return LookupByIteration(env, fd, keySize, valueStride, what);
+  }
+  return out;
+}
+
+MapEntries TakeAll(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
+                   uint32_t batchSize, const std::string& what) {
+  MapEntries out;
+  if (!ReadInBatches(env, fd, keySize, valueStride, batchSize, true, what, out)) {
+    ThrowErrno(env, -EOPNOTSUPP, "bpf_map_lookup_and_delete_batch(" + what + ")");
+  }
+  return out;
+}
+
+MapEntries LookupKeys(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
+                      const uint8_t* keys, uint32_t count, const std::string& what) {
+  MapEntries out;
+  out.keys.resize(static_cast<size_t>(count) * keySize);
+  out.values.resize(static_cast<size_t>(count) * valueStride);
+  for (uint32_t i = 0; i < count; i++) {
+    const uint8_t* key = keys + static_cast<size_t>(i) * keySize;
+    uint8_t* value = out.values.data() + static_cast<size_t>(out.count) * valueStride;
+    int err = bpf_map_lookup_elem(fd, key, value);
+    if (err == -ENOENT) continue;  // deleted since the caller learnt of it
+    if (err < 0) ThrowErrno(env, err, "bpf_map_lookup_elem(" + what + ")");
+    std::memcpy(out.keys.data() + static_cast<size_t>(out.count) * keySize, key, keySize);
+    out.count++;
   }
   out.keys.resize(static_cast<size_t>(out.count) * keySize);
   out.values.resize(static_cast<size_t>(out.count) * valueStride);

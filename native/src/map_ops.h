@@ -27,6 +27,16 @@ uint32_t ValueStride(Napi::Env env, uint32_t mapType, uint32_t valueSize);
 MapEntries LookupAll(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
                      uint32_t batchSize, const std::string& what);
 
+// Reads and deletes every entry with BPF_MAP_LOOKUP_AND_DELETE_BATCH: an entry added meanwhile
+// is either returned or left for the next call, never lost. Throws EOPNOTSUPP where the map
+// type has no such batch op (no fallback could keep that promise).
+MapEntries TakeAll(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
+                   uint32_t batchSize, const std::string& what);
+
+// The entries of `count` packed keys, one lookup each; keys that are absent are left out.
+MapEntries LookupKeys(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
+                      const uint8_t* keys, uint32_t count, const std::string& what);
+
 // Deletes `count` keys with BPF_MAP_DELETE_BATCH (per-key fallback); keys that are already
 // gone are skipped. Returns how many were deleted.
 uint32_t DeleteKeys(Napi::Env env, int fd, uint32_t keySize, const uint8_t* keys, uint32_t count,

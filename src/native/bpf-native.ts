@@ -240,6 +240,14 @@ export interface BpfObject {
    * changed concurrently may be seen old or new.
    */
   mapLookupBatch(map: string, batchSize?: number): MapBatch;
+  /**
+   * Reads and deletes every entry (BPF_MAP_LOOKUP_AND_DELETE_BATCH, chunks of `batchSize`): an
+   * entry a program adds meanwhile is either returned or stays for the next call. Throws where
+   * the map type has no such op.
+   */
+  mapLookupAndDeleteBatch(map: string, batchSize?: number): MapBatch;
+  /** The entries of the first `count` keys of `keys` (packed, keySize each), one lookup each; absent keys are left out. */
+  mapLookupKeys(map: string, keys: Buffer, count: number): MapBatch;
   /** Deletes the first `count` keys of `keys` (packed, keySize each); absent keys are skipped. Returns how many were deleted. */
   mapDeleteBatch(map: string, keys: Buffer, count: number): number;
   /** The map fd (owned by the object; do not close). After load only. */
