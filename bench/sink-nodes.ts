@@ -101,7 +101,7 @@ class Node {
       backendType: 1,
       identityKnown: true,
     }));
-    return new MapSnapshot(bs, qs, [], {} as never, [], () => {
+    return new MapSnapshot(bs, qs, true, [], {} as never, [], () => {
       throw new Error('no family maps in this bench');
     });
   }

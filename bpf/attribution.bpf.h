@@ -15,6 +15,7 @@
 #include "maps.bpf.h"
 #include "pg-status.bpf.h"
 #include "lock-waits.bpf.h"
+#include "query-changes.bpf.h"
 
 /*
  * The postmaster being watched as the kernel numbers it (its tgid in the initial pid
@@ -267,8 +268,10 @@ static __always_inline struct metrics *query_key_metrics(const struct query_key 
 {
 	struct metrics *m = query_key_entry(key);
 
-	if (m)
+	if (m) {
 		note_change();
+		note_query_change(key, m);
+	}
 	return m;
 }
 

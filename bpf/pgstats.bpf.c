@@ -13,6 +13,7 @@
  *   maps.bpf.h         overflow counters, map_lookup_or_init()
  *   hist.bpf.h         per-query log2 histograms
  *   pg-status.bpf.h    reading a backend's PgBackendStatus: identity, query id, wait event
+ *   query-changes.bpf.h  which query keys changed since the collector's last read
  *   attribution.bpf.h  backends and queries maps, the postmaster filter
  *   latency.bpf.h      statement latency and run-queue histograms, fed by the cpu family
  *   nested.bpf.h       opt-in "nested": nested statements' own keys, fed by the cpu family

@@ -75,6 +75,11 @@ struct metrics {
 	__u64 llc_references;
 	__u64 llc_misses;
 	__u64 spinlock_delays;      /* spinlock delays: sleeps (1 ms and up) of a spinlock wait that spinning did not end */
+	/*
+	 * Not a figure. In the queries map only: the collector's read (query_read) at which this
+	 * CPU's copy last entered query_changes (bpf/query-changes.bpf.h).
+	 */
+	__u64 read_stamp;
 };
 
 /*
@@ -222,6 +227,7 @@ enum counter_index {
 	COUNTER_EXITED_FULL = 12,    /* an exited process's record stayed in backends: exited_backends full */
 	COUNTER_AIO_HANDLES_FULL = 13, /* an IO handle's owner could not be kept: aio_handles full (bpf/aio.bpf.h) */
 	COUNTER_CALLS_UNATTRIBUTED = 14, /* a statement end (query set) reached no query key (bpf/query.bpf.h) */
+	COUNTER_QUERY_CHANGES_FULL = 15, /* a changed query key could not be noted: the collector reads the whole map once (bpf/query-changes.bpf.h) */
 	COUNTER_MAX = 16,            /* room for the families' own counters */
 };
 

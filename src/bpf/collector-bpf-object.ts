@@ -30,5 +30,7 @@ export interface CollectorBpfObject extends BpfObject {
   mapDelete(map: MapName, key: Buffer): boolean;
   mapLookupAndDelete(map: MapName, key: Buffer): Buffer | null;
   mapLookupBatch(map: MapName, batchSize?: number): MapBatch;
+  mapLookupAndDeleteBatch(map: MapName, batchSize?: number): MapBatch;
+  mapLookupKeys(map: MapName, keys: Buffer, count: number): MapBatch;
   mapDeleteBatch(map: MapName, keys: Buffer, count: number): number;
 }

@@ -33,6 +33,8 @@ export interface CollectorObjectOptions<Name extends string> {
   maxQueryKeysPerRole?: number;
   /** Capacity of excluded_pids, the collector's own live connections (default 256; tests shrink it). */
   maxExcludedPids?: number;
+  /** Capacity of query_changes, the keys changed since the last read (default maxQueries; tests shrink it to make it overflow). */
+  maxQueryChanges?: number;
   /**
    * Replaces the perf event a perf-event program is attached to (by program name): for hosts
    * whose PMU names its LLC events differently, and for tests that prove the path with a
@@ -101,7 +103,7 @@ export class CollectorObject<Name extends string = string> {
     private readonly globals: ObjectGlobals,
     private readonly options: CollectorObjectOptions<Name>,
   ) {
-    this.maps = new MapReaders(object, loadNative().numPossibleCpus());
+    this.maps = new MapReaders(object, globals, loadNative().numPossibleCpus());
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
     this.probes = new ProbeAttachments(object, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});
   }
@@ -137,6 +139,8 @@ export class CollectorObject<Name extends string = string> {
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('exited_backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
+      // Every key of queries can change between two reads: the set of changed ones holds them all.
+      object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? 8192);
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
       loadInterruptible(object);
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());

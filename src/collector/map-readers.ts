@@ -5,12 +5,15 @@ import { RecordLayout, type BtfField } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
 import { decodeHistograms, histogramDecoder, type HistogramSample } from './decode-histograms.js';
 import { UnchangedEntries } from './unchanged-entries.js';
+import { QueryEntries } from './query-entries.js';
+import { QueryReads } from './query-reads.js';
+import type { ObjectGlobals } from './object-globals.js';
 import { queryIdentityKey, type Activity, type BackendSample, type MapFill, type QuerySample, type RawMap } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
 
 
 /** The maps whose capacity bounds what the collector can track (bpf_stats.health.map_fill). */
-const FILL_MAPS: readonly MapName[] = ['backends', 'exited_backends', 'queries', 'histograms'];
+const FILL_MAPS: readonly MapName[] = ['backends', 'exited_backends', 'queries', 'histograms', 'query_changes'];
 
 /**
  * Reads the collector object's maps as typed samples, with field offsets from its BTF.
@@ -25,15 +28,19 @@ export class MapReaders {
   private readonly queryValueLayout: RecordLayout<FieldOf<'metrics'>>;
   /** Query keys evicted per role (userid) since load, as role_evicted holds them. */
   private readonly evictedByRole = new Map<number, bigint>();
-  /** The big maps' entries decoded at the previous read: a flush decodes only what changed since. */
-  private queryEntries = { fields: '', entries: new UnchangedEntries<QuerySample>() };
+  /** The big maps' entries as last decoded: a flush decodes only what changed since. */
+  private readonly queryEntries = new QueryEntries();
+  private queryFields = '';
+  private readonly queryReads: QueryReads;
   private readonly histogramEntries = new UnchangedEntries<HistogramSample>();
   private readonly decodeHistogram: ReturnType<typeof histogramDecoder>;
 
   constructor(
     private readonly object: CollectorBpfObject,
+    globals: ObjectGlobals,
     private readonly cpus: number,
   ) {
+    this.queryReads = new QueryReads(object, globals);
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
     const queries = object.mapLayout('queries');
     this.queryKeyLayout = RecordLayout.of('query_key', queries.key);
@@ -64,21 +71,29 @@ export class MapReaders {
     // next flush has it) rather than in both, which would count it twice.
     const exited = this.object.mapLookupBatch('exited_backends');
     const backends = this.object.mapLookupBatch('backends');
-    const queries = this.object.mapLookupBatch('queries');
+    let counters: Record<CounterName, bigint> | null = null;
+    const read = this.queryReads.read(() => (counters = this.readCounters()).query_changes_full);
+    const queries = this.decodeQueries(read.batch, read.complete, metricFields);
     const histograms = this.object.mapLookupBatch('histograms');
     const counts: Partial<Record<MapName, number>> = {
       backends: backends.count,
       exited_backends: exited.count,
-      queries: queries.count,
+      queries: this.queryEntries.size,
       histograms: histograms.count,
+      query_changes: read.taken,
     };
     const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
     const fill: MapFill[] = FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({ map: name, entries: counts[name]!, maxEntries: capacity.get(name)! }));
+    // Not a loss: that read was whole. Shown with its map (map_fill), not among dropped events.
+    const { query_changes_full: overflowed, ...dropped } = counters!;
+    const changes = fill.find((f) => f.map === 'query_changes');
+    if (changes) changes.overflowed = Number(overflowed);
     return new MapSnapshot(
       [...this.decodeBackends(exited, metricFields, true), ...this.decodeBackends(backends, metricFields, false)],
-      this.decodeQueries(queries, metricFields),
+      queries,
+      read.complete,
       this.histogramEntries.decode(histograms, this.decodeHistogram).filter((sample) => sample !== null),
-      this.readCounters(),
+      dropped,
       fill,
       (name) => this.readMap(name),
     );
@@ -118,6 +133,7 @@ export class MapReaders {
     const roles = new Set<number>();
     const values = rawKeys.map((key) => {
       const value = this.object.mapLookupAndDelete('queries', key);
+      this.queryEntries.delete(key);
       if (!value) return null;
       const role = Number(this.queryKeyLayout.int(key, 0, 'userid'));
       this.evictedByRole.set(role, (this.evictedByRole.get(role) ?? 0n) + 1n);
@@ -142,6 +158,10 @@ export class MapReaders {
   /** Empties a map, if the object has it. */
   clear(name: MapName): void {
     if (!this.object.maps().some((m) => m.name === name)) return;
+    if (name === 'queries') {
+      this.queryEntries.clear();
+      this.queryReads.reset();
+    }
     const { keys, count } = this.object.mapLookupBatch(name);
     if (count) this.object.mapDeleteBatch(name, keys, count);
   }
@@ -174,12 +194,15 @@ export class MapReaders {
     return samples;
   }
 
-  private decodeQueries(batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[]): QuerySample[] {
+  private decodeQueries(batch: MapBatch, complete: boolean, metricFields: readonly FieldOf<'metrics'>[]): QuerySample[] {
     const fields = metricFields.join();
-    if (this.queryEntries.fields !== fields) this.queryEntries = { fields, entries: new UnchangedEntries<QuerySample>() };
+    if (this.queryFields !== fields) {
+      this.queryFields = fields;
+      this.queryEntries.forgetDecoded();
+    }
     const keys = this.queryKeyLayout;
     const stride = batch.valueSize / this.cpus;
-    return this.queryEntries.entries.decode(batch, (b, i) => {
+    return this.queryEntries.update(batch, complete, (b, i) => {
       const k = i * b.keySize;
       const queryid = keys.int(b.keys, k, 'queryid');
       const userid = Number(keys.int(b.keys, k, 'userid'));
@@ -194,7 +217,7 @@ export class MapReaders {
         metrics: this.queryValueLayout.sumPerCpu(b.values, i * b.valueSize, stride, this.cpus, metricFields),
         rawKey: b.keys.subarray(k, k + b.keySize),
       };
-    }) as QuerySample[];
+    });
   }
 
 }

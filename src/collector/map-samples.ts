@@ -68,6 +68,8 @@ export interface MapFill {
   maxEntries: number;
   /** Entries the collector evicted since load (queries: written and quiet, see MetricRows). */
   evicted?: number;
+  /** Times it was full since load (query_changes: a changed key could not be noted, so that read was whole). */
+  overflowed?: number;
 }
 
 /** The fields of a map's key or value when it is a struct of bpf/ (never for a plain integer). */

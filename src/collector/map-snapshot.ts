@@ -19,10 +19,13 @@ export class MapSnapshot {
 
   constructor(
     readonly backends: BackendSample[],
+    /** The query keys read: those that changed since the last read, or every key when `queriesComplete`. */
     readonly queries: QuerySample[],
+    /** Whether `queries` is the whole map (a key it lacks is gone), or only what changed (a key it lacks did not). */
+    readonly queriesComplete: boolean,
     readonly histograms: HistogramSample[],
-    /** The BPF side's overflow and failure counters, cumulative since load. */
-    readonly counters: Record<CounterName, bigint>,
+    /** The BPF side's overflow and failure counters, cumulative since load (query_changes_full is in `fill`). */
+    readonly counters: Record<Exclude<CounterName, 'query_changes_full'>, bigint>,
     /** How full the bounded maps were, as this snapshot read them. */
     readonly fill: MapFill[],
     private readonly read: <N extends MapName>(name: N) => RawMap<N>,

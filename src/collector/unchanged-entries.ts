@@ -3,8 +3,8 @@ import type { MapBatch } from '../native/bpf-native.js';
 /**
  * Decodes a map read, reusing the decoded sample of every entry whose key and value bytes are
  * the same as in the previous read: comparing an entry costs two memcmp, decoding it a bigint per
- * field per CPU. So a flush costs what changed, not what the map holds (a full queries map of
- * 8192 statements of which 100 moved decodes 100).
+ * field per CPU. So a flush decodes what changed, not what the map holds (a full histograms map
+ * of 8192 of which 100 moved decodes 100). The queries map is read by key instead (QueryEntries).
  *
  * A reused sample is the same object as before, with the same arrays: callers must not change
  * them (DeltaTracker keeps them as baselines, and knows an unchanged entry by that identity).
@@ -12,8 +12,8 @@ import type { MapBatch } from '../native/bpf-native.js';
  * reads back in the same order), and by the key's bytes when an entry moved.
  *
  * @example
- * const queries = new UnchangedEntries<QuerySample>();
- * const samples = queries.decode(object.mapLookupBatch('queries'), (batch, i) => decodeOne(batch, i));
+ * const histograms = new UnchangedEntries<HistogramSample>();
+ * const samples = histograms.decode(object.mapLookupBatch('histograms'), (batch, i) => decodeOne(batch, i));
  */
 export class UnchangedEntries<Sample> {
   private previous: { batch: MapBatch; samples: Array<Sample | null>; index: Map<string, number> | null } | null = null;

@@ -200,7 +200,10 @@ export class HealthPart implements FlushPart {
     const dropped = Object.fromEntries(Object.entries(flush.counters).map(([k, v]) => [k, Number(v)]));
     const droppedEvents = Object.values(flush.counters).reduce((a, b) => a + b, 0n);
     const fill = Object.fromEntries(
-      flush.fill.map((m) => [m.map, { entries: m.entries, max_entries: m.maxEntries, ...(m.evicted === undefined ? {} : { evicted: m.evicted }) }]),
+      flush.fill.map((m) => [
+        m.map,
+        { entries: m.entries, max_entries: m.maxEntries, ...(m.evicted === undefined ? {} : { evicted: m.evicted }), ...(m.overflowed === undefined ? {} : { overflowed: m.overflowed }) },
+      ]),
     );
     const fillPct = Math.max(0, ...flush.fill.map((m) => (100 * m.entries) / m.maxEntries));
     // A successful flush stamps the transaction time (= the rows' last_seen and history ts);

@@ -76,6 +76,8 @@ export interface SidecarOptions {
   maxQueryKeysPerRole?: number;
   /** Capacity of the set of the collector's own live connections (default 256); small ones let tests prove it never fills. */
   maxExcludedPids?: number;
+  /** Capacity of the set of query keys changed since the last read (default maxQueries); small ones let tests make it overflow. */
+  maxQueryChanges?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
@@ -207,6 +209,7 @@ export class Sidecar {
         maxBackends: options.maxBackends,
         maxQueries: options.maxQueries,
         maxExcludedPids: options.maxExcludedPids,
+        maxQueryChanges: options.maxQueryChanges,
         maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
@@ -465,7 +468,8 @@ export class Sidecar {
       this.object.forgetGoneExclusions();
       mark = this.idle.read(); // before the snapshot: a change racing it is seen again, never missed
       maps = this.object.maps.snapshot(METRIC_FIELDS);
-      this.reportOverflow(maps.counters);
+      const changes = maps.fill.find((f) => f.map === 'query_changes');
+      this.reportOverflow({ ...maps.counters, query_changes_full: BigInt(changes?.overflowed ?? 0) });
       // pg_stat_activity is asked only when a backend we cannot name yet, or a process whose
       // backend_start BPF has not read, appeared.
       if (rows.needsNames(maps)) rows.observeStatActivity(maps, await this.readStatActivity());
@@ -692,6 +696,7 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   calls_unattributed: 'a statement ended (query set) with no query key to count it under: its process had no record yet, or no query id or identity in PgBackendStatus; query_stats misses that call, pg_stat_statements has it',
   io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
   memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
+  query_changes_full: 'a changed query key could not be noted for the next flush (query_changes full): nothing is lost, that flush read the whole queries map instead',
 };
 
 /** What every flush writes with: the metric rows its parts share, the writer, and health and history's own handles. */

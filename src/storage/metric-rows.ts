@@ -7,6 +7,7 @@ import { bootTimeSeconds } from '../target/proc-stat.js';
 import { CgroupPaths } from '../instance/cgroup-paths.js';
 import { BackendTypeNames } from './backend-type-names.js';
 import { RowBacklog } from './row-backlog.js';
+import { HeldQueryKeys } from './held-query-keys.js';
 import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
 
 /** Postgres timestamps count microseconds from 2000-01-01. */
@@ -125,8 +126,8 @@ export class MetricRows {
   private readonly backendDeltas = new DeltaTracker();
   private readonly prepared = new WeakMap<MapSnapshot, PreparedMetricRows>();
   private readonly cgroups = CgroupPaths.forThisHost();
-  /** Written query keys by flushes since their last change (keys in the map only). */
-  private quiet = new Map<string, number>();
+  /** The keys in the map, least recently changed first (for evicting the quiet ones). */
+  private readonly held = new HeldQueryKeys();
   /** What evicted keys held beyond their written baseline (an increment between read and delete), written by the next flush. */
   private readonly remainders = new Map<string, { identity: QueryIdentity; delta: bigint[] }>();
   private lastQueriesFull = 0n;
@@ -197,7 +198,7 @@ export class MetricRows {
    */
   wouldWriteNothing(busyNsSinceRead: bigint): boolean {
     if (this.unwritten || this.lastDeferred || this.waiting.identities || this.retracting.length || this.remainders.size) return false;
-    if (this.quiet.size && this.options.evictQueries) return false;
+    if (this.held.size && this.options.evictQueries) return false;
     return !this.busyEnough(this.waiting.busyNs + busyNsSinceRead);
   }
 
@@ -252,7 +253,6 @@ export class MetricRows {
     const toColumnValues = columnValuesFor(measured);
     const queryCommits: Array<() => void> = [];
     const queries: QueryRow[] = [];
-    const unchanged: QuerySample[] = [];
     const changed = new Set<string>();
     const queryCandidates: Array<{ key: string; identity: QueryIdentity; delta: bigint[]; commit: () => void }> = [];
     const pushQuery = (identity: QueryIdentity, delta: bigint[]) =>
@@ -267,16 +267,10 @@ export class MetricRows {
       const key = queryKey(sample);
       const remainder = this.remainders.get(key);
       // The entry's bytes did not change since its figures were written (the same decoded array).
-      if (!remainder && this.queryDeltas.isBaseline(key, sample.metrics)) {
-        unchanged.push(sample);
-        continue;
-      }
+      if (!remainder && this.queryDeltas.isBaseline(key, sample.metrics)) continue;
       let delta = this.queryDeltas.delta(key, sample.metrics);
       if (remainder) delta = delta.map((d, i) => d + (remainder.delta[i] ?? 0n));
-      if (delta.every((d) => d === 0n)) {
-        unchanged.push(sample);
-        continue;
-      }
+      if (delta.every((d) => d === 0n)) continue;
       // Left out by the budget, a key is still changed (never evicted as quiet): a later flush writes it.
       changed.add(key);
       queryCandidates.push({
@@ -307,7 +301,8 @@ export class MetricRows {
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || queriesFull > this.lastQueriesFull;
     queryCommits.push(() => {
       this.lastQueriesFull = queriesFull;
-      this.evictQuiet(unchanged, changed, snapshot.backends, pressure);
+      this.held.written(snapshot.queries, changed, snapshot.queriesComplete, queryKey);
+      this.evictQuiet(snapshot.backends, pressure);
     });
 
     const backendCommits: Array<() => void> = [];
@@ -443,20 +438,9 @@ export class MetricRows {
    * A statement a live backend of `backends` is still on stays: its end (the call) may come
    * after the delete, when its role's quota could refuse the key again.
    */
-  private evictQuiet(unchanged: QuerySample[], changed: Set<string>, backends: readonly BackendSample[], pressure: boolean): void {
+  private evictQuiet(backends: readonly BackendSample[], pressure: boolean): void {
     let running: Set<string> | null = null;
-    const quiet = new Map<string, number>();
-    for (const key of changed) quiet.set(key, 0);
-    const threshold = pressure ? 1 : QUIET_FLUSHES;
-    const candidates: QuerySample[] = [];
-    for (const sample of unchanged) {
-      const key = queryKey(sample);
-      const flushes = (this.quiet.get(key) ?? 0) + 1;
-      quiet.set(key, flushes);
-      if (flushes < threshold || candidates.length >= MAX_EVICTIONS_PER_FLUSH) continue;
-      if (!(running ??= runningStatements(backends)).has(key)) candidates.push(sample);
-    }
-    this.quiet = quiet;
+    const candidates = this.held.quietest(pressure ? 1 : QUIET_FLUSHES, MAX_EVICTIONS_PER_FLUSH, (key) => !(running ??= runningStatements(backends)).has(key));
     const evict = this.options.evictQueries;
     if (!evict || !candidates.length) return;
     let values: Array<bigint[] | null>;
@@ -471,7 +455,7 @@ export class MetricRows {
     candidates.forEach((sample, i) => {
       const key = queryKey(sample);
       const value = values[i];
-      this.quiet.delete(key);
+      this.held.forget(key);
       if (!value) return;
       this.evictedQueries++;
       const delta = this.queryDeltas.delta(key, value);

@@ -37,19 +37,24 @@ export function querySample(queryid: number, calls: number): QuerySample {
   return { userid: 10, dbid: 5, toplevel: true, queryid: BigInt(queryid), metrics: metrics({ calls }), rawKey: Buffer.from([queryid & 0xff]) };
 }
 
-/** One read of the maps holding these samples; any other map read throws. */
+/**
+ * One read of the maps holding these samples; any other map read throws. `queriesComplete`
+ * false: `queries` are only the keys that changed (the map holds others).
+ */
 export function snapshotOf({
   backends = [],
   queries = [],
+  queriesComplete = true,
   counters = {},
   fill = [],
 }: {
   backends?: BackendSample[];
   queries?: QuerySample[];
+  queriesComplete?: boolean;
   counters?: Partial<Record<CounterName, bigint>>;
   fill?: MapFill[];
 }): MapSnapshot {
-  return new MapSnapshot(backends, queries, [], counters as Record<CounterName, bigint>, fill, () => {
+  return new MapSnapshot(backends, queries, queriesComplete, [], counters as Record<CounterName, bigint>, fill, () => {
     throw new Error('not read');
   });
 }

@@ -19,8 +19,11 @@ function backend(pid: number, queryid: number, exitedNs = 0n): BackendSample {
   return backendSample({ pid, queryid: BigInt(queryid), exitedNs, retired: exitedNs !== 0n });
 }
 
-function snapshot(queries: QuerySample[], { entries = queries.length, maxEntries = 100, queriesFull = 0, backends = [] as BackendSample[] } = {}): MapSnapshot {
-  return snapshotOf({ backends, queries, counters: { queries_full: BigInt(queriesFull) }, fill: [{ map: 'queries', entries, maxEntries }] });
+function snapshot(
+  queries: QuerySample[],
+  { entries = queries.length, maxEntries = 100, queriesFull = 0, backends = [] as BackendSample[], complete = true } = {},
+): MapSnapshot {
+  return snapshotOf({ backends, queries, queriesComplete: complete, counters: { queries_full: BigInt(queriesFull) }, fill: [{ map: 'queries', entries, maxEntries }] });
 }
 
 /** One flush: the query rows' calls, then the commit a written flush makes. */
@@ -73,6 +76,31 @@ describe('query eviction', () => {
     flush(other, snapshot([sample(3, 1)], { queriesFull: 0 }));
     flush(other, snapshot([sample(3, 1)], { queriesFull: 4 }));
     expect(evicted).toEqual([1, 3]);
+  });
+
+  it('evicts keys a flush did not read (they did not change) as it evicts those it read unchanged', () => {
+    const evicted: number[] = [];
+    const rows = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map((k) => (evicted.push(k[0]!), metrics(1))) });
+    expect(flush(rows, snapshot([sample(1, 1), sample(2, 1), sample(3, 1)]))).toHaveLength(3);
+    // Reads of only what changed: 2 keeps changing, 1 and 3 are not read at all.
+    flush(rows, snapshot([sample(2, 2)], { complete: false }));
+    flush(rows, snapshot([sample(2, 3)], { complete: false }));
+    expect(evicted).toEqual([]);
+    expect(flush(rows, snapshot([sample(2, 4)], { complete: false }))).toEqual([['2', 1n]]);
+    expect(evicted.sort()).toEqual([1, 3]);
+    // Key 2 stays while it changes: held, so an idle tick still has a key to watch.
+    expect(rows.wouldWriteNothing(0n)).toBe(false);
+  });
+
+  it('forgets keys a whole read no longer has, and keeps those a partial read leaves out', () => {
+    const evicted: number[] = [];
+    const rows = new MetricRows(1, () => undefined, { evictQueries: (keys) => keys.map((k) => (evicted.push(k[0]!), metrics(1))) });
+    flush(rows, snapshot([sample(1, 1), sample(2, 1)]));
+    // Key 1 left the map by other means; a whole read says so, and it is never evicted.
+    flush(rows, snapshot([sample(2, 1)]));
+    flush(rows, snapshot([], { complete: false }));
+    flush(rows, snapshot([], { complete: false }));
+    expect(evicted).toEqual([2]);
   });
 
   it('never evicts a key that keeps changing', () => {

@@ -1,0 +1,59 @@
+import type { QuerySample } from '../collector/map-samples.js';
+
+/**
+ * The query keys the map holds, least recently changed first, for evicting the quiet ones
+ * (MetricRows): a written flush touches the keys it read, not every key held, and the quiet
+ * ones are found at the front. "Quiet for n flushes": no change in the last n written flushes.
+ *
+ * @example
+ * const held = new HeldQueryKeys();
+ * held.written(snapshot.queries, changedKeys, snapshot.queriesComplete, queryKey);
+ * held.quietest(3, 4096, (key) => !running.has(key));
+ */
+export class HeldQueryKeys {
+  /** Insertion order is the order of last change: a changed key is deleted and set again. */
+  private readonly keys = new Map<string, { sample: QuerySample; changedAt: number }>();
+  /** Written flushes so far: the clock of changedAt. */
+  private flushes = 0;
+
+  /**
+   * A flush was written from a read of `read` (all of the map's keys if `complete`, else those
+   * that may have changed); `changed`: the keys whose figures moved.
+   */
+  written(read: readonly QuerySample[], changed: ReadonlySet<string>, complete: boolean, keyOf: (sample: QuerySample) => string): void {
+    const now = ++this.flushes;
+    const present = complete ? new Set<string>() : null;
+    for (const sample of read) {
+      const key = keyOf(sample);
+      present?.add(key);
+      const held = this.keys.get(key);
+      if (changed.has(key) || !held) {
+        // A key first seen without a change counts as changed now: the order stays by changedAt.
+        this.keys.delete(key);
+        this.keys.set(key, { sample, changedAt: now });
+      } else {
+        held.sample = sample;
+      }
+    }
+    if (present) for (const key of this.keys.keys()) if (!present.has(key)) this.keys.delete(key);
+  }
+
+  /** Up to `max` keys quiet for `flushes` written flushes or more, least recently changed first, that `evictable` lets go. */
+  quietest(flushes: number, max: number, evictable: (key: string) => boolean): QuerySample[] {
+    const out: QuerySample[] = [];
+    for (const [key, held] of this.keys) {
+      if (this.flushes - held.changedAt < flushes || out.length >= max) break;
+      if (evictable(key)) out.push(held.sample);
+    }
+    return out;
+  }
+
+  /** The key left the map (evicted). */
+  forget(key: string): void {
+    this.keys.delete(key);
+  }
+
+  get size(): number {
+    return this.keys.size;
+  }
+}

@@ -1,0 +1,112 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { Sidecar } from '../../src/sidecar/sidecar.js';
+
+/*
+ * A flush reads the query keys that changed since the last one, not the whole map
+ * (bpf/query-changes.bpf.h, src/collector/query-reads.ts), and still writes every call
+ * pg_stat_statements counts: when few of many statements ran, and when more changed than the
+ * set of changed keys holds (then that flush reads the whole map).
+ */
+let cluster: ThrowawayCluster;
+let admin: pg.Client;
+let sidecar: Sidecar | null = null;
+
+/** A statement of its own query id: `SELECT 1+1+...` with `n` terms (`op` between them). */
+const statement = (n: number, op = '+') => `SELECT 1${`${op}1`.repeat(n)}`;
+
+async function run(sqls: string[], times = 1): Promise<void> {
+  const client = new pg.Client(cluster.connectionString());
+  await client.connect();
+  try {
+    for (let i = 0; i < times; i++) for (const sql of sqls) await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Statements whose text starts with `prefix` (pg_stat_statements' normalized text) whose calls differ from query_stats'. */
+async function disagreeing(prefix: string): Promise<Array<{ query: string; pgss: string; ours: string | null }>> {
+  const { rows } = await admin.query(
+    `SELECT s.query, s.calls::text AS pgss, q.calls::text AS ours
+       FROM pg_stat_statements s
+       LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+      WHERE s.query LIKE $1 AND s.calls IS DISTINCT FROM q.calls`,
+    [`${prefix}%`],
+  );
+  return rows;
+}
+
+async function statementsLike(prefix: string): Promise<number> {
+  const { rows } = await admin.query(`SELECT count(*)::int AS n FROM pg_stat_statements WHERE query LIKE $1`, [`${prefix}%`]);
+  return rows[0].n;
+}
+
+/** This collector's map_fill entry for `map`, as its last flush wrote it. */
+async function fill(map: string): Promise<{ entries: number; max_entries: number; overflowed?: number }> {
+  const { rows } = await admin.query(`SELECT map_fill -> $1 AS fill FROM bpf_stats.health WHERE pid = $2 AND stopped_at IS NULL`, [map, process.pid]);
+  expect(rows).toHaveLength(1);
+  return rows[0].fill;
+}
+
+beforeAll(async () => {
+  cluster = await ThrowawayCluster.start();
+  admin = new pg.Client(cluster.connectionString());
+  await admin.connect();
+  await admin.query('CREATE EXTENSION pg_stat_statements');
+});
+
+afterAll(async () => {
+  await sidecar?.stop();
+  await admin?.end();
+  await cluster?.stop();
+});
+
+describe('reading only the query keys that changed', () => {
+  it('reads the few statements that ran among many held, and writes every call', async () => {
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['query'] });
+    await sidecar.flush();
+    const many = Array.from({ length: 60 }, (_, i) => statement(i + 1));
+    await run(many);
+    await sidecar.flush();
+    expect(await statementsLike('SELECT $1+$2')).toBe(60);
+    expect(await disagreeing('SELECT $1+$2')).toEqual([]);
+
+    // Two of them run again; a flush in between reads what the first one took once more.
+    await sidecar.flush();
+    await run([many[3]!, many[40]!], 2);
+    await sidecar.flush();
+    const changes = await fill('query_changes');
+    const queries = await fill('queries');
+    expect(queries.entries).toBeGreaterThanOrEqual(60);
+    // The two, and the few statements this test ran to check (pg_stat_statements, health): not the 60.
+    expect(changes.entries).toBeGreaterThanOrEqual(2);
+    expect(changes.entries).toBeLessThan(10);
+    expect(changes.overflowed ?? 0).toBe(0);
+    expect(await disagreeing('SELECT $1+$2')).toEqual([]);
+    await sidecar.stop();
+    sidecar = null;
+  });
+
+  it('reads the whole map when more keys changed than query_changes holds, and loses no call', async () => {
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['query'], maxQueryChanges: 4 });
+    await sidecar.flush();
+    const fresh = Array.from({ length: 12 }, (_, i) => statement(i + 1, '*'));
+    await run(fresh);
+    await sidecar.flush();
+    expect((await fill('query_changes')).overflowed).toBeGreaterThan(0);
+    expect(await statementsLike('SELECT $1*$2')).toBe(12);
+    expect(await disagreeing('SELECT $1*$2')).toEqual([]);
+    // Healed: the next flushes read what changed again, and stay exact.
+    await run([fresh[0]!, fresh[7]!], 3);
+    await sidecar.flush();
+    await sidecar.flush();
+    expect(await disagreeing('SELECT $1*$2')).toEqual([]);
+    const overflowed = (await fill('query_changes')).overflowed;
+    await run([fresh[2]!]);
+    await sidecar.flush();
+    expect((await fill('query_changes')).overflowed).toBe(overflowed);
+    expect(await disagreeing('SELECT $1*$2')).toEqual([]);
+  });
+});

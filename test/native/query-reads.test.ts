@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CollectorBpfObject } from '../../src/bpf/collector-bpf-object.js';
+import { Structs } from '../../src/bpf/contract.js';
+import { collectorObjectPath } from '../../src/collector/collector-object.js';
+import { ObjectGlobals } from '../../src/collector/object-globals.js';
+import { QueryReads } from '../../src/collector/query-reads.js';
+import { loadNative } from '../../src/native/bpf-native.js';
+
+/*
+ * How a flush reads the queries map (QueryReads), on the real collector object's maps, with
+ * no program attached: this test plays the programs' part, filling `queries` and noting keys in
+ * `query_changes` as bpf/query-changes.bpf.h does.
+ */
+let object: CollectorBpfObject;
+let globals: ObjectGlobals;
+const cpus = loadNative().numPossibleCpus();
+
+function key(queryid: number): Buffer {
+  const k = Buffer.alloc(Structs.query_key.size);
+  k.writeBigUInt64LE(BigInt(queryid), Structs.query_key.fields.queryid.offset);
+  k.writeUInt32LE(10, Structs.query_key.fields.userid.offset);
+  return k;
+}
+
+/** A query's figures on CPU 0, the other CPUs' zero. */
+function add(queryid: number, calls: number): void {
+  const stride = Math.ceil(Structs.metrics.size / 8) * 8;
+  const value = Buffer.alloc(stride * cpus);
+  value.writeBigUInt64LE(BigInt(calls), Structs.metrics.fields.calls.offset);
+  object.mapUpdate('queries', key(queryid), value);
+}
+
+function note(...queryids: number[]): void {
+  for (const id of queryids) object.mapUpdate('query_changes', key(id), Buffer.from([1]));
+}
+
+function queryids(reads: ReturnType<QueryReads['read']>): number[] {
+  const { batch } = reads;
+  return Array.from({ length: batch.count }, (_, i) => Number(batch.keys.readBigUInt64LE(i * batch.keySize + Structs.query_key.fields.queryid.offset))).sort((a, b) => a - b);
+}
+
+beforeAll(() => {
+  object = new (loadNative().BpfObject)(collectorObjectPath()) as CollectorBpfObject;
+  // Maps only: no program is loaded, so the verifier has nothing to do.
+  for (const program of object.programs()) object.setAutoload(program.name as never, false);
+  object.load();
+  globals = new ObjectGlobals(object);
+});
+
+afterAll(() => object?.close());
+
+describe('reading the queries map', () => {
+  it('reads the whole map first, then the keys noted since, and those of the read before once more', () => {
+    const reads = new QueryReads(object, globals);
+    for (let id = 1; id <= 6; id++) add(id, id);
+    note(1, 2, 3, 4, 5, 6);
+    const first = reads.read(() => 0n);
+    expect(first.complete).toBe(true);
+    expect(queryids(first)).toEqual([1, 2, 3, 4, 5, 6]);
+    // Each read moves query_read on first, so that a key changed after it is noted again.
+    expect(globals.readBss('query_read')).toBe(1n);
+
+    note(2, 5);
+    const second = reads.read(() => 0n);
+    expect(second.complete).toBe(false);
+    expect(globals.readBss('query_read')).toBe(2n);
+    // The six taken at the first read are read once more: an addition racing that read shows now.
+    expect(queryids(second)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(second.taken).toBe(2);
+    expect(object.mapLookupBatch('query_changes').count).toBe(0);
+
+    note(4);
+    expect(queryids(reads.read(() => 0n))).toEqual([2, 4, 5]);
+    expect(queryids(reads.read(() => 0n))).toEqual([4]);
+    expect(queryids(reads.read(() => 0n))).toEqual([]);
+  });
+
+  it('leaves out a noted key that left the map, and reads the whole map after query_changes overflowed', () => {
+    const reads = new QueryReads(object, globals);
+    reads.read(() => 0n);
+    object.mapDelete('queries', key(3));
+    note(3, 6);
+    expect(queryids(reads.read(() => 0n))).toEqual([6]);
+    // A key could not be noted: this read is whole, and the next is not, unless it overflows again.
+    const whole = reads.read(() => 1n);
+    expect(whole.complete).toBe(true);
+    expect(queryids(whole)).toEqual([1, 2, 4, 5, 6]);
+    expect(reads.read(() => 1n).complete).toBe(false);
+    expect(reads.read(() => 2n).complete).toBe(true);
+  });
+
+  it('reads the whole map again after reset() (the map was emptied behind its back)', () => {
+    const reads = new QueryReads(object, globals);
+    reads.read(() => 0n);
+    expect(reads.read(() => 0n).complete).toBe(false);
+    reads.reset();
+    expect(reads.read(() => 0n).complete).toBe(true);
+  });
+});
