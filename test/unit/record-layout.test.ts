@@ -35,6 +35,21 @@ describe('RecordLayout', () => {
     expect(layout.sumPerCpu(values, 0, stride, 3, ['m.total_ns', 'm.calls'])).toEqual([35n, 3n]);
   });
 
+  it('sums per-CPU copies exactly past 2^32 and past 2^53, and signed or narrow fields too', () => {
+    const stride = 48;
+    const values = Buffer.alloc(stride * 3);
+    const big = [0xffff_ffffn, 0x1_0000_0001n, 0x1f_ffff_ffff_ffffn];
+    const huge = [0xffff_ffff_ffff_fff0n, 0x0fn, 0n];
+    for (let cpu = 0; cpu < 3; cpu++) {
+      values.writeBigUInt64LE(big[cpu]!, cpu * stride);
+      values.writeBigUInt64LE(huge[cpu]!, cpu * stride + 8);
+      values.writeUInt32LE(cpu + 1, cpu * stride + 16);
+      values.writeInt32LE(-2, cpu * stride + 20);
+    }
+    const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
+    expect(layout.sumPerCpu(values, 0, stride, 3, ['m.total_ns', 'm.calls', 'pid', 'backend_type'])).toEqual([sum(big), sum(huge), 6n, -6n]);
+  });
+
   it('names the missing field when the object and the collector disagree', () => {
     expect(() => layout.int(Buffer.alloc(48), 0, 'm.nope')).toThrow(/struct test has no field m.nope/);
   });
