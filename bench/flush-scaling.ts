@@ -4,12 +4,17 @@
  * A throwaway cluster and the sidecar in this process (default sets, history on, flushes only
  * when the bench asks). It runs --statements distinct statements (distinct query ids: select
  * lists of 14 constants, each an int or a text, 2^14 shapes), so the queries map and query_stats
- * hold that many keys; then it times flushes after re-running all of them (everything changed)
- * and after re-running only --few of them (the map still holding all the others), and a flush
- * after nothing ran. Each figure is the median of --repeat flushes, as Sidecar.flush() times
- * them (reading the maps, preparing, the statement round trip: what the collector waits for).
+ * hold that many keys; then it times flushes after re-running all of them (everything changed);
+ * after re-running only --few of them (the map still holding all the others), right after a
+ * flush that wrote them all and one flush later; and a flush after nothing ran. Each figure is
+ * the median of --repeat flushes, as Sidecar.flush() times them (reading the maps, preparing,
+ * the statement round trip: what the collector waits for).
  *
- * Run (root): node dist/bench/flush-scaling.js [--statements 10000] [--few 100] [--repeat 5]
+ * --periodic times the flushes the interval timer makes (lazy: history rows wait for their
+ * interval unless 4,096 keys wait, and a flush with nothing to write sends nothing) instead of
+ * explicit ones (bpf_stats.collect(), stop), which write everything pending.
+ *
+ * Run (root): node dist/bench/flush-scaling.js [--statements 10000] [--few 100] [--repeat 5] [--periodic]
  */
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -26,6 +31,7 @@ const { values } = parseArgs({
     statements: { type: 'string', default: '10000' },
     few: { type: 'string', default: '100' },
     repeat: { type: 'string', default: '5' },
+    periodic: { type: 'boolean', default: false },
   },
 });
 const statements = Number(values.statements);
@@ -46,9 +52,10 @@ async function main(): Promise<void> {
     sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, maxQueries: 2 ** SHAPE_BITS, maxQueryKeysPerRole: 0, control: false });
     const s = sidecar;
     await s.flush();
-    print(`flush-scaling: ${statements} distinct statements kept, ${few} of them changed, median of ${repeat} flushes`);
+    print(`flush-scaling: ${statements} distinct statements kept, ${few} of them changed, median of ${repeat} ${values.periodic ? 'periodic' : 'explicit'} flushes`);
+    // The timer's flushes are lazy: history waits for its interval, and nothing to write sends nothing.
     const flush = async () => {
-      const status = await s.flush();
+      const status = await s.flush({ lazy: values.periodic });
       if (status.error) throw new Error(status.error);
       return status;
     };
@@ -71,17 +78,29 @@ async function main(): Promise<void> {
       print(`${what}: median ${median(times).toFixed(2)} ms (${times.map((t) => t.toFixed(1)).join(', ')}), ${rows} query rows`);
     };
     await measure(`all ${statements} changed`, () => runStatements(client, statements));
-    // Keys quiet for 3 flushes leave the map: each timed flush follows one that touched them all,
-    // so the map holds every statement when only `few` of them changed.
+    // Keys quiet for 3 flushes leave the map: each timed flush comes soon after one that touched
+    // them all, so the map holds every statement when only `few` of them changed. A flush reads
+    // what changed since the last one and, once more, what changed before (a change racing that
+    // read): right after everything changed, the next flush reads everything again.
     let offset = 0;
+    await measure(`${few} changed of ${statements} in the map, right after all changed`, async () => {
+      await runStatements(client, statements);
+      await flush();
+      await runStatements(client, few, offset);
+      offset += few;
+    });
     await measure(`${few} changed of ${statements} in the map`, async () => {
       await runStatements(client, statements);
+      await flush();
+      await runStatements(client, few, offset);
+      offset += few;
       await flush();
       await runStatements(client, few, offset);
       offset += few;
     });
     await measure(`nothing changed, ${statements} in the map`, async () => {
       await runStatements(client, statements);
+      await flush();
       await flush();
     });
 
