@@ -27,6 +27,7 @@ import { RowRetention } from '../health/row-retention.js';
 import { backendPid } from '../storage/backend-pid.js';
 import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
+import { preparingPool } from '../storage/preparing-pool.js';
 import { connect, exemptFromIdleTimeout } from '../storage/connect.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import type { BackendRow, QueryRow } from '../storage/metric-row.js';
@@ -276,7 +277,8 @@ export class Sidecar {
         }
       });
       pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
-      db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
+      // Statements sent again and again (every flush's) are parsed and planned once.
+      db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
       for (const set of sets) object.probes.attach(set);
       // How long start-up took and its biggest part (README, "Start-up"): a slow start says why.
       log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
