@@ -96,6 +96,7 @@ export class MapReaders {
       dropped,
       fill,
       (name) => this.readMap(name),
+      (all) => this.queryReads.written(all),
     );
   }
 

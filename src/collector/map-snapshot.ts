@@ -29,6 +29,11 @@ export class MapSnapshot {
     /** How full the bounded maps were, as this snapshot read them. */
     readonly fill: MapFill[],
     private readonly read: <N extends MapName>(name: N) => RawMap<N>,
+    /**
+     * To be called once the query rows made from this snapshot were written; `all`: no changed
+     * row was left for later. Until then the reader reads those keys again (QueryReads).
+     */
+    readonly queriesWritten: (all: boolean) => void = () => undefined,
   ) {}
 
   /** Every entry of a map with its BTF key/value layout, read at most once per snapshot. */

@@ -7,7 +7,7 @@ const FULL_READ_EVERY_MS = 60_000;
 
 /** One read of the queries map. */
 export interface QueryRead {
-  /** The entries read: every entry of the map when `complete`, else those BPF noted as changed (and those taken last time). */
+  /** The entries read: every entry of the map when `complete`, else those BPF noted as changed (and those read again). */
   batch: MapBatch;
   /** Whether `batch` is the whole map: a key it lacks is not in the map. */
   complete: boolean;
@@ -15,29 +15,44 @@ export interface QueryRead {
   taken: number;
 }
 
+/** Packed keys of the queries map. */
+interface Keys {
+  packed: Buffer;
+  count: number;
+}
+
+const NO_KEYS: Keys = { packed: Buffer.alloc(0), count: 0 };
+
 /**
  * Reads the queries map for a flush: only the keys that changed since the last read, which BPF
  * notes in query_changes (bpf/query-changes.bpf.h), so a flush costs what changed and not what
  * the map holds. The read starts by moving query_read on, so that a key changed after it is
- * noted for the next read; then it takes the noted keys and looks each up. The keys taken at the
- * previous read are looked up once more: an addition that raced that read (noted before the
- * take, added after the lookup) is read now.
+ * noted for the next read; then it takes the noted keys and looks each up.
  *
- * The whole map is read at the first read, when query_changes overflowed since the last read
+ * Some keys are read again: those taken at the previous read, for an addition that raced it
+ * (noted before the take, added after the lookup); and, until the flush made from a read says it
+ * was written (written()), every key that read read, so that a failed flush loses nothing. A
+ * flush that left rows for later (the row budget) makes the next read whole.
+ *
+ * The whole map is also read at the first read, when query_changes overflowed since the last read
  * (counters[query_changes_full]), every FULL_READ_EVERY_MS, and always where the kernel cannot
  * take a hash map's entries in a batch.
  *
  * @example
  * const reads = new QueryReads(object, globals);
  * const { batch, complete } = reads.read(() => readCounters().query_changes_full);
+ * // ... once the flush made from it is written:
+ * reads.written(true);
  */
 export class QueryReads {
   private readNumber = 0n;
   private lastFullMs = -Infinity;
   private overflowsSeen = 0n;
-  /** Packed keys taken at the previous read. */
-  private lastTaken: Buffer = Buffer.alloc(0);
-  private lastTakenCount = 0;
+  private wholeDue = false;
+  /** Keys the next read reads again, whatever BPF noted. */
+  private again: Keys = NO_KEYS;
+  /** The last read, until its flush is written: all it read ('whole', or its keys), and what it took. */
+  private unwritten: { read: Keys | 'whole'; taken: Keys } | null = null;
   /** False once the kernel refused to take query_changes in a batch: every read is whole then. */
   private canTake = true;
 
@@ -48,58 +63,75 @@ export class QueryReads {
 
   /** `overflows`: counters[query_changes_full] now, read after the take (an overflow before it shows). */
   read(overflows: () => bigint): QueryRead {
+    // The flush made from the last read was not written: what it read is read again.
+    if (this.unwritten?.read === 'whole') this.wholeDue = true;
+    else if (this.unwritten) this.again = this.unwritten.read;
     this.readNumber++;
     this.globals.writeBss('query_read', this.readNumber);
-    let taken: MapBatch | null = null;
+    const taken = this.take();
+    const overflowed = overflows();
+    const nowMs = performance.now();
+    const whole = !taken || this.wholeDue || this.readNumber === 1n || overflowed > this.overflowsSeen || nowMs - this.lastFullMs >= FULL_READ_EVERY_MS;
+    this.overflowsSeen = overflowed;
+    const takenKeys = taken ? { packed: taken.keys, count: taken.count } : NO_KEYS;
+    if (whole) {
+      this.lastFullMs = nowMs;
+      this.wholeDue = false;
+      this.unwritten = { read: 'whole', taken: takenKeys };
+      return { batch: this.object.mapLookupBatch('queries'), complete: true, taken: takenKeys.count };
+    }
+    const keys = union(takenKeys, this.again, taken!.keySize);
+    this.unwritten = { read: keys, taken: takenKeys };
+    return { batch: this.object.mapLookupKeys('queries', keys.packed, keys.count), complete: false, taken: takenKeys.count };
+  }
+
+  /**
+   * The flush made from the last read was written. `all`: every changed row went out; otherwise
+   * rows were left for later (their keys are not noted again), so the next read is whole.
+   */
+  written(all: boolean): void {
+    if (!this.unwritten) return;
+    this.again = this.unwritten.taken;
+    this.unwritten = null;
+    if (!all) this.wholeDue = true;
+  }
+
+  /** The map's keys were deleted outside the reads (it was emptied): the next read is whole. */
+  reset(): void {
+    this.wholeDue = true;
+  }
+
+  /** Takes the keys noted since the last read; null where the kernel cannot. */
+  private take(): MapBatch | null {
     if (this.canTake) {
       try {
-        taken = this.object.mapLookupAndDeleteBatch('query_changes');
+        return this.object.mapLookupAndDeleteBatch('query_changes');
       } catch {
         // Before Linux 5.6 hash maps have no lookup-and-delete batch: whole reads from now on.
         this.canTake = false;
       }
     }
-    if (!this.canTake) {
-      // Emptied all the same, so that noting keys keeps costing a compare and not a count of its overflow.
-      const noted = this.object.mapLookupBatch('query_changes');
-      if (noted.count) this.object.mapDeleteBatch('query_changes', noted.keys, noted.count);
-    }
-    const overflowed = overflows();
-    const nowMs = performance.now();
-    const full = !taken || this.readNumber === 1n || overflowed > this.overflowsSeen || nowMs - this.lastFullMs >= FULL_READ_EVERY_MS;
-    this.overflowsSeen = overflowed;
-    const keys = full ? null : this.keysToRead(taken!);
-    if (taken) {
-      this.lastTaken = taken.keys;
-      this.lastTakenCount = taken.count;
-    }
-    if (full) {
-      this.lastFullMs = nowMs;
-      return { batch: this.object.mapLookupBatch('queries'), complete: true, taken: taken?.count ?? 0 };
-    }
-    return { batch: this.object.mapLookupKeys('queries', keys!.packed, keys!.count), complete: false, taken: taken!.count };
+    // Emptied all the same, so that noting keys keeps costing a compare and not a count of its overflow.
+    const noted = this.object.mapLookupBatch('query_changes');
+    if (noted.count) this.object.mapDeleteBatch('query_changes', noted.keys, noted.count);
+    return null;
   }
+}
 
-  /** The map's keys were deleted outside the reads (it was emptied): the next read is whole. */
-  reset(): void {
-    this.lastFullMs = -Infinity;
-  }
-
-  /** The keys taken now and at the previous read, each once, packed. */
-  private keysToRead(taken: MapBatch): { packed: Buffer; count: number } {
-    const size = taken.keySize;
-    if (!this.lastTakenCount) return { packed: taken.keys, count: taken.count };
-    const seen = new Set<string>();
-    const packed = Buffer.allocUnsafe((taken.count + this.lastTakenCount) * size);
-    let count = 0;
-    for (const [keys, n] of [[taken.keys, taken.count], [this.lastTaken, this.lastTakenCount]] as const) {
-      for (let i = 0; i < n; i++) {
-        const id = keys.toString('latin1', i * size, (i + 1) * size);
-        if (seen.has(id)) continue;
-        seen.add(id);
-        keys.copy(packed, count++ * size, i * size, (i + 1) * size);
-      }
+/** The keys of `a` and of `b`, each once. */
+function union(a: Keys, b: Keys, size: number): Keys {
+  if (!b.count) return a;
+  if (!a.count) return b;
+  const seen = new Set<string>();
+  const packed = Buffer.allocUnsafe((a.count + b.count) * size);
+  let count = 0;
+  for (const { packed: keys, count: n } of [a, b]) {
+    for (let i = 0; i < n; i++) {
+      const id = keys.toString('latin1', i * size, (i + 1) * size);
+      if (seen.has(id)) continue;
+      seen.add(id);
+      keys.copy(packed, count++ * size, i * size, (i + 1) * size);
     }
-    return { packed, count };
   }
+  return { packed, count };
 }

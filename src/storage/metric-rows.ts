@@ -290,7 +290,8 @@ export class MetricRows {
       queryCandidates.push({ key, identity: remainder.identity, delta: remainder.delta, commit: () => this.remainders.delete(key) });
     }
     const chosenQueries = this.queryBacklog.choose(queryCandidates, (c) => c.key, budget);
-    deferred += queryCandidates.length - chosenQueries.length;
+    const queriesDeferred = queryCandidates.length - chosenQueries.length;
+    deferred += queriesDeferred;
     for (const c of chosenQueries) {
       pushQuery(c.identity, c.delta);
       queryCommits.push(c.commit);
@@ -302,6 +303,8 @@ export class MetricRows {
     queryCommits.push(() => {
       this.lastQueriesFull = queriesFull;
       this.held.written(snapshot.queries, changed, snapshot.queriesComplete, queryKey);
+      // The reader may stop reading these keys again; a key left for later needs a whole read.
+      snapshot.queriesWritten(queriesDeferred === 0);
       this.evictQuiet(snapshot.backends, pressure);
     });
 

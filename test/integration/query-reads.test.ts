@@ -89,6 +89,28 @@ describe('reading only the query keys that changed', () => {
     sidecar = null;
   });
 
+  it('writes the calls of statements read by flushes that failed, at the first flush that succeeds', async () => {
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['query'] });
+    await sidecar.flush();
+    const some = Array.from({ length: 5 }, (_, i) => statement(i + 1, '-'));
+    // Every row of query_stats now violates a constraint: each flush fails whole.
+    await admin.query('ALTER TABLE bpf_stats.query_stats ADD CONSTRAINT refuse_all CHECK (queryid IS NULL) NOT VALID');
+    try {
+      await run(some.slice(0, 2));
+      expect((await sidecar.flush()).error).toMatch(/refuse_all/);
+      await run(some.slice(2));
+      expect((await sidecar.flush()).error).toMatch(/refuse_all/);
+      expect((await sidecar.flush()).error).toMatch(/refuse_all/);
+    } finally {
+      await admin.query('ALTER TABLE bpf_stats.query_stats DROP CONSTRAINT refuse_all');
+    }
+    expect((await sidecar.flush()).error).toBeNull();
+    expect(await statementsLike('SELECT $1-$2')).toBe(5);
+    expect(await disagreeing('SELECT $1-$2')).toEqual([]);
+    await sidecar.stop();
+    sidecar = null;
+  });
+
   it('reads the whole map when more keys changed than query_changes holds, and loses no call', async () => {
     sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['query'], maxQueryChanges: 4 });
     await sidecar.flush();

@@ -50,18 +50,25 @@ beforeAll(() => {
 afterAll(() => object?.close());
 
 describe('reading the queries map', () => {
-  it('reads the whole map first, then the keys noted since, and those of the read before once more', () => {
+  /** One flush: a read, and (unless it failed) its rows written. */
+  const flush = (reads: QueryReads, { overflows = 0n, written = true, all = true } = {}) => {
+    const read = reads.read(() => overflows);
+    if (written) reads.written(all);
+    return read;
+  };
+
+  it('reads the whole map first, then the keys noted since, and those taken the time before once more', () => {
     const reads = new QueryReads(object, globals);
     for (let id = 1; id <= 6; id++) add(id, id);
     note(1, 2, 3, 4, 5, 6);
-    const first = reads.read(() => 0n);
+    const first = flush(reads);
     expect(first.complete).toBe(true);
     expect(queryids(first)).toEqual([1, 2, 3, 4, 5, 6]);
     // Each read moves query_read on first, so that a key changed after it is noted again.
     expect(globals.readBss('query_read')).toBe(1n);
 
     note(2, 5);
-    const second = reads.read(() => 0n);
+    const second = flush(reads);
     expect(second.complete).toBe(false);
     expect(globals.readBss('query_read')).toBe(2n);
     // The six taken at the first read are read once more: an addition racing that read shows now.
@@ -70,30 +77,54 @@ describe('reading the queries map', () => {
     expect(object.mapLookupBatch('query_changes').count).toBe(0);
 
     note(4);
-    expect(queryids(reads.read(() => 0n))).toEqual([2, 4, 5]);
-    expect(queryids(reads.read(() => 0n))).toEqual([4]);
-    expect(queryids(reads.read(() => 0n))).toEqual([]);
+    expect(queryids(flush(reads))).toEqual([2, 4, 5]);
+    expect(queryids(flush(reads))).toEqual([4]);
+    expect(queryids(flush(reads))).toEqual([]);
+  });
+
+  it('reads again all that a read whose flush failed read, and the whole map after rows were left for later', () => {
+    const reads = new QueryReads(object, globals);
+    flush(reads);
+    flush(reads);
+    note(1);
+    expect(queryids(flush(reads, { written: false }))).toEqual([1]);
+    note(2);
+    expect(queryids(flush(reads, { written: false }))).toEqual([1, 2]);
+    note(3);
+    // Written at last: 1, 2 and 3 are read, then only 3 once more (the race guard), then nothing.
+    expect(queryids(flush(reads))).toEqual([1, 2, 3]);
+    expect(queryids(flush(reads))).toEqual([3]);
+    expect(queryids(flush(reads))).toEqual([]);
+    note(4);
+    expect(flush(reads, { all: false }).complete).toBe(false);
+    expect(flush(reads).complete).toBe(true);
+    expect(flush(reads).complete).toBe(false);
+    // A whole read whose flush failed: the next is whole too.
+    expect(flush(reads, { overflows: 1n, written: false }).complete).toBe(true);
+    expect(flush(reads, { overflows: 1n }).complete).toBe(true);
+    expect(flush(reads, { overflows: 1n }).complete).toBe(false);
   });
 
   it('leaves out a noted key that left the map, and reads the whole map after query_changes overflowed', () => {
     const reads = new QueryReads(object, globals);
-    reads.read(() => 0n);
+    flush(reads);
+    flush(reads);
     object.mapDelete('queries', key(3));
     note(3, 6);
-    expect(queryids(reads.read(() => 0n))).toEqual([6]);
+    expect(queryids(flush(reads))).toEqual([6]);
     // A key could not be noted: this read is whole, and the next is not, unless it overflows again.
-    const whole = reads.read(() => 1n);
+    const whole = flush(reads, { overflows: 1n });
     expect(whole.complete).toBe(true);
     expect(queryids(whole)).toEqual([1, 2, 4, 5, 6]);
-    expect(reads.read(() => 1n).complete).toBe(false);
-    expect(reads.read(() => 2n).complete).toBe(true);
+    expect(flush(reads, { overflows: 1n }).complete).toBe(false);
+    expect(flush(reads, { overflows: 2n }).complete).toBe(true);
   });
 
   it('reads the whole map again after reset() (the map was emptied behind its back)', () => {
     const reads = new QueryReads(object, globals);
-    reads.read(() => 0n);
-    expect(reads.read(() => 0n).complete).toBe(false);
+    flush(reads);
+    expect(flush(reads).complete).toBe(false);
     reads.reset();
-    expect(reads.read(() => 0n).complete).toBe(true);
+    expect(flush(reads).complete).toBe(true);
   });
 });
