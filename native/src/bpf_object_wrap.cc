@@ -562,28 +562,28 @@ Napi::Value BpfObjectWrap::MapLookupAndDelete(const Napi::CallbackInfo& info) {
   return CopyBuffer(env, value);
 }
 
-Napi::Value BpfObjectWrap::MapLookupBatch(const Napi::CallbackInfo& info) {
+// mapLookupBatch and mapLookupAndDeleteBatch: (map, batchSize?) -> MapBatch of every entry;
+// `take` deletes what it returns.
+Napi::Value BpfObjectWrap::WholeMap(const Napi::CallbackInfo& info, bool take) {
   Napi::Env env = info.Env();
   struct bpf_map* map = Map(info, 0);
   uint32_t batch = kDefaultBatch;
   if (info.Length() > 1 && !info[1].IsUndefined()) batch = ArgUint32(info, 1, "batchSize");
   if (batch == 0) throw Napi::TypeError::New(env, "batchSize must be > 0");
-  int fd = LoadedMapFd(env, map, "mapLookupBatch");
+  int fd = LoadedMapFd(env, map, take ? "mapLookupAndDeleteBatch" : "mapLookupBatch");
   uint32_t keySize = bpf_map__key_size(map);
   uint32_t stride = ValueStride(env, bpf_map__type(map), bpf_map__value_size(map));
-  return BatchToJs(env, LookupAll(env, fd, keySize, stride, batch, MapSubject(map)), keySize, stride);
+  MapEntries entries = take ? TakeAll(env, fd, keySize, stride, batch, MapSubject(map))
+                            : LookupAll(env, fd, keySize, stride, batch, MapSubject(map));
+  return BatchToJs(env, entries, keySize, stride);
+}
+
+Napi::Value BpfObjectWrap::MapLookupBatch(const Napi::CallbackInfo& info) {
+  return WholeMap(info, false);
 }
 
 Napi::Value BpfObjectWrap::MapLookupAndDeleteBatch(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  struct bpf_map* map = Map(info, 0);
-  uint32_t batch = kDefaultBatch;
-  if (info.Length() > 1 && !info[1].IsUndefined()) batch = ArgUint32(info, 1, "batchSize");
-  if (batch == 0) throw Napi::TypeError::New(env, "batchSize must be > 0");
-  int fd = LoadedMapFd(env, map, "mapLookupAndDeleteBatch");
-  uint32_t keySize = bpf_map__key_size(map);
-  uint32_t stride = ValueStride(env, bpf_map__type(map), bpf_map__value_size(map));
-  return BatchToJs(env, TakeAll(env, fd, keySize, stride, batch, MapSubject(map)), keySize, stride);
+  return WholeMap(info, true);
 }
 
 Napi::Value BpfObjectWrap::MapLookupKeys(const Napi::CallbackInfo& info) {

@@ -19,6 +19,7 @@ class BpfObjectWrap : public Napi::ObjectWrap<BpfObjectWrap> {
   struct bpf_object* Obj(Napi::Env env);
   struct bpf_program* Prog(const Napi::CallbackInfo& info, size_t argIndex);
   struct bpf_map* Map(const Napi::CallbackInfo& info, size_t argIndex);
+  Napi::Value WholeMap(const Napi::CallbackInfo& info, bool take);
   void RequireNotLoaded(Napi::Env env, const char* op);
   Napi::Value WrapLink(Napi::Env env, struct bpf_link* link, int err, uint64_t logMark,
                        const std::string& call, const std::string& subject, bool hasFd = true);
