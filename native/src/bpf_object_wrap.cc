@@ -586,39 +586,43 @@ Napi::Value BpfObjectWrap::MapLookupAndDeleteBatch(const Napi::CallbackInfo& inf
   return WholeMap(info, true);
 }
 
+namespace {
+// The (keys, count) arguments of a call on packed keys (keySize bytes each), checked.
+struct PackedKeys {
+  Napi::Buffer<uint8_t> buffer;
+  uint32_t count;
+  uint32_t keySize;
+};
+
+PackedKeys PackedKeysArg(const Napi::CallbackInfo& info, struct bpf_map* map, const char* op) {
+  PackedKeys keys{ArgBuffer(info, 1, "keys"), ArgUint32(info, 2, "count"), bpf_map__key_size(map)};
+  if (static_cast<uint64_t>(keys.count) * keys.keySize > keys.buffer.Length()) {
+    ThrowState(info.Env(), ERANGE,
+               std::string(op) + "(" + MapSubject(map) + "): " + std::to_string(keys.count) +
+                   " keys of " + std::to_string(keys.keySize) + " bytes need more than the " +
+                   std::to_string(keys.buffer.Length()) + " bytes given");
+  }
+  return keys;
+}
+}  // namespace
+
 Napi::Value BpfObjectWrap::MapLookupKeys(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   struct bpf_map* map = Map(info, 0);
-  Napi::Buffer<uint8_t> keys = ArgBuffer(info, 1, "keys");
-  uint32_t count = ArgUint32(info, 2, "count");
+  PackedKeys keys = PackedKeysArg(info, map, "mapLookupKeys");
   int fd = LoadedMapFd(env, map, "mapLookupKeys");
-  uint32_t keySize = bpf_map__key_size(map);
-  if (static_cast<uint64_t>(count) * keySize > keys.Length()) {
-    ThrowState(env, ERANGE,
-               "mapLookupKeys(" + MapSubject(map) + "): " + std::to_string(count) + " keys of " +
-                   std::to_string(keySize) + " bytes need more than the " +
-                   std::to_string(keys.Length()) + " bytes given");
-  }
   uint32_t stride = ValueStride(env, bpf_map__type(map), bpf_map__value_size(map));
-  return BatchToJs(env, LookupKeys(env, fd, keySize, stride, keys.Data(), count, MapSubject(map)),
-                   keySize, stride);
+  MapEntries entries = LookupKeys(env, fd, keys.keySize, stride, keys.buffer.Data(), keys.count, MapSubject(map));
+  return BatchToJs(env, entries, keys.keySize, stride);
 }
 
 Napi::Value BpfObjectWrap::MapDeleteBatch(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   struct bpf_map* map = Map(info, 0);
-  Napi::Buffer<uint8_t> keys = ArgBuffer(info, 1, "keys");
-  uint32_t count = ArgUint32(info, 2, "count");
+  PackedKeys keys = PackedKeysArg(info, map, "mapDeleteBatch");
   int fd = LoadedMapFd(env, map, "mapDeleteBatch");
-  uint32_t keySize = bpf_map__key_size(map);
-  if (static_cast<uint64_t>(count) * keySize > keys.Length()) {
-    ThrowState(env, ERANGE,
-               "mapDeleteBatch(" + MapSubject(map) + "): " + std::to_string(count) + " keys of " +
-                   std::to_string(keySize) + " bytes need more than the " +
-                   std::to_string(keys.Length()) + " bytes given");
-  }
-  if (count == 0) return Napi::Number::New(env, 0);
-  return Napi::Number::New(env, DeleteKeys(env, fd, keySize, keys.Data(), count, MapSubject(map)));
+  if (keys.count == 0) return Napi::Number::New(env, 0);
+  return Napi::Number::New(env, DeleteKeys(env, fd, keys.keySize, keys.buffer.Data(), keys.count, MapSubject(map)));
 }
 
 Napi::Value BpfObjectWrap::MapFd(const Napi::CallbackInfo& info) {
