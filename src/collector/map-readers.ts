@@ -159,10 +159,6 @@ export class MapReaders {
   /** Empties a map, if the object has it. */
   clear(name: MapName): void {
     if (!this.object.maps().some((m) => m.name === name)) return;
-    if (name === 'queries') {
-      this.queryEntries.clear();
-      this.queryReads.reset();
-    }
     const { keys, count } = this.object.mapLookupBatch(name);
     if (count) this.object.mapDeleteBatch(name, keys, count);
   }

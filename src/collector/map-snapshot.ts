@@ -1,5 +1,5 @@
 import type { MapName } from '../bpf/contract.js';
-import type { CounterName } from '../bpf/counters.js';
+import type { DroppedCounterName } from '../bpf/counters.js';
 import type { HistogramSample } from './decode-histograms.js';
 import type { BackendSample, MapFill, QuerySample, RawMap } from './map-samples.js';
 
@@ -25,7 +25,7 @@ export class MapSnapshot {
     readonly queriesComplete: boolean,
     readonly histograms: HistogramSample[],
     /** The BPF side's overflow and failure counters, cumulative since load (query_changes_full is in `fill`). */
-    readonly counters: Record<Exclude<CounterName, 'query_changes_full'>, bigint>,
+    readonly counters: Record<DroppedCounterName, bigint>,
     /** How full the bounded maps were, as this snapshot read them. */
     readonly fill: MapFill[],
     private readonly read: <N extends MapName>(name: N) => RawMap<N>,

@@ -60,10 +60,6 @@ export class QueryEntries {
     this.entries.delete(rawKey.toString('latin1'));
   }
 
-  clear(): void {
-    this.entries.clear();
-  }
-
   /** Keys in the map, as far as the reads and deletes since the last whole read tell. */
   get size(): number {
     return this.entries.size;

@@ -96,11 +96,6 @@ export class QueryReads {
     if (!all) this.wholeDue = true;
   }
 
-  /** The map's keys were deleted outside the reads (it was emptied): the next read is whole. */
-  reset(): void {
-    this.wholeDue = true;
-  }
-
   /** Takes the keys noted since the last read; null where the kernel cannot. */
   private take(): MapBatch | null {
     if (this.canTake) {

@@ -1,7 +1,7 @@
 import type { ProgramName } from '../bpf/contract.js';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import type { CounterName } from '../bpf/counters.js';
+import type { DroppedCounterName } from '../bpf/counters.js';
 import { probeCapabilities } from '../capabilities/probe-capabilities.js';
 import { writeCapabilities } from '../capabilities/write-capabilities.js';
 import { assertHostReady } from '../capabilities/host-checks.js';
@@ -470,8 +470,7 @@ export class Sidecar {
       this.object.forgetGoneExclusions();
       mark = this.idle.read(); // before the snapshot: a change racing it is seen again, never missed
       maps = this.object.maps.snapshot(METRIC_FIELDS);
-      const changes = maps.fill.find((f) => f.map === 'query_changes');
-      this.reportOverflow({ ...maps.counters, query_changes_full: BigInt(changes?.overflowed ?? 0) });
+      this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet, or a process whose
       // backend_start BPF has not read, appeared.
       if (rows.needsNames(maps)) rows.observeStatActivity(maps, await this.readStatActivity());
@@ -631,13 +630,13 @@ export class Sidecar {
    * Logs when a BPF map overflowed: at most one line per counter per LOG_PERIOD_MS, with the
    * count since the previous line (bpf_stats.health shows the cumulative figures every flush).
    */
-  private reportOverflow(counters: Record<CounterName, bigint>): void {
+  private reportOverflow(counters: Record<DroppedCounterName, bigint>): void {
     const now = Date.now();
     for (const [name, value] of Object.entries(counters)) {
       const logged = this.overflow.get(name) ?? { value: 0n, at: 0 };
       if (value <= logged.value || now - logged.at < LOG_PERIOD_MS) continue;
       const since = logged.at ? `in the last ${Math.round((now - logged.at) / 1000)} s` : 'since start';
-      this.options.log?.(`${name}: ${value - logged.value} times ${since} (${COUNTER_MEANING[name as CounterName]})`);
+      this.options.log?.(`${name}: ${value - logged.value} times ${since} (${COUNTER_MEANING[name as DroppedCounterName]})`);
       this.overflow.set(name, { value, at: now });
     }
   }
@@ -682,7 +681,7 @@ async function postmasterForBpf(object: CollectorObject<ProbeSetName>, target: P
   return { ...found, myBEEntry: target.addresses.myBEEntry, myWaitEventInfo: target.addresses.myWaitEventInfo };
 }
 
-const COUNTER_MEANING: Record<CounterName, string> = {
+const COUNTER_MEANING: Record<DroppedCounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
   queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
   status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
@@ -698,7 +697,6 @@ const COUNTER_MEANING: Record<CounterName, string> = {
   calls_unattributed: 'a statement ended (query set) with no query key to count it under: its process had no record yet, or no query id or identity in PgBackendStatus; query_stats misses that call, pg_stat_statements has it',
   io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
   memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
-  query_changes_full: 'a changed query key could not be noted for the next flush (query_changes full): nothing is lost, that flush read the whole queries map instead',
 };
 
 /** What every flush writes with: the metric rows its parts share, the writer, and health and history's own handles. */

@@ -119,12 +119,4 @@ describe('reading the queries map', () => {
     expect(flush(reads, { overflows: 1n }).complete).toBe(false);
     expect(flush(reads, { overflows: 2n }).complete).toBe(true);
   });
-
-  it('reads the whole map again after reset() (the map was emptied behind its back)', () => {
-    const reads = new QueryReads(object, globals);
-    flush(reads);
-    expect(flush(reads).complete).toBe(false);
-    reads.reset();
-    expect(flush(reads).complete).toBe(true);
-  });
 });
