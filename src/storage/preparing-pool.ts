@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { PostgresCursor, PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
+import type { PostgresPool, PostgresPoolClient } from 'kysely';
 import type pg from 'pg';
+import { poolClient } from './client-database.js';
 
 /** A text is prepared once it was sent this many times: a one-off statement stays unnamed. */
 const PREPARE_AFTER = 3;
@@ -73,22 +74,15 @@ export class PreparedStatements {
 }
 
 function lend(client: pg.PoolClient, statements: PreparedStatements): PostgresPoolClient {
-  async function run<R>(text: string, values: unknown[]): Promise<PostgresQueryResult<R>> {
+  const run = async (text: string, values: unknown[]): Promise<pg.QueryResult> => {
     const name = statements.nameFor(text);
-    let result: pg.QueryResult;
+    if (!name) return client.query(text, values);
     try {
-      result = name ? await client.query({ name, text, values }) : await client.query(text, values);
+      return await client.query({ name, text, values });
     } catch (error) {
-      if (!name || !statements.refused(error)) throw error;
-      result = await client.query(text, values);
+      if (!statements.refused(error)) throw error;
+      return client.query(text, values);
     }
-    return { command: result.command as PostgresQueryResult<R>['command'], rowCount: result.rowCount ?? 0, rows: result.rows as R[] };
-  }
-  function query<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
-  function query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
-  function query<R>(sql: string | PostgresCursor<R>, parameters?: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
-    if (typeof sql !== 'string') return client.query(sql as never) as unknown as PostgresCursor<R>;
-    return run<R>(sql, [...(parameters ?? [])]);
-  }
-  return { query, release: () => client.release() };
+  };
+  return poolClient(run, () => client.release(), (cursor) => client.query(cursor as never) as unknown as typeof cursor);
 }
