@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { cliPath } from '../src/package-root.js';
 
-/** The built CLI, next to this file's directory in dist/. */
-const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+/** The CLI as the package installs it (the bundle scripts/build.sh makes). */
+const CLI = cliPath();
 // The CLI logs "<ISO time> INFO  <message>" off a terminal, "pg-bpf-stats: <message>" on one.
 const ATTACHED_LINE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)attached probe sets: /m;
 const ATTACHED_LINE_WHOLE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)attached probe sets: .*$/m;

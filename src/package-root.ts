@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -15,4 +15,10 @@ export function packageRoot(): string {
   }
   cached = dir;
   return dir;
+}
+
+/** The command the package installs (package.json's bin: the bundled CLI that scripts/build.sh makes), for tests and benches to run as a DBA would. */
+export function cliPath(): string {
+  const manifest = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { bin: Record<string, string> };
+  return join(packageRoot(), manifest.bin['pg-bpf-stats']!);
 }

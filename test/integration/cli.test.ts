@@ -6,12 +6,12 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath } from '../../src/package-root.js';
 import { ElfFile } from '../../src/target/elf-file.js';
 import { postgresWithoutUsdt } from '../support/postgres-without-usdt.js';
 
 /* The built CLI as a user runs it: exit codes, one-line errors, clean detach. */
-const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const cli = cliPath();
 const run = promisify(execFile);
 
 interface Outcome {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath } from '../../src/package-root.js';
 import { parseTextTable, type TextTable } from '../support/text-table.js';
 
 const run = promisify(execFile);
@@ -20,7 +20,7 @@ describe('pg-bpf-stats demo', () => {
     const clustersBefore = readdirSync(tmpdir()).filter((d) => d.startsWith('pg-bpf-stats-'));
     const cgroupsBefore = demoCgroups();
     const started = performance.now();
-    const { stdout } = await run(process.execPath, [join(packageRoot(), 'dist/src/cli/main.js'), 'demo', '--duration', '6s'], {
+    const { stdout } = await run(process.execPath, [cliPath(), 'demo', '--duration', '6s'], {
       timeout: 150_000,
     });
     const wallS = (performance.now() - started) / 1000;

@@ -1,9 +1,8 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath } from '../../src/package-root.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
 import { Structs } from '../../src/bpf/contract.js';
 import { deleteFromOwnMap, dumpOwnMap, updateOwnMap } from '../support/own-bpf-map.js';
@@ -378,7 +377,7 @@ describe('a crash', () => {
   it('costs at most the figures of the last interval, and the next collector keeps its health row as crashed', async () => {
     await admin.query('SELECT pg_stat_statements_reset()');
     await admin.query('TRUNCATE bpf_stats.query_stats');
-    const cli = join(packageRoot(), 'dist/src/cli/main.js');
+    const cli = cliPath();
     const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '1s', '--probes', 'query'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (d) => (output += d));
@@ -436,7 +435,7 @@ describe('small things', () => {
 
   it('refuses --probes llc on a host without a PMU before creating anything', async () => {
     await admin.query('CREATE DATABASE untouched');
-    const cli = join(packageRoot(), 'dist/src/cli/main.js');
+    const cli = cliPath();
     const result = spawnSync(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('untouched'), '--probes', 'llc', '--duration', '2s'], { encoding: 'utf8', timeout: 60_000 });
     const schema = await withSession(cluster.connectionString('untouched'), (c) => c.query(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'`));
     if (result.status === 0) return; // a host with a PMU runs it: nothing to refuse

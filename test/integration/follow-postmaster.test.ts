@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath } from '../../src/package-root.js';
 
 /*
  * The collector follows the postmaster across restarts: `pg_ctl restart -m fast` and
@@ -15,7 +15,7 @@ import { packageRoot } from '../../src/package-root.js';
  * successes + failures. pg_stat_statements is a second witness where it survives: it saves
  * its counts at a clean shutdown (fast), and loses them on a crash (immediate, kill -9).
  */
-const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const cli = cliPath();
 let cluster: ThrowawayCluster;
 
 beforeAll(async () => {

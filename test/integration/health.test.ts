@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PROBE_SETS } from '../../src/families/index.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath, packageRoot } from '../../src/package-root.js';
 import { migrateSchema } from '../../src/storage/migrate-schema.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
 import { withSession } from '../support/session.js';
@@ -67,7 +67,7 @@ describe('bpf_stats.capabilities', () => {
                        VALUES ($2, $1, 'feature', 'stale', true, false, 'from an older version'), ('other-node', 'other-host', 'probe set', 'cpu', false, true, 'elsewhere')`, [hostname(), sidecar!.node]);
     await startSidecar();
 
-    const cli = join(packageRoot(), 'dist/src/cli/main.js');
+    const cli = cliPath();
     const { stdout } = await run(process.execPath, [cli, 'check', '--dsn', cluster.connectionString()], { timeout: 60_000 });
     const printed = stdout.trim().split('\n').map((line) => {
       const match = /^(ok  |FAIL|no  ) (.+?)\s{2,}(.*)$/.exec(line);

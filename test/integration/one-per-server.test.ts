@@ -1,10 +1,9 @@
 import { execFile, spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath } from '../../src/package-root.js';
 
 /*
  * One collector per server: a second `run` against the same postmaster, through another
@@ -12,7 +11,7 @@ import { packageRoot } from '../../src/package-root.js';
  * first collector's own pid (the child we spawned), pg_namespace of the second database, and
  * bpftool's list of loaded programs.
  */
-const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const cli = cliPath();
 const run = promisify(execFile);
 let cluster: ThrowawayCluster;
 

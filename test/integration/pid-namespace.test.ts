@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath } from '../../src/package-root.js';
 import { cpuTimeMs } from '../support/cpu-time.js';
 import { hostPidOf, INSIDE_BIN, INSIDE_DATA, NamespacedCluster } from '../support/namespaced-cluster.js';
 
@@ -20,7 +20,7 @@ import { hostPidOf, INSIDE_BIN, INSIDE_DATA, NamespacedCluster } from '../suppor
  * exact calls against pg_stat_statements; and no row that is not one of the postmaster's
  * processes (pg_stat_activity, the postmaster itself).
  */
-const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const cli = cliPath();
 const run = promisify(execFile);
 let cluster: NamespacedCluster;
 let admin: pg.Client;

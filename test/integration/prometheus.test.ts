@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath } from '../../src/package-root.js';
 
 /*
  * `run --metrics-address` scraped by a real Prometheus server (Debian's `prometheus`, run
@@ -17,7 +17,7 @@ import { packageRoot } from '../../src/package-root.js';
  * counted, Prometheus' own PromQL over its own scrapes compared with bpf_stats over the same
  * window, and `promtool check metrics`.
  */
-const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const cli = cliPath();
 const run = promisify(execFile);
 const WORKLOAD = 'SELECT count(*) FROM generate_series(1, 200000) AS prometheus_workload';
 

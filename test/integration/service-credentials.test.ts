@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath, packageRoot } from '../../src/package-root.js';
 import { collectCpuBurn } from '../support/collect-cpu-burn.js';
 
 /*
@@ -15,7 +15,7 @@ import { collectCpuBurn } from '../support/collect-cpu-burn.js';
  * privileges, reproduced with setpriv. Ground truth: the scheduler's own CPU time.
  */
 const run = promisify(execFile);
-const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const cli = cliPath();
 const unitPath = join(packageRoot(), 'scripts/systemd/pg-bpf-stats.service');
 const USER = 'pgbpf-test';
 

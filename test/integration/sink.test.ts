@@ -1,10 +1,9 @@
 import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { packageRoot } from '../../src/package-root.js';
+import { cliPath } from '../../src/package-root.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { logMessages } from '../support/log-lines.js';
 
@@ -13,7 +12,7 @@ import { logMessages } from '../support/log-lines.js';
  * cannot hold bpf_stats: its collector writes into the primary (run --sink) under its own node,
  * and is controlled there. Ground truth: each server's own pg_stat_statements.
  */
-const cli = join(packageRoot(), 'dist/src/cli/main.js');
+const cli = cliPath();
 const run = promisify(execFile);
 
 let primary: ThrowawayCluster;
