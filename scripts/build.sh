@@ -65,3 +65,7 @@ fi
 
 echo "build: typescript"
 node_modules/.bin/tsc -p tsconfig.json
+
+# The command the package runs: the CLI and its dependencies in one file (scripts/bundle.mjs).
+echo "build: bundle -> dist/pg-bpf-stats.js"
+node scripts/bundle.mjs

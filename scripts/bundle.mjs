@@ -1,0 +1,49 @@
+// Bundles the compiled CLI (dist/src/cli/main.js) and its dependencies into the one file the
+// npm package runs, dist/pg-bpf-stats.js. Node then reads and compiles one script at start
+// instead of ~400 ES modules (kysely alone is 279 files): start-up and the memory that module
+// records keep both shrink (README, "Start-up").
+//
+// Left out of the bundle, and loaded by node at run time:
+//  - node-gyp-build, which finds the native addon in prebuilds/ (a dependency of the package);
+//  - pg-native, which pg requires only when asked for its native driver (never, here).
+//
+// Run by scripts/build.sh after tsc: node scripts/bundle.mjs
+import { chmodSync } from 'node:fs';
+import { rolldown } from 'rolldown';
+
+const RUNTIME_REQUIRED = new Set(['node-gyp-build', 'pg-native']);
+
+/** pg-format (through pg-listen) loads its reserved-word table by a path built at run time: make it a plain require. */
+const pgFormatStaticRequire = {
+  name: 'pg-format-static-require',
+  transform(code, id) {
+    if (!id.endsWith('/pg-format/lib/index.js')) return null;
+    const dynamic = "require(__dirname + '/reserved.js')";
+    if (!code.includes(dynamic)) throw new Error(`bundle: ${id} no longer loads reserved.js as expected; look at the pg-format upgrade`);
+    return code.replace(dynamic, "require('./reserved.js')");
+  },
+};
+
+const output = 'dist/pg-bpf-stats.js';
+const bundle = await rolldown({
+  input: 'dist/src/cli/main.js',
+  platform: 'node',
+  external: (id) => RUNTIME_REQUIRED.has(id),
+  plugins: [pgFormatStaticRequire],
+  onLog(level, log) {
+    // Circular imports inside dependencies (kysely's) are theirs and harmless; say anything else.
+    if (log.code === 'CIRCULAR_DEPENDENCY') return;
+    process.stderr.write(`bundle: ${level}: ${log.message}\n`);
+  },
+});
+// ASCII: V8 keeps a script's source for lazy compilation, and one character past Latin-1 makes
+// it two bytes a character. Doc comments go; licence notices of the bundled packages stay.
+await bundle.write({
+  file: output,
+  format: 'esm',
+  codeSplitting: false,
+  charset: 'ascii',
+  comments: { legal: true, annotation: false, jsdoc: false },
+});
+await bundle.close();
+chmodSync(output, 0o755);
