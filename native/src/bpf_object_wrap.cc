@@ -102,6 +102,7 @@ Napi::Function BpfObjectWrap::Define(Napi::Env env) {
           InstanceMethod<&BpfObjectWrap::Maps>("maps"),
           InstanceMethod<&BpfObjectWrap::SetAutoload>("setAutoload"),
           InstanceMethod<&BpfObjectWrap::SetMaxEntries>("setMaxEntries"),
+          InstanceMethod<&BpfObjectWrap::ReuseMapFd>("reuseMapFd"),
           InstanceMethod<&BpfObjectWrap::Rodata>("rodata"),
           InstanceMethod<&BpfObjectWrap::SetRodata>("setRodata"),
           InstanceMethod<&BpfObjectWrap::ReadBss>("readBss"),
@@ -227,6 +228,19 @@ void BpfObjectWrap::SetMaxEntries(const Napi::CallbackInfo& info) {
   if (err < 0) {
     ThrowErrno(info.Env(), err,
                "bpf_map__set_max_entries(" + MapSubject(map) + ", " + std::to_string(n) + ")", mark);
+  }
+}
+
+void BpfObjectWrap::ReuseMapFd(const Napi::CallbackInfo& info) {
+  struct bpf_map* map = Map(info, 0);
+  int fd = ArgInt32(info, 1, "fd");
+  RequireNotLoaded(info.Env(), "reuseMapFd");
+  uint64_t mark = LogMark();
+  // libbpf dups the fd: the caller's object may close its own later.
+  int err = bpf_map__reuse_fd(map, fd);
+  if (err < 0) {
+    ThrowErrno(info.Env(), err, "bpf_map__reuse_fd(" + MapSubject(map) + ", " + std::to_string(fd) + ")",
+               mark);
   }
 }
 

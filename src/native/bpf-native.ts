@@ -146,7 +146,7 @@ export interface BpfLink {
 /**
  * A BPF object file (struct bpf_object): open, configure, load, attach, read maps.
  *
- * Configuration (setAutoload, setMaxEntries, setRodata) only works before load(); load()
+ * Configuration (setAutoload, setMaxEntries, reuseMapFd, setRodata) only works before load(); load()
  * can be called once (a failed load leaves the object usable only for close()). Program and
  * map names are the C names; internal maps can be named '.rodata' or as listed by maps().
  *
@@ -168,6 +168,12 @@ export interface BpfObject {
   setAutoload(prog: string, on: boolean): void;
   /** bpf_map__set_max_entries. Before load only. */
   setMaxEntries(map: string, n: number): void;
+  /**
+   * Makes `map` the map behind `fd` (another loaded object's mapFd(), dup'ed), so that this
+   * object's programs share it: bpf_map__reuse_fd. Its size, flags and contents are that map's.
+   * Before load only.
+   */
+  reuseMapFd(map: string, fd: number): void;
   /** Variables of the `.rodata` DATASEC (empty if none). */
   rodata(): RodataVar[];
   /**

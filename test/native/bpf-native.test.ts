@@ -520,6 +520,32 @@ describe('loaded object', () => {
     again.destroy();
   });
 
+  it('loads a second instance on the first one\'s maps (reuseMapFd): it adds to them and runs on their .rodata', () => {
+    const second = openFixture();
+    try {
+      for (const p of second.programs()) second.setAutoload(p.name, p.name === 'on_getppid');
+      // libbpf's USDT maps number each object's specs from 0: they stay per object.
+      for (const m of second.maps()) if (!m.name.startsWith('__bpf_usdt')) second.reuseMapFd(m.name, obj.mapFd(m.name));
+      second.load();
+      expect(thrown(() => second.reuseMapFd('counts', obj.mapFd('counts')))).toMatchObject({ code: 'EBUSY' });
+
+      const key = pairKey(7, process.pid);
+      obj.mapUpdate('counts', key, Buffer.alloc(56));
+      const link = second.attachTracepoint('on_getppid', 'syscalls', 'sys_enter_getppid');
+      try {
+        callGetppid(7);
+      } finally {
+        link.destroy();
+      }
+      const value = obj.mapLookup('counts', key)!;
+      expect(value.readBigUInt64LE(0)).toBe(7n);
+      // The second instance's own .rodata image is all zeros: TAG is the first one's, shared.
+      expect(value.readUInt32LE(48)).toBe(TAG);
+    } finally {
+      second.close();
+    }
+  });
+
   it('pins and unpins links and maps', () => {
     const base = `/sys/fs/bpf/pg-bpf-stats-native-test-${process.pid}`;
     const link = track(obj.attachRawTracepoint('on_raw_switch', 'sched_switch'));
