@@ -32,7 +32,7 @@ export interface CheckLine {
 /** Where the postmaster comes from: a DSN to discover it (check), or the sidecar's own discovery. */
 export type CapabilitySource =
   | { dsn: string | undefined }
-  /** `loaded`: the sidecar loaded the collector object itself, so the verifier's verdict is known. */
+  /** `loaded`: the sidecar loaded the collector object itself, so the verifier's verdict on the sets it attaches is known. */
   | { support: SupportContext; loaded: true };
 
 /**
@@ -46,7 +46,7 @@ export type CapabilitySource =
 export async function probeCapabilities(source: CapabilitySource): Promise<CheckLine[]> {
   const lines: CheckLine[] = hostChecks().map((c) => ({ ...c, probe: c.name, kind: 'requirement', required: true }));
   lines.push(requirement('kernel', true, `Linux ${release()}`));
-  if ('loaded' in source) lines.push(requirement('bpf load', true, LOADED));
+  if ('loaded' in source) lines.push(requirement('bpf load', true, LOADED_ATTACHED));
   else lines.push(lines.every((l) => l.ok) ? loadCheck() : requirement('bpf load', false, 'skipped: host requirements unmet'));
 
   let support: SupportContext | null = null;
@@ -97,6 +97,8 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
 }
 
 const LOADED = 'the collector programs pass the verifier (tp_btf, uprobe)';
+/** The sidecar verifies the programs of the sets it attaches at start; another set's, when it is requested. */
+const LOADED_ATTACHED = 'the programs of the attached probe sets pass the verifier (another set\'s are verified when it is requested)';
 
 function requirement(name: string, ok: boolean, detail: string): CheckLine {
   return { name, probe: name, kind: 'requirement', ok, required: true, detail };

@@ -1,5 +1,6 @@
-import type { BpfLink, BpfObject } from '../native/bpf-native.js';
+import type { BpfLink } from '../native/bpf-native.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
+import type { ProgramAttacher } from './loaded-programs.js';
 import type { TargetProbe } from './probe-attachment.js';
 
 /**
@@ -10,7 +11,7 @@ import type { TargetProbe } from './probe-attachment.js';
  * @example
  * const links = attachTargetProbes(obj, target, [{ program: 'on_proc_sleep', symbol: 'ProcSleep', retprobe: false }]);
  */
-export function attachTargetProbes(object: BpfObject, target: PostmasterTarget, probes: TargetProbe[]): BpfLink[] {
+export function attachTargetProbes(object: ProgramAttacher, target: PostmasterTarget, probes: TargetProbe[]): BpfLink[] {
   const links: BpfLink[] = [];
   try {
     for (const p of probes) {

@@ -11,11 +11,12 @@ import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target
 import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
 import { markExitedWhilePaused } from './exited-while-paused.js';
 import { KernelFeatures } from './kernel-features.js';
+import { LoadedPrograms } from './loaded-programs.js';
 import { MapReaders } from './map-readers.js';
 import type { BackendRecordRef } from './map-samples.js';
 import { ObjectGlobals } from './object-globals.js';
 import type { PerfEventSpec } from './perf-events.js';
-import type { AttachableSet } from './probe-attachment.js';
+import { setPrograms, type AttachableSet } from './probe-attachment.js';
 import { ProbeAttachments } from './probe-attachments.js';
 import { statusSpan } from './status-span.js';
 
@@ -24,6 +25,11 @@ export interface CollectorObjectOptions<Name extends string> {
   layout: StatusLayout;
   /** Every probe set the object can attach, by name (src/families/). */
   probeSets: Readonly<Record<Name, AttachableSet<Name>>>;
+  /**
+   * The sets whose programs are loaded with the object (default: all). The others' are loaded
+   * when they are first attached (LoadedPrograms): a start verifies only what it attaches.
+   */
+  preload?: readonly Name[];
   /** Settings the families add to the object's own (e.g. the lock programs' per-version ones). */
   rodata?: Partial<Record<RodataName, number | bigint>>;
   /** Map capacities: backends tracked at once, distinct query keys. */
@@ -72,6 +78,22 @@ function loadInterruptible(object: CollectorBpfObject): void {
   }
 }
 
+/** The programs the object attaches itself (to find and follow the postmaster), whatever sets are attached. */
+const OWN_PROGRAMS: readonly ProgramName[] = ['find_postmaster', 'on_postmaster_exit', 'adopt_postmaster'];
+
+/** Loads `programs` and no other (of those not already turned off). */
+function loadOnly(object: CollectorBpfObject, programs: readonly ProgramName[]): void {
+  const keep = new Set(programs);
+  for (const p of object.programs()) {
+    if (p.autoload && !keep.has(p.name as ProgramName)) object.setAutoload(p.name as ProgramName, false);
+  }
+}
+
+/** A new, unloaded instance of the collector object. */
+function openCollectorObject(): CollectorBpfObject {
+  return new (loadNative().BpfObject)(collectorObjectPath());
+}
+
 /** Path of the compiled collector object (shipped in the npm package); a UserError saying what to do when it is missing. */
 export function collectorObjectPath(): string {
   const path = join(packageRoot(), 'build', 'bpf', 'pgstats.bpf.o');
@@ -98,6 +120,8 @@ export class CollectorObject<Name extends string = string> {
 
   private readonly backendLayout: RecordLayout<FieldOf<'backend_record'>>;
 
+  private readonly programs: LoadedPrograms;
+
   private constructor(
     private readonly object: CollectorBpfObject,
     private readonly globals: ObjectGlobals,
@@ -105,12 +129,12 @@ export class CollectorObject<Name extends string = string> {
   ) {
     this.maps = new MapReaders(object, globals, loadNative().numPossibleCpus());
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
-    this.probes = new ProbeAttachments(object, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});
+    this.programs = new LoadedPrograms(object, openCollectorObject, loadInterruptible);
+    this.probes = new ProbeAttachments(object, this.programs, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});
   }
 
   static load<Name extends string>(options: CollectorObjectOptions<Name>): CollectorObject<Name> {
-    const path = collectorObjectPath();
-    const object: CollectorBpfObject = new (loadNative().BpfObject)(path);
+    const object = openCollectorObject();
     try {
       const { target, layout } = options;
       const span = statusSpan(layout);
@@ -136,6 +160,7 @@ export class CollectorObject<Name extends string = string> {
         max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor((options.maxQueries ?? 8192) / 2),
       });
       disableMissingTracepoints(object, KernelFeatures.host());
+      if (options.preload) loadOnly(object, [...OWN_PROGRAMS, ...options.preload.flatMap((set) => setPrograms(options.probeSets[set], target))]);
       object.setMaxEntries('backends', options.maxBackends ?? 8192);
       object.setMaxEntries('exited_backends', options.maxBackends ?? 8192);
       object.setMaxEntries('queries', options.maxQueries ?? 8192);
@@ -334,6 +359,7 @@ export class CollectorObject<Name extends string = string> {
     if (this.closed) return;
     this.closed = true;
     for (const name of this.probes.attached()) this.probes.detach(name);
+    this.programs.close();
     this.object.close();
   }
 }

@@ -26,3 +26,17 @@ export interface AttachableSet<Name extends string = string> {
   name: Name;
   attachments: readonly ProbeAttachment[];
 }
+
+/** The programs a set attaches on `target` (a switch only flips a bit in a program another set attaches). */
+export function setPrograms(set: AttachableSet, target: PostmasterTarget): ProgramName[] {
+  return set.attachments.flatMap((a) => {
+    switch (a.kind) {
+      case 'switch':
+        return [];
+      case 'target':
+        return a.probes(target).map((p) => p.program);
+      default:
+        return [a.program];
+    }
+  });
+}

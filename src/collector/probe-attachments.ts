@@ -4,10 +4,11 @@ import type { BpfLink } from '../native/bpf-native.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
 import { attachTargetProbes } from './attach-target-probes.js';
 import { markExitedWhilePaused } from './exited-while-paused.js';
+import type { LoadedPrograms } from './loaded-programs.js';
 import type { MapReaders } from './map-readers.js';
 import type { ObjectGlobals } from './object-globals.js';
 import { onlineCpus, type PerfEventSpec } from './perf-events.js';
-import type { AttachableSet, ProbeAttachment } from './probe-attachment.js';
+import { setPrograms, type AttachableSet, type ProbeAttachment } from './probe-attachment.js';
 import { SharedLinks } from './shared-link.js';
 import { SwitchLink } from './switch-link.js';
 
@@ -30,6 +31,7 @@ export class ProbeAttachments<Name extends string> {
 
   constructor(
     private readonly object: CollectorBpfObject,
+    private readonly programs: LoadedPrograms,
     private readonly globals: ObjectGlobals,
     private readonly maps: MapReaders,
     private readonly target: PostmasterTarget,
@@ -41,9 +43,14 @@ export class ProbeAttachments<Name extends string> {
     return [...this.links.keys()];
   }
 
-  /** Attaches a probe set; attaching one that is attached already does nothing. */
+  /**
+   * Attaches a probe set, loading its programs first if they were not loaded with the object
+   * (the verifier may refuse them: thrown, nothing attached). Attaching one that is attached
+   * already does nothing.
+   */
   attach(name: Name): void {
     if (this.links.has(name)) return;
+    this.programs.load(setPrograms(this.sets[name], this.target));
     const links: BpfLink[] = [];
     try {
       for (const a of this.sets[name].attachments) links.push(...this.attachOne(a));
@@ -98,11 +105,11 @@ export class ProbeAttachments<Name extends string> {
   private attachOne(a: ProbeAttachment): BpfLink[] {
     switch (a.kind) {
       case 'auto':
-        return [this.object.attach(a.program)];
+        return [this.programs.attach(a.program)];
       case 'statement-end':
         return [this.shared.share(`statement-end:${a.program}`, () => this.attachStatementEnd(a.program))];
       case 'target':
-        return attachTargetProbes(this.object, this.target, a.probes(this.target));
+        return attachTargetProbes(this.programs, this.target, a.probes(this.target));
       case 'switch':
         return [new SwitchLink(() => this.setHistSwitch(a.bit, true), () => this.setHistSwitch(a.bit, false))];
       case 'perf-event': {
@@ -110,7 +117,7 @@ export class ProbeAttachments<Name extends string> {
         const links: BpfLink[] = [];
         try {
           for (const cpu of onlineCpus()) {
-            links.push(this.object.attachPerfEvent(a.program, { type: event.type, config: event.config, samplePeriod: event.samplePeriod, cpu }));
+            links.push(this.programs.attachPerfEvent(a.program, { type: event.type, config: event.config, samplePeriod: event.samplePeriod, cpu }));
           }
         } catch (error) {
           for (const link of links) link.destroy();
@@ -125,8 +132,8 @@ export class ProbeAttachments<Name extends string> {
     const end = this.target.statementEnd!;
     // pid -1: every backend, including those forked after attach.
     return end.kind === 'usdt-site'
-      ? this.object.attachUprobe(program, false, -1, this.target.binaryPath, null, Number(end.fileOffset))
-      : this.object.attachUprobe(program, true, -1, this.target.binaryPath, end.symbol, 0);
+      ? this.programs.attachUprobe(program, false, -1, this.target.binaryPath, null, Number(end.fileOffset))
+      : this.programs.attachUprobe(program, true, -1, this.target.binaryPath, end.symbol, 0);
   }
 
   /** Flips one bit of the object's `hist_switches` (.bss), read by the sched_switch program. */

@@ -198,11 +198,28 @@ export class Sidecar {
         await observer.end();
       }
       if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
+      const support: SupportContext = { target, layout, perfEvents: options.perfEvents ?? {} };
+      const sets = new Set<ProbeSetName>([
+        ...Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name),
+        ...(options.probeSets ?? []),
+      ]);
+      // Every refusal comes before the schema is touched: nothing is created for a run that cannot start.
+      for (const set of sets) {
+        // A default set marked whereSupported is left out where this host cannot run it (and said
+        // so); any other set that cannot run here is an error from attach().
+        const optional = PROBE_SETS[set].whereSupported && !options.probeSets?.includes(set);
+        const reason = probeSetUnsupportedReason(set, support);
+        if (reason && optional) {
+          log(`probe set ${set} is not supported here, collecting without it: ${reason}`);
+          sets.delete(set);
+        } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
+      }
       // Load (and so verify) the BPF object before touching the schema: a host that cannot run
       // the programs leaves the database as it found it.
-      const support: SupportContext = { target, layout, perfEvents: options.perfEvents ?? {} };
       const loadStartedMs = performance.now();
       object = CollectorObject.load({
+        // The sets attached now; another set's programs are loaded (verified) when it is requested.
+        preload: [...sets],
         target,
         layout,
         probeSets: PROBE_SETS,
@@ -222,21 +239,6 @@ export class Sidecar {
         `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
           `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
       );
-      const sets = new Set<ProbeSetName>([
-        ...Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name),
-        ...(options.probeSets ?? []),
-      ]);
-      // Every refusal comes before the schema is touched: nothing is created for a run that cannot start.
-      for (const set of sets) {
-        // A default set marked whereSupported is left out where this host cannot run it (and said
-        // so); any other set that cannot run here is an error from attach().
-        const optional = PROBE_SETS[set].whereSupported && !options.probeSets?.includes(set);
-        const reason = probeSetUnsupportedReason(set, support);
-        if (reason && optional) {
-          log(`probe set ${set} is not supported here, collecting without it: ${reason}`);
-          sets.delete(set);
-        } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
-      }
       await migrateSchema(store, undefined, node);
       // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
       await writeCapabilities(clientDatabase(store), await probeCapabilities({ support, loaded: true }));

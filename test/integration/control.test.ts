@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { ownProgramNames } from '../support/own-bpf.js';
 
 /*
  * The control plane against a real private cluster, a real Sidecar and real NOTIFY: requests
@@ -94,6 +95,9 @@ afterAll(async () => {
 describe('control plane', () => {
   it('attaches the query set for the requested 2 seconds: pending -> running -> done', async () => {
     expect(sidecar.attached()).not.toContain('query');
+    // Started with the default sets, the sidecar verified their programs only: query's comes with the request.
+    expect(ownProgramNames()).toContain('on_sched_switch');
+    expect(ownProgramNames()).not.toContain('on_query_done');
     const id = await collect('{query}', '2 seconds');
     const requested = await row(id);
     expect(requested.requested_by).toBe('dba');
@@ -101,6 +105,7 @@ describe('control plane', () => {
     const running = await statusOf(id, 'running');
     expect((await row(id)).status).toBe('running');
     expect(sidecar.attached()).toContain('query');
+    expect(ownProgramNames()).toContain('on_query_done');
     // Calls are counted exactly while it runs (ground truth: pg_stat_statements).
     const during = await callsFor('SELECT $1::int + 17', 25, 'SELECT $1::int + $2');
     expect(during).toEqual({ ours: 25, pgss: 25 });

@@ -5,7 +5,7 @@ import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
 import { Structs } from '../../src/bpf/contract.js';
-import { deleteFromOwnMap, dumpOwnMap, updateOwnMap } from '../support/own-bpf-map.js';
+import { deleteFromOwnMap, dumpOwnMap, updateOwnMap } from '../support/own-bpf.js';
 import { withSession } from '../support/session.js';
 
 /*

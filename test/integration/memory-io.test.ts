@@ -8,7 +8,7 @@ import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
-import { dumpOwnMap } from '../support/own-bpf-map.js';
+import { dumpOwnMap } from '../support/own-bpf.js';
 import { TraceInstance, type TraceEvent } from '../support/trace-instance.js';
 import { statsFor as sharedStatsFor } from '../support/stats-for.js';
 

@@ -40,19 +40,33 @@ export function deleteFromOwnMap(name: string, key: Buffer): void {
   execFileSync('bpftool', ['map', 'delete', 'id', String(ownMapId(name)), 'key', 'hex', ...hex(key)]);
 }
 
+/** The names of the BPF programs this process holds open (the collector's, when it runs in the test's process). */
+export function ownProgramNames(): string[] {
+  const own = ownIds('prog_id');
+  const programs = JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as { id: number; name?: string }[];
+  return programs.filter((p) => own.has(p.id)).map((p) => p.name ?? '');
+}
+
 /** The id of the BPF map called `name` that this process holds open. */
 function ownMapId(name: string): number {
+  const own = ownIds('map_id');
+  const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as { id: number; name?: string }[];
+  const ids = maps.filter((m) => m.name === name && own.has(m.id)).map((m) => m.id);
+  if (ids.length !== 1) throw new Error(`expected one ${name} map held by this process, found ${ids.length}`);
+  return ids[0]!;
+}
+
+/** Ids of the BPF maps or programs behind this process's open fds (/proc/self/fdinfo). */
+function ownIds(field: 'map_id' | 'prog_id'): Set<number> {
   const own = new Set<number>();
+  const pattern = new RegExp(`^${field}:\\s+(\\d+)$`, 'm');
   for (const fd of readdirSync('/proc/self/fdinfo')) {
     try {
-      const id = readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8').match(/^map_id:\s+(\d+)$/m)?.[1];
+      const id = readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8').match(pattern)?.[1];
       if (id) own.add(Number(id));
     } catch {
       // closed meanwhile
     }
   }
-  const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as { id: number; name?: string }[];
-  const ids = maps.filter((m) => m.name === name && own.has(m.id)).map((m) => m.id);
-  if (ids.length !== 1) throw new Error(`expected one ${name} map held by this process, found ${ids.length}`);
-  return ids[0]!;
+  return own;
 }
