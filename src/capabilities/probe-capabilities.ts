@@ -37,7 +37,8 @@ export type CapabilitySource =
 
 /**
  * What this host and this Postgres support: the checks behind both `pg-bpf-stats check` and
- * bpf_stats.capabilities, so the two cannot disagree. Every PROBE_SETS entry gets a line.
+ * bpf_stats.capabilities, so the two cannot disagree (only the `bpf load` line's detail differs:
+ * check loads every program, the sidecar the attached sets'). Every PROBE_SETS entry gets a line.
  *
  * @example
  * const lines = await probeCapabilities({ dsn: 'postgresql://postgres@/postgres' });

@@ -129,7 +129,11 @@ export class CollectorObject<Name extends string = string> {
   ) {
     this.maps = new MapReaders(object, globals, loadNative().numPossibleCpus());
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
-    this.programs = new LoadedPrograms(object, openCollectorObject, loadInterruptible);
+    this.programs = new LoadedPrograms(object, openCollectorObject, (more) => {
+      loadInterruptible(more);
+      // The load parsed the kernel's BTF into memory it has freed: give it back (RSS, README).
+      loadNative().releaseFreeMemory();
+    });
     this.probes = new ProbeAttachments(object, this.programs, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});
   }
 
