@@ -18,9 +18,9 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
-import { median } from './report.js';
 import { runBench } from './run-bench.js';
 import { SidecarProcess } from './sidecar-process.js';
+import { flushOrThrow, timedFlushes } from './timed-flushes.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -69,24 +69,13 @@ const runOn = (clients: readonly pg.Client[]) => Promise.all(clients.map((c) => 
 async function flushTimes(cluster: ThrowawayCluster, clients: readonly pg.Client[]): Promise<Pick<Row, 'allMs' | 'allRows' | 'tenthMs' | 'tenthRows' | 'noneMs'>> {
   const sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, control: false });
   try {
-    const flush = async () => {
-      const status = await sidecar.flush();
-      if (status.error) throw new Error(status.error);
-      return status;
-    };
+    const flush = () => flushOrThrow(sidecar);
     // Every backend gets its record and its first row before anything is timed.
     await runOn(clients);
     await flush();
     const timed = async (work: () => Promise<unknown>) => {
-      const times: number[] = [];
-      let rows = 0;
-      for (let i = 0; i < repeat; i++) {
-        await work();
-        const status = await flush();
-        times.push(status.ms);
-        rows = status.backends;
-      }
-      return { ms: median(times), rows };
+      const { ms, last } = await timedFlushes(repeat, work, flush);
+      return { ms, rows: last.backends };
     };
     const all = await timed(() => runOn(clients));
     let next = 0;

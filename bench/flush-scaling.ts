@@ -22,7 +22,7 @@ import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { runDistinctStatements, SHAPE_BITS } from './distinct-statements.js';
 import { runBench } from './run-bench.js';
-import { median } from './report.js';
+import { flushOrThrow, timedFlushes } from './timed-flushes.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -54,11 +54,7 @@ async function main(): Promise<void> {
     await s.flush();
     print(`flush-scaling: ${statements} distinct statements kept, ${few} of them changed, median of ${repeat} ${values.periodic ? 'periodic' : 'explicit'} flushes`);
     // The timer's flushes are lazy: history waits for its interval, and nothing to write sends nothing.
-    const flush = async () => {
-      const status = await s.flush({ lazy: values.periodic });
-      if (status.error) throw new Error(status.error);
-      return status;
-    };
+    const flush = () => flushOrThrow(s, values.periodic);
 
     // The first flush of all of them inserts every row; later ones update them.
     await runStatements(client, statements);
@@ -66,16 +62,9 @@ async function main(): Promise<void> {
     print(`first flush (${first.queries} new query rows): ${first.ms.toFixed(1)} ms`);
     const figures: Array<{ what: string; ms: number; rows: number }> = [];
     const measure = async (what: string, work: () => Promise<void>) => {
-      const times: number[] = [];
-      let rows = 0;
-      for (let i = 0; i < repeat; i++) {
-        await work();
-        const status = await flush();
-        times.push(status.ms);
-        rows = status.queries;
-      }
-      figures.push({ what, ms: median(times), rows });
-      print(`${what}: median ${median(times).toFixed(2)} ms (${times.map((t) => t.toFixed(1)).join(', ')}), ${rows} query rows`);
+      const { times, ms, last } = await timedFlushes(repeat, work, flush);
+      figures.push({ what, ms, rows: last.queries });
+      print(`${what}: median ${ms.toFixed(2)} ms (${times.map((t) => t.toFixed(1)).join(', ')}), ${last.queries} query rows`);
     };
     await measure(`all ${statements} changed`, () => runStatements(client, statements));
     // Keys quiet for 3 flushes leave the map: each timed flush comes soon after one that touched
