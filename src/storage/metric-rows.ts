@@ -235,7 +235,17 @@ export class MetricRows {
 
   /** A live process without an identity that is written as it is (past the grace), keyed by rowStartUs(). */
   private writtenWithoutIdentity(s: BackendSample, nowNs: bigint): boolean {
-    return !s.identityKnown && s.exitedNs === 0n && s.pid !== this.postmasterPid && nowNs - s.taskStartNs >= IDENTITY_GRACE_NS;
+    return this.missingIdentity(s, nowNs) === 'past grace';
+  }
+
+  /**
+   * A live process (not the postmaster) whose PgBackendStatus BPF has not read yet: its row waits
+   * for it during the grace (a new backend publishes it within milliseconds of fork), and is
+   * written as it is after. null: it has its identity, or never will (exited, the postmaster).
+   */
+  private missingIdentity(s: BackendSample, nowNs: bigint): 'in grace' | 'past grace' | null {
+    if (s.identityKnown || s.exitedNs !== 0n || s.pid === this.postmasterPid) return null;
+    return nowNs - s.taskStartNs < IDENTITY_GRACE_NS ? 'in grace' : 'past grace';
   }
 
   /** The rows of `snapshot` (computed once per snapshot); `measured`: the probe sets attached since the last flush. */
@@ -324,10 +334,8 @@ export class MetricRows {
     for (const sample of samples) {
       const key = backendKey(sample);
       const isExited = sample.exitedNs !== 0n;
-      // A new backend publishes its PgBackendStatus within milliseconds of fork; until then its
-      // row key (pid, backend_start) is not final, so it waits, unless it never will have one.
-      const ageNs = process.hrtime.bigint() - sample.taskStartNs;
-      if (!sample.identityKnown && !isExited && ageNs < IDENTITY_GRACE_NS && sample.pid !== this.postmasterPid) {
+      // Until it has its identity the row key (pid, backend_start) is not final: it waits.
+      if (this.missingIdentity(sample, process.hrtime.bigint()) === 'in grace') {
         identities++;
         continue;
       }
