@@ -43,6 +43,7 @@ struct aio_owner {
 	struct query_key key;
 	__u32 pid;
 	__u32 pad;
+	__u64 task_start_ns; /* the backend's start (task->start_time): its pid may be another's by the IO's end */
 };
 
 /* PgAioHandle address -> its owner, from submission until a worker performs it. */
@@ -93,6 +94,7 @@ int BPF_KPROBE(on_aio_submit, unsigned long num_staged_ios, void *staged_ios)
 	if (!is_postmaster_family(task) || !n)
 		return 0;
 	owner.pid = task->pid;
+	owner.task_start_ns = task->start_time;
 	/* The collector's own connections are not reported: their IO stays with the worker. */
 	if (!memio_backend(task, owner.pid, &r, &owner.key))
 		return 0;

@@ -192,6 +192,21 @@ static __always_inline struct backend_record *task_record(struct task_struct *ta
 	return r;
 }
 
+/*
+ * The record of the process `pid` that started at `task_start_ns`, live or exited and not yet
+ * written: for a figure that arrives later in another context (a block request's completion),
+ * by which time the process may have exited and its pid been given to another.
+ */
+static __always_inline struct backend_record *record_of(__u32 pid, __u64 task_start_ns)
+{
+	struct exited_key key = { .pid = pid, .task_start_ns = task_start_ns };
+	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
+
+	if (r && r->task_start_ns == task_start_ns)
+		return r;
+	return bpf_map_lookup_elem(&exited_backends, &key);
+}
+
 /* The current task's record when it has one and is not one of the collector's own connections. */
 static __always_inline struct backend_record *reported_backend(__u32 pid)
 {

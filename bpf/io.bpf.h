@@ -47,6 +47,9 @@ struct io_owner {
 	__u32 counted_bytes;  /* completed bytes charged so far */
 	__u32 performer_pid;  /* the io worker that created it for the owner `pid` (bpf/aio.bpf.h); 0: pid's own */
 	__u32 pad;
+	/* When `pid` and `performer_pid` started: by the completion either pid may be another process's. */
+	__u64 task_start_ns;
+	__u64 performer_start_ns;
 };
 
 struct {
@@ -127,9 +130,9 @@ static __always_inline void io_charge(const struct io_owner *owner, __u32 bytes,
 {
 	struct metrics *qm = query_metrics(&owner->key);
 
-	io_charge_backend(bpf_map_lookup_elem(&backends, &owner->pid), owner->op, bytes, done);
+	io_charge_backend(record_of(owner->pid, owner->task_start_ns), owner->op, bytes, done);
 	if (owner->performer_pid)
-		io_charge_backend(bpf_map_lookup_elem(&backends, &owner->performer_pid), owner->op, bytes, done);
+		io_charge_backend(record_of(owner->performer_pid, owner->performer_start_ns), owner->op, bytes, done);
 	if (!qm)
 		return;
 	if (owner->op == REQ_OP_WRITE) {
@@ -193,13 +196,16 @@ int BPF_PROG(on_blk_start, struct request *rq)
 	if (task->pid != task->tgid)
 		task = task->group_leader;
 	owner.pid = task->pid;
+	owner.task_start_ns = task->start_time;
 	if (!memio_backend(task, owner.pid, &r, &owner.key))
 		return 0;
 	/* An io worker performing a backend's IO (bpf/aio.bpf.h): the request is that backend's. */
 	acting = aio_acting_for(owner.pid);
 	if (acting) {
 		owner.performer_pid = owner.pid;
+		owner.performer_start_ns = owner.task_start_ns;
 		owner.pid = acting->pid;
+		owner.task_start_ns = acting->task_start_ns;
 		owner.key = acting->key;
 	}
 	owner.start_ns = bpf_ktime_get_ns();
