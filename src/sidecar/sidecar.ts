@@ -124,6 +124,8 @@ export interface FlushReport extends FlushStatus {
 export class Sidecar {
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<FlushStatus> | null = null;
+  /** The explicit flush that starts once the one in progress is done, shared by everyone who asked meanwhile. */
+  private flushingNext: Promise<FlushStatus> | null = null;
   private stopped = false;
   /** While paused: the sets resume() attaches again. */
   private pausedSets: ProbeSetName[] | null = null;
@@ -439,13 +441,28 @@ export class Sidecar {
   }
 
   /**
-   * Writes what was collected since the last flush; concurrent calls share one flush. `lazy`
-   * (the periodic flush): what can wait without loss waits (FlushInput.lazy), and a flush with
-   * nothing else to write sends nothing.
+   * Writes what was collected since the last flush. `lazy` (the periodic flush): what can wait
+   * without loss waits (FlushInput.lazy), and a flush with nothing else to write sends nothing;
+   * a lazy call while a flush is in progress shares it. An explicit call writes everything
+   * collected before it: the flush in progress may have read the maps earlier (a final flush at
+   * stop, a test's, collect()'s would have missed what came since), so it gets the next one,
+   * shared by every explicit call made meanwhile.
    */
   flush(options: { lazy?: boolean } = {}): Promise<FlushStatus> {
-    this.flushing ??= this.flushOnce(options.lazy ?? false).finally(() => (this.flushing = null));
-    return this.flushing;
+    const lazy = options.lazy ?? false;
+    if (!this.flushing) {
+      this.flushing = this.flushOnce(lazy).finally(() => (this.flushing = null));
+      return this.flushing;
+    }
+    if (lazy) return this.flushing;
+    this.flushingNext ??= this.flushing
+      .catch(() => undefined)
+      .then(() => {
+        this.flushingNext = null;
+        // Now, or after one more if a (perhaps lazy) flush began in between.
+        return this.flush();
+      });
+    return this.flushingNext;
   }
 
   /** One flush: the maps are read once, every part prepares from that, one statement writes it all. */

@@ -131,4 +131,35 @@ describe('reading only the query keys that changed', () => {
     expect((await fill('query_changes')).overflowed).toBe(overflowed);
     expect(await disagreeing('SELECT $1*$2')).toEqual([]);
   });
+
+  it('gives an explicit flush asked while another is writing what ran before it, not that flush\'s read', async () => {
+    await sidecar?.stop();
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['query'] });
+    await sidecar.flush();
+    const text = statement(3, '/');
+    await run([text]);
+    // The first flush reads the maps (1 call), then its statement queues behind this lock.
+    const blocker = new pg.Client(cluster.connectionString());
+    await blocker.connect();
+    let first: Promise<unknown> | null = null;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE bpf_stats.query_stats IN EXCLUSIVE MODE');
+      first = sidecar.flush();
+      for (let waiting = 0; !waiting; ) {
+        const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'pg-bpf-stats writer' AND wait_event_type = 'Lock'");
+        waiting = rows[0].n;
+      }
+      await run([text], 4);
+      const second = sidecar.flush();
+      await blocker.query('COMMIT');
+      expect((await first as { error: string | null }).error).toBeNull();
+      expect((await second).error).toBeNull();
+    } finally {
+      await blocker.end();
+      await first;
+    }
+    expect(await statementsLike('SELECT $1/$2')).toBe(1);
+    expect(await disagreeing('SELECT $1/$2')).toEqual([]);
+  });
 });
