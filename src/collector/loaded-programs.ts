@@ -41,10 +41,6 @@ export class LoadedPrograms implements ProgramAttacher {
     for (const p of base.programs()) if (p.autoload) this.homes.set(p.name as ProgramName, base);
   }
 
-  isLoaded(program: ProgramName): boolean {
-    return this.homes.has(program);
-  }
-
   /** Loads those of `programs` not loaded yet, together, in one more instance sharing the base object's maps. */
   load(programs: readonly ProgramName[]): void {
     const wanted = new Set(programs.filter((p) => !this.homes.has(p)));
