@@ -1,7 +1,8 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
-import { METRIC_COLUMN_NAMES, metricArrays, pgArray, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
+import { binaryArray } from '../storage/binary-array.js';
+import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
 import { retractedRowTest, type MetricRows } from '../storage/metric-rows.js';
@@ -135,8 +136,8 @@ function historyInserts(db: Kysely<BpfStatsDatabase>, batch: MetricRowSet): RawB
       .columns(['ts', 'userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES])
       .expression(
         sql`SELECT now(), u.* FROM unnest(
-              ${pgArray(rows.map((r) => r.userid))}::oid[], ${pgArray(rows.map((r) => r.dbid))}::oid[],
-              ${pgArray(rows.map((r) => r.toplevel))}::bool[], ${pgArray(rows.map((r) => r.queryid))}::int8[],
+              ${binaryArray('oid', rows.map((r) => r.userid))}::oid[], ${binaryArray('oid', rows.map((r) => r.dbid))}::oid[],
+              ${binaryArray('bool', rows.map((r) => r.toplevel))}::bool[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
               ${metricArrays(rows.map((r) => r.values))}) AS u`,
       );
     statements.push(sql`${insert}`);
@@ -150,9 +151,9 @@ function historyInserts(db: Kysely<BpfStatsDatabase>, batch: MetricRowSet): RawB
         sql`SELECT now(), u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid,
              ${metricColumnList('u')}
         FROM unnest(
-          ${rows.map((r) => r.pid)}::int4[], ${rows.map((r) => r.backendStartUs.toString())}::int8[],
-          ${rows.map((r) => r.backendType)}::text[], ${rows.map((r) => r.datid)}::oid[],
-          ${rows.map((r) => r.usesysid)}::oid[], ${rows.map((r) => r.queryid)}::int8[],
+          ${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
+          ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
+          ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
           ${metricArrays(rows.map((r) => r.values))})
           AS u(pid, start_us, backend_type, datid, usesysid, queryid, ${metrics})`,
       );

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
+import { binaryArray } from './binary-array.js';
 import type { BpfStatsDatabase } from './database.js';
 import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from './metric-arrays.js';
 import type { MetricRows } from './metric-rows.js';
@@ -40,7 +41,6 @@ export class BackendStatsPart implements FlushPart {
       : [];
     if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
     const build = () => {
-      const timestamps = (values: Array<bigint | null>) => values.map((v) => (v === null ? null : v.toString()));
       const insert = this.db
         .insertInto('bpf_stats.backend_stats')
         .columns(['pid', 'backend_start', 'backend_type', 'datid', 'usesysid', 'queryid', 'cgroup', ...METRIC_COLUMN_NAMES, 'last_seen', 'exited_at'])
@@ -48,10 +48,11 @@ export class BackendStatsPart implements FlushPart {
           sql`SELECT u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid, u.cgroup,
                      ${metricColumnList('u')}, now(), ${usToTimestamp(sql`u.exited_us`)}
                 FROM unnest(
-                  ${rows.map((r) => r.pid)}::int4[], ${timestamps(rows.map((r) => r.backendStartUs))}::int8[],
-                  ${rows.map((r) => r.backendType)}::text[], ${rows.map((r) => r.datid)}::oid[],
-                  ${rows.map((r) => r.usesysid)}::oid[], ${rows.map((r) => r.queryid)}::int8[], ${rows.map((r) => r.cgroup)}::text[],
-                  ${metricArrays(rows.map((r) => r.values))}, ${timestamps(rows.map((r) => r.exitedAtUs))}::int8[])
+                  ${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
+                  ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
+                  ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
+                  ${rows.map((r) => r.cgroup)}::text[],
+                  ${metricArrays(rows.map((r) => r.values))}, ${binaryArray('int8', rows.map((r) => r.exitedAtUs))}::int8[])
                   AS u(pid, start_us, backend_type, datid, usesysid, queryid, cgroup, ${metricColumnList()}, exited_us)`,
         )
         .onConflict((oc) =>

@@ -2,7 +2,8 @@ import { sql, type Kysely, type RawBuilder, type Updateable } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { MetricColumnName } from '../families/index.js';
 import type { BpfStatsDatabase, MetricColumns } from './database.js';
-import { METRIC_COLUMN_NAMES, metricArrays, pgArray } from './metric-arrays.js';
+import { binaryArray } from './binary-array.js';
+import { METRIC_COLUMN_NAMES, metricArrays } from './metric-arrays.js';
 import type { MetricRows } from './metric-rows.js';
 
 /**
@@ -31,8 +32,8 @@ export class QueryStatsPart implements FlushPart {
       .columns(['userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen'])
       .expression(
         sql`SELECT u.*, now() FROM unnest(
-              ${pgArray(rows.map((r) => r.userid))}::oid[], ${pgArray(rows.map((r) => r.dbid))}::oid[],
-              ${pgArray(rows.map((r) => r.toplevel))}::bool[], ${pgArray(rows.map((r) => r.queryid))}::int8[],
+              ${binaryArray('oid', rows.map((r) => r.userid))}::oid[], ${binaryArray('oid', rows.map((r) => r.dbid))}::oid[],
+              ${binaryArray('bool', rows.map((r) => r.toplevel))}::bool[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
               ${metricArrays(rows.map((r) => r.values))}) AS u`,
       )
       .onConflict((oc) =>
