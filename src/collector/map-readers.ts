@@ -72,7 +72,7 @@ export class MapReaders {
     const exited = this.object.mapLookupBatch('exited_backends');
     const backends = this.object.mapLookupBatch('backends');
     let counters: Record<CounterName, bigint> | null = null;
-    const read = this.queryReads.read(() => (counters = this.readCounters()).query_changes_full);
+    const read = this.queryReads.read(() => (counters = this.readCounters()).query_changes_full, this.queryEntries.size);
     const queries = this.decodeQueries(read.batch, read.complete, metricFields);
     const histograms = this.object.mapLookupBatch('histograms');
     const counts: Partial<Record<MapName, number>> = {

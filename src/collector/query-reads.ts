@@ -35,12 +35,12 @@ const NO_KEYS: Keys = { packed: Buffer.alloc(0), count: 0 };
  * flush that left rows for later (the row budget) makes the next read whole.
  *
  * The whole map is also read at the first read, when query_changes overflowed since the last read
- * (counters[query_changes_full]), every FULL_READ_EVERY_MS, and always where the kernel cannot
- * take a hash map's entries in a batch.
+ * (counters[query_changes_full]), every FULL_READ_EVERY_MS, when more than half the keys it holds
+ * are to be read, and always where the kernel cannot take a hash map's entries in a batch.
  *
  * @example
  * const reads = new QueryReads(object, globals);
- * const { batch, complete } = reads.read(() => readCounters().query_changes_full);
+ * const { batch, complete } = reads.read(() => readCounters().query_changes_full, heldKeys);
  * // ... once the flush made from it is written:
  * reads.written(true);
  */
@@ -61,8 +61,11 @@ export class QueryReads {
     private readonly globals: ObjectGlobals,
   ) {}
 
-  /** `overflows`: counters[query_changes_full] now, read after the take (an overflow before it shows). */
-  read(overflows: () => bigint): QueryRead {
+  /**
+   * `overflows`: counters[query_changes_full] now, read after the take (an overflow before it
+   * shows). `held`: keys the map holds, as far as the collector knows.
+   */
+  read(overflows: () => bigint, held: number): QueryRead {
     // The flush made from the last read was not written: what it read is read again.
     if (this.unwritten?.read === 'whole') this.wholeDue = true;
     else if (this.unwritten) this.again = this.unwritten.read;
@@ -74,13 +77,14 @@ export class QueryReads {
     const whole = !taken || this.wholeDue || this.readNumber === 1n || overflowed > this.overflowsSeen || nowMs - this.lastFullMs >= FULL_READ_EVERY_MS;
     this.overflowsSeen = overflowed;
     const takenKeys = taken ? { packed: taken.keys, count: taken.count } : NO_KEYS;
-    if (whole) {
+    const keys = whole ? NO_KEYS : union(takenKeys, this.again, taken!.keySize);
+    // Past half the map, one batch read of every key is cheaper than a lookup per key (README).
+    if (whole || keys.count * 2 > held) {
       this.lastFullMs = nowMs;
       this.wholeDue = false;
       this.unwritten = { read: 'whole', taken: takenKeys };
       return { batch: this.object.mapLookupBatch('queries'), complete: true, taken: takenKeys.count };
     }
-    const keys = union(takenKeys, this.again, taken!.keySize);
     this.unwritten = { read: keys, taken: takenKeys };
     return { batch: this.object.mapLookupKeys('queries', keys.packed, keys.count), complete: false, taken: takenKeys.count };
   }

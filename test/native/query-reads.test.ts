@@ -51,8 +51,9 @@ afterAll(() => object?.close());
 
 describe('reading the queries map', () => {
   /** One flush: a read, and (unless it failed) its rows written. */
-  const flush = (reads: QueryReads, { overflows = 0n, written = true, all = true } = {}) => {
-    const read = reads.read(() => overflows);
+  // `held`: the keys the collector knows in the map (many, unless a test says otherwise).
+  const flush = (reads: QueryReads, { overflows = 0n, written = true, all = true, held = 1000 } = {}) => {
+    const read = reads.read(() => overflows, held);
     if (written) reads.written(all);
     return read;
   };
@@ -118,5 +119,25 @@ describe('reading the queries map', () => {
     expect(queryids(whole)).toEqual([1, 2, 4, 5, 6]);
     expect(flush(reads, { overflows: 1n }).complete).toBe(false);
     expect(flush(reads, { overflows: 2n }).complete).toBe(true);
+  });
+
+  it('reads the whole map in one batch when more than half the keys it holds are to be read', () => {
+    const reads = new QueryReads(object, globals);
+    for (let id = 11; id <= 16; id++) add(id, id);
+    // Held now: 1, 2, 4, 5, 6 (the tests before) and 11 to 16.
+    const held = 11;
+    flush(reads, { held });
+    flush(reads, { held });
+    note(11, 12, 13);
+    // Three of eleven: a lookup each.
+    const few = flush(reads, { held });
+    expect(few.complete).toBe(false);
+    expect(queryids(few)).toEqual([11, 12, 13]);
+    note(14, 15, 16);
+    // The three noted and, once more, the three taken before: six of eleven, so all of them.
+    const most = flush(reads, { held });
+    expect(most.complete).toBe(true);
+    expect(most.taken).toBe(3);
+    expect(queryids(most)).toEqual([1, 2, 4, 5, 6, 11, 12, 13, 14, 15, 16]);
   });
 });
