@@ -10,7 +10,8 @@ export async function flushOrThrow(sidecar: Sidecar, lazy = false): Promise<Flus
 
 /**
  * `repeat` rounds of `work` followed by one timed flush (Sidecar.flush()'s own time: reading the
- * maps, preparing, the statement's round trip): every time, their median, and the last status.
+ * maps, preparing, the statement's round trip): every time, their median, the last status, and
+ * the median of each phase (reading the maps; building rows and statement; the statement).
  *
  * @example
  * const { ms, last } = await timedFlushes(5, () => runStatements(client, 100), () => flushOrThrow(sidecar));
@@ -19,14 +20,21 @@ export async function timedFlushes(
   repeat: number,
   work: () => Promise<unknown>,
   flush: () => Promise<FlushStatus>,
-): Promise<{ times: number[]; ms: number; last: FlushStatus }> {
+): Promise<{ times: number[]; ms: number; last: FlushStatus; phases: { readMs: number; buildMs: number; statementMs: number } }> {
   const times: number[] = [];
+  const reads: number[] = [];
+  const statements: number[] = [];
+  const builds: number[] = [];
   let last: FlushStatus | undefined;
   for (let i = 0; i < repeat; i++) {
     await work();
     last = await flush();
     times.push(last.ms);
+    const { readMs = 0, statementMs = 0 } = last.phases ?? {};
+    reads.push(readMs);
+    statements.push(statementMs);
+    builds.push(last.ms - readMs - statementMs);
   }
   if (!last) throw new Error('timedFlushes: repeat must be at least 1');
-  return { times, ms: median(times), last };
+  return { times, ms: median(times), last, phases: { readMs: median(reads), buildMs: median(builds), statementMs: median(statements) } };
 }

@@ -15,6 +15,9 @@ import type { FlushInput, FlushPart } from './flush-part.js';
  * await writer.write({ maps: object.maps.snapshot(fields), measured, startedMs: performance.now() });
  */
 export class FlushWriter<DB> {
+  /** How long the last write's statement took, from sending it to its answer (0: nothing was sent). */
+  lastStatementMs = 0;
+
   constructor(
     private readonly db: Kysely<DB>,
     private readonly parts: readonly FlushPart[],
@@ -22,6 +25,7 @@ export class FlushWriter<DB> {
 
   /** Returns the number of statements written (0: nothing to write, no round trip). */
   async write(input: FlushInput): Promise<number> {
+    this.lastStatementMs = 0;
     const prepared = this.parts.map((part) => ({ part, ...part.prepare(input) }));
     if (!prepared.some((p) => p.statements.length && !p.companion)) {
       // Nothing to write is written. A part says what that means to it (skipped()); one that
@@ -36,7 +40,10 @@ export class FlushWriter<DB> {
       // kysely puts a raw CTE body in as it is: the parentheses are ours.
       (build ? build() : statements).map((statement, i) => sql`${sql.id(`${part.name}_${i}`)} AS (${statement})`),
     );
-    await sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.execute(this.db);
+    const statement = sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.compile(this.db);
+    const sentAt = performance.now();
+    await this.db.executeQuery(statement);
+    this.lastStatementMs = performance.now() - sentAt;
     for (const { commit } of prepared) commit();
     return ctes.length;
   }

@@ -96,6 +96,12 @@ export interface FlushStatus {
   queries: number;
   backends: number;
   error: string | null;
+  /**
+   * Where a flush that read the maps spent its time: reading and decoding them (`readMs`), and
+   * its one statement from sending to the server's answer (`statementMs`, 0 when nothing was
+   * sent). The rest of `ms` built the rows and the statement (and looked up texts and names).
+   */
+  phases?: { readMs: number; statementMs: number };
 }
 
 /**
@@ -488,7 +494,9 @@ export class Sidecar {
       // Exclusions of connections that died unseen (before being excluded, or while paused).
       this.object.forgetGoneExclusions();
       mark = this.idle.read(); // before the snapshot: a change racing it is seen again, never missed
+      const readFrom = performance.now();
       maps = this.object.maps.snapshot(METRIC_FIELDS);
+      const readMs = performance.now() - readFrom;
       this.reportOverflow(maps.counters);
       // pg_stat_activity is asked only when a backend we cannot name yet, or a process whose
       // backend_start BPF has not read, appeared.
@@ -508,7 +516,7 @@ export class Sidecar {
       const written = sent ? rows.prepare(maps, measured) : { queries: [], backends: [] };
       this.measuring = new Set(this.object.probes.attached());
       this.idle.flushed(mark);
-      this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null };
+      this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null, phases: { readMs, statementMs: writer.lastStatementMs } };
       if (this.flushListeners.length) {
         this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: sent ? histograms.lastCommitted : [], counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
       }
