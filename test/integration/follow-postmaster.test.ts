@@ -162,8 +162,15 @@ describe('a collector across postmaster restarts', () => {
     expect(calls.bpf, `client: ${ok} returned, ${failed} failed`).toBeGreaterThanOrEqual(ok);
     expect(calls.bpf).toBeLessThanOrEqual(ok + failed);
     // pg_stat_statements saved its counts across a clean shutdown (+1: the call made before
-    // the collector started); a crash loses them.
-    if (mode === 'fast') expect(calls.pgss).toBe(calls.bpf + 1);
+    // the collector started); a crash loses them. They may differ by the calls in flight at the
+    // shutdown only: one can run to its end (the collector counts it, in PortalRun) and have its
+    // transaction killed before the portal's ExecutorEnd (where pg_stat_statements counts); seen
+    // once in a full run, with 1 failed: collector 25966, pg_stat_statements 25966 (25965 + 1).
+    if (mode === 'fast') {
+      expect(calls.pgss - 1).toBeGreaterThanOrEqual(ok);
+      expect(calls.pgss - 1).toBeLessThanOrEqual(ok + failed);
+      expect(Math.abs(calls.pgss - 1 - calls.bpf), `collector ${calls.bpf}, pg_stat_statements ${calls.pgss}`).toBeLessThanOrEqual(failed);
+    }
     expect(collector.stderr()).toMatch(/following postmaster \d+ \(pid \d+ for BPF(, adopted by BPF at its first fork)?\), \d+ ms after the old one was gone/);
     expect(collector.child.exitCode).toBeNull();
     collector.child.kill('SIGTERM');
