@@ -33,6 +33,7 @@ import { BackendStatsPart } from '../src/storage/backend-stats-part.js';
 import type { BpfStatsDatabase } from '../src/storage/database.js';
 import { MetricRows } from '../src/storage/metric-rows.js';
 import { migrateSchema } from '../src/storage/migrate-schema.js';
+import { QueryIncrements } from '../src/storage/query-increments.js';
 import { QueryStatsPart } from '../src/storage/query-stats-part.js';
 import { runBench } from './run-bench.js';
 
@@ -70,13 +71,14 @@ class Node {
   constructor(
     readonly name: string,
     readonly db: Kysely<BpfStatsDatabase>,
+    increments: QueryIncrements,
   ) {
     this.health = new HealthPart(db, this.rows, { postmasterPid: 1, intervalMs, probeSets: () => ['cpu', 'query'], historyRetentionMs: history ? 3_600_000 : null });
     this.writer = new FlushWriter(db, [
-      new QueryStatsPart(db, this.rows),
+      new QueryStatsPart(db, this.rows, increments),
       this.texts,
       new BackendStatsPart(db, this.rows),
-      ...(history ? [new HistoryPart(db, this.rows)] : []),
+      ...(history ? [new HistoryPart(db, this.rows, increments)] : []),
       this.health,
     ]);
   }
@@ -151,7 +153,8 @@ async function main(): Promise<void> {
       const name = `node-${String(n + 1).padStart(2, '0')}`;
       const pool = new pg.Pool({ connectionString: cluster.connectionString(), max: 1, options: nodeConnectionOptions(name) });
       pools.push(pool);
-      fleet.push(new Node(name, new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) })));
+      const db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool }) });
+      fleet.push(new Node(name, db, await QueryIncrements.resolve(db)));
     }
     if (history) await new HistoryRetention(3_600_000, 600_000).maintain(fleet[0]!.db);
     for (const node of fleet) await node.health.start();

@@ -288,3 +288,6 @@ COMMENT ON FUNCTION bpf_stats.stop(bigint) IS
 
 COMMENT ON SCHEMA bpf_stats IS
   'pg-bpf-stats: per-query and per-backend kernel metrics collected with BPF. Milliseconds are double precision, counts and bytes bigint; NULL means not measured.';
+
+COMMENT ON TYPE bpf_stats.query_increments IS
+  'The collector''s own: one query key''s increments as a flush sends them (one array of these rows per flush, for query_stats and its history). Not for queries.';

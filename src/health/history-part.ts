@@ -3,6 +3,7 @@ import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js
 import type { BpfStatsDatabase } from '../storage/database.js';
 import { binaryArray } from '../storage/binary-array.js';
 import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
+import type { QueryIncrements } from '../storage/query-increments.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
 import { retractedRowTest, type MetricRows } from '../storage/metric-rows.js';
@@ -31,7 +32,7 @@ const MAX_PENDING_ROWS = 4_096;
  * that (connection churn makes a key per connection), the sums are written early.
  *
  * @example
- * new FlushWriter(db, [queryStats, backendStats, new HistoryPart(db, rows, 300_000), health]);
+ * new FlushWriter(db, [queryStats, backendStats, new HistoryPart(db, rows, increments, 300_000), health]);
  */
 export class HistoryPart implements FlushPart {
   readonly name = 'history';
@@ -41,6 +42,7 @@ export class HistoryPart implements FlushPart {
   constructor(
     private readonly db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
+    private readonly increments: QueryIncrements,
     private readonly intervalMs = 0,
   ) {}
 
@@ -69,7 +71,7 @@ export class HistoryPart implements FlushPart {
     const build = () => {
       const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: new Map(own ? [...this.pending.backends].filter(([, row]) => !own(row)) : this.pending.backends) };
       this.add(merged, batch);
-      return historyInserts(this.db, { queries: [...merged.queries.values()], backends: [...merged.backends.values()] });
+      return historyInserts(this.db, this.increments, { queries: [...merged.queries.values()], backends: [...merged.backends.values()] });
     };
     return {
       statements: [],
@@ -126,7 +128,7 @@ export function sumValues(a: readonly MetricValue[], b: readonly MetricValue[]):
 }
 
 /** One INSERT ... SELECT FROM unnest(...) per history table that has rows. */
-function historyInserts(db: Kysely<BpfStatsDatabase>, batch: MetricRowSet): RawBuilder<unknown>[] {
+function historyInserts(db: Kysely<BpfStatsDatabase>, increments: QueryIncrements, batch: MetricRowSet): RawBuilder<unknown>[] {
   const metrics = metricColumnList();
   const statements: RawBuilder<unknown>[] = [];
   if (batch.queries.length) {
@@ -135,10 +137,7 @@ function historyInserts(db: Kysely<BpfStatsDatabase>, batch: MetricRowSet): RawB
       .insertInto('bpf_stats.query_stats_history')
       .columns(['ts', 'userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES])
       .expression(
-        sql`SELECT now(), u.* FROM unnest(
-              ${binaryArray('oid', rows.map((r) => r.userid))}::oid[], ${binaryArray('oid', rows.map((r) => r.dbid))}::oid[],
-              ${binaryArray('bool', rows.map((r) => r.toplevel))}::bool[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
-              ${metricArrays(rows.map((r) => r.values))}) AS u`,
+        sql`SELECT now(), u.* FROM ${increments.unnest(rows)} AS u`,
       );
     statements.push(sql`${insert}`);
   }

@@ -33,6 +33,7 @@ import type { BpfStatsDatabase } from '../storage/database.js';
 import type { BackendRow, QueryRow } from '../storage/metric-row.js';
 import { MetricRows } from '../storage/metric-rows.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
+import { QueryIncrements } from '../storage/query-increments.js';
 import { QueryStatsPart } from '../storage/query-stats-part.js';
 import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
@@ -293,7 +294,7 @@ export class Sidecar {
       // How long start-up took and its biggest part (README, "Start-up"): a slow start says why.
       log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
 
-      const writing = flushParts(db, object, target, layout, options);
+      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options);
       forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
       await writing.health.start();
       await writing.retention?.maintain(db);
@@ -740,6 +741,7 @@ interface FlushWiring {
 /** The parts of every flush, in the order their statements run. */
 function flushParts(
   db: Kysely<BpfStatsDatabase>,
+  increments: QueryIncrements,
   object: CollectorObject<ProbeSetName>,
   target: PostmasterTarget,
   layout: StatusLayout,
@@ -757,12 +759,12 @@ function flushParts(
   const histograms = new HistogramsPart();
   const texts = new QueryTextsPart();
   const writer = new FlushWriter(db, [
-    new QueryStatsPart(db, rows),
+    new QueryStatsPart(db, rows, increments),
     texts,
     new BackendStatsPart(db, rows),
     histograms,
     ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath) }),
-    ...(retention ? [new HistoryPart(db, rows, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
+    ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.

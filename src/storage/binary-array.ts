@@ -1,4 +1,4 @@
-/** Element types a flush sends arrays of, with their pg_type oid and binary width. */
+/** Element types a flush sends, with their pg_type oid and binary width. */
 const ELEMENTS = {
   bool: { oid: 16, width: 1 },
   int4: { oid: 23, width: 4 },
@@ -14,6 +14,9 @@ export type ArrayElement = number | bigint | boolean | string | null | undefined
 const TWO_32 = 2 ** 32;
 const INT8_MIN = -(2n ** 63n);
 const INT8_MAX = 2n ** 63n - 1n;
+/** ndim, has-null flag, element oid, then the one dimension's length and lower bound. */
+const ARRAY_HEADER = 20;
+const EMPTY_ARRAY_HEADER = 12;
 
 /**
  * A one-dimensional Postgres array in the binary wire format (array_send's): node-postgres sends
@@ -31,47 +34,93 @@ const INT8_MAX = 2n ** 63n - 1n;
  * sql`SELECT * FROM unnest(${binaryArray('float8', [1.5, null])}::float8[])`;
  */
 export function binaryArray(type: ArrayElementType, values: readonly ArrayElement[]): Buffer {
-  const { oid, width } = ELEMENTS[type];
+  let size = values.length ? ARRAY_HEADER : EMPTY_ARRAY_HEADER;
   let nulls = 0;
-  for (const v of values) if (v === null || v === undefined) nulls++;
-  const header = values.length ? 20 : 12;
-  const out = Buffer.allocUnsafe(header + values.length * 4 + (values.length - nulls) * width);
-  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
-  view.setInt32(0, values.length ? 1 : 0);
-  view.setInt32(4, nulls ? 1 : 0);
-  view.setUint32(8, oid);
-  if (!values.length) return out;
-  view.setInt32(12, values.length);
-  view.setInt32(16, 1);
-  let at = 20;
   for (const v of values) {
-    if (v === null || v === undefined) {
-      view.setInt32(at, -1);
-      at += 4;
-      continue;
-    }
-    view.setInt32(at, width);
+    if (v === null || v === undefined) nulls++;
+    else size += ELEMENTS[type].width;
+    size += 4;
+  }
+  const { out, view, at: start } = arrayOf(ELEMENTS[type].oid, values.length, nulls > 0, size);
+  let at = start;
+  for (const v of values) at = writeElement(view, at, type, v);
+  return out;
+}
+
+/**
+ * A one-dimensional array of a composite type (`typeOid`, e.g. bpf_stats.query_increments) in
+ * the binary wire format: per row, its column count, then per column its type oid, byte length
+ * (-1: NULL) and bytes (record_send's layout). `fields` are the type's column types in order;
+ * each row has one value per field. The server checks every oid against the type, so a row type
+ * that differs from `fields` is refused, never misread.
+ *
+ * @example
+ * sql`SELECT u.* FROM unnest(${binaryRecordArray(oid, ['oid', 'float8'], [[10, 1.5]])}::my_type[]) u`;
+ */
+export function binaryRecordArray(typeOid: number, fields: readonly ArrayElementType[], rows: ReadonlyArray<readonly ArrayElement[]>): Buffer {
+  let size = rows.length ? ARRAY_HEADER : EMPTY_ARRAY_HEADER;
+  for (const row of rows) {
+    // Element length, column count, then per column its oid and length.
+    size += 8 + fields.length * 8;
+    for (let i = 0; i < fields.length; i++) if (row[i] !== null && row[i] !== undefined) size += ELEMENTS[fields[i]!].width;
+  }
+  const { out, view, at: start } = arrayOf(typeOid, rows.length, false, size);
+  let at = start;
+  for (const row of rows) {
+    const lengthAt = at;
     at += 4;
-    switch (type) {
-      case 'float8':
-        view.setFloat64(at, Number(v));
-        break;
-      case 'int8':
-        writeInt8(view, at, v);
-        break;
-      case 'oid':
-        view.setUint32(at, Number(v));
-        break;
-      case 'int4':
-        view.setInt32(at, Number(v));
-        break;
-      case 'bool':
-        view.setUint8(at, v ? 1 : 0);
-        break;
+    view.setInt32(at, fields.length);
+    at += 4;
+    for (let i = 0; i < fields.length; i++) {
+      const type = fields[i]!;
+      view.setUint32(at, ELEMENTS[type].oid);
+      at = writeElement(view, at + 4, type, row[i]);
     }
-    at += width;
+    view.setInt32(lengthAt, at - lengthAt - 4);
   }
   return out;
+}
+
+/** A buffer of `size` bytes with an array's header written: where its elements start. */
+function arrayOf(elementOid: number, length: number, hasNulls: boolean, size: number): { out: Buffer; view: DataView; at: number } {
+  const out = Buffer.allocUnsafe(size);
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  view.setInt32(0, length ? 1 : 0);
+  view.setInt32(4, hasNulls ? 1 : 0);
+  view.setUint32(8, elementOid);
+  if (!length) return { out, view, at: EMPTY_ARRAY_HEADER };
+  view.setInt32(12, length);
+  view.setInt32(16, 1);
+  return { out, view, at: ARRAY_HEADER };
+}
+
+/** Writes one element, its length first (-1: NULL): where the next one starts. */
+function writeElement(view: DataView, at: number, type: ArrayElementType, v: ArrayElement): number {
+  if (v === null || v === undefined) {
+    view.setInt32(at, -1);
+    return at + 4;
+  }
+  const { width } = ELEMENTS[type];
+  view.setInt32(at, width);
+  at += 4;
+  switch (type) {
+    case 'float8':
+      view.setFloat64(at, Number(v));
+      break;
+    case 'int8':
+      writeInt8(view, at, v);
+      break;
+    case 'oid':
+      view.setUint32(at, Number(v));
+      break;
+    case 'int4':
+      view.setInt32(at, Number(v));
+      break;
+    case 'bool':
+      view.setUint8(at, v ? 1 : 0);
+      break;
+  }
+  return at + width;
 }
 
 function writeInt8(view: DataView, at: number, v: Exclude<ArrayElement, null | undefined>): void {

@@ -2,17 +2,17 @@ import { sql, type Kysely, type RawBuilder, type Updateable } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { MetricColumnName } from '../families/index.js';
 import type { BpfStatsDatabase, MetricColumns } from './database.js';
-import { binaryArray } from './binary-array.js';
-import { METRIC_COLUMN_NAMES, metricArrays } from './metric-arrays.js';
+import { METRIC_COLUMN_NAMES } from './metric-arrays.js';
+import type { QueryIncrements } from './query-increments.js';
 import type { MetricRows } from './metric-rows.js';
 
 /**
  * bpf_stats.query_stats' part of a flush: one INSERT ... SELECT FROM unnest(...) ON CONFLICT for
- * all rows, whatever their number. Metric columns accumulate; a NULL increment (a probe set that
+ * all rows, whatever their number, sent as one array of rows (QueryIncrements). Metric columns accumulate; a NULL increment (a probe set that
  * is off) leaves the stored value as it was.
  *
  * @example
- * new FlushWriter(db, [new QueryStatsPart(db, rows), ...]);
+ * new FlushWriter(db, [new QueryStatsPart(db, rows, await QueryIncrements.resolve(db)), ...]);
  */
 export class QueryStatsPart implements FlushPart {
   readonly name = 'query_stats';
@@ -20,6 +20,7 @@ export class QueryStatsPart implements FlushPart {
   constructor(
     private readonly db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
+    private readonly increments: QueryIncrements,
   ) {}
 
   prepare({ maps, measured }: FlushInput): PreparedPart {
@@ -31,10 +32,7 @@ export class QueryStatsPart implements FlushPart {
       .insertInto('bpf_stats.query_stats')
       .columns(['userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen'])
       .expression(
-        sql`SELECT u.*, now() FROM unnest(
-              ${binaryArray('oid', rows.map((r) => r.userid))}::oid[], ${binaryArray('oid', rows.map((r) => r.dbid))}::oid[],
-              ${binaryArray('bool', rows.map((r) => r.toplevel))}::bool[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
-              ${metricArrays(rows.map((r) => r.values))}) AS u`,
+        sql`SELECT u.*, now() FROM ${this.increments.unnest(rows)} AS u`,
       )
       .onConflict((oc) =>
         oc.columns(['node', 'userid', 'dbid', 'toplevel', 'queryid']).doUpdateSet({ ...accumulate('bpf_stats.query_stats'), last_seen: sql`excluded.last_seen` }),

@@ -1,0 +1,35 @@
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { METRIC_COLUMNS } from '../families/index.js';
+import { binaryRecordArray, type ArrayElementType } from './binary-array.js';
+import type { QueryRow } from './metric-row.js';
+
+/** The row type (migrations/1764200000000_query-increments.sql) a flush sends query rows as. */
+export const QUERY_INCREMENTS_TYPE = 'bpf_stats.query_increments';
+
+/** Its columns' types, in order: the key, then the metric columns in METRIC_COLUMNS order. */
+export const QUERY_INCREMENTS_FIELDS: readonly ArrayElementType[] = ['oid', 'oid', 'bool', 'int8', ...METRIC_COLUMNS.map((c): ArrayElementType => (c.unit === 'ns' ? 'float8' : 'int8'))];
+
+/**
+ * Query rows as one binary array of bpf_stats.query_increments, the form in which query_stats
+ * and its history receive them: `FROM ${increments.unnest(rows)} AS u` gives u.userid, u.dbid,
+ * u.toplevel, u.queryid and the metric columns. The array names its element type by oid, which
+ * is the writer's database's own: resolve() reads it once, after the migrations.
+ *
+ * @example
+ * const increments = await QueryIncrements.resolve(db);
+ * sql`INSERT INTO t SELECT u.* FROM ${increments.unnest(rows)} AS u`;
+ */
+export class QueryIncrements {
+  private constructor(private readonly typeOid: number) {}
+
+  static async resolve<DB>(db: Kysely<DB>): Promise<QueryIncrements> {
+    const { rows } = await sql<{ oid: string }>`SELECT ${sql.lit(QUERY_INCREMENTS_TYPE)}::regtype::oid::int8::text AS oid`.execute(db);
+    return new QueryIncrements(Number(rows[0]!.oid));
+  }
+
+  /** `unnest(<the rows>)`, one binary parameter whatever their number. */
+  unnest(rows: readonly QueryRow[]): RawBuilder<unknown> {
+    const records = rows.map((r) => [r.userid, r.dbid, r.toplevel, r.queryid, ...r.values]);
+    return sql`unnest(${binaryRecordArray(this.typeOid, QUERY_INCREMENTS_FIELDS, records)}::${sql.raw(`${QUERY_INCREMENTS_TYPE}[]`)})`;
+  }
+}
