@@ -20,6 +20,9 @@ export const QUERY_INCREMENTS_FIELDS: readonly ArrayElementType[] = ['oid', 'oid
  * sql`INSERT INTO t SELECT u.* FROM ${increments.unnest(rows)} AS u`;
  */
 export class QueryIncrements {
+  /** The last rows encoded: history, written with the rows it sums, often sends the very same ones. */
+  private last: { rows: readonly QueryRow[]; encoded: Buffer } | null = null;
+
   private constructor(private readonly typeOid: number) {}
 
   static async resolve<DB>(db: Kysely<DB>): Promise<QueryIncrements> {
@@ -29,7 +32,21 @@ export class QueryIncrements {
 
   /** `unnest(<the rows>)`, one binary parameter whatever their number. */
   unnest(rows: readonly QueryRow[]): RawBuilder<unknown> {
-    const records = rows.map((r) => [r.userid, r.dbid, r.toplevel, r.queryid, ...r.values]);
-    return sql`unnest(${binaryRecordArray(this.typeOid, QUERY_INCREMENTS_FIELDS, records)}::${sql.raw(`${QUERY_INCREMENTS_TYPE}[]`)})`;
+    return sql`unnest(${this.encode(rows)}::${sql.raw(`${QUERY_INCREMENTS_TYPE}[]`)})`;
   }
+
+  private encode(rows: readonly QueryRow[]): Buffer {
+    // Rows are never changed once made: the same objects in the same order encode the same.
+    if (this.last && sameRows(this.last.rows, rows)) return this.last.encoded;
+    const records = rows.map((r) => [r.userid, r.dbid, r.toplevel, r.queryid, ...r.values]);
+    const encoded = binaryRecordArray(this.typeOid, QUERY_INCREMENTS_FIELDS, records);
+    this.last = { rows, encoded };
+    return encoded;
+  }
+}
+
+function sameRows(a: readonly QueryRow[], b: readonly QueryRow[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
