@@ -15,7 +15,12 @@
  * interval unless 4,096 keys wait, and a flush with nothing to write sends nothing) instead of
  * explicit ones (bpf_stats.collect(), stop), which write everything pending.
  *
- * Run (root): node dist/bench/flush-scaling.js [--statements 10000] [--few 100] [--repeat 5] [--periodic]
+ * --memory-seconds S then runs the collector as installed (the bundled CLI, default sets,
+ * --interval 1s) while the --statements run over and over for S seconds: its RSS at the end and
+ * its peak, its CPU time meanwhile, and the keys its queries map held (health.map_fill). The
+ * map holds at most 8,192 keys, 4,096 of them one role's (this bench runs as one role).
+ *
+ * Run (root): node dist/bench/flush-scaling.js [--statements 10000] [--few 100] [--repeat 5] [--periodic] [--memory-seconds 20]
  */
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -23,6 +28,7 @@ import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { runDistinctStatements, SHAPE_BITS } from './distinct-statements.js';
 import { runBench } from './run-bench.js';
+import { SidecarProcess } from './sidecar-process.js';
 import { flushOrThrow, timedFlushes } from './timed-flushes.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
@@ -33,11 +39,13 @@ const { values } = parseArgs({
     few: { type: 'string', default: '100' },
     repeat: { type: 'string', default: '5' },
     periodic: { type: 'boolean', default: false },
+    'memory-seconds': { type: 'string', default: '0' },
   },
 });
 const statements = Number(values.statements);
 const few = Number(values.few);
 const repeat = Number(values.repeat);
+const memorySeconds = Number(values['memory-seconds']);
 if (statements > 2 ** SHAPE_BITS) throw new Error(`--statements at most ${2 ** SHAPE_BITS}`);
 
 const runStatements = (client: pg.Client, count: number, offset = 0) => runDistinctStatements(client, count, statements, offset);
@@ -94,6 +102,12 @@ async function main(): Promise<void> {
       await flush();
     });
 
+    if (memorySeconds > 0) {
+      await sidecar.stop();
+      sidecar = null;
+      await memory(cluster.connectionString(), client);
+    }
+
     print();
     // Each phase's own median: they need not add up to the flush's.
     print('| flush | query rows written | median ms | reading the maps | building rows and statement | the statement |');
@@ -105,6 +119,33 @@ async function main(): Promise<void> {
     await sidecar?.stop();
     await client.end().catch(() => undefined);
     await cluster.stop();
+  }
+}
+
+/** The installed collector's memory and CPU while all the statements run again and again. */
+async function memory(dsn: string, client: pg.Client): Promise<void> {
+  const { sidecar } = await SidecarProcess.start({ dsn, probes: undefined });
+  try {
+    const cpuBefore = sidecar.cpuSeconds();
+    const started = Date.now();
+    let rounds = 0;
+    while (Date.now() < started + memorySeconds * 1000) {
+      await runStatements(client, statements);
+      rounds++;
+    }
+    // One more interval, so that the last round is flushed and health says what the map held.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    if (!sidecar.running) throw new Error(`collector exited (${sidecar.exitDescription()}):\n${sidecar.log()}`);
+    const cpuMsPerS = ((sidecar.cpuSeconds() - cpuBefore) * 1000) / ((Date.now() - started) / 1000);
+    const { rss, anon } = sidecar.memoryMb();
+    const { rows } = await client.query<{ entries: number; quota: string }>(
+      `SELECT (map_fill->'queries'->>'entries')::int AS entries, dropped->>'role_quota' AS quota FROM bpf_stats.health WHERE stopped_at IS NULL`,
+    );
+    print(
+      `memory, the installed collector over ${memorySeconds} s (${rounds} rounds of the ${statements} statements): RSS ${rss.toFixed(1)} MB (peak ${sidecar.peakRssMb().toFixed(1)}, private ${anon.toFixed(1)}), CPU ${cpuMsPerS.toFixed(1)} ms/s, queries map ${rows[0]?.entries ?? '?'} keys, role_quota ${rows[0]?.quota ?? '?'}`,
+    );
+  } finally {
+    await sidecar.stop();
   }
 }
 
