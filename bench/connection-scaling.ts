@@ -41,7 +41,6 @@ if (counts.some((n) => !Number.isInteger(n) || n < 1) || !(repeat >= 1) || !(sec
 const OPENING_BATCH = 50;
 const STATEMENT = 'SELECT count(*) FROM pg_class WHERE relkind = $1';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Row {
   connections: number;
@@ -95,16 +94,8 @@ async function flushTimes(cluster: ThrowawayCluster, clients: readonly pg.Client
 async function memory(cluster: ThrowawayCluster, clients: readonly pg.Client[]): Promise<Pick<Row, 'rssMb' | 'peakRssMb' | 'cpuMsPerS'>> {
   const { sidecar } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined });
   try {
-    const cpuBefore = sidecar.cpuSeconds();
-    const started = Date.now();
-    const end = started + seconds * 1000;
-    while (Date.now() < end) {
-      const tick = Date.now();
-      await runOn(clients);
-      await sleep(Math.max(0, 1000 - (Date.now() - tick)));
-    }
-    if (!sidecar.running) throw new Error(`sidecar exited (${sidecar.exitDescription()}):\n${sidecar.log()}`);
-    const cpuMsPerS = ((sidecar.cpuSeconds() - cpuBefore) * 1000) / ((Date.now() - started) / 1000);
+    // Every connection runs its statement once a second.
+    const { cpuMsPerS } = await sidecar.cpuUnderLoad(seconds, () => runOn(clients), 1000);
     return { rssMb: sidecar.rssMb(), peakRssMb: sidecar.peakRssMb(), cpuMsPerS };
   } finally {
     await sidecar.stop();

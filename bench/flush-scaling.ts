@@ -126,17 +126,9 @@ async function main(): Promise<void> {
 async function memory(dsn: string, client: pg.Client): Promise<void> {
   const { sidecar } = await SidecarProcess.start({ dsn, probes: undefined });
   try {
-    const cpuBefore = sidecar.cpuSeconds();
-    const started = Date.now();
-    let rounds = 0;
-    while (Date.now() < started + memorySeconds * 1000) {
-      await runStatements(client, statements);
-      rounds++;
-    }
+    const { rounds, cpuMsPerS } = await sidecar.cpuUnderLoad(memorySeconds, () => runStatements(client, statements));
     // One more interval, so that the last round is flushed and health says what the map held.
     await new Promise((resolve) => setTimeout(resolve, 1500));
-    if (!sidecar.running) throw new Error(`collector exited (${sidecar.exitDescription()}):\n${sidecar.log()}`);
-    const cpuMsPerS = ((sidecar.cpuSeconds() - cpuBefore) * 1000) / ((Date.now() - started) / 1000);
     const { rss, anon } = sidecar.memoryMb();
     const { rows } = await client.query<{ entries: number; quota: string }>(
       `SELECT (map_fill->'queries'->>'entries')::int AS entries, dropped->>'role_quota' AS quota FROM bpf_stats.health WHERE stopped_at IS NULL`,

@@ -164,6 +164,25 @@ export class SidecarProcess {
     return Number(kb) / 1024;
   }
 
+  /**
+   * Runs `round` again and again for `seconds` (each round at least `minRoundMs`, sleeping out the
+   * rest), as the load the collector sees: how many rounds ran, and the collector's CPU meanwhile
+   * in ms per second. Throws if the collector exited meanwhile.
+   */
+  async cpuUnderLoad(seconds: number, round: () => Promise<unknown>, minRoundMs = 0): Promise<{ rounds: number; cpuMsPerS: number }> {
+    const cpuBefore = this.cpuSeconds();
+    const started = Date.now();
+    let rounds = 0;
+    while (Date.now() < started + seconds * 1000) {
+      const tick = Date.now();
+      await round();
+      rounds++;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, minRoundMs - (Date.now() - tick))));
+    }
+    if (!this.running) throw new Error(`sidecar exited (${this.exitDescription()}):\n${this.log()}`);
+    return { rounds, cpuMsPerS: ((this.cpuSeconds() - cpuBefore) * 1000) / ((Date.now() - started) / 1000) };
+  }
+
   /** Pauses (false: SIGUSR1) or resumes (true: SIGUSR2) collection, as an operator would. */
   setCollecting(on: boolean): void {
     if (!this.running) throw new Error(`sidecar exited (${this.exitDescription()}):\n${this.log()}`);
