@@ -8,13 +8,13 @@ const ELEMENT_TYPE: Record<'ns' | 'count', ArrayElementType> = { ns: 'float8', c
 /** The metric column names, in METRIC_COLUMNS order. */
 export const METRIC_COLUMN_NAMES: readonly MetricColumnName[] = METRIC_COLUMNS.map((c) => c.column);
 
+/** Each metric column's SQL type (milliseconds float8, counts int8), in METRIC_COLUMNS order. */
+export const METRIC_COLUMN_TYPES: readonly ArrayElementType[] = METRIC_COLUMNS.map((c) => ELEMENT_TYPE[c.unit]);
+
 /** One binary array parameter per metric column, cast to its column type (the unnest(...) arguments). */
 export function metricArrays(rows: MetricValue[][]): RawBuilder<unknown> {
   return sql.join(
-    METRIC_COLUMNS.map((c, i) => {
-      const type = ELEMENT_TYPE[c.unit];
-      return sql`${binaryArray(type, rows.map((v) => v[i]))}::${sql.raw(`${type}[]`)}`;
-    }),
+    METRIC_COLUMN_TYPES.map((type, i) => sql`${binaryArray(type, rows.map((v) => v[i]))}::${sql.raw(`${type}[]`)}`),
   );
 }
 

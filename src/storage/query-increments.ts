@@ -1,13 +1,13 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { METRIC_COLUMNS } from '../families/index.js';
 import { binaryRecordArray, type ArrayElementType } from './binary-array.js';
+import { METRIC_COLUMN_TYPES } from './metric-arrays.js';
 import type { QueryRow } from './metric-row.js';
 
 /** The row type (migrations/1764200000000_query-increments.sql) a flush sends query rows as. */
 export const QUERY_INCREMENTS_TYPE = 'bpf_stats.query_increments';
 
 /** Its columns' types, in order: the key, then the metric columns in METRIC_COLUMNS order. */
-export const QUERY_INCREMENTS_FIELDS: readonly ArrayElementType[] = ['oid', 'oid', 'bool', 'int8', ...METRIC_COLUMNS.map((c): ArrayElementType => (c.unit === 'ns' ? 'float8' : 'int8'))];
+export const QUERY_INCREMENTS_FIELDS: readonly ArrayElementType[] = ['oid', 'oid', 'bool', 'int8', ...METRIC_COLUMN_TYPES];
 
 /**
  * Query rows as one binary array of bpf_stats.query_increments, the form in which query_stats
