@@ -29,7 +29,7 @@ import { Sidecar } from '../src/sidecar/sidecar.js';
 import { runDistinctStatements, SHAPE_BITS } from './distinct-statements.js';
 import { runBench } from './run-bench.js';
 import { SidecarProcess } from './sidecar-process.js';
-import { flushOrThrow, timedFlushes } from './timed-flushes.js';
+import { flushOrThrow, timedFlushes, type PhaseMedians } from './timed-flushes.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
     await runStatements(client, statements);
     const first = await flush();
     print(`first flush (${first.queries} new query rows): ${first.ms.toFixed(1)} ms`);
-    const figures: Array<{ what: string; ms: number; rows: number; phases: { readMs: number; buildMs: number; statementMs: number } }> = [];
+    const figures: Array<{ what: string; ms: number; rows: number; phases: PhaseMedians }> = [];
     const measure = async (what: string, work: () => Promise<void>) => {
       const { times, ms, last, phases } = await timedFlushes(repeat, work, flush);
       figures.push({ what, ms, rows: last.queries, phases });

@@ -8,6 +8,13 @@ export async function flushOrThrow(sidecar: Sidecar, lazy = false): Promise<Flus
   return status;
 }
 
+/** Medians of a flush's phases (FlushStatus.phases; building is the rest of its time). */
+export interface PhaseMedians {
+  readMs: number;
+  buildMs: number;
+  statementMs: number;
+}
+
 /**
  * `repeat` rounds of `work` followed by one timed flush (Sidecar.flush()'s own time: reading the
  * maps, preparing, the statement's round trip): every time, their median, the last status, and
@@ -20,7 +27,7 @@ export async function timedFlushes(
   repeat: number,
   work: () => Promise<unknown>,
   flush: () => Promise<FlushStatus>,
-): Promise<{ times: number[]; ms: number; last: FlushStatus; phases: { readMs: number; buildMs: number; statementMs: number } }> {
+): Promise<{ times: number[]; ms: number; last: FlushStatus; phases: PhaseMedians }> {
   const times: number[] = [];
   const reads: number[] = [];
   const statements: number[] = [];
