@@ -1,3 +1,4 @@
+import { exactInt, type ExactInt } from '../exact-int.js';
 import { Structs, type FieldOf, type StructName } from './contract.js';
 
 /** A member of a BPF record, as the object's BTF describes it (see native mapLayout()). */
@@ -66,21 +67,21 @@ export class RecordLayout<Name extends string = string> {
 
   /**
    * Sums integer fields over the per-CPU copies of one value: `stride` bytes apart, `cpus` of them
-   * (the layout the kernel uses for per-CPU maps).
+   * (the layout the kernel uses for per-CPU maps; 1 for a plain value).
    */
-  sumPerCpu(buffer: Buffer, base: number, stride: number, cpus: number, names: readonly Name[]): bigint[] {
+  sumPerCpu(buffer: Buffer, base: number, stride: number, cpus: number, names: readonly Name[]): ExactInt[] {
     let fields = this.fieldLists.get(names);
     if (!fields) this.fieldLists.set(names, (fields = names.map((n) => this.field(n))));
     const n = fields.length;
-    const sums = new Array<bigint>(n);
+    const sums = new Array<ExactInt>(n);
     // A flush decodes every changed query this way (10,000 in one flush is a goal): unsigned
-    // 8-byte counters are summed as two 32-bit halves in doubles, one bigint per field at the end.
+    // 8-byte counters are summed as two 32-bit halves in doubles, a bigint only past 2^53.
     for (let i = 0; i < n; i++) {
       const field = fields[i]!;
       if (field.size !== 8 || field.signed) {
         let sum = 0n;
         for (let cpu = 0; cpu < cpus; cpu++) sum += readInt(buffer, base + cpu * stride, field);
-        sums[i] = sum;
+        sums[i] = exactInt(sum);
         continue;
       }
       let low = 0;
@@ -90,7 +91,7 @@ export class RecordLayout<Name extends string = string> {
         high += buffer.readUInt32LE(at + 4);
       }
       const sum = high * 4294967296 + low;
-      sums[i] = sum <= Number.MAX_SAFE_INTEGER ? BigInt(sum) : (BigInt(high) << 32n) + BigInt(low);
+      sums[i] = sum <= Number.MAX_SAFE_INTEGER ? sum : (BigInt(high) << 32n) + BigInt(low);
     }
     return sums;
   }

@@ -1,5 +1,6 @@
 import { RecordLayout } from '../bpf/record-layout.js';
 import { HistKind } from '../bpf/contract.js';
+import { exactInt, type ExactInt } from '../exact-int.js';
 
 type KindNameOf<Member> = Member extends `HIST_${infer Name}` ? Lowercase<Name> : never;
 /** What a histogram measures, by its name in bpf_stats.query_histograms: enum hist_kind's member in lower case, without HIST_. */
@@ -15,7 +16,7 @@ export interface HistogramSample {
   queryid: bigint;
   kind: HistKindName;
   /** slots[i] counts observations in [2^i, 2^(i+1)) microseconds (slot 0 from 0). */
-  slots: bigint[];
+  slots: ExactInt[];
   maxNs: bigint;
 }
 
@@ -65,7 +66,7 @@ export function histogramDecoder(layout: MapLayout, cpus: number): (batch: MapBa
       dbid: Number(keys.int(batch.keys, k, 'q.dbid')),
       toplevel: keys.int(batch.keys, k, 'q.toplevel') !== 0n,
       kind,
-      slots,
+      slots: slots.map(exactInt),
       maxNs,
     };
   };

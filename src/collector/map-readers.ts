@@ -3,6 +3,7 @@ import { BackendFlags, Maps, Structs, type FieldOf, type MapName, type StructNam
 import { COUNTERS, type CounterName } from '../bpf/counters.js';
 import { RecordLayout, type BtfField } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
+import type { ExactInt } from '../exact-int.js';
 import { decodeHistograms, histogramDecoder, type HistogramSample } from './decode-histograms.js';
 import { UnchangedEntries } from './unchanged-entries.js';
 import { QueryEntries } from './query-entries.js';
@@ -130,7 +131,7 @@ export class MapReaders {
    * CPUs, `metricFields` in order), null for a key already gone. One BPF_MAP_LOOKUP_AND_DELETE_ELEM
    * per key: an increment a program made after the caller's last read is in the returned value.
    */
-  evictQueries(rawKeys: readonly Buffer[], metricFields: readonly FieldOf<'metrics'>[]): Array<bigint[] | null> {
+  evictQueries(rawKeys: readonly Buffer[], metricFields: readonly FieldOf<'metrics'>[]): Array<ExactInt[] | null> {
     const roles = new Set<number>();
     const values = rawKeys.map((key) => {
       const value = this.object.mapLookupAndDelete('queries', key);
@@ -176,7 +177,7 @@ export class MapReaders {
         pid: Number(layout.int(batch.values, at, 'pg_pid')) || key,
         key,
         retired,
-        metrics: names.map((n) => layout.int(batch.values, at, n)),
+        metrics: layout.sumPerCpu(batch.values, at, 0, 1, names),
         queryid: layout.int(batch.values, at, 'queryid'),
         backendStartUs: layout.int(batch.values, at, 'backend_start_us'),
         taskStartNs: layout.int(batch.values, at, 'task_start_ns'),

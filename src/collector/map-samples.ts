@@ -1,6 +1,7 @@
 import type { FieldOf, Maps, MapName, StructName } from '../bpf/contract.js';
 import type { RecordLayout } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
+import type { ExactInt } from '../exact-int.js';
 
 /** Where a process's record is: its pid and start (exited_backends' key is both), and whether it is in exited_backends rather than backends. */
 export interface BackendRecordRef {
@@ -17,7 +18,8 @@ export interface BackendSample {
   key: number;
   /** Read from exited_backends, where BPF moves a record when its process exits (bpf/attribution.bpf.h). */
   retired: boolean;
-  metrics: bigint[];
+  /** Cumulative, in the order of the metric fields read. */
+  metrics: ExactInt[];
   queryid: bigint;
   backendStartUs: bigint;
   taskStartNs: bigint;
@@ -39,7 +41,7 @@ export interface QuerySample {
   /** userid/dbid/toplevel/queryid as one string (queryIdentityKey), made once per decode; absent: made when needed. */
   id?: string;
   /** Cumulative; shared with later snapshots while the entry's bytes stay the same: never changed in place. */
-  metrics: bigint[];
+  metrics: ExactInt[];
   /** The key as the map holds it (a view into the snapshot's batch), for evicting it. */
   rawKey: Buffer;
 }

@@ -1,4 +1,5 @@
 import { DeltaTracker } from './delta-tracker.js';
+import { isZero, type ExactInt } from '../exact-int.js';
 import type { HistogramSample } from '../collector/decode-histograms.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
 
@@ -11,7 +12,7 @@ export interface HistogramRow {
   queryid: string;
   kind: string;
   /** Per-slot increments since the last written flush. */
-  counts: bigint[];
+  counts: ExactInt[];
   /** The largest observation so far, in milliseconds (a maximum, not an increment). */
   maxMs: number;
 }
@@ -35,7 +36,7 @@ export class HistogramDeltas {
       const key = `${queryIdentityKey(sample)}/${sample.kind}`;
       if (this.tracker.isBaseline(key, sample.slots)) continue;
       const counts = this.tracker.delta(key, sample.slots);
-      if (counts.every((c) => c === 0n)) continue;
+      if (counts.every(isZero)) continue;
       rows.push({
         userid: sample.userid,
         dbid: sample.dbid,

@@ -6,6 +6,8 @@ import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } fr
 import type { QueryIncrements } from '../storage/query-increments.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
+import { METRIC_COLUMNS } from '../families/index.js';
+import { addExact } from '../exact-int.js';
 import { retractedRowTest, type MetricRows } from '../storage/metric-rows.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
 
@@ -117,13 +119,15 @@ interface PendingHistory {
   backends: Map<string, BackendRow>;
 }
 
-/** Column-wise sums; NULL (not measured in either) stays NULL. */
+const COUNT_COLUMNS = METRIC_COLUMNS.map((c) => c.unit === 'count');
+
+/** Column-wise sums; NULL (not measured in either) stays NULL. Counts stay exact (ExactInt), milliseconds are summed as numbers. */
 export function sumValues(a: readonly MetricValue[], b: readonly MetricValue[]): MetricValue[] {
   return a.map((x, i) => {
     const y = b[i] ?? null;
     if (x === null) return y;
     if (y === null) return x;
-    return typeof x === 'bigint' && typeof y === 'bigint' ? x + y : Number(x) + Number(y);
+    return COUNT_COLUMNS[i] ? addExact(x, y) : Number(x) + Number(y);
   });
 }
 

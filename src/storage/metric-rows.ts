@@ -1,6 +1,7 @@
 import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { queryIdentityKey, type BackendRecordRef, type BackendSample, type QuerySample } from '../collector/map-samples.js';
 import { DeltaTracker } from '../flush/delta-tracker.js';
+import { addExact, isZero, type ExactInt } from '../exact-int.js';
 import { columnValuesFor } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { bootTimeSeconds } from '../target/proc-stat.js';
@@ -65,7 +66,7 @@ const MIN_ROWS_PER_TABLE = 128;
 
 export interface MetricRowsOptions {
   /** Deletes query keys from the map, returning what each held when deleted (MapReaders.evictQueries); absent: nothing is evicted. */
-  evictQueries?: (rawKeys: Buffer[]) => Array<bigint[] | null>;
+  evictQueries?: (rawKeys: Buffer[]) => Array<ExactInt[] | null>;
   /** For the one line when eviction cannot run on this kernel. */
   log?: (line: string) => void;
   /** Names backend type numbers by this version's enum when nothing was learnt (BackendTypeNames). */
@@ -129,7 +130,7 @@ export class MetricRows {
   /** The keys in the map, least recently changed first (for evicting the quiet ones). */
   private readonly held = new HeldQueryKeys();
   /** What evicted keys held beyond their written baseline (an increment between read and delete), written by the next flush. */
-  private readonly remainders = new Map<string, { identity: QueryIdentity; delta: bigint[] }>();
+  private readonly remainders = new Map<string, { identity: QueryIdentity; delta: ExactInt[] }>();
   private lastQueriesFull = 0n;
   /** The collector's own backends whose figures may still be in a snapshot or a written row (see excluded()). */
   private retracting: Retraction[] = [];
@@ -264,8 +265,8 @@ export class MetricRows {
     const queryCommits: Array<() => void> = [];
     const queries: QueryRow[] = [];
     const changed = new Set<string>();
-    const queryCandidates: Array<{ key: string; identity: QueryIdentity; delta: bigint[]; commit: () => void }> = [];
-    const pushQuery = (identity: QueryIdentity, delta: bigint[]) =>
+    const queryCandidates: Array<{ key: string; identity: QueryIdentity; delta: ExactInt[]; commit: () => void }> = [];
+    const pushQuery = (identity: QueryIdentity, delta: ExactInt[]) =>
       queries.push({
         userid: identity.userid,
         dbid: identity.dbid,
@@ -279,8 +280,8 @@ export class MetricRows {
       // The entry's bytes did not change since its figures were written (the same decoded array).
       if (!remainder && this.queryDeltas.isBaseline(key, sample.metrics)) continue;
       let delta = this.queryDeltas.delta(key, sample.metrics);
-      if (remainder) delta = delta.map((d, i) => d + (remainder.delta[i] ?? 0n));
-      if (delta.every((d) => d === 0n)) continue;
+      if (remainder) delta = delta.map((d, i) => addExact(d, remainder.delta[i] ?? 0));
+      if (delta.every(isZero)) continue;
       // Left out by the budget, a key is still changed (never evicted as quiet): a later flush writes it.
       changed.add(key);
       queryCandidates.push({
@@ -340,9 +341,9 @@ export class MetricRows {
         continue;
       }
       const delta = this.backendDeltas.delta(key, sample.metrics);
-      if (!isExited && delta.every((d) => d === 0n) && this.backendDeltas.has(key)) continue;
+      if (!isExited && delta.every(isZero) && this.backendDeltas.has(key)) continue;
       if (isExited || !this.backendDeltas.has(key)) backendsUrgent = true;
-      for (const i of BUSY_INDEXES) busyNs += delta[i] ?? 0n;
+      for (const i of BUSY_INDEXES) busyNs += BigInt(delta[i] ?? 0);
       const row: BackendRow = {
         pid: sample.pid,
         backendStartUs: this.rowStartUs(sample),
@@ -454,7 +455,7 @@ export class MetricRows {
     const candidates = this.held.quietest(pressure ? 1 : QUIET_FLUSHES, MAX_EVICTIONS_PER_FLUSH, (key) => !(running ??= runningStatements(backends)).has(key));
     const evict = this.options.evictQueries;
     if (!evict || !candidates.length) return;
-    let values: Array<bigint[] | null>;
+    let values: Array<ExactInt[] | null>;
     try {
       values = evict(candidates.map((s) => s.rawKey));
     } catch (error) {
@@ -471,7 +472,7 @@ export class MetricRows {
       this.evictedQueries++;
       const delta = this.queryDeltas.delta(key, value);
       this.queryDeltas.forget(key);
-      if (delta.some((d) => d !== 0n)) this.remainders.set(key, { identity: { userid: sample.userid, dbid: sample.dbid, toplevel: sample.toplevel, queryid: sample.queryid }, delta });
+      if (!delta.every(isZero)) this.remainders.set(key, { identity: { userid: sample.userid, dbid: sample.dbid, toplevel: sample.toplevel, queryid: sample.queryid }, delta });
     });
   }
 }

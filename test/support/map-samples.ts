@@ -2,15 +2,16 @@ import type { CounterName } from '../../src/bpf/counters.js';
 import type { BackendSample, MapFill, QuerySample } from '../../src/collector/map-samples.js';
 import { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { METRIC_COLUMNS, type MetricColumnName } from '../../src/families/index.js';
+import { exactInt, type ExactInt } from '../../src/exact-int.js';
 
 /*
  * Samples as MapReaders decodes them from the BPF maps, for the unit tests of what a flush
  * makes of them (MetricRows and its neighbours), without loading BPF.
  */
 
-/** Cumulative raw figures in METRIC_COLUMNS order (ns for times): 0 but for `values`. */
-export function metrics(values: Partial<Record<MetricColumnName, number | bigint>> = {}): bigint[] {
-  return METRIC_COLUMNS.map((c) => BigInt(values[c.column] ?? 0));
+/** Cumulative raw figures in METRIC_COLUMNS order (ns for times), as the maps' decoders give them: 0 but for `values`. */
+export function metrics(values: Partial<Record<MetricColumnName, number | bigint>> = {}): ExactInt[] {
+  return METRIC_COLUMNS.map((c) => exactInt(BigInt(values[c.column] ?? 0)));
 }
 
 /** A live client backend of user 10 in database 5 whose identity BPF read, as `fields` change it. */

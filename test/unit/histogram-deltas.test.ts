@@ -21,8 +21,8 @@ function fieldsOf(struct: 'hist_key' | 'hist'): MapLayout['key'] {
 }
 
 /** `first` followed by zeros up to the histogram's slot count. */
-function padded(first: bigint[]): bigint[] {
-  return [...first, ...new Array<bigint>(SLOTS - first.length).fill(0n)];
+function padded(first: number[]): number[] {
+  return [...first, ...new Array<number>(SLOTS - first.length).fill(0)];
 }
 
 /** One entry, two CPUs; `cpu0` and `cpu1` give the first slots, the rest are 0. */
@@ -46,7 +46,7 @@ describe('decodeHistograms', () => {
   it('sums slots over CPUs, takes the max over CPUs, and names the kind', () => {
     const [sample] = decodeHistograms(batch(HistKind.HIST_RUNQ, [1, 2, 0, 0], [0, 3, 4, 0], [7_000, 9_000]), LAYOUT, 2);
     expect(sample).toMatchObject({ userid: 10, dbid: 5, toplevel: true, kind: 'runq', queryid: 0xfedcba9876543210n });
-    expect(sample!.slots).toEqual(padded([1n, 5n, 4n]));
+    expect(sample!.slots).toEqual(padded([1, 5, 4]));
     expect(sample!.maxNs).toBe(9_000n);
   });
 
@@ -61,13 +61,13 @@ describe('HistogramDeltas', () => {
     const first = decodeHistograms(batch(HistKind.HIST_QUERY_LATENCY, [1, 2, 0, 0], [0, 0, 0, 0], [3_000_000, 0]), LAYOUT, 2);
     const a = deltas.prepare(first);
     expect(a.rows).toHaveLength(1);
-    expect(a.rows[0]).toMatchObject({ kind: 'query_latency', counts: padded([1n, 2n, 0n, 0n]), maxMs: 3, queryid: BigInt.asIntN(64, 0xfedcba9876543210n).toString() });
+    expect(a.rows[0]).toMatchObject({ kind: 'query_latency', counts: padded([1, 2, 0, 0]), maxMs: 3, queryid: BigInt.asIntN(64, 0xfedcba9876543210n).toString() });
     a.commit();
     const second = decodeHistograms(batch(HistKind.HIST_QUERY_LATENCY, [1, 2, 0, 1], [0, 1, 0, 0], [3_000_000, 0]), LAYOUT, 2);
     const failed = deltas.prepare(second); // not committed: the write failed
-    expect(failed.rows[0]!.counts).toEqual(padded([0n, 1n, 0n, 1n]));
+    expect(failed.rows[0]!.counts).toEqual(padded([0, 1, 0, 1]));
     const retried = deltas.prepare(second);
-    expect(retried.rows[0]!.counts).toEqual(padded([0n, 1n, 0n, 1n]));
+    expect(retried.rows[0]!.counts).toEqual(padded([0, 1, 0, 1]));
     retried.commit();
     expect(deltas.prepare(second).rows).toEqual([]); // nothing new: no row
   });

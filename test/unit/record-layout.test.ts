@@ -32,7 +32,7 @@ describe('RecordLayout', () => {
       values.writeBigUInt64LE(v, cpu * stride);
       values.writeBigUInt64LE(1n, cpu * stride + 8);
     });
-    expect(layout.sumPerCpu(values, 0, stride, 3, ['m.total_ns', 'm.calls'])).toEqual([35n, 3n]);
+    expect(layout.sumPerCpu(values, 0, stride, 3, ['m.total_ns', 'm.calls'])).toEqual([35, 3]);
   });
 
   it('sums per-CPU copies exactly past 2^32 and past 2^53, and signed or narrow fields too', () => {
@@ -47,7 +47,13 @@ describe('RecordLayout', () => {
       values.writeInt32LE(-2, cpu * stride + 20);
     }
     const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
-    expect(layout.sumPerCpu(values, 0, stride, 3, ['m.total_ns', 'm.calls', 'pid', 'backend_type'])).toEqual([sum(big), sum(huge), 6n, -6n]);
+    // A number while exact (the narrow fields), a bigint past 2^53.
+    expect(sum(big)).toBeGreaterThan(2n ** 53n);
+    expect(layout.sumPerCpu(values, 0, stride, 3, ['m.total_ns', 'm.calls', 'pid', 'backend_type'])).toEqual([sum(big), sum(huge), 6, -6]);
+    // Past 2^32 but below 2^53 in all: a number, exact.
+    const small = Buffer.alloc(stride * 3);
+    for (let cpu = 0; cpu < 3; cpu++) small.writeBigUInt64LE(0x7_ffff_ffff_ffffn + BigInt(cpu), cpu * stride);
+    expect(layout.sumPerCpu(small, 0, stride, 3, ['m.total_ns'])).toEqual([3 * 0x7_ffff_ffff_ffff + 3]);
   });
 
   it('names the missing field when the object and the collector disagree', () => {

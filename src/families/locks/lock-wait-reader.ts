@@ -2,6 +2,7 @@ import { LwlockTranche } from '../../bpf/contract.js';
 import type { RecordLayout } from '../../bpf/record-layout.js';
 import type { MapSnapshot } from '../../collector/map-snapshot.js';
 import { DeltaTracker } from '../../flush/delta-tracker.js';
+import { isZero, type ExactInt } from '../../exact-int.js';
 import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
 import { lockModeName, locktypeName, lwlockModeName } from './lock-names.js';
 
@@ -21,7 +22,7 @@ export interface LockWaitRow extends WaitQuery {
   /** 0 when the lock tag names no database / relation. */
   database: number;
   relation: number;
-  waits: bigint;
+  waits: ExactInt;
   waitMs: number;
 }
 
@@ -29,7 +30,7 @@ export interface LockWaitRow extends WaitQuery {
 export interface LwlockWaitRow extends WaitQuery {
   tranche: string;
   mode: string;
-  waits: bigint;
+  waits: ExactInt;
   waitMs: number;
 }
 
@@ -75,8 +76,8 @@ export class LockWaitReader {
         };
         const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
         const current = [value.int(batch.values, v, 'waits'), value.int(batch.values, v, 'wait_ns')];
-        const [waits, ns] = this.lockDeltas.delta(id, current) as [bigint, bigint];
-        if (waits === 0n && ns === 0n) continue;
+        const [waits, ns] = this.lockDeltas.delta(id, current) as [ExactInt, ExactInt];
+        if (isZero(waits) && isZero(ns)) continue;
         locks.push({ ...row, waits, waitMs: Number(ns) / 1e6 });
         commits.push(() => this.lockDeltas.commit(id, current));
       }
@@ -100,8 +101,8 @@ export class LockWaitReader {
         };
         const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
         const current = [value.int(batch.values, v, 'waits'), value.int(batch.values, v, 'wait_ns')];
-        const [waits, ns] = this.lwlockDeltas.delta(id, current) as [bigint, bigint];
-        if (waits === 0n && ns === 0n) continue;
+        const [waits, ns] = this.lwlockDeltas.delta(id, current) as [ExactInt, ExactInt];
+        if (isZero(waits) && isZero(ns)) continue;
         lwlocks.push({ ...row, waits, waitMs: Number(ns) / 1e6 });
         commits.push(() => this.lwlockDeltas.commit(id, current));
       }

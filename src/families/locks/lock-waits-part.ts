@@ -1,5 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../../flush/flush-part.js';
+import { addExact } from '../../exact-int.js';
 import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
 import { LockWaitReader, type LockWaitRow, type LwlockWaitRow } from './lock-wait-reader.js';
 
@@ -69,7 +70,7 @@ function merge<R extends LockWaitRow | LwlockWaitRow>(rows: R[], detail: (r: R) 
   for (const r of rows) {
     const key = JSON.stringify([r.userid, r.dbid, r.toplevel, r.queryid, ...detail(r)]);
     const seen = byKey.get(key);
-    if (seen) byKey.set(key, { ...seen, waits: seen.waits + r.waits, waitMs: seen.waitMs + r.waitMs });
+    if (seen) byKey.set(key, { ...seen, waits: addExact(seen.waits, r.waits), waitMs: seen.waitMs + r.waitMs });
     else byKey.set(key, r);
   }
   return [...byKey.values()];
