@@ -8,17 +8,19 @@ import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.j
 import type { MetricValue } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { addExact } from '../exact-int.js';
-import { retractedRowTest, type MetricRows } from '../storage/metric-rows.js';
+import { MAX_ROWS_PER_TABLE, retractedRowTest, type MetricRows } from '../storage/metric-rows.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
 
 /** How often periodic flushes write history rows by default: each row is a key's increments over this long. */
 export const DEFAULT_HISTORY_INTERVAL_MS = 300_000;
 /**
- * Keys whose sums wait in memory at most: beyond, history is written early. Small enough that
- * the history of one flush stays about the size of one flush's cumulative rows: a flush must
- * commit within the time its connection lives (under churn, or when something terminates it).
+ * Keys per table whose sums wait in memory at most: beyond, history is written early. As many
+ * as one flush writes cumulative rows per table at most (its row budget), so a flush carrying
+ * history is at most twice one without, and still commits within the time its connection
+ * lives (under churn, or when something terminates it). Below it, a server with thousands of
+ * statements active in every flush keeps one history row per key per interval (goal 6).
  */
-const MAX_PENDING_ROWS = 4_096;
+const MAX_PENDING_ROWS = MAX_ROWS_PER_TABLE;
 
 /**
  * The history tables' part of a flush, at its own granularity: the increments of the flushes
@@ -30,8 +32,8 @@ const MAX_PENDING_ROWS = 4_096;
  * write what is pending at once; so does every flush when intervalMs is 0. History rows only go
  * along with a flush that writes cumulative rows (or the health heartbeat).
  *
- * Memory: one pending row per key that changed in the interval, at most MAX_PENDING_ROWS: past
- * that (connection churn makes a key per connection), the sums are written early.
+ * Memory: one pending row per key that changed in the interval, at most MAX_PENDING_ROWS per
+ * table: past that (connection churn makes a key per connection), the sums are written early.
  *
  * @example
  * new FlushWriter(db, [queryStats, backendStats, new HistoryPart(db, rows, increments, 300_000), health]);
@@ -56,24 +58,36 @@ export class HistoryPart implements FlushPart {
       if (!own) return;
       for (const [key, row] of this.pending.backends) if (own(row)) this.pending.backends.delete(key);
     };
-    const pendingRows = this.pending.queries.size + this.pending.backends.size;
+    const queryKeys = batch.queries.map(queryIdentityKey);
     // From flush start to flush start, with 5% slack for timer jitter: with an interval equal to
     // the flush period, every flush writes history. Connection churn makes a new backend key per
     // connection: the sums also go out before they outgrow MAX_PENDING_ROWS.
-    const due = !lazy || startedMs - this.writtenAt >= this.intervalMs * 0.95 || pendingRows + batch.queries.length + batch.backends.length > MAX_PENDING_ROWS;
+    const due =
+      !lazy ||
+      startedMs - this.writtenAt >= this.intervalMs * 0.95 ||
+      keysAfter(this.pending.queries, queryKeys) > MAX_PENDING_ROWS ||
+      keysAfter(this.pending.backends, batch.backends.map(backendRowKey)) > MAX_PENDING_ROWS;
     // Not sent (only companions had something): what the flush prepared stays in the maps, not added here.
     if (!due) {
       const commit = () => {
-        this.add(this.pending, batch);
+        this.addToPending(batch, queryKeys);
         forgetOwn();
       };
       return { statements: [], commit, skipped: () => undefined };
     }
     // Built only if the flush is sent (history goes only with other rows).
     const build = () => {
-      const merged: PendingHistory = { queries: new Map(this.pending.queries), backends: new Map(own ? [...this.pending.backends].filter(([, row]) => !own(row)) : this.pending.backends) };
-      this.add(merged, batch);
-      return historyInserts(this.db, this.increments, { queries: [...merged.queries.values()], backends: [...merged.backends.values()] });
+      const queries = new Map<string, QueryRow>();
+      for (const [key, sum] of this.pending.queries) queries.set(key, { ...sum.row, values: [...sum.values] });
+      // A key with nothing pending goes as the very row query_stats sends (encoded once).
+      batch.queries.forEach((row, i) => {
+        const key = queryKeys[i]!;
+        const before = queries.get(key);
+        queries.set(key, before ? { ...row, values: sumValues(before.values, row.values) } : row);
+      });
+      const backends = new Map(own ? [...this.pending.backends].filter(([, row]) => !own(row)) : this.pending.backends);
+      addBackends(backends, batch.backends);
+      return historyInserts(this.db, this.increments, { queries: [...queries.values()], backends: [...backends.values()] });
     };
     return {
       statements: [],
@@ -87,35 +101,57 @@ export class HistoryPart implements FlushPart {
     };
   }
 
-  /** Adds a written flush's increments to `into` (the companion statements were not sent: they wait). */
-  private add(into: PendingHistory, batch: MetricRowSet): void {
-    for (const row of batch.queries) {
-      const key = queryIdentityKey(row);
-      const before = into.queries.get(key);
-      into.queries.set(key, before ? { ...row, values: sumValues(before.values, row.values) } : row);
-    }
-    for (const row of batch.backends) {
-      const key = `${row.pid}/${row.backendStartUs}`;
-      const before = into.backends.get(key);
-      into.backends.set(
-        key,
-        before
-          ? {
-              ...row,
-              datid: row.datid ?? before.datid,
-              usesysid: row.usesysid ?? before.usesysid,
-              queryid: row.queryid ?? before.queryid,
-              exitedAtUs: row.exitedAtUs ?? before.exitedAtUs,
-              values: sumValues(before.values, row.values),
-            }
-          : row,
-      );
-    }
+  /**
+   * Adds a written flush's increments to what waits (the companion statements were not sent).
+   * A query key's sums are its own array, added to in place: with thousands of keys changing in
+   * every flush, a new array per key per flush was most of the work.
+   */
+  private addToPending(batch: MetricRowSet, queryKeys: readonly string[]): void {
+    batch.queries.forEach((row, i) => {
+      const key = queryKeys[i]!;
+      const sum = this.pending.queries.get(key);
+      if (!sum) this.pending.queries.set(key, { row, values: [...row.values] });
+      else addValuesInto(sum.values, row.values);
+    });
+    addBackends(this.pending.backends, batch.backends);
   }
 }
 
+/** Adds backend rows to `into`, one per process: its sums, and the identity it has by now. */
+function addBackends(into: Map<string, BackendRow>, rows: readonly BackendRow[]): void {
+  for (const row of rows) {
+    const key = backendRowKey(row);
+    const before = into.get(key);
+    into.set(
+      key,
+      before
+        ? {
+            ...row,
+            datid: row.datid ?? before.datid,
+            usesysid: row.usesysid ?? before.usesysid,
+            queryid: row.queryid ?? before.queryid,
+            exitedAtUs: row.exitedAtUs ?? before.exitedAtUs,
+            values: sumValues(before.values, row.values),
+          }
+        : row,
+    );
+  }
+}
+
+/** Keys `pending` would hold with `keys` added. */
+function keysAfter(pending: ReadonlyMap<string, unknown>, keys: readonly string[]): number {
+  let count = pending.size;
+  for (const key of keys) if (!pending.has(key)) count++;
+  return count;
+}
+
+function backendRowKey(row: BackendRow): string {
+  return `${row.pid}/${row.backendStartUs}`;
+}
+
 interface PendingHistory {
-  queries: Map<string, QueryRow>;
+  /** Per query key: its latest row (the key), and its sums since history was last written, never shared. */
+  queries: Map<string, { row: QueryRow; values: MetricValue[] }>;
   backends: Map<string, BackendRow>;
 }
 
@@ -129,6 +165,16 @@ export function sumValues(a: readonly MetricValue[], b: readonly MetricValue[]):
     if (y === null) return x;
     return COUNT_COLUMNS[i] ? addExact(x, y) : Number(x) + Number(y);
   });
+}
+
+/** sumValues(into, add), written into `into`. */
+function addValuesInto(into: MetricValue[], add: readonly MetricValue[]): void {
+  for (let i = 0; i < into.length; i++) {
+    const x = into[i] ?? null;
+    const y = add[i] ?? null;
+    if (y === null) continue;
+    into[i] = x === null ? y : COUNT_COLUMNS[i] ? addExact(x, y) : Number(x) + Number(y);
+  }
 }
 
 /** One INSERT ... SELECT FROM unnest(...) per history table that has rows. */

@@ -61,7 +61,7 @@ const ROW_START_SLACK_US = 2_000_000n;
  * frees map entries, rather than a backlog that grows with each failure until no flush can
  * commit. Rows left out stay in the maps (their baselines are not committed): the next flush has them.
  */
-const MAX_ROWS_PER_TABLE = 16_384;
+export const MAX_ROWS_PER_TABLE = 16_384;
 const MIN_ROWS_PER_TABLE = 128;
 
 export interface MetricRowsOptions {
