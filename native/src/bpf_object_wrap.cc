@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -504,10 +505,18 @@ Napi::Value BpfObjectWrap::MapLayout(const Napi::CallbackInfo& info) {
 
 namespace {
 // A MapBatch (src/native/bpf-native.ts) of `entries`.
-Napi::Object BatchToJs(Napi::Env env, const MapEntries& entries, uint32_t keySize, uint32_t stride) {
+// The block's bytes as a Buffer that owns them (freed when it is collected): no copy.
+Napi::Buffer<uint8_t> OwningBuffer(Napi::Env env, ByteBlock& block) {
+  size_t size = block.size();
+  uint8_t* bytes = block.Release();
+  if (!bytes) return Napi::Buffer<uint8_t>::New(env, 0);
+  return Napi::Buffer<uint8_t>::New(env, bytes, size, [](Napi::Env, uint8_t* data) { std::free(data); });
+}
+
+Napi::Object BatchToJs(Napi::Env env, MapEntries& entries, uint32_t keySize, uint32_t stride) {
   Napi::Object out = Napi::Object::New(env);
-  out.Set("keys", CopyBuffer(env, entries.keys));
-  out.Set("values", CopyBuffer(env, entries.values));
+  out.Set("keys", OwningBuffer(env, entries.keys));
+  out.Set("values", OwningBuffer(env, entries.values));
   out.Set("count", entries.count);
   out.Set("keySize", keySize);
   out.Set("valueSize", stride);

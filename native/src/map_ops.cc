@@ -6,12 +6,62 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <utility>
 
 #include "errors.h"
 #include "libbpf_log.h"
 
 namespace bpfnative {
+
+ByteBlock::ByteBlock(ByteBlock&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      capacity_(std::exchange(other.capacity_, 0)) {}
+
+ByteBlock& ByteBlock::operator=(ByteBlock&& other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    capacity_ = std::exchange(other.capacity_, 0);
+  }
+  return *this;
+}
+
+ByteBlock::~ByteBlock() { std::free(data_); }
+
+void ByteBlock::resize(size_t size) {
+  if (size > capacity_) {
+    size_t capacity = std::max(size, capacity_ * 2);
+    void* grown = std::realloc(data_, capacity);
+    if (!grown) throw std::bad_alloc();
+    data_ = static_cast<uint8_t*>(grown);
+    capacity_ = capacity;
+  }
+  size_ = size;
+}
+
+void ByteBlock::append(const uint8_t* bytes, size_t n) {
+  size_t at = size_;
+  resize(size_ + n);
+  std::memcpy(data_ + at, bytes, n);
+}
+
+uint8_t* ByteBlock::Release() {
+  if (size_ == 0) {
+    std::free(data_);
+    data_ = nullptr;
+  } else if (size_ < capacity_) {
+    // Shrinking in place never fails to keep the bytes; a failure only leaves the slack.
+    if (void* trimmed = std::realloc(data_, size_)) data_ = static_cast<uint8_t*>(trimmed);
+  }
+  size_ = capacity_ = 0;
+  return std::exchange(data_, nullptr);
+}
+
 namespace {
 
 constexpr int kENOTSUPP = 524;
@@ -36,8 +86,8 @@ MapEntries LookupByIteration(Napi::Env env, int fd, uint32_t keySize, uint32_t v
     err = bpf_map_lookup_elem(fd, cur.data(), value.data());
     if (err == -ENOENT) continue;  // deleted between the two calls
     if (err < 0) ThrowErrno(env, err, "bpf_map_lookup_elem(" + what + ")");
-    out.keys.insert(out.keys.end(), cur.begin(), cur.end());
-    out.values.insert(out.values.end(), value.begin(), value.end());
+    out.keys.append(cur.data(), cur.size());
+    out.values.append(value.data(), value.size());
     out.count++;
   }
   return out;
