@@ -65,6 +65,22 @@ export class RecordLayout<Name extends string = string> {
     return readInt(buffer, base, this.field(name));
   }
 
+  /** An integer field of up to 4 bytes (an id, a pid, an enum) as a number: no bigint made. */
+  intNumber(buffer: Buffer, base: number, name: Name): number {
+    const field = this.field(name);
+    const at = base + field.offset;
+    switch (field.size) {
+      case 4:
+        return field.signed ? buffer.readInt32LE(at) : buffer.readUInt32LE(at);
+      case 2:
+        return field.signed ? buffer.readInt16LE(at) : buffer.readUInt16LE(at);
+      case 1:
+        return field.signed ? buffer.readInt8(at) : buffer.readUInt8(at);
+      default:
+        throw new Error(`field ${field.name} is ${field.size} bytes: read it with int()`);
+    }
+  }
+
   /**
    * Sums integer fields over the per-CPU copies of one value: `stride` bytes apart, `cpus` of them
    * (the layout the kernel uses for per-CPU maps; 1 for a plain value).

@@ -322,7 +322,7 @@ export class CollectorObject<Name extends string = string> {
       kernelPids = new Map();
       const batch = this.object.mapLookupBatch('backends');
       for (let i = 0; i < batch.count; i++) {
-        const pgPid = Number(this.backendLayout.int(batch.values, i * batch.valueSize, 'pg_pid'));
+        const pgPid = this.backendLayout.intNumber(batch.values, i * batch.valueSize, 'pg_pid');
         kernelPids.set(pgPid, [...(kernelPids.get(pgPid) ?? []), batch.keys.readUInt32LE(i * batch.keySize)]);
       }
     }

@@ -48,7 +48,7 @@ export function histogramDecoder(layout: MapLayout, cpus: number): (batch: MapBa
   return (batch, i) => {
     const stride = batch.valueSize / cpus;
     const k = i * batch.keySize;
-    const kind = KIND_NAMES.get(Number(keys.int(batch.keys, k, 'kind')));
+    const kind = KIND_NAMES.get(keys.intNumber(batch.keys, k, 'kind'));
     if (!kind) return null;
     const slots = new Array<bigint>(count).fill(0n);
     let maxNs = 0n;
@@ -62,9 +62,9 @@ export function histogramDecoder(layout: MapLayout, cpus: number): (batch: MapBa
     }
     return {
       queryid: keys.int(batch.keys, k, 'q.queryid'),
-      userid: Number(keys.int(batch.keys, k, 'q.userid')),
-      dbid: Number(keys.int(batch.keys, k, 'q.dbid')),
-      toplevel: keys.int(batch.keys, k, 'q.toplevel') !== 0n,
+      userid: keys.intNumber(batch.keys, k, 'q.userid'),
+      dbid: keys.intNumber(batch.keys, k, 'q.dbid'),
+      toplevel: keys.intNumber(batch.keys, k, 'q.toplevel') !== 0,
       kind,
       slots: slots.map(exactInt),
       maxNs,

@@ -20,7 +20,7 @@ export function markExitedWhilePaused(object: CollectorBpfObject, procShowsPgPid
     const at = i * batch.valueSize;
     if (layout.int(batch.values, at, 'exited_ns') !== 0n) continue;
     // /proc inside the postmaster's pid namespace knows the process by its pid there.
-    const pid = procShowsPgPids ? Number(layout.int(batch.values, at, 'pg_pid')) : batch.keys.readUInt32LE(i * batch.keySize);
+    const pid = procShowsPgPids ? layout.intNumber(batch.values, at, 'pg_pid') : batch.keys.readUInt32LE(i * batch.keySize);
     const taskStartNs = layout.int(batch.values, at, 'task_start_ns');
     if (sameProcess(pid, taskStartNs, offset)) continue;
     // The record as it is now, not as the batch read it (a live one keeps changing until its

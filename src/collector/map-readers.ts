@@ -137,7 +137,7 @@ export class MapReaders {
       const value = this.object.mapLookupAndDelete('queries', key);
       this.queryEntries.delete(key);
       if (!value) return null;
-      const role = Number(this.queryKeyLayout.int(key, 0, 'userid'));
+      const role = this.queryKeyLayout.intNumber(key, 0, 'userid');
       this.evictedByRole.set(role, (this.evictedByRole.get(role) ?? 0n) + 1n);
       roles.add(role);
       return this.queryValueLayout.sumPerCpu(value, 0, value.length / this.cpus, this.cpus, metricFields);
@@ -174,7 +174,7 @@ export class MapReaders {
       if (flags & BigInt(BackendFlags.BACKEND_EXCLUDED)) continue;
       const key = batch.keys.readUInt32LE(i * batch.keySize);
       samples.push({
-        pid: Number(layout.int(batch.values, at, 'pg_pid')) || key,
+        pid: layout.intNumber(batch.values, at, 'pg_pid') || key,
         key,
         retired,
         metrics: layout.sumPerCpu(batch.values, at, 0, 1, names),
@@ -182,9 +182,9 @@ export class MapReaders {
         backendStartUs: layout.int(batch.values, at, 'backend_start_us'),
         taskStartNs: layout.int(batch.values, at, 'task_start_ns'),
         exitedNs: layout.int(batch.values, at, 'exited_ns'),
-        userid: Number(layout.int(batch.values, at, 'userid')),
-        dbid: Number(layout.int(batch.values, at, 'dbid')),
-        backendType: Number(layout.int(batch.values, at, 'backend_type')),
+        userid: layout.intNumber(batch.values, at, 'userid'),
+        dbid: layout.intNumber(batch.values, at, 'dbid'),
+        backendType: layout.intNumber(batch.values, at, 'backend_type'),
         identityKnown: (flags & BigInt(BackendFlags.BACKEND_IDENTITY_KNOWN)) !== 0n,
         memoryCgroup: layout.int(batch.values, at, 'memory_cgroup'),
       });
@@ -203,9 +203,9 @@ export class MapReaders {
     return this.queryEntries.update(batch, complete, (b, i) => {
       const k = i * b.keySize;
       const queryid = keys.int(b.keys, k, 'queryid');
-      const userid = Number(keys.int(b.keys, k, 'userid'));
-      const dbid = Number(keys.int(b.keys, k, 'dbid'));
-      const toplevel = keys.int(b.keys, k, 'toplevel') !== 0n;
+      const userid = keys.intNumber(b.keys, k, 'userid');
+      const dbid = keys.intNumber(b.keys, k, 'dbid');
+      const toplevel = keys.intNumber(b.keys, k, 'toplevel') !== 0;
       return {
         queryid,
         userid,

@@ -23,6 +23,11 @@ describe('RecordLayout', () => {
     expect(layout.int(record, 0, 'm.calls')).toBe(7n);
     expect(layout.int(record, 0, 'pid')).toBe(4242n);
     expect(layout.int(record, 0, 'backend_type')).toBe(-1n);
+    // Narrow fields as numbers, the same values; an 8-byte one is refused, never rounded.
+    record.writeUInt32LE(0xffff_fffe, 16);
+    expect(layout.intNumber(record, 0, 'pid')).toBe(0xffff_fffe);
+    expect(layout.intNumber(record, 0, 'backend_type')).toBe(-1);
+    expect(() => layout.intNumber(record, 0, 'm.calls')).toThrow(/8 bytes/);
   });
 
   it('sums per-CPU copies of a value', () => {

@@ -69,10 +69,10 @@ export class LockWaitReader {
         const v = i * batch.valueSize;
         const row = {
           ...waitQuery(key, batch.keys, k),
-          locktype: locktypeName(Number(key.int(batch.keys, k, 'locktag_type'))),
-          mode: lockModeName(Number(key.int(batch.keys, k, 'mode'))),
-          database: Number(key.int(batch.keys, k, 'database')),
-          relation: Number(key.int(batch.keys, k, 'relation')),
+          locktype: locktypeName(key.intNumber(batch.keys, k, 'locktag_type')),
+          mode: lockModeName(key.intNumber(batch.keys, k, 'mode')),
+          database: key.intNumber(batch.keys, k, 'database'),
+          relation: key.intNumber(batch.keys, k, 'relation'),
         };
         const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
         const current = [value.int(batch.values, v, 'waits'), value.int(batch.values, v, 'wait_ns')];
@@ -92,12 +92,12 @@ export class LockWaitReader {
         const raw = batch.keys.subarray(k + nameField.offset, k + nameField.offset + nameField.size);
         const end = raw.indexOf(0);
         const probeName = raw.toString('latin1', 0, end < 0 ? raw.length : end);
-        const trancheId = Number(key.int(batch.keys, k, 'tranche_id'));
+        const trancheId = key.intNumber(batch.keys, k, 'tranche_id');
         const row = {
           ...waitQuery(key, batch.keys, k),
           // The USDT probe passes Postgres' own name; without it the id is named from the binary.
           tranche: probeName || (trancheId === LwlockTranche.LWLOCK_TRANCHE_UNKNOWN ? 'unknown' : this.trancheNames.name(trancheId)),
-          mode: lwlockModeName(Number(key.int(batch.keys, k, 'mode'))),
+          mode: lwlockModeName(key.intNumber(batch.keys, k, 'mode')),
         };
         const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
         const current = [value.int(batch.values, v, 'waits'), value.int(batch.values, v, 'wait_ns')];
@@ -115,9 +115,9 @@ export class LockWaitReader {
 /** The query key both lock maps start with (struct query_key q). */
 function waitQuery(key: RecordLayout<'q.userid' | 'q.dbid' | 'q.toplevel' | 'q.queryid'>, keys: Buffer, at: number): WaitQuery {
   return {
-    userid: Number(key.int(keys, at, 'q.userid')),
-    dbid: Number(key.int(keys, at, 'q.dbid')),
-    toplevel: key.int(keys, at, 'q.toplevel') !== 0n,
+    userid: key.intNumber(keys, at, 'q.userid'),
+    dbid: key.intNumber(keys, at, 'q.dbid'),
+    toplevel: key.intNumber(keys, at, 'q.toplevel') !== 0,
     queryid: BigInt.asIntN(64, key.int(keys, at, 'q.queryid')).toString(),
   };
 }
