@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { binaryRecordArray, type ArrayElementType } from './binary-array.js';
+import { binaryRecordArray, type ArrayElement, type ArrayElementType } from './binary-array.js';
 import { METRIC_COLUMN_TYPES } from './metric-arrays.js';
 import type { QueryRow } from './metric-row.js';
 
@@ -38,10 +38,25 @@ export class QueryIncrements {
   private encode(rows: readonly QueryRow[]): Buffer {
     // Rows are never changed once made: the same objects in the same order encode the same.
     if (this.last && sameRows(this.last.rows, rows)) return this.last.encoded;
-    const records = rows.map((r) => [r.userid, r.dbid, r.toplevel, r.queryid, ...r.values]);
-    const encoded = binaryRecordArray(this.typeOid, QUERY_INCREMENTS_FIELDS, records);
+    const encoded = binaryRecordArray(this.typeOid, QUERY_INCREMENTS_FIELDS, rows, columnOf);
     this.last = { rows, encoded };
     return encoded;
+  }
+}
+
+/** A row's value in QUERY_INCREMENTS_FIELDS order: the key, then its metric columns. */
+function columnOf(row: QueryRow, column: number): ArrayElement {
+  switch (column) {
+    case 0:
+      return row.userid;
+    case 1:
+      return row.dbid;
+    case 2:
+      return row.toplevel;
+    case 3:
+      return row.queryid;
+    default:
+      return row.values[column - 4];
   }
 }
 
