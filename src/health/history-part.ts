@@ -14,11 +14,9 @@ import { queryIdentityKey } from '../collector/map-samples.js';
 /** How often periodic flushes write history rows by default: each row is a key's increments over this long. */
 export const DEFAULT_HISTORY_INTERVAL_MS = 300_000;
 /**
- * Keys per table whose sums wait in memory at most: beyond, history is written early. As many
- * as one flush writes cumulative rows per table at most (its row budget), so a flush carrying
- * history is at most twice one without, and still commits within the time its connection
- * lives (under churn, or when something terminates it). Below it, a server with thousands of
- * statements active in every flush keeps one history row per key per interval (goal 6).
+ * Keys per table whose sums wait in memory at most: beyond, history is written early. Below it,
+ * a server with thousands of statements active in every flush keeps one history row per key per
+ * interval (goal 6).
  */
 const MAX_PENDING_ROWS = MAX_ROWS_PER_TABLE;
 
@@ -32,6 +30,11 @@ const MAX_PENDING_ROWS = MAX_ROWS_PER_TABLE;
  * write what is pending at once; so does every flush when intervalMs is 0. History rows only go
  * along with a flush that writes cumulative rows (or the health heartbeat).
  *
+ * A flush carries at most as many history rows per table as it may write cumulative rows (the
+ * row budget, which halves after each flush that was not written): under hostile conditions (its
+ * connection terminated every 2 s) a flush small enough to commit still comes. Keys left out wait,
+ * oldest first, for the next flush that writes anything (history only goes along with rows).
+ *
  * Memory: one pending row per key that changed in the interval, at most MAX_PENDING_ROWS per
  * table: past that (connection churn makes a key per connection), the sums are written early.
  *
@@ -42,6 +45,8 @@ export class HistoryPart implements FlushPart {
   readonly name = 'history';
   private pending: PendingHistory = { queries: new Map(), backends: new Map() };
   private writtenAt = performance.now();
+  /** The last history written left keys waiting (the row budget): the next flush writes them. */
+  private behind = false;
 
   constructor(
     private readonly db: Kysely<BpfStatsDatabase>,
@@ -56,86 +61,121 @@ export class HistoryPart implements FlushPart {
     const own = retractedRowTest(batch.retracted);
     const forgetOwn = () => {
       if (!own) return;
-      for (const [key, row] of this.pending.backends) if (own(row)) this.pending.backends.delete(key);
+      for (const [key, sum] of this.pending.backends) if (own(sum.row)) this.pending.backends.delete(key);
     };
     const queryKeys = batch.queries.map(queryIdentityKey);
+    const backendKeys = batch.backends.map(backendRowKey);
     // From flush start to flush start, with 5% slack for timer jitter: with an interval equal to
     // the flush period, every flush writes history. Connection churn makes a new backend key per
     // connection: the sums also go out before they outgrow MAX_PENDING_ROWS.
     const due =
       !lazy ||
+      this.behind ||
       startedMs - this.writtenAt >= this.intervalMs * 0.95 ||
       keysAfter(this.pending.queries, queryKeys) > MAX_PENDING_ROWS ||
-      keysAfter(this.pending.backends, batch.backends.map(backendRowKey)) > MAX_PENDING_ROWS;
+      keysAfter(this.pending.backends, backendKeys) > MAX_PENDING_ROWS;
     // Not sent (only companions had something): what the flush prepared stays in the maps, not added here.
     if (!due) {
       const commit = () => {
-        this.addToPending(batch, queryKeys);
+        addToPending(this.pending.queries, batch.queries, queryKeys, latestQuery);
+        addToPending(this.pending.backends, batch.backends, backendKeys, latestBackend);
         forgetOwn();
       };
       return { statements: [], commit, skipped: () => undefined };
     }
+    const limit = batch.rowsPerTable;
+    let written: { queries: string[]; backends: string[] } | null = null;
     // Built only if the flush is sent (history goes only with other rows).
     const build = () => {
-      const queries = new Map<string, QueryRow>();
-      for (const [key, sum] of this.pending.queries) queries.set(key, { ...sum.row, values: [...sum.values] });
-      // A key with nothing pending goes as the very row query_stats sends (encoded once).
-      batch.queries.forEach((row, i) => {
-        const key = queryKeys[i]!;
-        const before = queries.get(key);
-        queries.set(key, before ? { ...row, values: sumValues(before.values, row.values) } : row);
-      });
-      const backends = new Map(own ? [...this.pending.backends].filter(([, row]) => !own(row)) : this.pending.backends);
-      addBackends(backends, batch.backends);
-      return historyInserts(this.db, this.increments, { queries: [...queries.values()], backends: [...backends.values()] });
+      const queries = historyRows(this.pending.queries, batch.queries, queryKeys, limit, latestQuery);
+      const backends = historyRows(this.pending.backends, batch.backends, backendKeys, limit, latestBackend, own);
+      written = { queries: queries.keys, backends: backends.keys };
+      return historyInserts(this.db, this.increments, { queries: queries.rows, backends: backends.rows });
     };
     return {
       statements: [],
       build,
       companion: true,
       commit: () => {
-        this.pending = { queries: new Map(), backends: new Map() };
+        if (!written) return;
+        for (const key of written.queries) this.pending.queries.delete(key);
+        for (const key of written.backends) this.pending.backends.delete(key);
+        // This flush's own rows all went (a flush writes no more rows than its budget): only older sums can be left.
+        forgetOwn();
+        this.behind = this.pending.queries.size + this.pending.backends.size > 0;
         this.writtenAt = startedMs;
       },
       skipped: () => undefined,
     };
   }
-
-  /**
-   * Adds a written flush's increments to what waits (the companion statements were not sent).
-   * A query key's sums are its own array, added to in place: with thousands of keys changing in
-   * every flush, a new array per key per flush was most of the work.
-   */
-  private addToPending(batch: MetricRowSet, queryKeys: readonly string[]): void {
-    batch.queries.forEach((row, i) => {
-      const key = queryKeys[i]!;
-      const sum = this.pending.queries.get(key);
-      if (!sum) this.pending.queries.set(key, { row, values: [...row.values] });
-      else addValuesInto(sum.values, row.values);
-    });
-    addBackends(this.pending.backends, batch.backends);
-  }
 }
 
-/** Adds backend rows to `into`, one per process: its sums, and the identity it has by now. */
-function addBackends(into: Map<string, BackendRow>, rows: readonly BackendRow[]): void {
-  for (const row of rows) {
-    const key = backendRowKey(row);
-    const before = into.get(key);
-    into.set(
-      key,
-      before
-        ? {
-            ...row,
-            datid: row.datid ?? before.datid,
-            usesysid: row.usesysid ?? before.usesysid,
-            queryid: row.queryid ?? before.queryid,
-            exitedAtUs: row.exitedAtUs ?? before.exitedAtUs,
-            values: sumValues(before.values, row.values),
-          }
-        : row,
-    );
+/** One key's waiting history: its latest row (the key and identity), and its sums since its last history row, never shared. */
+interface Waiting<Row> {
+  row: Row;
+  values: MetricValue[];
+}
+
+/** The rows a flush writes as history: every row of `rows` with what its key had waiting, then waiting keys, oldest first, up to `limit`. */
+function historyRows<Row extends { values: MetricValue[] }>(
+  pending: ReadonlyMap<string, Waiting<Row>>,
+  rows: readonly Row[],
+  keys: readonly string[],
+  limit: number,
+  latest: (row: Row, earlier: Row) => Row,
+  skip?: ((row: Row) => boolean) | null,
+): { rows: Row[]; keys: string[] } {
+  const out = new Map<string, Row>();
+  rows.forEach((row, i) => {
+    const key = keys[i]!;
+    const before = pending.get(key);
+    // A key with nothing waiting goes as the very row the cumulative table gets (encoded once).
+    out.set(key, before ? { ...latest(row, before.row), values: sumValues(before.values, row.values) } : row);
+  });
+  for (const [key, sum] of pending) {
+    if (out.size >= limit) break;
+    if (out.has(key) || skip?.(sum.row)) continue;
+    out.set(key, { ...sum.row, values: [...sum.values] });
   }
+  return { rows: [...out.values()], keys: [...out.keys()] };
+}
+
+/**
+ * Adds a written flush's rows to what waits (the companion statements were not sent). A key's
+ * sums are its own array, added to in place: with thousands of keys changing in every flush, a
+ * new array per key per flush was most of the work.
+ */
+function addToPending<Row extends { values: MetricValue[] }>(
+  pending: Map<string, Waiting<Row>>,
+  rows: readonly Row[],
+  keys: readonly string[],
+  latest: (row: Row, earlier: Row) => Row,
+): void {
+  rows.forEach((row, i) => {
+    const key = keys[i]!;
+    const sum = pending.get(key);
+    if (!sum) {
+      pending.set(key, { row, values: [...row.values] });
+      return;
+    }
+    addValuesInto(sum.values, row.values);
+    sum.row = latest(row, sum.row);
+  });
+}
+
+function latestQuery(row: QueryRow): QueryRow {
+  return row;
+}
+
+/** A process's latest row, with the identity it had by now. */
+function latestBackend(row: BackendRow, earlier: BackendRow): BackendRow {
+  return {
+    ...row,
+    datid: row.datid ?? earlier.datid,
+    usesysid: row.usesysid ?? earlier.usesysid,
+    queryid: row.queryid ?? earlier.queryid,
+    exitedAtUs: row.exitedAtUs ?? earlier.exitedAtUs,
+  };
 }
 
 /** Keys `pending` would hold with `keys` added. */
@@ -150,9 +190,8 @@ function backendRowKey(row: BackendRow): string {
 }
 
 interface PendingHistory {
-  /** Per query key: its latest row (the key), and its sums since history was last written, never shared. */
-  queries: Map<string, { row: QueryRow; values: MetricValue[] }>;
-  backends: Map<string, BackendRow>;
+  queries: Map<string, Waiting<QueryRow>>;
+  backends: Map<string, Waiting<BackendRow>>;
 }
 
 const COUNT_COLUMNS = METRIC_COLUMNS.map((c) => c.unit === 'count');

@@ -98,6 +98,8 @@ export interface Retraction {
 export interface PreparedMetricRows extends MetricRowSet {
   /** Changed rows left in the maps for a later flush by the row budget (MAX_ROWS_PER_TABLE). */
   deferred: number;
+  /** Rows per table this flush may write (the row budget): halved after each flush that was not written. */
+  rowsPerTable: number;
   /** The collector's own backends excluded after a row of theirs may have been written: those rows go. */
   retracted: Retraction[];
   /**
@@ -409,6 +411,7 @@ export class MetricRows {
       backends,
       retracted,
       deferred,
+      rowsPerTable: budget,
       backendsUrgent:
         backendsUrgent ||
         ownRecords.length > 0 ||

@@ -1,40 +1,74 @@
-import { Kysely, DummyDriver, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler } from 'kysely';
-import { describe, expect, it } from 'vitest';
-import type { FlushInput } from '../../src/flush/flush-part.js';
+import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, type DatabaseConnection, type Driver } from 'kysely';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { FlushInput, PreparedPart } from '../../src/flush/flush-part.js';
 import { HistoryPart } from '../../src/health/history-part.js';
 import type { BpfStatsDatabase } from '../../src/storage/database.js';
 import { MAX_ROWS_PER_TABLE, MetricRows } from '../../src/storage/metric-rows.js';
-import type { QueryIncrements } from '../../src/storage/query-increments.js';
+import { QueryIncrements } from '../../src/storage/query-increments.js';
 import { querySample, snapshotOf } from '../support/map-samples.js';
 
 /*
  * History at its own granularity on a server with thousands of active statements: the same keys
  * changing in every flush wait in memory as one sum each until the interval is over; only more
- * distinct keys than a flush writes per table make history go early.
+ * distinct keys than a flush writes per table make history go early. A flush never carries more
+ * history rows per table than its row budget, which halves after a flush that was not written.
  */
 const MEASURED = new Set(['query']);
-const db = new Kysely<BpfStatsDatabase>({
-  dialect: {
-    createAdapter: () => new PostgresAdapter(),
-    createDriver: () => new DummyDriver(),
-    createIntrospector: (k) => new PostgresIntrospector(k),
-    createQueryCompiler: () => new PostgresQueryCompiler(),
-  },
-});
-// Only a flush that sends history encodes rows: these flushes are prepared, never sent.
-const increments = {} as QueryIncrements;
+const TYPE_OID = 424242;
 
-/** One lazy (periodic) flush of `keys` statements (ids from `first`), each at `calls` so far; true when it carries history. */
-function flush(rows: MetricRows, history: HistoryPart, first: number, keys: number, calls: number): boolean {
+/** A database that answers every statement with the row type's oid (all QueryIncrements.resolve asks). */
+function answeringDb(): Kysely<BpfStatsDatabase> {
+  const connection: DatabaseConnection = {
+    executeQuery: async <R>() => ({ rows: [{ oid: String(TYPE_OID) }] as R[] }),
+    streamQuery: () => {
+      throw new Error('not streamed');
+    },
+  };
+  const driver: Driver = Object.assign(new DummyDriver(), { acquireConnection: async () => connection });
+  return new Kysely<BpfStatsDatabase>({
+    dialect: {
+      createAdapter: () => new PostgresAdapter(),
+      createDriver: () => driver,
+      createIntrospector: (k) => new PostgresIntrospector(k),
+      createQueryCompiler: () => new PostgresQueryCompiler(),
+    },
+  });
+}
+
+const db = answeringDb();
+let increments: QueryIncrements;
+beforeAll(async () => {
+  increments = await QueryIncrements.resolve(db);
+});
+
+/** Query history rows a built history part sends: the length of its array of query_increments. */
+function queryHistoryRows(part: PreparedPart): number {
+  const statements = part.build!().map((s) => s.compile(db));
+  const query = statements.find((s) => s.sql.includes('query_stats_history'));
+  const array = query?.parameters.find((p): p is Buffer => Buffer.isBuffer(p) && p.readUInt32BE(8) === TYPE_OID);
+  return array ? array.readInt32BE(12) : 0;
+}
+
+interface Flush {
+  history: PreparedPart;
+  /** As FlushWriter does once the statement succeeded. */
+  written(): void;
+}
+
+/** One flush of `keys` statements (ids from `first`), each at `calls` so far; lazy unless said. */
+function flush(rows: MetricRows, history: HistoryPart, first: number, keys: number, calls: number, lazy = true): Flush {
   const maps = snapshotOf({ queries: Array.from({ length: keys }, (_, i) => querySample(first + i, calls)) });
-  const input: FlushInput = { maps, measured: MEASURED, lazy: true, startedMs: performance.now() };
+  const input: FlushInput = { maps, measured: MEASURED, lazy, startedMs: performance.now() };
   const prepared = history.prepare(input);
   const rowsOf = rows.prepare(maps, MEASURED);
-  // As FlushWriter does once the statement succeeded: this flush's rows are written.
-  rowsOf.commitQueries();
-  rowsOf.commitBackends();
-  prepared.commit();
-  return prepared.build !== undefined;
+  return {
+    history: prepared,
+    written: () => {
+      rowsOf.commitQueries();
+      rowsOf.commitBackends();
+      prepared.commit();
+    },
+  };
 }
 
 describe('history between intervals', () => {
@@ -43,9 +77,33 @@ describe('history between intervals', () => {
     const history = new HistoryPart(db, rows, increments, 300_000);
     const busy = 10_000;
     // The same 10,000 statements in three flushes: 10,000 sums wait, none written.
-    expect([1, 2, 3].map((calls) => flush(rows, history, 0, busy, calls))).toEqual([false, false, false]);
+    for (const calls of [1, 2, 3]) {
+      const f = flush(rows, history, 0, busy, calls);
+      expect(f.history.build).toBeUndefined();
+      f.written();
+    }
     // Up to the budget in distinct keys still waits; one more goes out with this flush.
-    expect(flush(rows, history, busy, MAX_ROWS_PER_TABLE - busy, 1)).toBe(false);
-    expect(flush(rows, history, MAX_ROWS_PER_TABLE, 1, 1)).toBe(true);
+    const upTo = flush(rows, history, busy, MAX_ROWS_PER_TABLE - busy, 1);
+    expect(upTo.history.build).toBeUndefined();
+    upTo.written();
+    // 16,385 keys for 16,384 rows: the new one and the 16,383 oldest; one waits for the next flush.
+    const past = flush(rows, history, MAX_ROWS_PER_TABLE, 1, 1);
+    expect(queryHistoryRows(past.history)).toBe(MAX_ROWS_PER_TABLE);
+  });
+
+  it('writes no more history per table than the row budget, and the rest with the next flushes', () => {
+    const rows = new MetricRows(1, () => undefined);
+    const history = new HistoryPart(db, rows, increments, 300_000);
+    flush(rows, history, 0, 10_000, 1).written();
+    // A flush that was not written (its connection terminated): the next has half the budget.
+    flush(rows, history, 20_000, 100, 1, false);
+    const halved = flush(rows, history, 20_000, 100, 1, false);
+    expect(queryHistoryRows(halved.history)).toBe(MAX_ROWS_PER_TABLE / 2);
+    halved.written();
+    // The 10,100 keys go in two flushes: 8,192, then the 1,908 left with the next flush (lazy, but behind).
+    const rest = flush(rows, history, 30_000, 0, 1);
+    expect(queryHistoryRows(rest.history)).toBe(10_100 - MAX_ROWS_PER_TABLE / 2);
+    rest.written();
+    expect(flush(rows, history, 30_000, 0, 1).history.build).toBeUndefined();
   });
 });
