@@ -3,7 +3,7 @@ import { join } from 'node:path';
 
 /** Paths remembered at most; a walk that finds more keeps the first ones (a host with that many cgroups is rare). */
 const MAX_PATHS = 8192;
-/** A cgroup id not found is looked for again at most this often (a walk reads every directory). */
+/** A cgroup id a walk did not find is looked for again at most this often (a walk reads every directory). */
 const REWALK_INTERVAL_MS = 10_000;
 
 /**
@@ -27,8 +27,10 @@ export function memoryHierarchyMount(mountinfo: string): string | null {
 /**
  * Names the memory cgroup ids BPF records per process (the kernfs inode of the cgroup's
  * directory) by their path in the memory hierarchy, as /proc/<pid>/cgroup shows it: `/` for the
- * root, `/kubepods/.../<container>` in a pod. Bounded: at most MAX_PATHS remembered, and an
- * unknown id (a cgroup removed before we looked) causes a fresh walk at most every 10 s.
+ * root, `/kubepods/.../<container>` in a pod. An id first seen after the last walk (a cgroup
+ * created since) causes a fresh walk at once; one a walk begun after it was seen did not find (a
+ * cgroup removed before we looked) is looked for again at most every 10 s. Bounded: at most
+ * MAX_PATHS paths and as many missed ids remembered.
  *
  * @example
  * const paths = CgroupPaths.forThisHost();
@@ -36,7 +38,10 @@ export function memoryHierarchyMount(mountinfo: string): string | null {
  */
 export class CgroupPaths {
   private paths = new Map<bigint, string>();
+  /** When the last walk began (performance.now()). */
   private lastWalkMs = -Infinity;
+  /** Ids a walk did not find, and when that walk began. */
+  private readonly missed = new Map<bigint, number>();
 
   constructor(private readonly mountPoint: string | null) {}
 
@@ -50,16 +55,29 @@ export class CgroupPaths {
     return new CgroupPaths(memoryHierarchyMount(mountinfo));
   }
 
-  /** The path of cgroup `id`, or null when it is 0 (unread), gone, or not in the hierarchy. */
-  pathOf(id: bigint): string | null {
+  /**
+   * The path of cgroup `id`, or null when it is 0 (unread), gone, or not in the hierarchy.
+   * `seenAtMs` (performance.now()): when BPF's figures naming it were read, so that the ids of
+   * one read cost one walk at most.
+   */
+  pathOf(id: bigint, seenAtMs: number = performance.now()): string | null {
     if (id === 0n || this.mountPoint === null) return null;
     const known = this.paths.get(id);
     if (known !== undefined) return known;
     const now = performance.now();
-    if (now - this.lastWalkMs < REWALK_INTERVAL_MS) return null;
+    // A walk begun after the id was seen would have found its cgroup, had it still existed.
+    const missedAt = this.missed.get(id) ?? (this.lastWalkMs >= seenAtMs ? this.lastWalkMs : undefined);
+    if (missedAt !== undefined && now - missedAt < REWALK_INTERVAL_MS) return null;
     this.lastWalkMs = now;
     this.paths = this.walk(this.mountPoint);
-    return this.paths.get(id) ?? null;
+    const path = this.paths.get(id);
+    if (path !== undefined) {
+      this.missed.delete(id);
+      return path;
+    }
+    if (this.missed.size >= MAX_PATHS) this.missed.clear();
+    this.missed.set(id, now);
+    return null;
   }
 
   private walk(root: string): Map<bigint, string> {

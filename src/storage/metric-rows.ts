@@ -259,6 +259,8 @@ export class MetricRows {
   }
 
   private compute(snapshot: MapSnapshot, measured: ReadonlySet<string>): PreparedMetricRows {
+    // The maps were read before this: every cgroup id in them existed by now.
+    const readByMs = performance.now();
     if (this.unwritten) this.rowBudget = Math.max(MIN_ROWS_PER_TABLE, this.rowBudget >> 1);
     this.unwritten = true;
     const budget = this.rowBudget;
@@ -353,7 +355,7 @@ export class MetricRows {
         datid: sample.identityKnown && sample.dbid ? sample.dbid : null,
         usesysid: sample.identityKnown && sample.userid ? sample.userid : null,
         queryid: sample.queryid ? BigInt.asIntN(64, sample.queryid).toString() : null,
-        cgroup: this.cgroups.pathOf(sample.memoryCgroup),
+        cgroup: this.cgroups.pathOf(sample.memoryCgroup, readByMs),
         values: toColumnValues(delta),
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       };

@@ -33,4 +33,25 @@ describe('memory cgroup paths', () => {
       rmSync(root, { recursive: true });
     }
   });
+
+  it('walks again at once for an id seen after the last walk (a new cgroup), and once per read for ids that are gone', () => {
+    const root = mkdtempSync(join(tmpdir(), 'cgroup-paths-'));
+    try {
+      const paths = new CgroupPaths(root);
+      expect(paths.pathOf(statSync(root, { bigint: true }).ino)).toBe('/');
+      // A container started after that walk: its cgroup is named by the next read, not 10 s later.
+      mkdirSync(join(root, 'ctr-a'));
+      const readMs = performance.now();
+      expect(paths.pathOf(statSync(join(root, 'ctr-a'), { bigint: true }).ino, readMs)).toBe('/ctr-a');
+      // An id that read found gone (1n) costs no second walk: a cgroup made since stays unknown to that read...
+      expect(paths.pathOf(1n, readMs)).toBeNull();
+      mkdirSync(join(root, 'ctr-b'));
+      const inoB = statSync(join(root, 'ctr-b'), { bigint: true }).ino;
+      expect(paths.pathOf(inoB, readMs)).toBeNull();
+      // ...and is found by the next read's walk.
+      expect(paths.pathOf(inoB, performance.now())).toBe('/ctr-b');
+    } finally {
+      rmSync(root, { recursive: true });
+    }
+  });
 });
