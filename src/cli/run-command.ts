@@ -1,13 +1,40 @@
 import type { CliOptions } from './parse-args.js';
 import { oneLine, UserError } from '../errors.js';
 import { Sidecar } from '../sidecar/sidecar.js';
-import { startMetrics } from '../exporters/prometheus/start-metrics.js';
 
 /** `pg-bpf-stats run`: collect until SIGINT/SIGTERM (or --duration), then detach everything. */
 export async function runCommand(options: CliOptions, log: (line: string) => void): Promise<number> {
-  // The metrics port is bound first: an address in use fails before anything is created.
-  const metrics = options.metrics ? await startMetrics(options.metrics, options.dsn, log) : null;
-  const sidecar = await Sidecar.start({
+  // The metrics port is bound first: an address in use fails before anything is created. The
+  // exporter (prom-client, node's http and cluster modules) is loaded only when asked for: a
+  // start without it skips their loading (README, "Start-up").
+  const metrics = options.metrics ? await (await import('../exporters/prometheus/start-metrics.js')).startMetrics(options.metrics, options.dsn, log) : null;
+  // Signals are taken from here on: the probes attach early in the start, and a SIGUSR1 or a
+  // SIGTERM sent once they are (a supervisor, a script) must not kill the process. What arrives
+  // before the start is done is done once it is; a second SIGINT or SIGTERM ends it at once.
+  let sidecar: Sidecar | null = null;
+  let pauseWhenStarted: boolean | null = null;
+  const pause = () => {
+    if (!sidecar) pauseWhenStarted = true;
+    // A pause that fails to write its last flush still pauses; the figures go out with a later one.
+    else void sidecar.pause().catch((error: unknown) => log(`pause: ${oneLine(error)}`));
+  };
+  const resume = () => {
+    if (!sidecar) pauseWhenStarted = false;
+    else {
+      try {
+        sidecar.resume();
+      } catch (error) {
+        log(`resume failed: ${oneLine(error)}`);
+      }
+    }
+  };
+  process.on('SIGUSR1', pause);
+  process.on('SIGUSR2', resume);
+  const stopSignal = new Promise<string>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  sidecar = await Sidecar.start({
     connectionString: options.dsn,
     sink: options.sink,
     node: options.node,
@@ -22,32 +49,22 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
     await metrics?.close();
     throw error;
   });
-  metrics?.attach(sidecar);
+  const running = sidecar;
+  metrics?.attach(running);
   log(`collecting every ${options.intervalMs} ms; SIGINT or SIGTERM stops, SIGUSR1 pauses, SIGUSR2 resumes`);
-  // A pause that fails to write its last flush still pauses; the figures go out with a later one.
-  const pause = () => void sidecar.pause().catch((error: unknown) => log(`pause: ${oneLine(error)}`));
-  const resume = () => {
-    try {
-      sidecar.resume();
-    } catch (error) {
-      log(`resume failed: ${oneLine(error)}`);
-    }
-  };
-  process.on('SIGUSR1', pause);
-  process.on('SIGUSR2', resume);
+  if (pauseWhenStarted === true) pause();
   const reason = await new Promise<string | UserError>((resolve) => {
-    process.once('SIGINT', () => resolve('SIGINT'));
-    process.once('SIGTERM', () => resolve('SIGTERM'));
+    void stopSignal.then(resolve);
     if (options.durationMs !== undefined) setTimeout(() => resolve('--duration elapsed'), options.durationMs).unref();
-    void sidecar.failed.then(resolve);
+    void running.failed.then(resolve);
   });
   process.off('SIGUSR1', pause);
   process.off('SIGUSR2', resume);
   log(`${reason instanceof UserError ? 'cannot go on' : reason}: detaching and writing the last figures`);
-  await sidecar.stop(reason instanceof UserError ? `failed: ${reason.message}` : `stopped (${reason})`);
-    await metrics?.close();
+  await running.stop(reason instanceof UserError ? `failed: ${reason.message}` : `stopped (${reason})`);
+  await metrics?.close();
   if (reason instanceof UserError) throw reason;
-  const last = sidecar.lastFlush;
+  const last = running.lastFlush;
   log(`stopped; last flush ${last?.error ? `failed: ${last.error}` : `wrote ${last?.queries ?? 0} query and ${last?.backends ?? 0} backend rows`}`);
   return 0;
 }

@@ -83,6 +83,38 @@ describe('pg-bpf-stats run', () => {
     expect(stderr).toMatch(/SIGTERM: detaching/);
     expect((await collectorLinks()).filter((id) => !before.includes(id))).toEqual([]);
   });
+
+  it('takes SIGUSR1 and SIGTERM sent while it starts (the probes attach before the schema is checked) and stops cleanly, exit 0', async () => {
+    const before = await collectorLinks();
+    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+      // At once, from the attached line's own event: the start is not done yet.
+      if (/attached probe sets: cpu/.test(stderr) && child.signalCode === null && !child.killed) {
+        child.kill('SIGUSR1');
+        child.kill('SIGTERM');
+      }
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    expect(await exited, stderr).toBe(0);
+    const lines = stderr.split('\n');
+    const ready = lines.findIndex((l) => /collecting every 200 ms/.test(l));
+    expect(ready, stderr).toBeGreaterThan(lines.findIndex((l) => /attached probe sets: cpu/.test(l)));
+    // Done in order once started: the pause (its flush), then the stop (the last one).
+    expect(lines.findIndex((l) => /paused: probe sets cpu/.test(l)), stderr).toBeGreaterThan(ready);
+    expect(stderr).toMatch(/SIGTERM: detaching and writing the last figures/);
+    expect(stderr).toMatch(/stopped; last flush wrote/);
+    expect((await collectorLinks()).filter((id) => !before.includes(id))).toEqual([]);
+    const client = new pg.Client(cluster.connectionString());
+    await client.connect();
+    try {
+      const { rows } = await client.query('SELECT stop_reason FROM bpf_stats.health WHERE pid = $1', [child.pid]);
+      expect(rows).toEqual([{ stop_reason: 'stopped (SIGTERM)' }]);
+    } finally {
+      await client.end();
+    }
+  });
 });
 
 describe('a database that goes away', () => {
