@@ -7,6 +7,8 @@ const CLI = cliPath();
 // The CLI logs "<ISO time> INFO  <message>" off a terminal, "pg-bpf-stats: <message>" on one.
 const ATTACHED_LINE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)attached probe sets: /m;
 const ATTACHED_LINE_WHOLE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)attached probe sets: .*$/m;
+/** Logged once start-up is done (the schema checked, the first flush written): the collector is running. */
+const READY_LINE = /^(?:pg-bpf-stats: |\S+Z INFO\s+)collecting every /m;
 /** The node flags the CLI's first line gives its bin (`#!/usr/bin/env -S node --flag ...`): the bench runs it as installed. */
 export function binNodeFlags(file = CLI): string[] {
   const first = readFileSync(file, 'utf8').split('\n', 1)[0] ?? '';
@@ -50,8 +52,11 @@ export class SidecarProcess {
     void this.exited.then(() => SidecarProcess.live.delete(this));
   }
 
-  /** Spawns the CLI and resolves once it logs "attached probe sets", with the time that took. */
-  static async start(options: SidecarProcessOptions): Promise<{ sidecar: SidecarProcess; attachMs: number }> {
+  /**
+   * Spawns the CLI and resolves once it is running (its "collecting every" line), with the time
+   * from the spawn to its "attached probe sets" line (attachMs) and to that line (readyMs).
+   */
+  static async start(options: SidecarProcessOptions): Promise<{ sidecar: SidecarProcess; attachMs: number; readyMs: number }> {
     const args = [...binNodeFlags(), CLI, 'run', '--dsn', options.dsn, '--interval', options.interval ?? '1s'];
     if (options.probes) args.push('--probes', options.probes);
     args.push(...(options.args ?? []));
@@ -60,13 +65,15 @@ export class SidecarProcess {
     const child = spawn(command, commandArgs, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     if (child.pid === undefined) throw new Error('could not spawn the sidecar');
     const sidecar = new SidecarProcess(child, child.pid);
+    let attachMs: number;
     try {
-      await sidecar.waitForAttached(options.attachTimeoutMs ?? 60_000);
+      attachMs = (await sidecar.waitForLine(ATTACHED_LINE, 'attaching', options.attachTimeoutMs ?? 60_000)) - spawnedAt;
+      await sidecar.waitForLine(READY_LINE, 'starting', options.attachTimeoutMs ?? 60_000);
     } catch (error) {
       await sidecar.stop();
       throw error;
     }
-    return { sidecar, attachMs: performance.now() - spawnedAt };
+    return { sidecar, attachMs, readyMs: performance.now() - spawnedAt };
   }
 
   /** Its "attached probe sets" line (null before it attached). */
@@ -74,19 +81,20 @@ export class SidecarProcess {
     return ATTACHED_LINE_WHOLE.exec(this.stderr)?.[0] ?? null;
   }
 
-  private waitForAttached(timeoutMs: number): Promise<void> {
+  /** Resolves with performance.now() when a line matching `line` has been logged. */
+  private waitForLine(line: RegExp, doing: string, timeoutMs: number): Promise<number> {
     return new Promise((resolve, reject) => {
       const check = () => {
-        if (ATTACHED_LINE.test(this.stderr)) done(null);
+        if (line.test(this.stderr)) done(null);
       };
-      const timer = setTimeout(() => done(new Error(`sidecar not attached after ${timeoutMs} ms:\n${this.log()}`)), timeoutMs);
-      const onExit = () => done(new Error(`sidecar exited (${this.exitDescription()}) before attaching:\n${this.log()}`));
+      const timer = setTimeout(() => done(new Error(`sidecar still ${doing} after ${timeoutMs} ms:\n${this.log()}`)), timeoutMs);
+      const onExit = () => done(new Error(`sidecar exited (${this.exitDescription()}) while ${doing}:\n${this.log()}`));
       const done = (error: Error | null) => {
         clearTimeout(timer);
         this.child.stderr!.off('data', check);
         this.child.off('exit', onExit);
         if (error) reject(error);
-        else resolve();
+        else resolve(performance.now());
       };
       this.child.stderr!.on('data', check);
       this.child.once('exit', onExit);

@@ -6,6 +6,7 @@
  * - attached: spawn of the CLI (default sets, --interval 1s) to its "attached probe sets" line,
  *   as an operator starts it (the bin's node flags included); that line says how much of it was
  *   loading the BPF programs (the verifier, and finding the postmaster's host pid);
+ * - running: spawn to its "collecting every" line (the schema checked, the first flush written);
  * - first figures: spawn to the first backend_stats row this run wrote (last_seen after spawn);
  *   under load, also to the first query_stats row of pgbench's statement;
  * - load: the BPF object's load in this process (the kernel's verifier, every program: the
@@ -70,6 +71,8 @@ async function firstRow(client: pg.Client, query: string, params: unknown[], sin
 
 interface Start {
   attachedMs: number;
+  /** Spawn to its "collecting every" line: the schema checked and the first flush written. */
+  readyMs: number;
   /** Of attachedMs, loading the BPF programs, as the collector's attached line says. */
   loadMs: number;
   backendRowMs: number;
@@ -80,7 +83,7 @@ async function startOnce(cluster: ThrowawayCluster, admin: pg.Client, loaded: bo
   // The wall clock of the spawn, as the server compares it with last_seen (to the ms).
   const spawnedAt = new Date((await admin.query('SELECT now() AS t')).rows[0].t as Date);
   const sinceMs = performance.now();
-  const { sidecar, attachMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, nice });
+  const { sidecar, attachMs, readyMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, nice });
   try {
     const backendRowMs = await firstRow(admin, 'SELECT 1 FROM bpf_stats.backend_stats WHERE last_seen >= $1 LIMIT 1', [spawnedAt], sinceMs);
     const queryRowMs = loaded
@@ -94,7 +97,7 @@ async function startOnce(cluster: ThrowawayCluster, admin: pg.Client, loaded: bo
       : null;
     const load = /of which (\d+) ms loading the BPF programs\)/.exec(sidecar.attachedLine() ?? '');
     if (!load) throw new Error(`no start-up times in: ${sidecar.attachedLine()}`);
-    return { attachedMs: attachMs, loadMs: Number(load[1]), backendRowMs, queryRowMs };
+    return { attachedMs: attachMs, readyMs, loadMs: Number(load[1]), backendRowMs, queryRowMs };
   } finally {
     await sidecar.stop();
   }
@@ -155,11 +158,11 @@ async function main(): Promise<void> {
     }
 
     print();
-    print(`| cluster | spawn → attached, ms | of which loading the BPF programs, ms | spawn → first backend row, ms | spawn → first pgbench statement row, ms |`);
-    print('| --- | ---: | ---: | ---: | ---: |');
-    print(`| idle | ${range(idle.map((s) => s.attachedMs))} | ${range(idle.map((s) => s.loadMs))} | ${range(idle.map((s) => s.backendRowMs))} | — |`);
+    print(`| cluster | spawn → attached, ms | of which loading the BPF programs, ms | spawn → running, ms | spawn → first backend row, ms | spawn → first pgbench statement row, ms |`);
+    print('| --- | ---: | ---: | ---: | ---: | ---: |');
+    print(`| idle | ${range(idle.map((s) => s.attachedMs))} | ${range(idle.map((s) => s.loadMs))} | ${range(idle.map((s) => s.readyMs))} | ${range(idle.map((s) => s.backendRowMs))} | — |`);
     print(
-      `| pgbench -S, ${clients} clients | ${range(busy.map((s) => s.attachedMs))} | ${range(busy.map((s) => s.loadMs))} | ${range(busy.map((s) => s.backendRowMs))} | ${range(busy.map((s) => s.queryRowMs!))} |`,
+      `| pgbench -S, ${clients} clients | ${range(busy.map((s) => s.attachedMs))} | ${range(busy.map((s) => s.loadMs))} | ${range(busy.map((s) => s.readyMs))} | ${range(busy.map((s) => s.backendRowMs))} | ${range(busy.map((s) => s.queryRowMs!))} |`,
     );
     print(`(median, and min–max, of ${runs} starts each${nice === undefined ? '' : `, the collector at nice ${nice}`})`);
   } finally {

@@ -248,11 +248,17 @@ export class Sidecar {
         `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
           `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
       );
-      await migrateSchema(store, undefined, node);
-      // The same checks as `pg-bpf-stats check`; the object above just passed the verifier.
-      await writeCapabilities(clientDatabase(store), await probeCapabilities({ support, loaded: true }));
-      log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
+      // Attached before the schema is looked at: figures count from here, while the schema work
+      // below runs (README, "Start-up"). Attaching creates nothing in the database; a failure
+      // from here on detaches everything as the process ends. The collector's own connections to
+      // this server are left out of the figures first.
       object.exclude(backendPid(control));
+      if (sink && local) object.exclude(backendPid(sink));
+      for (const set of sets) object.probes.attach(set);
+      // How long start-up took and its biggest part (README, "Start-up"): a slow start says why.
+      log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
+      await migrateSchema(store, undefined, node);
+      log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
       const excluder = object;
       const logOnce = rateLimited(log);
       let checkPostmaster = (): void => undefined;
@@ -290,16 +296,11 @@ export class Sidecar {
       pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
       // Statements sent again and again (every flush's) are parsed and planned once.
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
-      for (const set of sets) object.probes.attach(set);
-      // How long start-up took and its biggest part (README, "Start-up"): a slow start says why.
-      log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
 
       const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options);
       forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
       await writing.health.start();
       await writing.retention?.maintain(db);
-      // Never a reason not to start: a failure is one line, retried at the next period.
-      await writing.rowRetention.maintainWhenDue(db, log);
       log(
         writing.retention
           ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
@@ -309,20 +310,27 @@ export class Sidecar {
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
       sidecar.node = node;
       sidecar.sinkOnNode = local;
-      await sink?.end();
-      sink = null;
       sidecar.follow(current);
       checkPostmaster = () => sidecar.follower?.check();
       await sidecar.markVanishedBackends();
+      // The first figures now (what ran while the schema was checked), not an interval later;
+      // what is not figures comes after them.
+      await sidecar.flush({ lazy: true });
       sidecar.timer = setInterval(() => void sidecar.flush({ lazy: true }), options.intervalMs);
-      if (options.control ?? true) {
-        try {
+      try {
+        // The same checks as `pg-bpf-stats check`; the object above passed the verifier.
+        await writeCapabilities(clientDatabase(store), await probeCapabilities({ support, loaded: true }));
+        await sink?.end();
+        sink = null;
+        // Never a reason not to start: a failure is one line, retried at the next period.
+        await writing.rowRetention.maintainWhenDue(db, log);
+        if (options.control ?? true) {
           // With a sink, requests are made and answered there: a standby can neither write nor NOTIFY.
           sidecar.controlPlane = await ControlPlane.start({ connectionString: options.sink ?? options.connectionString, node, host: sidecar, log, pollMs: options.controlPollMs });
-        } catch (error) {
-          await sidecar.stop();
-          throw error;
         }
+      } catch (error) {
+        await sidecar.stop();
+        throw error;
       }
       // Loading parsed the kernel's BTF into memory freed since: give it back (RSS, README).
       loadNative().releaseFreeMemory();
