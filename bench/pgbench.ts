@@ -10,6 +10,8 @@ export interface PgbenchResult {
 export interface SelectOnlyRun {
   clients: number;
   seconds: number;
+  /** Transactions per second to hold (pgbench -R); absent: as fast as it can. */
+  rate?: number;
 }
 
 /*
@@ -53,7 +55,7 @@ export async function initPgbench(cluster: ThrowawayCluster, scale: number): Pro
 /** Runs pgbench -S (select only) without vacuum, and parses its summary. */
 export async function runSelectOnly(cluster: ThrowawayCluster, run: SelectOnlyRun): Promise<PgbenchResult> {
   const threads = Math.min(2, run.clients);
-  const args = ['-S', '-n', '-c', String(run.clients), '-j', String(threads), '-T', String(run.seconds)];
+  const args = ['-S', '-n', '-c', String(run.clients), '-j', String(threads), '-T', String(run.seconds), ...(run.rate ? ['-R', String(run.rate)] : [])];
   const { stdout } = await cluster.exec('pgbench', [...connectionArgs(cluster), ...args, 'postgres'], run.seconds * 1000 + 120_000);
   return parsePgbenchOutput(stdout);
 }
