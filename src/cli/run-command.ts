@@ -31,8 +31,13 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   process.on('SIGUSR1', pause);
   process.on('SIGUSR2', resume);
   const stopSignal = new Promise<string>((resolve) => {
-    process.once('SIGINT', () => resolve('SIGINT'));
-    process.once('SIGTERM', () => resolve('SIGTERM'));
+    const stop = (signal: string) => {
+      // A start that waits (an unreachable server) would otherwise seem to ignore the signal.
+      if (!sidecar) log(`${signal} during the start: stopping once it is done (${signal} again stops at once)`);
+      resolve(signal);
+    };
+    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
   });
   sidecar = await Sidecar.start({
     connectionString: options.dsn,

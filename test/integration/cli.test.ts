@@ -103,6 +103,10 @@ describe('pg-bpf-stats run', () => {
     expect(ready, stderr).toBeGreaterThan(lines.findIndex((l) => /attached probe sets: cpu/.test(l)));
     // Done in order once started: the pause (its flush), then the stop (the last one).
     expect(lines.findIndex((l) => /paused: probe sets cpu/.test(l)), stderr).toBeGreaterThan(ready);
+    // Said when it arrived, before the start was done.
+    const said = lines.findIndex((l) => /SIGTERM during the start: stopping once it is done \(SIGTERM again stops at once\)/.test(l));
+    expect(said, stderr).toBeGreaterThanOrEqual(0);
+    expect(said, stderr).toBeLessThan(ready);
     expect(stderr).toMatch(/SIGTERM: detaching and writing the last figures/);
     expect(stderr).toMatch(/stopped; last flush wrote/);
     expect((await collectorLinks()).filter((id) => !before.includes(id))).toEqual([]);
