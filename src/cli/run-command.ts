@@ -12,7 +12,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   // SIGTERM sent once they are (a supervisor, a script) must not kill the process. What arrives
   // before the start is done is done once it is; a second SIGINT or SIGTERM ends it at once.
   let sidecar: Sidecar | null = null;
-  let pauseWhenStarted: boolean | null = null;
+  let pauseWhenStarted = false;
   const pause = () => {
     if (!sidecar) pauseWhenStarted = true;
     // A pause that fails to write its last flush still pauses; the figures go out with a later one.
@@ -57,7 +57,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   const running = sidecar;
   metrics?.attach(running);
   log(`collecting every ${options.intervalMs} ms; SIGINT or SIGTERM stops, SIGUSR1 pauses, SIGUSR2 resumes`);
-  if (pauseWhenStarted === true) pause();
+  if (pauseWhenStarted) pause();
   const reason = await new Promise<string | UserError>((resolve) => {
     void stopSignal.then(resolve);
     if (options.durationMs !== undefined) setTimeout(() => resolve('--duration elapsed'), options.durationMs).unref();

@@ -198,12 +198,9 @@ const COUNT_COLUMNS = METRIC_COLUMNS.map((c) => c.unit === 'count');
 
 /** Column-wise sums; NULL (not measured in either) stays NULL. Counts stay exact (ExactInt), milliseconds are summed as numbers. */
 export function sumValues(a: readonly MetricValue[], b: readonly MetricValue[]): MetricValue[] {
-  return a.map((x, i) => {
-    const y = b[i] ?? null;
-    if (x === null) return y;
-    if (y === null) return x;
-    return COUNT_COLUMNS[i] ? addExact(x, y) : Number(x) + Number(y);
-  });
+  const sums = [...a];
+  addValuesInto(sums, b);
+  return sums;
 }
 
 /** sumValues(into, add), written into `into`. */

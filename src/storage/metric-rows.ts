@@ -325,7 +325,8 @@ export class MetricRows {
 
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
-    let busyNs = 0n;
+    // Summed exactly without a bigint per addition; one at the end.
+    let busy: ExactInt = 0;
     let identities = 0;
     let backendsUrgent = false;
     const exited: BackendRecordRef[] = [];
@@ -347,7 +348,7 @@ export class MetricRows {
       const delta = this.backendDeltas.delta(key, sample.metrics);
       if (!isExited && delta.every(isZero) && this.backendDeltas.has(key)) continue;
       if (isExited || !this.backendDeltas.has(key)) backendsUrgent = true;
-      for (const i of BUSY_INDEXES) busyNs += BigInt(delta[i] ?? 0);
+      for (const i of BUSY_INDEXES) busy = addExact(busy, delta[i] ?? 0);
       const row: BackendRow = {
         pid: sample.pid,
         backendStartUs: this.rowStartUs(sample),
@@ -399,6 +400,7 @@ export class MetricRows {
       const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));
       this.retracting = this.retracting.filter((r) => !done.has(r));
     });
+    const busyNs = BigInt(busy);
     this.waiting = { busyNs, identities };
     this.lastDeferred = deferred;
     let wasWritten = false;
