@@ -1,5 +1,5 @@
 import { readdirSync, readlinkSync } from 'node:fs';
-import { UserError } from '../errors.js';
+import { oneLine, UserError } from '../errors.js';
 import type { BpfPostmaster, CollectorObject } from '../collector/collector-object.js';
 import { mappingStart } from '../target/process-memory.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
@@ -76,6 +76,8 @@ export class PostmasterFollower {
   private startTicks: number;
   private goneAt: number | null = null;
   private searching = false;
+  /** close() was called: a search under way ends at its next step, touching nothing more. */
+  private closed = false;
   /** Where the binary is mapped in the postmaster we filter on (its maps go with it). */
   private base: bigint;
   /** Times the postmaster was followed (tests and health). */
@@ -129,6 +131,7 @@ export class PostmasterFollower {
 
   /** Detaches BPF's following too (the collector stops). */
   close(): void {
+    this.closed = true;
     this.stop();
     this.stopBpf?.();
     this.stopBpf = null;
@@ -136,7 +139,7 @@ export class PostmasterFollower {
 
   /** Whether the postmaster we filter on is alive; when not, follows its successor. */
   check(): boolean {
-    if (this.goneAt !== null) return false;
+    if (this.closed || this.goneAt !== null) return false;
     const { object, target, current } = this.options;
     if (object.bpfPostmasterTgid() === current.tgid) {
       // BPF sees no exit of a process that was never scheduled out while attached; /proc does.
@@ -160,7 +163,7 @@ export class PostmasterFollower {
     this.searching = true;
     const deadline = this.goneAt! + this.options.waitMs;
     try {
-      while (performance.now() < deadline && this.goneAt !== null) {
+      while (!this.closed && performance.now() < deadline && this.goneAt !== null) {
         const adopted = this.options.object.bpfPostmasterTgid() !== null;
         const found = adopted || performance.now() - this.goneAt! > FALLBACK_AFTER_MS ? this.findSuccessor() : null;
         if (found === 'other-binary') {
@@ -170,7 +173,11 @@ export class PostmasterFollower {
         if (found !== null && (await this.follow(found))) return;
         await new Promise((resolve) => setTimeout(resolve, SEARCH_MS));
       }
+      if (this.closed) return;
       this.options.onLost(new UserError(`postmaster ${this.options.target.pgPid} is gone and no new one started in its data directory within ${this.options.waitMs / 1000} s`));
+    } catch (error) {
+      // The collector closed its BPF object while a step of the search waited: nothing is left to follow.
+      if (!this.closed) this.options.onLost(new UserError(`cannot follow the postmaster: ${oneLine(error)}`));
     } finally {
       this.searching = false;
     }
@@ -218,7 +225,7 @@ export class PostmasterFollower {
     const adopted = object.bpfPostmaster();
     const found = adopted ?? (await object.findTgid({ ...pidns, tgid: pgPid }, async () => undefined, 2000));
     // BPF may have adopted it while findTgid looked: then its own addresses stand.
-    if (!found) return false;
+    if (!found || this.closed) return false;
     const next: BpfPostmaster = {
       tgid: found.tgid,
       level: found.level,
