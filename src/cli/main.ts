@@ -4,7 +4,7 @@
 // The young generation's cap: at 1,000 connections it took the peak RSS from ~150 to ~130 MB
 // at no measurable CPU cost (bench/connection-scaling.ts, README).
 import { MissingCapabilities } from '../capabilities/linux-capabilities.js';
-import { UserError, oneLine } from '../errors.js';
+import { databaseFailure, UserError, oneLine } from '../errors.js';
 import { checkCommand } from './check-command.js';
 import { createLogger } from './logger.js';
 import { migrateCommand } from './migrate-command.js';
@@ -60,16 +60,12 @@ main(process.argv.slice(2)).then(
       logger.error(oneLine(error));
       process.exit(error.exitCode);
     }
-    if (isServerError(error)) {
-      logger.error(`PostgreSQL said: ${oneLine(error)}`);
+    const fromDatabase = databaseFailure(error);
+    if (fromDatabase) {
+      logger.error(fromDatabase);
       process.exit(2);
     }
     logger.error(`internal error (a bug in pg-bpf-stats, please report it): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     process.exit(1);
   },
 );
-
-/** An error reported by the server (permissions, missing objects, shutdown), not by us. */
-function isServerError(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && 'severity' in error && 'code' in error;
-}

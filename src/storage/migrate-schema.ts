@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runner } from 'node-pg-migrate';
 import type pg from 'pg';
+import { databaseFailure, oneLine, UserError } from '../errors.js';
 import { packageRoot } from '../package-root.js';
 import { commentMetricColumns } from './metric-column-comments.js';
 import { defaultNodeName, nameNode } from '../sink/node-name.js';
@@ -19,16 +20,24 @@ import { defaultNodeName, nameNode } from '../sink/node-name.js';
 export async function migrateSchema(client: pg.Client, log: (line: string) => void = () => undefined, node?: string): Promise<void> {
   await nameNode(client, node ?? (await defaultNodeName(client)));
   await client.query('CREATE SCHEMA IF NOT EXISTS bpf_stats');
-  await runner({
-    dbClient: client,
-    dir: join(packageRoot(), 'migrations'),
-    direction: 'up',
-    migrationsSchema: 'bpf_stats',
-    migrationsTable: 'migrations',
-    checkOrder: true,
-    log: (line: string) => log(line),
-    logger: { debug: () => undefined, info: log, warn: log, error: log },
-  });
+  try {
+    await runner({
+      dbClient: client,
+      dir: join(packageRoot(), 'migrations'),
+      direction: 'up',
+      migrationsSchema: 'bpf_stats',
+      migrationsTable: 'migrations',
+      checkOrder: true,
+      log: (line: string) => log(line),
+      logger: { debug: () => undefined, info: log, warn: log, error: log },
+    });
+  } catch (error) {
+    if (databaseFailure(error)) throw error;
+    // node-pg-migrate rethrows some failures as a plain Error with the cause's stack in its
+    // message (a restart while it checks its table): one line of it, as an environment failure.
+    const [first] = (error instanceof Error ? error.message : String(error)).split(/\n\s+at /);
+    throw new UserError(`cannot bring the bpf_stats schema up to date: ${oneLine(first)}`);
+  }
   const sqlDir = join(packageRoot(), 'sql');
   const files = readdirSync(sqlDir).filter((f) => f.endsWith('.sql')).sort();
   await client.query('BEGIN');

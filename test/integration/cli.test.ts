@@ -129,7 +129,8 @@ describe('a database that goes away', () => {
       let stderr = '';
       child.stderr.on('data', (chunk) => (stderr += chunk));
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-      await expect.poll(() => stderr, { timeout: 30_000, interval: 100 }).toMatch(/attached probe sets: cpu/);
+      // Running, not only attached: this is a restart of a collector that started.
+      await expect.poll(() => stderr, { timeout: 30_000, interval: 100 }).toMatch(/collecting every 200 ms/);
 
       const client = new pg.Client(target.connectionString());
       await client.connect();
@@ -150,6 +151,48 @@ describe('a database that goes away', () => {
       expect(child.exitCode).toBeNull();
       child.kill('SIGTERM');
       expect(await exited, stderr).toBe(0);
+    } finally {
+      await target.stop();
+    }
+  });
+
+  it('a restart while it starts (the probes attached, the schema not checked yet): one line and exit 2, or it follows; never a stack', async () => {
+    const target = await ThrowawayCluster.start();
+    try {
+      // At the attached line itself, and a little later (into the first flush and what follows it).
+      for (const delayMs of [0, 100]) {
+        const child = spawn(process.execPath, [cli, 'run', '--dsn', target.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+        let stderr = '';
+        let restarted: Promise<void> | null = null;
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk;
+          if (!restarted && /attached probe sets: cpu/.test(stderr)) restarted = new Promise((r) => setTimeout(r, delayMs)).then(() => target.restart());
+        });
+        const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+        // Either it gave up (a start is all or nothing) or it went on with the new postmaster.
+        const outcome = await new Promise<number | null | 'following' | 'neither within 20 s'>((resolve) => {
+          const poll = setInterval(() => /following postmaster \d+/.test(stderr) && done('following'), 100);
+          const timer = setTimeout(() => done('neither within 20 s'), 20_000);
+          const done = (result: number | null | 'following' | 'neither within 20 s') => {
+            clearInterval(poll);
+            clearTimeout(timer);
+            resolve(result);
+          };
+          void exited.then(done);
+        });
+        expect(outcome, stderr).not.toBe('neither within 20 s');
+        if (outcome !== 'following') {
+          expect(outcome, stderr).toBe(2);
+          const errors = stderr.split('\n').filter((l) => / ERROR /.test(l));
+          expect(errors, stderr).toHaveLength(1);
+          expect(errors[0]).toMatch(/PostgreSQL|bpf_stats schema/);
+        } else {
+          child.kill('SIGTERM');
+          expect(await exited, stderr).toBe(0);
+        }
+        expect(stderr).not.toMatch(/^\S+ ERROR\s+at |internal error/m);
+        await restarted;
+      }
     } finally {
       await target.stop();
     }
