@@ -2,6 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import { binaryArray } from '../storage/binary-array.js';
+import { compiledAround } from '../storage/compiled-around.js';
 import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
 import type { QueryIncrements } from '../storage/query-increments.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
@@ -48,12 +49,16 @@ export class HistoryPart implements FlushPart {
   /** The last history written left keys waiting (the row budget): the next flush writes them. */
   private behind = false;
 
+  private readonly inserts: (batch: MetricRowSet) => RawBuilder<unknown>[];
+
   constructor(
-    private readonly db: Kysely<BpfStatsDatabase>,
+    db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
-    private readonly increments: QueryIncrements,
+    increments: QueryIncrements,
     private readonly intervalMs = 0,
-  ) {}
+  ) {
+    this.inserts = historyInserts(db, increments);
+  }
 
   prepare({ maps, measured, lazy, startedMs }: FlushInput): PreparedPart {
     const batch = this.rows.prepare(maps, measured);
@@ -90,7 +95,7 @@ export class HistoryPart implements FlushPart {
       const queries = historyRows(this.pending.queries, batch.queries, queryKeys, limit, latestQuery);
       const backends = historyRows(this.pending.backends, batch.backends, backendKeys, limit, latestBackend, own);
       written = { queries: queries.keys, backends: backends.keys };
-      return historyInserts(this.db, this.increments, { queries: queries.rows, backends: backends.rows });
+      return this.inserts({ queries: queries.rows, backends: backends.rows });
     };
     return {
       statements: [],
@@ -213,36 +218,39 @@ function addValuesInto(into: MetricValue[], add: readonly MetricValue[]): void {
   }
 }
 
-/** One INSERT ... SELECT FROM unnest(...) per history table that has rows. */
-function historyInserts(db: Kysely<BpfStatsDatabase>, increments: QueryIncrements, batch: MetricRowSet): RawBuilder<unknown>[] {
-  const metrics = metricColumnList();
-  const statements: RawBuilder<unknown>[] = [];
-  if (batch.queries.length) {
-    const rows = batch.queries;
-    const insert = db
+/** One INSERT ... SELECT FROM unnest(...) per history table that has rows (texts compiled once). */
+function historyInserts(db: Kysely<BpfStatsDatabase>, increments: QueryIncrements): (batch: MetricRowSet) => RawBuilder<unknown>[] {
+  const insertQueries = compiledAround((rows) =>
+    db
       .insertInto('bpf_stats.query_stats_history')
       .columns(['ts', 'userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES])
-      .expression(
-        sql`SELECT now(), u.* FROM ${increments.unnest(rows)} AS u`,
-      );
-    statements.push(sql`${insert}`);
-  }
-  if (batch.backends.length) {
-    const rows = batch.backends;
-    const insert = db
+      .expression(sql`SELECT now(), u.* FROM ${rows} AS u`),
+  );
+  const insertBackends = compiledAround((rows) =>
+    db
       .insertInto('bpf_stats.backend_stats_history')
       .columns(['ts', 'pid', 'backend_start', 'backend_type', 'datid', 'usesysid', 'queryid', ...METRIC_COLUMN_NAMES])
       .expression(
         sql`SELECT now(), u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid,
              ${metricColumnList('u')}
-        FROM unnest(
-          ${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
-          ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
-          ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
-          ${metricArrays(rows.map((r) => r.values))})
-          AS u(pid, start_us, backend_type, datid, usesysid, queryid, ${metrics})`,
+        FROM ${rows} AS u(pid, start_us, backend_type, datid, usesysid, queryid, ${metricColumnList()})`,
+      ),
+  );
+  return (batch) => {
+    const statements: RawBuilder<unknown>[] = [];
+    if (batch.queries.length) statements.push(insertQueries(increments.unnest(batch.queries)));
+    if (batch.backends.length) {
+      const rows = batch.backends;
+      statements.push(
+        insertBackends(
+          sql`unnest(
+                ${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
+                ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
+                ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
+                ${metricArrays(rows.map((r) => r.values))})`,
+        ),
       );
-    statements.push(sql`${insert}`);
-  }
-  return statements;
+    }
+    return statements;
+  };
 }

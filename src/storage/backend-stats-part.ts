@@ -1,6 +1,7 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import { binaryArray } from './binary-array.js';
+import { compiledAround } from './compiled-around.js';
 import type { BpfStatsDatabase } from './database.js';
 import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from './metric-arrays.js';
 import type { MetricRows } from './metric-rows.js';
@@ -18,10 +19,35 @@ import { accumulate } from './query-stats-part.js';
 export class BackendStatsPart implements FlushPart {
   readonly name = 'backend_stats';
 
+  private readonly upsert: (rows: RawBuilder<unknown>) => RawBuilder<unknown>;
+
   constructor(
-    private readonly db: Kysely<BpfStatsDatabase>,
+    db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
-  ) {}
+  ) {
+    this.upsert = compiledAround((rows) =>
+      db
+        .insertInto('bpf_stats.backend_stats')
+        .columns(['pid', 'backend_start', 'backend_type', 'datid', 'usesysid', 'queryid', 'cgroup', ...METRIC_COLUMN_NAMES, 'last_seen', 'exited_at'])
+        .expression(
+          sql`SELECT u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid, u.cgroup,
+                     ${metricColumnList('u')}, now(), ${usToTimestamp(sql`u.exited_us`)}
+                FROM ${rows} AS u(pid, start_us, backend_type, datid, usesysid, queryid, cgroup, ${metricColumnList()}, exited_us)`,
+        )
+        .onConflict((oc) =>
+          oc.columns(['node', 'pid', 'backend_start']).doUpdateSet({
+            ...accumulate('bpf_stats.backend_stats'),
+            backend_type: sql`excluded.backend_type`,
+            datid: sql`coalesce(excluded.datid, bpf_stats.backend_stats.datid)`,
+            usesysid: sql`coalesce(excluded.usesysid, bpf_stats.backend_stats.usesysid)`,
+            queryid: sql`coalesce(excluded.queryid, bpf_stats.backend_stats.queryid)`,
+            cgroup: sql`coalesce(excluded.cgroup, bpf_stats.backend_stats.cgroup)`,
+            last_seen: sql`excluded.last_seen`,
+            exited_at: sql`coalesce(excluded.exited_at, bpf_stats.backend_stats.exited_at)`,
+          }),
+        ),
+    );
+  }
 
   prepare({ maps, measured, lazy }: FlushInput): PreparedPart {
     const prepared = this.rows.prepare(maps, measured);
@@ -40,35 +66,16 @@ export class BackendStatsPart implements FlushPart {
         )
       : [];
     if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
-    const build = () => {
-      const insert = this.db
-        .insertInto('bpf_stats.backend_stats')
-        .columns(['pid', 'backend_start', 'backend_type', 'datid', 'usesysid', 'queryid', 'cgroup', ...METRIC_COLUMN_NAMES, 'last_seen', 'exited_at'])
-        .expression(
-          sql`SELECT u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid, u.cgroup,
-                     ${metricColumnList('u')}, now(), ${usToTimestamp(sql`u.exited_us`)}
-                FROM unnest(
-                  ${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
-                  ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
-                  ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
-                  ${rows.map((r) => r.cgroup)}::text[],
-                  ${metricArrays(rows.map((r) => r.values))}, ${binaryArray('int8', rows.map((r) => r.exitedAtUs))}::int8[])
-                  AS u(pid, start_us, backend_type, datid, usesysid, queryid, cgroup, ${metricColumnList()}, exited_us)`,
-        )
-        .onConflict((oc) =>
-          oc.columns(['node', 'pid', 'backend_start']).doUpdateSet({
-            ...accumulate('bpf_stats.backend_stats'),
-            backend_type: sql`excluded.backend_type`,
-            datid: sql`coalesce(excluded.datid, bpf_stats.backend_stats.datid)`,
-            usesysid: sql`coalesce(excluded.usesysid, bpf_stats.backend_stats.usesysid)`,
-            queryid: sql`coalesce(excluded.queryid, bpf_stats.backend_stats.queryid)`,
-            cgroup: sql`coalesce(excluded.cgroup, bpf_stats.backend_stats.cgroup)`,
-            last_seen: sql`excluded.last_seen`,
-            exited_at: sql`coalesce(excluded.exited_at, bpf_stats.backend_stats.exited_at)`,
-          }),
-        );
-      return [sql`${insert}`];
-    };
+    const build = () => [
+      this.upsert(
+        sql`unnest(
+              ${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
+              ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
+              ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
+              ${rows.map((r) => r.cgroup)}::text[],
+              ${metricArrays(rows.map((r) => r.values))}, ${binaryArray('int8', rows.map((r) => r.exitedAtUs))}::int8[])`,
+      ),
+    ];
     // Quiet background processes wait (in BPF, cumulative) for a flush that writes something else.
     if (lazy && !prepared.backendsUrgent && !retract.length) {
       return { statements: [], build, companion: true, commit: prepared.commitBackends, skipped: () => undefined };

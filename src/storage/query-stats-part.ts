@@ -2,6 +2,7 @@ import { sql, type Kysely, type RawBuilder, type Updateable } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { MetricColumnName } from '../families/index.js';
 import type { BpfStatsDatabase, MetricColumns } from './database.js';
+import { compiledAround } from './compiled-around.js';
 import { METRIC_COLUMN_NAMES } from './metric-arrays.js';
 import type { QueryIncrements } from './query-increments.js';
 import type { MetricRows } from './metric-rows.js';
@@ -17,27 +18,30 @@ import type { MetricRows } from './metric-rows.js';
 export class QueryStatsPart implements FlushPart {
   readonly name = 'query_stats';
 
+  private readonly upsert: (rows: RawBuilder<unknown>) => RawBuilder<unknown>;
+
   constructor(
-    private readonly db: Kysely<BpfStatsDatabase>,
+    db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
     private readonly increments: QueryIncrements,
-  ) {}
+  ) {
+    this.upsert = compiledAround((rows) =>
+      db
+        .insertInto('bpf_stats.query_stats')
+        .columns(['userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen'])
+        .expression(sql`SELECT u.*, now() FROM ${rows} AS u`)
+        .onConflict((oc) =>
+          oc.columns(['node', 'userid', 'dbid', 'toplevel', 'queryid']).doUpdateSet({ ...accumulate('bpf_stats.query_stats'), last_seen: sql`excluded.last_seen` }),
+        ),
+    );
+  }
 
   prepare({ maps, measured }: FlushInput): PreparedPart {
     const prepared = this.rows.prepare(maps, measured);
     const rows = prepared.queries;
     // Committed even when nothing changed: quiet keys are counted and evicted at commit.
     if (!rows.length) return { statements: [], commit: prepared.commitQueries };
-    const insert = this.db
-      .insertInto('bpf_stats.query_stats')
-      .columns(['userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen'])
-      .expression(
-        sql`SELECT u.*, now() FROM ${this.increments.unnest(rows)} AS u`,
-      )
-      .onConflict((oc) =>
-        oc.columns(['node', 'userid', 'dbid', 'toplevel', 'queryid']).doUpdateSet({ ...accumulate('bpf_stats.query_stats'), last_seen: sql`excluded.last_seen` }),
-      );
-    return { statements: [sql`${insert}`], commit: prepared.commitQueries };
+    return { statements: [this.upsert(this.increments.unnest(rows))], commit: prepared.commitQueries };
   }
 }
 
