@@ -30,24 +30,21 @@ struct {
  */
 static __always_inline __u32 hist_slot(__u64 ns)
 {
-	__u64 us = ns / 1000, slot, shift;
+	__u64 us = ns / 1000, slot = 0, shift;
 
 	barrier_var(us); /* or clang turns ABOVE() back into a compare and a branch */
-	slot = ABOVE(us, 0xFFFFFFFF) << 5;
-	us >>= slot;
-	shift = ABOVE(us, 0xFFFF) << 4;
-	us >>= shift;
-	slot |= shift;
-	shift = ABOVE(us, 0xFF) << 3;
-	us >>= shift;
-	slot |= shift;
-	shift = ABOVE(us, 0xF) << 2;
-	us >>= shift;
-	slot |= shift;
-	shift = ABOVE(us, 0x3) << 1;
-	us >>= shift;
-	slot |= shift;
-	slot |= us >> 1;
+	/* Binary search for the top bit: when us is 2^bits or more, shift it down by `bits` and count them. */
+#define DROP_BITS_ABOVE(bits)				\
+	shift = ABOVE(us, (1ULL << (bits)) - 1) * (bits);	\
+	us >>= shift;					\
+	slot += shift;
+	DROP_BITS_ABOVE(32)
+	DROP_BITS_ABOVE(16)
+	DROP_BITS_ABOVE(8)
+	DROP_BITS_ABOVE(4)
+	DROP_BITS_ABOVE(2)
+	DROP_BITS_ABOVE(1)
+#undef DROP_BITS_ABOVE
 	return slot < HIST_SLOTS ? slot : HIST_SLOTS - 1;
 }
 
