@@ -1,20 +1,13 @@
-import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type RawBuilder } from 'kysely';
+import { Kysely, sql, type RawBuilder } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { compiledAround } from '../../src/storage/compiled-around.js';
+import { compileOnlyDialect } from '../support/compile-only-dialect.js';
 
 interface Db {
   t: { a: number; b: string; n: number };
 }
 
-/** A kysely that only compiles (DummyDriver executes nothing). */
-const db = new Kysely<Db>({
-  dialect: {
-    createAdapter: () => new PostgresAdapter(),
-    createDriver: () => new DummyDriver(),
-    createIntrospector: (k) => new PostgresIntrospector(k),
-    createQueryCompiler: () => new PostgresQueryCompiler(),
-  },
-});
+const db = new Kysely<Db>({ dialect: compileOnlyDialect() });
 
 const upsert = (rows: RawBuilder<unknown>) =>
   db

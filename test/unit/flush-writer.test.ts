@@ -1,20 +1,13 @@
-import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql } from 'kysely';
+import { Kysely, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import type { FlushInput, FlushPart } from '../../src/flush/flush-part.js';
 import { FlushWriter } from '../../src/flush/flush-writer.js';
+import { compileOnlyDialect } from '../support/compile-only-dialect.js';
 
 /** A kysely that executes nothing and records every statement it was asked to send. */
 function recordingDb(): { db: Kysely<unknown>; sent: string[] } {
   const sent: string[] = [];
-  const db = new Kysely<unknown>({
-    dialect: {
-      createAdapter: () => new PostgresAdapter(),
-      createDriver: () => new DummyDriver(),
-      createIntrospector: (k) => new PostgresIntrospector(k),
-      createQueryCompiler: () => new PostgresQueryCompiler(),
-    },
-    log: (event) => sent.push(event.query.sql),
-  });
+  const db = new Kysely<unknown>({ dialect: compileOnlyDialect(), log: (event) => sent.push(event.query.sql) });
   return { db, sent };
 }
 

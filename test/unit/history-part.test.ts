@@ -1,10 +1,11 @@
-import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, type DatabaseConnection, type Driver } from 'kysely';
+import { DummyDriver, Kysely, type DatabaseConnection, type Driver } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { FlushInput, PreparedPart } from '../../src/flush/flush-part.js';
 import { HistoryPart } from '../../src/health/history-part.js';
 import type { BpfStatsDatabase } from '../../src/storage/database.js';
 import { MAX_ROWS_PER_TABLE, MetricRows } from '../../src/storage/metric-rows.js';
 import { QueryIncrements } from '../../src/storage/query-increments.js';
+import { compileOnlyDialect } from '../support/compile-only-dialect.js';
 import { querySample, snapshotOf } from '../support/map-samples.js';
 
 /*
@@ -25,14 +26,7 @@ function answeringDb(): Kysely<BpfStatsDatabase> {
     },
   };
   const driver: Driver = Object.assign(new DummyDriver(), { acquireConnection: async () => connection });
-  return new Kysely<BpfStatsDatabase>({
-    dialect: {
-      createAdapter: () => new PostgresAdapter(),
-      createDriver: () => driver,
-      createIntrospector: (k) => new PostgresIntrospector(k),
-      createQueryCompiler: () => new PostgresQueryCompiler(),
-    },
-  });
+  return new Kysely<BpfStatsDatabase>({ dialect: compileOnlyDialect(driver) });
 }
 
 const db = answeringDb();
