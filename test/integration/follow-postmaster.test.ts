@@ -203,7 +203,7 @@ describe('a collector across postmaster restarts', () => {
     }
     const { ok, failed } = loop.counts;
     const calls = await settle(marker, (c) => c.bpf >= ok);
-    expect(calls.bpf, `client: ${ok} returned, ${failed} failed`).toBeGreaterThanOrEqual(ok);
+    expect(calls.bpf, `client: ${ok} returned, ${failed} failed; the collector said:\n${collector.stderr()}`).toBeGreaterThanOrEqual(ok);
     expect(calls.bpf).toBeLessThanOrEqual(ok + failed);
     expect(collector.stderr()).toMatch(/following postmaster/);
     // The old postmaster's orphans were closed (exited_at), not left open.
