@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { oneLine, UserError } from '../errors.js';
 import type { BpfPostmaster, CollectorObject } from '../collector/collector-object.js';
 import { mappingStart } from '../target/process-memory.js';
@@ -185,7 +185,8 @@ export class PostmasterFollower {
 
   /**
    * The new postmaster: a process in the data directory whose parent is not (its children share
-   * the directory and the binary). 'other-binary' when it runs another postgres binary.
+   * the directory and the binary), and which postmaster.pid names. 'other-binary' when it runs
+   * another postgres binary.
    */
   private findSuccessor(): number | 'other-binary' | null {
     const inDataDir = new Map<number, number>();
@@ -205,9 +206,25 @@ export class PostmasterFollower {
         continue;
       }
       if (!/\/(postgres|postmaster)$/.test(exe)) continue; // pg_ctl, a shell, ... in that directory
+      if (!this.namedInPidFile(pid)) continue;
       return same(fileId(`/proc/${pid}/exe`), this.binary) ? pid : 'other-binary';
     }
     return null;
+  }
+
+  /**
+   * Whether the data directory's postmaster.pid names `pid`. A backend the old postmaster left
+   * behind (killed, it no longer has a parent there) is in the same directory and runs the same
+   * binary until it notices, which a CPU-bound statement delays for as long as it runs; the file
+   * names the old postmaster until the successor writes it, early in its start.
+   */
+  private namedInPidFile(pid: number): boolean {
+    const pgPid = this.options.target.procShowsPgPids ? pid : pgPidOf(pid);
+    try {
+      return pgPid !== null && Number(readFileSync(`/proc/${pid}/cwd/postmaster.pid`, 'utf8').split('\n')[0]) === pgPid;
+    } catch {
+      return false; // gone, or the file is being rewritten: the next search looks again
+    }
   }
 
   private async follow(pid: number): Promise<boolean> {

@@ -42,6 +42,7 @@ const STATEMENTS: Record<string, string> = {
   across_fast: 'SELECT $1::int AS across_fast',
   across_immediate: 'SELECT $1::bigint AS across_immediate',
   across_crash: 'SELECT $1::numeric AS across_crash',
+  after_orphan: 'SELECT $1::text AS after_orphan',
 };
 const MARKERS = Object.keys(STATEMENTS);
 const queryIds = new Map<string, string>();
@@ -134,6 +135,25 @@ async function settle(marker: string, expected: (c: { bpf: number; pgss: number 
   return last;
 }
 
+/**
+ * kill -9 of the postmaster, then, as a supervisor would (systemd, a container runtime), start it
+ * again once its children are gone. Resolves to how long that took.
+ */
+async function crashAndStartAgain(): Promise<number> {
+  const oldPid = Number(readFileSync(join(cluster.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  process.kill(oldPid, 'SIGKILL');
+  const killedAt = Date.now();
+  for (;;) {
+    try {
+      await cluster.exec('pg_ctl', ['-D', cluster.dataDir, '-l', join(cluster.baseDir, 'server.log'), '-w', '-t', '60', 'start']);
+      return Date.now() - killedAt;
+    } catch (error) {
+      if (Date.now() > killedAt + 30_000) throw error;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 describe('a collector across postmaster restarts', () => {
   it.each([
     ['fast', ['restart', '-m', 'fast']],
@@ -184,19 +204,7 @@ describe('a collector across postmaster restarts', () => {
     const loop = countedLoop(marker);
     try {
       await new Promise((r) => setTimeout(r, 1000));
-      const oldPid = Number(readFileSync(join(cluster.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-      process.kill(oldPid, 'SIGKILL');
-      // As a supervisor (systemd, a container runtime) would: start it again once its children are gone.
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        try {
-          await cluster.exec('pg_ctl', ['-D', cluster.dataDir, '-l', join(cluster.baseDir, 'server.log'), '-w', '-t', '60', 'start']);
-          break;
-        } catch (error) {
-          if (Date.now() > deadline) throw error;
-          await new Promise((r) => setTimeout(r, 200));
-        }
-      }
+      await crashAndStartAgain();
       await new Promise((r) => setTimeout(r, 2000));
     } finally {
       await loop.stop();
@@ -216,6 +224,40 @@ describe('a collector across postmaster restarts', () => {
     );
     await admin.end();
     expect(open.rows).toEqual([]);
+    collector.child.kill('SIGTERM');
+    expect(await collector.exited, collector.stderr()).toBe(0);
+  });
+
+  it('after kill -9 with a statement still running in an orphaned backend, follows the new postmaster, not the orphan', async () => {
+    const marker = 'after_orphan';
+    const collector = await startCollector();
+    onTestFinished(() => void collector.child.kill('SIGKILL'));
+    const busy = new pg.Client(cluster.connectionString());
+    busy.on('error', () => undefined);
+    await busy.connect();
+    const orphanPid: number = (await busy.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    // CPU-bound: a backend notices its postmaster's death when it waits, so this one outlives it
+    // by the statement's run time, in the data directory, running the binary, without a parent there.
+    const statement = busy.query('SELECT count(*) FROM generate_series(1, 25000000)').catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 300));
+    const restartMs = await crashAndStartAgain();
+    await statement;
+    await busy.end().catch(() => undefined);
+    // The orphan kept the shared memory, so the new postmaster could start only once it was gone:
+    // the collector searched for a successor while the orphan was the only candidate.
+    expect(restartMs).toBeGreaterThan(500);
+    const loop = countedLoop(marker);
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+    } finally {
+      await loop.stop();
+    }
+    const { ok, failed } = loop.counts;
+    expect(ok).toBeGreaterThan(200);
+    const calls = await settle(marker, (c) => c.bpf >= ok);
+    expect(collector.stderr()).not.toMatch(new RegExp(`following postmaster ${orphanPid} `));
+    expect(calls.bpf, `client: ${ok} returned, ${failed} failed; the collector said:\n${collector.stderr()}`).toBeGreaterThanOrEqual(ok);
+    expect(calls.bpf).toBeLessThanOrEqual(ok + failed);
     collector.child.kill('SIGTERM');
     expect(await collector.exited, collector.stderr()).toBe(0);
   });
