@@ -41,12 +41,12 @@ async function ioScan({ dsn, facts, print }: WorkloadContext): Promise<void> {
   }
   await withClient(dsn, async (c) => {
     await prepareSession(c, IO_QUERY);
-    evictFromPageCache(cold.path);
+    const stillCached = evictFromPageCache(cold.path);
     const sharedBuffers = (await c.query("SELECT current_setting('shared_buffers') AS s")).rows[0].s;
     const scanMs = await timed(c, IO_QUERY);
     facts.io = { query: IO_QUERY, scanMs };
     print(`io: ${cold.name} is ${cold.bytes} bytes (${mb(cold.bytes)} MB, pg_relation_size; shared_buffers ${sharedBuffers}); ` +
-      `taken out of the page cache and scanned by "${IO_QUERY}" in ${seconds(scanMs)} s`);
+      `taken out of the page cache${stillCached ? ` (${stillCached} bytes of it stayed)` : ''} and scanned by "${IO_QUERY}" in ${seconds(scanMs)} s`);
   });
 }
 

@@ -92,7 +92,7 @@ describe('PostgreSQL 18 io workers (io_method = worker, the default)', () => {
       const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
       const workersBefore = await workerReadBytes();
       const pgStatIoBefore = await clientReads();
-      evictFromPageCache(coldPath);
+      expect(evictFromPageCache(coldPath), "bytes of the relation still cached").toBe(0);
       await client.query('SELECT count(pad) FROM cold');
       // pg_stat_io gets a backend's counts when it goes idle; force this session's now.
       await client.query('SELECT pg_stat_force_next_flush()');
@@ -140,7 +140,7 @@ describe('PostgreSQL 18 io workers (io_method = worker, the default)', () => {
         await clients[i]!.query(`EXPLAIN SELECT count(pad) FROM ${t}`);
         const { rows } = await admin.query('SELECT pg_relation_size($1::regclass) AS n, pg_relation_filepath($1::regclass) AS p', [t]);
         sizes.push(Number(rows[0].n));
-        evictFromPageCache(join(cluster.dataDir, rows[0].p));
+        expect(evictFromPageCache(join(cluster.dataDir, rows[0].p)), `bytes of ${t} still cached`).toBe(0);
       }
       await Promise.all(tables.map((t, i) => clients[i]!.query(`SELECT count(pad) FROM ${t}`)));
       for (const [i, t] of tables.entries()) {

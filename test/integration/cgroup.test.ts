@@ -80,7 +80,7 @@ describe('memory cgroups per process (containers)', () => {
       const b = await connectIn(roomy);
       sessions.push(a.client, b.client);
       await a.client.query('EXPLAIN SELECT sum(length(pad)) FROM cold'); // catalogs cached first
-      evictFromPageCache(coldPath);
+      expect(evictFromPageCache(coldPath), "bytes of the relation still cached").toBe(0);
       const usageBefore = limited.usage();
       const failsBefore = limited.failcnt();
       await a.client.query('SELECT sum(length(pad)) FROM cold');

@@ -140,7 +140,7 @@ function pausedMs(events: TraceEvent[]): number {
  * read of it comes from the disk; the rest of the host's cache is left alone.
  */
 function evictTable(): void {
-  evictFromPageCache(coldPath);
+  expect(evictFromPageCache(coldPath), "bytes of the relation still cached").toBe(0);
 }
 
 /** "major,minor" of the block device holding `path`, as block events print it. */

@@ -138,7 +138,7 @@ describe.each([
     await client.connect();
     try {
       await client.query('EXPLAIN SELECT count(pad) FROM cold'); // catalogs cached first
-      evictFromPageCache(coldPath);
+      expect(evictFromPageCache(coldPath), "bytes of the relation still cached").toBe(0);
       await client.query('SELECT count(pad) FROM cold');
     } finally {
       await client.end();
