@@ -174,6 +174,55 @@ describe.each([
   });
 });
 
+describe('the collector on the host, across a crash of the container\u2019s postmaster', () => {
+  it('follows the postmaster pg_ctl starts again inside, not a backend the crash left running', async () => {
+    await admin.query('SELECT pg_stat_statements_reset()');
+    const collector = await startCollector([]);
+    try {
+      const busy = new pg.Client(cluster.connectionString());
+      busy.on('error', () => undefined);
+      await busy.connect();
+      const orphanNsPid: number = (await busy.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      // CPU-bound: this backend outlives its postmaster by the statement's run time (it notices
+      // the death when it waits), in the data directory, running the binary.
+      const statement = busy.query('SELECT count(*) FROM generate_series(1, 25000000)').catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 300));
+      const oldNsPid = cluster.postmasterNsPid();
+      admin.on('error', () => undefined); // its backend goes with the postmaster
+      process.kill(cluster.postmasterHostPid(), 'SIGKILL');
+      // As the container's supervisor would: pg_ctl start inside, once the old one's processes are gone.
+      const killedAt = Date.now();
+      for (;;) {
+        try {
+          await run('nsenter', ['-t', String(cluster.initHostPid), '-p', '-m', '--', 'runuser', '-u', 'postgres', '--',
+            `${INSIDE_BIN}/pg_ctl`, '-D', INSIDE_DATA, '-l', '/srv/pgdata/server.log', '-w', '-t', '60', 'start']);
+          break;
+        } catch (error) {
+          if (Date.now() > killedAt + 30_000) throw error;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+      await statement;
+      await busy.end().catch(() => undefined);
+      const newNsPid = cluster.postmasterNsPid();
+      expect(newNsPid).not.toBe(oldNsPid);
+      await admin.end().catch(() => undefined);
+      admin = new pg.Client(cluster.connectionString());
+      await admin.connect();
+      for (let i = 0; i < 200; i++) await admin.query('SELECT $1::int AS after_container_crash', [i]);
+      // pg_stat_statements lost its counts in the crash: both count the 200 calls since.
+      const row = await statsFor('SELECT $1::int AS after_container_crash', (r) => r.calls >= 200);
+      expect(row.calls).toBe(200);
+      expect(row.pgss_calls).toBe(200);
+      expect(collector.stderr()).toMatch(new RegExp(`following postmaster ${newNsPid} \\(pid ${cluster.postmasterHostPid()} for BPF`));
+      expect(collector.stderr()).not.toMatch(new RegExp(`following postmaster ${orphanNsPid} `));
+    } finally {
+      collector.child.kill('SIGTERM');
+      expect(await collector.exited, collector.stderr()).toBe(0);
+    }
+  });
+});
+
 describe('a pid namespace that cannot be translated', () => {
   it('collector in a pid namespace that cannot see the server: one line, exit 2, nothing created', async () => {
     const host = await ThrowawayCluster.start();

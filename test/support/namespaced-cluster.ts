@@ -9,10 +9,12 @@ import { findPgBin } from '../../src/cluster/throwaway-cluster.js';
  * PostgreSQL in a container, without a container engine: a postmaster in its own pid and
  * mount namespaces (unshare --pid --fork --mount --mount-proc), where its binaries and its data
  * directory are bind-mounted at paths that do not exist on the host (/srv/pginst, /srv/pgdata).
- * The namespace's pid 1 is a shell that stays, like a container's init; the postmaster is
- * started by pg_ctl inside. Connections go over TCP on 127.0.0.1 (the network is shared).
+ * The namespace's pid 1 stays and reaps, like a container's init; the postmaster is started by
+ * pg_ctl inside. Connections go over TCP on 127.0.0.1 (the network is shared).
  */
 export const INSIDE_BIN = '/srv/pginst/bin';
+/** pid 1 of the namespace: waits for any child, its own or reparented to it, for ever. */
+const REAPER = ['import os, time', 'while True:', '    try: os.wait()', '    except ChildProcessError: time.sleep(0.2)'].join('\n');
 export const INSIDE_DATA = '/srv/pgdata/data';
 
 async function freePort(): Promise<number> {
@@ -93,8 +95,10 @@ export class NamespacedCluster {
       `mount --bind ${baseDir} /srv/pgdata`,
       `runuser -u postgres -- ${INSIDE_BIN}/pg_ctl -D ${INSIDE_DATA} -l /srv/pgdata/server.log -w -t 60 start >/dev/null`,
       'echo started',
-      // The container's init: stays until killed (SIGKILL of pid 1 ends every process in it).
-      'exec sleep infinity',
+      // The container's init: stays until killed (SIGKILL of pid 1 ends every process in it),
+      // and reaps what is left to it, as tini or dumb-init do: a postmaster killed there is
+      // gone, not a zombie whose pid keeps its lock files taken.
+      `exec python3 -c '${REAPER}'`,
     ].join('\n');
     const init = spawn('unshare', ['--pid', '--fork', '--mount', '--mount-proc', '--propagation', 'private', 'sh', '-c', script], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
