@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
+import { busyBackend } from '../support/busy-backend.js';
 
 /*
  * The collector follows the postmaster across restarts: `pg_ctl restart -m fast` and
@@ -232,17 +233,9 @@ describe('a collector across postmaster restarts', () => {
     const marker = 'after_orphan';
     const collector = await startCollector();
     onTestFinished(() => void collector.child.kill('SIGKILL'));
-    const busy = new pg.Client(cluster.connectionString());
-    busy.on('error', () => undefined);
-    await busy.connect();
-    const orphanPid: number = (await busy.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-    // CPU-bound: a backend notices its postmaster's death when it waits, so this one outlives it
-    // by the statement's run time, in the data directory, running the binary, without a parent there.
-    const statement = busy.query('SELECT count(*) FROM generate_series(1, 25000000)').catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 300));
+    const orphan = await busyBackend(cluster.connectionString());
     const restartMs = await crashAndStartAgain();
-    await statement;
-    await busy.end().catch(() => undefined);
+    await orphan.done;
     // The orphan kept the shared memory, so the new postmaster could start only once it was gone:
     // the collector searched for a successor while the orphan was the only candidate.
     expect(restartMs).toBeGreaterThan(500);
@@ -255,7 +248,7 @@ describe('a collector across postmaster restarts', () => {
     const { ok, failed } = loop.counts;
     expect(ok).toBeGreaterThan(200);
     const calls = await settle(marker, (c) => c.bpf >= ok);
-    expect(collector.stderr()).not.toMatch(new RegExp(`following postmaster ${orphanPid} `));
+    expect(collector.stderr()).not.toMatch(new RegExp(`following postmaster ${orphan.pid} `));
     expect(calls.bpf, `client: ${ok} returned, ${failed} failed; the collector said:\n${collector.stderr()}`).toBeGreaterThanOrEqual(ok);
     expect(calls.bpf).toBeLessThanOrEqual(ok + failed);
     collector.child.kill('SIGTERM');

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
+import { busyBackend } from '../support/busy-backend.js';
 import { cpuTimeMs } from '../support/cpu-time.js';
 import { hostPidOf, INSIDE_BIN, INSIDE_DATA, NamespacedCluster } from '../support/namespaced-cluster.js';
 
@@ -179,14 +180,7 @@ describe('the collector on the host, across a crash of the container\u2019s post
     await admin.query('SELECT pg_stat_statements_reset()');
     const collector = await startCollector([]);
     try {
-      const busy = new pg.Client(cluster.connectionString());
-      busy.on('error', () => undefined);
-      await busy.connect();
-      const orphanNsPid: number = (await busy.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-      // CPU-bound: this backend outlives its postmaster by the statement's run time (it notices
-      // the death when it waits), in the data directory, running the binary.
-      const statement = busy.query('SELECT count(*) FROM generate_series(1, 25000000)').catch(() => undefined);
-      await new Promise((r) => setTimeout(r, 300));
+      const orphan = await busyBackend(cluster.connectionString());
       const oldNsPid = cluster.postmasterNsPid();
       admin.on('error', () => undefined); // its backend goes with the postmaster
       process.kill(cluster.postmasterHostPid(), 'SIGKILL');
@@ -202,8 +196,7 @@ describe('the collector on the host, across a crash of the container\u2019s post
           await new Promise((r) => setTimeout(r, 200));
         }
       }
-      await statement;
-      await busy.end().catch(() => undefined);
+      await orphan.done;
       const newNsPid = cluster.postmasterNsPid();
       expect(newNsPid).not.toBe(oldNsPid);
       await admin.end().catch(() => undefined);
@@ -215,7 +208,7 @@ describe('the collector on the host, across a crash of the container\u2019s post
       expect(row.calls).toBe(200);
       expect(row.pgss_calls).toBe(200);
       expect(collector.stderr()).toMatch(new RegExp(`following postmaster ${newNsPid} \\(pid ${cluster.postmasterHostPid()} for BPF`));
-      expect(collector.stderr()).not.toMatch(new RegExp(`following postmaster ${orphanNsPid} `));
+      expect(collector.stderr()).not.toMatch(new RegExp(`following postmaster ${orphan.pid} `));
     } finally {
       collector.child.kill('SIGTERM');
       expect(await collector.exited, collector.stderr()).toBe(0);
