@@ -1,9 +1,8 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
-import { binaryArray } from '../storage/binary-array.js';
 import { compiledAround } from '../storage/compiled-around.js';
-import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
+import { backendIdentityArrays, METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
 import type { QueryIncrements } from '../storage/query-increments.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
@@ -241,15 +240,7 @@ function historyInserts(db: Kysely<BpfStatsDatabase>, increments: QueryIncrement
     if (batch.queries.length) statements.push(insertQueries(increments.unnest(batch.queries)));
     if (batch.backends.length) {
       const rows = batch.backends;
-      statements.push(
-        insertBackends(
-          sql`unnest(
-                ${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
-                ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
-                ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
-                ${metricArrays(rows.map((r) => r.values))})`,
-        ),
-      );
+      statements.push(insertBackends(sql`unnest(${backendIdentityArrays(rows)}, ${metricArrays(rows.map((r) => r.values))})`));
     }
     return statements;
   };

@@ -3,7 +3,7 @@ import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js
 import { binaryArray } from './binary-array.js';
 import { compiledAround } from './compiled-around.js';
 import type { BpfStatsDatabase } from './database.js';
-import { METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from './metric-arrays.js';
+import { backendIdentityArrays, METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from './metric-arrays.js';
 import type { MetricRows } from './metric-rows.js';
 import { accumulate } from './query-stats-part.js';
 
@@ -68,12 +68,8 @@ export class BackendStatsPart implements FlushPart {
     if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
     const build = () => [
       this.upsert(
-        sql`unnest(
-              ${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
-              ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
-              ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[],
-              ${rows.map((r) => r.cgroup)}::text[],
-              ${metricArrays(rows.map((r) => r.values))}, ${binaryArray('int8', rows.map((r) => r.exitedAtUs))}::int8[])`,
+        sql`unnest(${backendIdentityArrays(rows)}, ${rows.map((r) => r.cgroup)}::text[],
+                   ${metricArrays(rows.map((r) => r.values))}, ${binaryArray('int8', rows.map((r) => r.exitedAtUs))}::int8[])`,
       ),
     ];
     // Quiet background processes wait (in BPF, cumulative) for a flush that writes something else.

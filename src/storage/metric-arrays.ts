@@ -1,6 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import { METRIC_COLUMNS, type MetricColumnName } from '../families/index.js';
 import type { MetricValue } from '../families/metric-values.js';
+import type { BackendRow } from './metric-row.js';
 import { binaryArray, type ArrayElementType } from './binary-array.js';
 
 const ELEMENT_TYPE: Record<'ns' | 'count', ArrayElementType> = { ns: 'float8', count: 'int8' };
@@ -26,4 +27,14 @@ export function metricColumnList(alias?: string): RawBuilder<unknown> {
 /** A timestamptz from microseconds since the Unix epoch. */
 export function usToTimestamp(us: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`timestamptz 'epoch' + ${us} * interval '1 microsecond'`;
+}
+
+/**
+ * A backend row's identity, one array parameter per column: pid, start (µs), type, datid,
+ * usesysid, queryid (the first unnest(...) arguments of backend_stats and its history).
+ */
+export function backendIdentityArrays(rows: readonly BackendRow[]): RawBuilder<unknown> {
+  return sql`${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
+             ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
+             ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[]`;
 }

@@ -13,9 +13,9 @@ import { findPgBin } from '../../src/cluster/throwaway-cluster.js';
  * pg_ctl inside. Connections go over TCP on 127.0.0.1 (the network is shared).
  */
 export const INSIDE_BIN = '/srv/pginst/bin';
+export const INSIDE_DATA = '/srv/pgdata/data';
 /** pid 1 of the namespace: waits for any child, its own or reparented to it, for ever. */
 const REAPER = ['import os, time', 'while True:', '    try: os.wait()', '    except ChildProcessError: time.sleep(0.2)'].join('\n');
-export const INSIDE_DATA = '/srv/pgdata/data';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
