@@ -9,8 +9,11 @@
  * kernel threads, ...). Task CPU comes from /proc/<pid>/task/<tid>/schedstat (ns, exact).
  * Each block's first SWITCH_SECONDS (the switch) are left out, as in overhead.ts.
  *
- * Run: node dist/bench/cpu-by-process.js [--pairs 60] [--block 6] [--interval 1s] [--clients 8] [--scale 10]
+ * Run: node dist/bench/cpu-by-process.js [--pairs 60] [--block 6] [--interval 1s] [--off none|links] [--clients 8] [--scale 10]
  * `--interval 30m` leaves the flush out of the measured seconds: the BPF links alone.
+ * `--off links` compares within one run what two runs compared before (goal 3 of issue 16): the
+ * off-blocks keep the probes attached and stop the collector's process (SIGSTOP), so on − off is
+ * what the flushes cost, the collector's own CPU and whatever they cause elsewhere.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
@@ -19,11 +22,13 @@ import { UserError } from '../src/errors.js';
 import { procStat } from '../src/target/proc-stat.js';
 import { benchSchedule, runAlternating, SWITCH_SECONDS } from './alternating-blocks.js';
 import { LOAD_FLAGS, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
-import type { BenchSettings } from './report.js';
+import { bootstrapMedianInterval, median, type BenchSettings } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
-const USAGE = 'usage: node dist/bench/cpu-by-process.js [--pairs 60] [--block 6] [--interval 1s] [--clients 8] [--scale 10]';
+const USAGE = 'usage: node dist/bench/cpu-by-process.js [--pairs 60] [--block 6] [--interval 1s] [--off none|links] [--clients 8] [--scale 10]';
+/** What an off-block leaves running: nothing of the collector, or its probes without its process. */
+type OffBlocks = 'none' | 'links';
 interface Task {
   ppid: number;
   comm: string;
@@ -58,8 +63,9 @@ interface Window {
   cpuNs: Map<string, number>;
 }
 
-async function benchmark(settings: BenchSettings & { interval: string }, resources: Resources): Promise<void> {
-  print(`pg-bpf-stats CPU by process (blocks): ${settings.pairs} on-blocks × ${settings.blockSeconds} s, flush every ${settings.interval}, pgbench -S -c ${settings.clients}, ${settings.cores} cores, Linux ${release()}`);
+async function benchmark(settings: BenchSettings & { interval: string; off: OffBlocks }, resources: Resources): Promise<void> {
+  const offBlocks = settings.off === 'links' ? 'off-blocks: probes attached, the collector stopped (SIGSTOP)' : 'off-blocks: probes detached';
+  print(`pg-bpf-stats CPU by process (blocks): ${settings.pairs} on-blocks × ${settings.blockSeconds} s, flush every ${settings.interval}, ${offBlocks}, pgbench -S -c ${settings.clients}, ${settings.cores} cores, Linux ${release()}`);
   const { cluster } = await prepareCluster(resources, settings, print);
   const { sidecar } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, interval: settings.interval });
   const admin = new pg.Client({ connectionString: cluster.connectionString() });
@@ -103,7 +109,8 @@ async function benchmark(settings: BenchSettings & { interval: string }, resourc
       cluster,
       benchSchedule(settings, async (on) => {
         close();
-        sidecar.setCollecting(on);
+        if (settings.off === 'links') process.kill(sidecar.pid, on ? 'SIGCONT' : 'SIGSTOP');
+        else sidecar.setCollecting(on);
         if (applications.size === 0) await nameBackends();
         setTimeout(() => (opened = { on, at: Date.now() / 1000, tasks: processCpu() }), SWITCH_SECONDS * 1000);
       }),
@@ -138,14 +145,31 @@ async function benchmark(settings: BenchSettings & { interval: string }, resourc
       print(`| ${name} | ${off.toFixed(3)} | ${on.toFixed(3)} | ${(on - off >= 0 ? '+' : '')}${(on - off).toFixed(3)} |`);
     }
     print(`| all of the above | ${sumOff.toFixed(2)} | ${sumOn.toFixed(2)} | ${(sumOn - sumOff >= 0 ? '+' : '')}${(sumOn - sumOff).toFixed(3)} |`);
+    // Each on-block against the mean of the off-blocks either side: how far the sums above can be trusted.
+    const perBlock = (w: Window, name: string | null) =>
+      [...w.cpuNs].filter(([n]) => name === null || n === name).reduce((sum, [, ns]) => sum + ns, 0) / 1000 / transactionsIn(w);
+    for (const [label, name] of [["pgbench's backends", "pgbench's backends"], ['every process', null]] as const) {
+      const diffs = windows.flatMap((w, i) => {
+        const [before, after] = [windows[i - 1], windows[i + 1]];
+        return w.on && before && after && !before.on && !after.on ? [perBlock(w, name) - (perBlock(before, name) + perBlock(after, name)) / 2] : [];
+      });
+      const { ratioMedianLow: low, ratioMedianHigh: high } = bootstrapMedianInterval(diffs);
+      print(`${label}, on − off by block (${diffs.length} on-blocks against the off-blocks either side): median ${median(diffs).toFixed(3)} µs/txn, 95% interval of the median ${low.toFixed(3)} … ${high.toFixed(3)}`);
+    }
   } finally {
     await admin.end();
+    if (settings.off === 'links') process.kill(sidecar.pid, 'SIGCONT');
     await sidecar.stop();
   }
 }
 
-function parseSettings(argv: string[]): BenchSettings & { interval: string } {
-  const values = parseFlags(argv, { pairs: { type: 'string', default: '60' }, block: { type: 'string', default: '6' }, interval: { type: 'string', default: '1s' }, ...LOAD_FLAGS } as const, USAGE);
+function parseSettings(argv: string[]): BenchSettings & { interval: string; off: OffBlocks } {
+  const values = parseFlags(
+    argv,
+    { pairs: { type: 'string', default: '60' }, block: { type: 'string', default: '6' }, interval: { type: 'string', default: '1s' }, off: { type: 'string', default: 'none' }, ...LOAD_FLAGS } as const,
+    USAGE,
+  );
+  if (values.off !== 'none' && values.off !== 'links') throw new UserError(`--off must be none or links, not ${values.off}`);
   const blockSeconds = positiveInteger(values.block, '--block');
   if (blockSeconds <= SWITCH_SECONDS) throw new UserError(`--block must be more than ${SWITCH_SECONDS} seconds`);
   return {
@@ -159,6 +183,7 @@ function parseSettings(argv: string[]): BenchSettings & { interval: string } {
     scale: positiveInteger(values.scale, '--scale'),
     cores: availableParallelism(),
     interval: values.interval,
+    off: values.off,
   };
 }
 
