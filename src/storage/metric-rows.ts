@@ -8,7 +8,7 @@ import { bootTimeSeconds } from '../target/proc-stat.js';
 import { CgroupPaths } from '../instance/cgroup-paths.js';
 import { BackendTypeNames } from './backend-type-names.js';
 import { RowBacklog } from './row-backlog.js';
-import { HeldQueryKeys } from './held-query-keys.js';
+import { HeldKeys } from '../flush/held-keys.js';
 import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
 
 /** Postgres timestamps count microseconds from 2000-01-01. */
@@ -130,7 +130,7 @@ export class MetricRows {
   private readonly prepared = new WeakMap<MapSnapshot, PreparedMetricRows>();
   private readonly cgroups = CgroupPaths.forThisHost();
   /** The keys in the map, least recently changed first (for evicting the quiet ones). */
-  private readonly held = new HeldQueryKeys();
+  private readonly held = new HeldKeys<QuerySample>();
   /** What evicted keys held beyond their written baseline (an increment between read and delete), written by the next flush. */
   private readonly remainders = new Map<string, { identity: QueryIdentity; delta: ExactInt[] }>();
   private lastQueriesFull = 0n;

@@ -1,18 +1,17 @@
-import type { QuerySample } from '../collector/map-samples.js';
-
 /**
- * The query keys the map holds, least recently changed first, for evicting the quiet ones
- * (MetricRows): a written flush touches the keys it read, not every key held, and the quiet
- * ones are found at the front. "Quiet for n flushes": no change in the last n written flushes.
+ * The keys a cumulative BPF map holds, least recently changed first, for evicting the quiet ones
+ * (query keys in MetricRows, histograms in HistogramDeltas): a written flush touches the keys it
+ * read, not every key held, and the quiet ones are found at the front. "Quiet for n flushes": no
+ * change in the last n written flushes.
  *
  * @example
- * const held = new HeldQueryKeys();
+ * const held = new HeldKeys<QuerySample>();
  * held.written(snapshot.queries, changedKeys, snapshot.queriesComplete, queryKey);
  * held.quietest(3, 4096, (key) => !running.has(key));
  */
-export class HeldQueryKeys {
+export class HeldKeys<Sample> {
   /** Insertion order is the order of last change: a changed key is deleted and set again. */
-  private readonly keys = new Map<string, { sample: QuerySample; changedAt: number }>();
+  private readonly keys = new Map<string, { sample: Sample; changedAt: number }>();
   /** Written flushes so far: the clock of changedAt. */
   private flushes = 0;
 
@@ -20,7 +19,7 @@ export class HeldQueryKeys {
    * A flush was written from a read of `read` (all of the map's keys if `complete`, else those
    * that may have changed); `changed`: the keys whose figures moved.
    */
-  written(read: readonly QuerySample[], changed: ReadonlySet<string>, complete: boolean, keyOf: (sample: QuerySample) => string): void {
+  written(read: readonly Sample[], changed: ReadonlySet<string>, complete: boolean, keyOf: (sample: Sample) => string): void {
     const now = ++this.flushes;
     const present = complete ? new Set<string>() : null;
     for (const sample of read) {
@@ -39,8 +38,8 @@ export class HeldQueryKeys {
   }
 
   /** Up to `max` keys quiet for `flushes` written flushes or more, least recently changed first, that `evictable` lets go. */
-  quietest(flushes: number, max: number, evictable: (key: string) => boolean): QuerySample[] {
-    const out: QuerySample[] = [];
+  quietest(flushes: number, max: number, evictable: (key: string) => boolean = () => true): Sample[] {
+    const out: Sample[] = [];
     for (const [key, held] of this.keys) {
       if (this.flushes - held.changedAt < flushes || out.length >= max) break;
       if (evictable(key)) out.push(held.sample);
