@@ -37,6 +37,8 @@ export interface CollectorObjectOptions<Name extends string> {
   maxQueries?: number;
   /** Query keys one role may hold (default half of maxQueries; 0: no limit). */
   maxQueryKeysPerRole?: number;
+  /** Capacity of histograms, (query, kind) pairs held at once (default 8192; tests shrink it). */
+  maxHistograms?: number;
   /** Capacity of excluded_pids, the collector's own live connections (default 256; tests shrink it). */
   maxExcludedPids?: number;
   /** Capacity of query_changes, the keys changed since the last read (default maxQueries; tests shrink it to make it overflow). */
@@ -171,6 +173,7 @@ export class CollectorObject<Name extends string = string> {
       // Every key of queries can change between two reads: the set of changed ones holds them all.
       object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? 8192);
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
+      object.setMaxEntries('histograms', options.maxHistograms ?? 8192);
       loadInterruptible(object);
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.

@@ -18,6 +18,8 @@ export interface HistogramSample {
   /** slots[i] counts observations in [2^i, 2^(i+1)) microseconds (slot 0 from 0). */
   slots: ExactInt[];
   maxNs: bigint;
+  /** The key as the map holds it (a view into the read's batch), for evicting it. */
+  rawKey: Buffer;
 }
 
 /**
@@ -68,6 +70,7 @@ export function histogramDecoder(layout: MapLayout, cpus: number): (batch: MapBa
       kind,
       slots: slots.map(exactInt),
       maxNs,
+      rawKey: batch.keys.subarray(k, k + batch.keySize),
     };
   };
 }

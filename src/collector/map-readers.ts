@@ -115,6 +115,17 @@ export class MapReaders {
     return decodeHistograms(this.object.mapLookupBatch('histograms'), this.object.mapLayout('histograms'), this.cpus);
   }
 
+  /**
+   * Deletes histograms and returns what each held at the moment of its deletion (summed over
+   * CPUs), null for one already gone: as evictQueries, one BPF_MAP_LOOKUP_AND_DELETE_ELEM each.
+   */
+  evictHistograms(rawKeys: readonly Buffer[]): Array<HistogramSample | null> {
+    return rawKeys.map((key) => {
+      const value = this.object.mapLookupAndDelete('histograms', key);
+      return value ? this.decodeHistogram({ keys: key, values: value, count: 1, keySize: key.length, valueSize: value.length }, 0) : null;
+    });
+  }
+
   /** Overflow and failure counters of the BPF side (bpf/records.h, enum counter_index). */
   readCounters(): Record<CounterName, bigint> {
     const out = {} as Record<CounterName, bigint>;

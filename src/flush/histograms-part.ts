@@ -1,29 +1,72 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from './flush-part.js';
 import { HistogramDeltas, type HistogramRow } from './histogram-deltas.js';
+import type { HistogramSample } from '../collector/decode-histograms.js';
+
+/** The map is under pressure (quiet histograms go after one flush) from this fill on, as the queries map. */
+const PRESSURE_FILL = 0.9;
+
+export interface HistogramsPartOptions {
+  /** Deletes histograms from the map, returning what each held when deleted (MapReaders.evictHistograms); absent: none is evicted. */
+  evict?: (rawKeys: Buffer[]) => Array<HistogramSample | null>;
+  /** For the one line when eviction cannot run on this kernel. */
+  log?: (line: string) => void;
+}
 
 /**
  * bpf_stats.query_histograms' part of a flush: the histograms of the latency, sched and io
- * sets share one map and one table. Nothing is written when no histogram moved.
+ * sets share one map and one table. Nothing is written when no histogram moved. After a written
+ * flush the quiet histograms leave the map (HistogramDeltas), so it holds the active ones.
  *
  * @example
- * new FlushWriter(db, [..., new HistogramsPart(), ...]);
+ * new FlushWriter(db, [..., new HistogramsPart({ evict: (keys) => object.maps.evictHistograms(keys) }), ...]);
  */
 export class HistogramsPart implements FlushPart {
   readonly name = 'query_histograms';
   private readonly deltas = new HistogramDeltas();
   /** The increments the last committed flush wrote (for flush listeners). */
   lastCommitted: readonly HistogramRow[] = [];
+  /** `histograms_full` as the last written flush read it: one more refusal puts the map under pressure. */
+  private refusedBefore = 0n;
+
+  constructor(private options: HistogramsPartOptions = {}) {}
+
+  /** Histograms deleted from the map since load (bpf_stats.health.map_fill). */
+  get evicted(): number {
+    return this.deltas.evicted;
+  }
+
+  /** Whether a flush would find nothing to write or evict here (IdleGate). */
+  wouldWriteNothing(): boolean {
+    return this.deltas.settled(this.options.evict !== undefined);
+  }
 
   prepare({ maps }: FlushInput): PreparedPart {
     const { rows, commit } = this.deltas.prepare(maps.histograms);
+    const fill = maps.fill.find((f) => f.map === 'histograms');
+    const refused = maps.counters.histograms_full ?? 0n;
+    const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || refused > this.refusedBefore;
     return {
       statements: rows.length ? [histogramUpsert(rows)] : [],
       commit: () => {
         commit();
         this.lastCommitted = rows;
+        this.refusedBefore = refused;
+        this.evictQuiet(pressure);
       },
     };
+  }
+
+  private evictQuiet(pressure: boolean): void {
+    const evict = this.options.evict;
+    if (!evict) return;
+    try {
+      this.deltas.evict(pressure, evict);
+    } catch (error) {
+      // A kernel without lookup-and-delete on per-CPU hashes (before 5.14): the map only grows again.
+      this.options.log?.(`histograms cannot be evicted on this kernel, a full histograms map stays full: ${error instanceof Error ? error.message : String(error)}`);
+      this.options = { ...this.options, evict: undefined };
+    }
   }
 }
 

@@ -61,7 +61,7 @@ export class HealthPart implements FlushPart {
   constructor(
     private readonly db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
-    private readonly settings: { postmasterPid: number; intervalMs: number; probeSets: () => string[]; historyRetentionMs: number | null; heartbeatMs?: number },
+    private readonly settings: { postmasterPid: number; intervalMs: number; probeSets: () => string[]; historyRetentionMs: number | null; heartbeatMs?: number; evictedHistograms?: () => number },
   ) {}
 
   /**
@@ -109,7 +109,8 @@ export class HealthPart implements FlushPart {
    */
   prepare({ maps, measured, startedMs, lazy }: FlushInput): PreparedPart {
     const { queries, backends, deferred } = this.rows.prepare(maps, measured);
-    const fill = maps.fill.map((m) => (m.map === 'queries' ? { ...m, evicted: this.rows.evictedQueries } : m));
+    const evicted = (m: MapFill) => (m.map === 'queries' ? this.rows.evictedQueries : m.map === 'histograms' ? this.settings.evictedHistograms?.() : undefined);
+    const fill = maps.fill.map((m) => (evicted(m) === undefined ? m : { ...m, evicted: evicted(m) }));
     const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill };
     this.observation = flush;
     const build = () => [

@@ -80,6 +80,8 @@ export interface SidecarOptions {
   maxExcludedPids?: number;
   /** Capacity of the set of query keys changed since the last read (default maxQueries); small ones let tests make it overflow. */
   maxQueryChanges?: number;
+  /** Capacity of the histograms map (default: by the host's CPUs, CollectorObject); tests shrink it. */
+  maxHistograms?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
@@ -237,6 +239,7 @@ export class Sidecar {
         maxQueries: options.maxQueries,
         maxExcludedPids: options.maxExcludedPids,
         maxQueryChanges: options.maxQueryChanges,
+        maxHistograms: options.maxHistograms,
         maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
@@ -553,7 +556,7 @@ export class Sidecar {
    * housekeeping of the sidecar is due.
    */
   private wouldWriteNothing(busyNs: bigint): boolean {
-    const { rows, health, texts, retention, rowRetention } = this.writing;
+    const { rows, histograms, health, texts, retention, rowRetention } = this.writing;
     const attached = this.object.probes.attached();
     return (
       this.control !== null &&
@@ -562,6 +565,7 @@ export class Sidecar {
       attached.length === this.measuring.size &&
       attached.every((set) => this.measuring.has(set)) &&
       rows.wouldWriteNothing(busyNs) &&
+      histograms.wouldWriteNothing() &&
       !health.due() &&
       !texts.due() &&
       !retention?.due() &&
@@ -763,8 +767,17 @@ function flushParts(
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
   const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
   // A getter: the postmaster's pid changes when it restarts (target is updated in place).
-  const health = new HealthPart(db, rows, { get postmasterPid() { return target.pgPid; }, intervalMs: options.intervalMs, probeSets: () => object.probes.attached(), historyRetentionMs: retentionMs, heartbeatMs: options.healthHeartbeatMs });
-  const histograms = new HistogramsPart();
+  const histograms = new HistogramsPart({ evict: (keys) => object.maps.evictHistograms(keys), log: options.log });
+  const health = new HealthPart(db, rows, {
+    get postmasterPid() {
+      return target.pgPid;
+    },
+    intervalMs: options.intervalMs,
+    probeSets: () => object.probes.attached(),
+    historyRetentionMs: retentionMs,
+    heartbeatMs: options.healthHeartbeatMs,
+    evictedHistograms: () => histograms.evicted,
+  });
   const texts = new QueryTextsPart();
   const writer = new FlushWriter(db, [
     new QueryStatsPart(db, rows, increments),

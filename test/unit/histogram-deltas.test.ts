@@ -73,6 +73,73 @@ describe('HistogramDeltas', () => {
   });
 });
 
+describe('HistogramDeltas eviction', () => {
+  const latency = (cpu0: number[]) => decodeHistograms(batch(HistKind.HIST_QUERY_LATENCY, cpu0, [0, 0, 0, 0], [2_000_000, 0]), LAYOUT, 2);
+  /** One written flush of `samples` (the map as read), as HistogramsPart runs it. */
+  const flush = (deltas: HistogramDeltas, samples: ReturnType<typeof latency>) => {
+    const prepared = deltas.prepare(samples);
+    prepared.commit();
+    return prepared.rows;
+  };
+
+  it('deletes a histogram once written and quiet for 3 flushes, and writes what it gained after the read', () => {
+    const deltas = new HistogramDeltas();
+    const read = latency([4, 0, 0, 0]);
+    const asked: Buffer[][] = [];
+    // At its deletion the map held 2 more observations than the flushes read.
+    const evict = (keys: Buffer[]) => (asked.push(keys), keys.map(() => latency([5, 1, 0, 0])[0]!));
+    expect(flush(deltas, read)[0]!.counts).toEqual(padded([4]));
+    deltas.evict(false, evict);
+    flush(deltas, read);
+    deltas.evict(false, evict);
+    flush(deltas, read);
+    deltas.evict(false, evict);
+    expect(asked).toEqual([]);
+    expect(deltas.settled(true)).toBe(false);
+    flush(deltas, read);
+    deltas.evict(false, evict);
+    expect(asked).toHaveLength(1);
+    expect(asked[0]![0]!.equals(read[0]!.rawKey)).toBe(true);
+    expect(deltas.evicted).toBe(1);
+    // The next flush reads an empty map and writes the remainder, once.
+    expect(flush(deltas, [])).toEqual([expect.objectContaining({ kind: 'query_latency', counts: padded([1, 1]) })]);
+    expect(flush(deltas, [])).toEqual([]);
+    expect(deltas.settled(true)).toBe(true);
+  });
+
+  it('under pressure deletes after one quiet flush; a histogram that came back adds to its remainder', () => {
+    const deltas = new HistogramDeltas();
+    flush(deltas, latency([3, 0, 0, 0]));
+    const evict = (keys: Buffer[]) => keys.map(() => latency([3, 0, 2, 0])[0]!);
+    deltas.evict(true, evict);
+    expect(deltas.evicted).toBe(0); // it changed in the last flush
+    flush(deltas, latency([3, 0, 0, 0]));
+    deltas.evict(true, evict);
+    expect(deltas.evicted).toBe(1);
+    // It came back with one observation: its row carries that and the remainder (2 in slot 2).
+    expect(flush(deltas, latency([0, 1, 0, 0]))).toEqual([expect.objectContaining({ counts: padded([0, 1, 2]) })]);
+  });
+
+  it('keeps what changed, and a failed flush keeps the remainder owed', () => {
+    const deltas = new HistogramDeltas();
+    flush(deltas, latency([1, 0, 0, 0]));
+    for (let i = 2; i <= 5; i++) {
+      flush(deltas, latency([i, 0, 0, 0]));
+      deltas.evict(false, () => {
+        throw new Error('asked to evict a histogram that kept changing');
+      });
+    }
+    const evict = (keys: Buffer[]) => keys.map(() => latency([6, 0, 0, 0])[0]!);
+    for (let i = 0; i < 3; i++) {
+      flush(deltas, latency([5, 0, 0, 0]));
+      deltas.evict(false, evict);
+    }
+    expect(deltas.evicted).toBe(1);
+    expect(deltas.prepare([]).rows).toEqual([expect.objectContaining({ counts: padded([1]) })]); // not committed
+    expect(flush(deltas, [])).toEqual([expect.objectContaining({ counts: padded([1]) })]);
+  });
+});
+
 describe('llc columns', () => {
   it('are NULL unless the llc set ran, never a fake zero', () => {
     const deltas = METRIC_COLUMNS.map(() => 0n);
