@@ -37,7 +37,7 @@ export interface CollectorObjectOptions<Name extends string> {
   maxQueries?: number;
   /** Query keys one role may hold (default half of maxQueries; 0: no limit). */
   maxQueryKeysPerRole?: number;
-  /** Capacity of histograms, (query, kind) pairs held at once (default 8192; tests shrink it). */
+  /** Capacity of histograms, (query, kind) pairs held at once (default: histogramCapacity() of this host's CPUs). */
   maxHistograms?: number;
   /** Capacity of excluded_pids, the collector's own live connections (default 256; tests shrink it). */
   maxExcludedPids?: number;
@@ -49,6 +49,23 @@ export interface CollectorObjectOptions<Name extends string> {
    * software event on a host without a PMU.
    */
   perfEvents?: Partial<Record<ProgramName, PerfEventSpec>>;
+}
+
+/*
+ * The histograms map is preallocated (allocated on demand it once lost a COPY's only latency
+ * observation, README) and per-CPU: each entry costs sizeof(struct hist) on every possible CPU,
+ * 16.5 kB on 64 CPUs. Its capacity is what fits in this much kernel memory, within bounds: the
+ * map holds the histograms active in the last few flushes (quiet ones are evicted), not every
+ * statement seen.
+ */
+const HISTOGRAMS_MEMORY_BYTES = 32 * 1024 * 1024;
+const HISTOGRAMS_MIN = 1024;
+const HISTOGRAMS_MAX = 8192;
+
+/** The histograms map's default capacity on a host with `cpus` possible CPUs. */
+export function histogramCapacity(cpus: number): number {
+  const perEntry = Math.ceil(Structs.hist.size / 8) * 8 * cpus;
+  return Math.max(HISTOGRAMS_MIN, Math.min(HISTOGRAMS_MAX, Math.floor(HISTOGRAMS_MEMORY_BYTES / perEntry)));
 }
 
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
@@ -173,7 +190,7 @@ export class CollectorObject<Name extends string = string> {
       // Every key of queries can change between two reads: the set of changed ones holds them all.
       object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? 8192);
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
-      object.setMaxEntries('histograms', options.maxHistograms ?? 8192);
+      object.setMaxEntries('histograms', options.maxHistograms ?? histogramCapacity(loadNative().numPossibleCpus()));
       loadInterruptible(object);
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { histogramCapacity } from '../../src/collector/collector-object.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 
 /*
@@ -105,4 +106,9 @@ describe('the histograms map', () => {
     expect(await disagreeing([...second, ...back])).toEqual([]);
   });
 
+  it('is sized by the CPUs: the whole of it fits 32 MiB of values, within 1,024 and 8,192 entries', () => {
+    expect(histogramCapacity(2)).toBe(8192);
+    expect(histogramCapacity(64)).toBe(Math.floor((32 * 1024 * 1024) / (264 * 64)));
+    expect(histogramCapacity(1024)).toBe(1024);
+  });
 });
