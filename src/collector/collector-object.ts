@@ -39,6 +39,8 @@ export interface CollectorObjectOptions<Name extends string> {
   maxQueryKeysPerRole?: number;
   /** Capacity of histograms, (query, kind) pairs held at once (default: histogramCapacity() of this host's CPUs). */
   maxHistograms?: number;
+  /** Capacity of lock_waits and of lwlock_waits, (query, lock) pairs held at once (default 4096; tests shrink it). */
+  maxLockWaits?: number;
   /** Capacity of excluded_pids, the collector's own live connections (default 256; tests shrink it). */
   maxExcludedPids?: number;
   /** Capacity of query_changes, the keys changed since the last read (default maxQueries; tests shrink it to make it overflow). */
@@ -191,6 +193,8 @@ export class CollectorObject<Name extends string = string> {
       object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? 8192);
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
       object.setMaxEntries('histograms', options.maxHistograms ?? histogramCapacity(loadNative().numPossibleCpus()));
+      object.setMaxEntries('lock_waits', options.maxLockWaits ?? 4096);
+      object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? 4096);
       loadInterruptible(object);
       globals.writeBss('tracking_since_ns', process.hrtime.bigint());
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.

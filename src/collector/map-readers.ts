@@ -120,10 +120,14 @@ export class MapReaders {
    * CPUs), null for one already gone: as evictQueries, one BPF_MAP_LOOKUP_AND_DELETE_ELEM each.
    */
   evictHistograms(rawKeys: readonly Buffer[]): Array<HistogramSample | null> {
-    return rawKeys.map((key) => {
-      const value = this.object.mapLookupAndDelete('histograms', key);
-      return value ? this.decodeHistogram({ keys: key, values: value, count: 1, keySize: key.length, valueSize: value.length }, 0) : null;
-    });
+    return this.lookupAndDelete('histograms', rawKeys).map((value, i) =>
+      value ? this.decodeHistogram({ keys: rawKeys[i]!, values: value, count: 1, keySize: rawKeys[i]!.length, valueSize: value.length }, 0) : null,
+    );
+  }
+
+  /** Deletes keys from a map (one BPF_MAP_LOOKUP_AND_DELETE_ELEM each), returning each value as it was deleted, null for a key already gone. */
+  lookupAndDelete(map: MapName, rawKeys: readonly Buffer[]): Array<Buffer | null> {
+    return rawKeys.map((key) => this.object.mapLookupAndDelete(map, key));
   }
 
   /** Overflow and failure counters of the BPF side (bpf/records.h, enum counter_index). */

@@ -1,4 +1,4 @@
-import type { FieldOf, ProgramName, RodataName } from '../bpf/contract.js';
+import type { FieldOf, MapName, ProgramName, RodataName } from '../bpf/contract.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { ProbeAttachment } from '../collector/probe-attachment.js';
 import type { FlushPart } from '../flush/flush-part.js';
@@ -75,6 +75,10 @@ export interface FamilyFlushContext {
   target: PostmasterTarget;
   /** Names LWLock tranche ids the probes could not name (no USDT). */
   trancheNames: LwlockTrancheNames;
+  /** Deletes keys from a map, returning each value as it was deleted (null: already gone); for evicting quiet entries. */
+  lookupAndDelete?: (map: MapName, rawKeys: Buffer[]) => Array<Buffer | null>;
+  /** For the one line a part may have to say (e.g. eviction unsupported on this kernel). */
+  log?: (line: string) => void;
 }
 
 /** What one family contributes. Declare it with defineFamily() so its names stay literal types. */

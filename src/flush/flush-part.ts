@@ -62,4 +62,10 @@ export interface FlushPart {
   /** Names the part's CTEs (e.g. 'query_stats'); a plain SQL identifier. */
   readonly name: string;
   prepare(input: FlushInput): PreparedPart;
+  /**
+   * Whether a periodic flush now would find nothing of this part's own to write or do (IdleGate),
+   * beyond what BPF noted as changed: e.g. no remainder of an evicted entry owed, no written
+   * entry waiting to be evicted. Absent: nothing of its own.
+   */
+  wouldWriteNothing?(): boolean;
 }

@@ -23,6 +23,11 @@ export class FlushWriter<DB> {
     private readonly parts: readonly FlushPart[],
   ) {}
 
+  /** Whether no part has anything of its own to write or do (FlushPart.wouldWriteNothing). */
+  partsSettled(): boolean {
+    return this.parts.every((part) => part.wouldWriteNothing?.() ?? true);
+  }
+
   /** Returns the number of statements written (0: nothing to write, no round trip). */
   async write(input: FlushInput): Promise<number> {
     this.lastStatementMs = 0;

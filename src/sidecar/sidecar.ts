@@ -82,6 +82,8 @@ export interface SidecarOptions {
   maxQueryChanges?: number;
   /** Capacity of the histograms map (default: by the host's CPUs, CollectorObject); tests shrink it. */
   maxHistograms?: number;
+  /** Capacity of each lock-wait map (default 4096); tests shrink it. */
+  maxLockWaits?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
@@ -240,6 +242,7 @@ export class Sidecar {
         maxExcludedPids: options.maxExcludedPids,
         maxQueryChanges: options.maxQueryChanges,
         maxHistograms: options.maxHistograms,
+        maxLockWaits: options.maxLockWaits,
         maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
@@ -556,7 +559,7 @@ export class Sidecar {
    * housekeeping of the sidecar is due.
    */
   private wouldWriteNothing(busyNs: bigint): boolean {
-    const { rows, histograms, health, texts, retention, rowRetention } = this.writing;
+    const { rows, writer, health, texts, retention, rowRetention } = this.writing;
     const attached = this.object.probes.attached();
     return (
       this.control !== null &&
@@ -565,7 +568,7 @@ export class Sidecar {
       attached.length === this.measuring.size &&
       attached.every((set) => this.measuring.has(set)) &&
       rows.wouldWriteNothing(busyNs) &&
-      histograms.wouldWriteNothing() &&
+      writer.partsSettled() &&
       !health.due() &&
       !texts.due() &&
       !retention?.due() &&
@@ -784,7 +787,12 @@ function flushParts(
     texts,
     new BackendStatsPart(db, rows),
     histograms,
-    ...familyFlushParts({ target, trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath) }),
+    ...familyFlushParts({
+      target,
+      trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath),
+      lookupAndDelete: (map, keys) => object.maps.lookupAndDelete(map, keys),
+      log: options.log,
+    }),
     ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
     health,
   ]);

@@ -1,8 +1,8 @@
 import { LwlockTranche } from '../../bpf/contract.js';
 import type { RecordLayout } from '../../bpf/record-layout.js';
 import type { MapSnapshot } from '../../collector/map-snapshot.js';
-import { DeltaTracker } from '../../flush/delta-tracker.js';
-import { isZero, type ExactInt } from '../../exact-int.js';
+import { EvictableDeltas, type CumulativeEntry } from '../../flush/evictable-deltas.js';
+import type { ExactInt } from '../../exact-int.js';
 import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
 import { lockModeName, locktypeName, lwlockModeName } from './lock-names.js';
 
@@ -41,75 +41,142 @@ export interface LockWaitRows {
   commit(): void;
 }
 
+/** Deletes keys from one of the lock maps, returning each value as it was deleted (null: already gone). */
+export type EvictLockWaits = (map: 'lock_waits' | 'lwlock_waits', rawKeys: Buffer[]) => Array<Buffer | null>;
+
+/** A lock map's entry: its cumulative [waits, wait_ns] and the row it is written as. */
+interface WaitEntry<Row> extends CumulativeEntry {
+  readonly row: Omit<Row, 'waits' | 'waitMs'>;
+}
+
 /**
  * Turns the lock families' BPF maps (bpf/locks.bpf.h: lock_waits, lwlock_waits; cumulative
  * waits and wait_ns per key) into per-flush increments, with the same two-step commit as the
- * metric rows: increments that were not written are sent again at the next flush.
+ * metric rows: increments that were not written are sent again at the next flush. After a
+ * written flush the quiet entries leave the maps (EvictableDeltas), so a map filled by
+ * statements long gone heals.
  *
  * @example
- * const reader = new LockWaitReader(trancheNames);
+ * const reader = new LockWaitReader(trancheNames, (map, keys) => object.maps.lookupAndDelete(map, keys));
  * const rows = reader.prepare(snapshot, new Set(['locks'])); // after the write: rows.commit()
  */
 export class LockWaitReader {
-  private readonly lockDeltas = new DeltaTracker();
-  private readonly lwlockDeltas = new DeltaTracker();
+  private readonly lockDeltas = new EvictableDeltas<WaitEntry<LockWaitRow>>();
+  private readonly lwlockDeltas = new EvictableDeltas<WaitEntry<LwlockWaitRow>>();
+  /** lock_waits_full and lwlock_waits_full as the last written flush read them: one more refusal is pressure. */
+  private refusedBefore = { locks: 0n, lwlocks: 0n };
 
-  constructor(private readonly trancheNames: LwlockTrancheNames) {}
+  constructor(
+    private readonly trancheNames: LwlockTrancheNames,
+    private evict?: EvictLockWaits,
+    private readonly log?: (line: string) => void,
+  ) {}
+
+  /** Entries deleted from lock_waits and lwlock_waits since load. */
+  get evicted(): number {
+    return this.lockDeltas.evicted + this.lwlockDeltas.evicted;
+  }
+
+  /** The maps the last flush read: a set detached since leaves its map as it is, with nothing to do. */
+  private reading = { locks: false, lwlocks: false };
+
+  /** Whether a flush would find nothing to write or evict here (IdleGate). */
+  settled(): boolean {
+    const evicting = this.evict !== undefined;
+    return (!this.reading.locks || this.lockDeltas.settled(evicting)) && (!this.reading.lwlocks || this.lwlockDeltas.settled(evicting));
+  }
 
   /** Only the maps of the sets attached since the last flush are read. */
   prepare(snapshot: MapSnapshot, measured: ReadonlySet<string>): LockWaitRows {
     const commits: Array<() => void> = [];
     const locks: LockWaitRow[] = [];
     const lwlocks: LwlockWaitRow[] = [];
+    const reading = { locks: measured.has('locks'), lwlocks: measured.has('lwlock') };
 
     if (measured.has('locks')) {
       const { batch, key, value } = snapshot.map('lock_waits');
-      for (let i = 0; i < batch.count; i++) {
-        const k = i * batch.keySize;
-        const v = i * batch.valueSize;
-        const row = {
-          ...waitQuery(key, batch.keys, k),
-          locktype: locktypeName(key.intNumber(batch.keys, k, 'locktag_type')),
-          mode: lockModeName(key.intNumber(batch.keys, k, 'mode')),
-          database: key.intNumber(batch.keys, k, 'database'),
-          relation: key.intNumber(batch.keys, k, 'relation'),
-        };
-        const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
-        const current = [value.int(batch.values, v, 'waits'), value.int(batch.values, v, 'wait_ns')];
-        const [waits, ns] = this.lockDeltas.delta(id, current) as [ExactInt, ExactInt];
-        if (isZero(waits) && isZero(ns)) continue;
-        locks.push({ ...row, waits, waitMs: Number(ns) / 1e6 });
-        commits.push(() => this.lockDeltas.commit(id, current));
-      }
+      const decode = (keys: Buffer, k: number, values: Buffer, v: number): WaitEntry<LockWaitRow> => ({
+        ...waitCounts(keys, k, batch.keySize, values, v, value),
+        row: {
+          ...waitQuery(key, keys, k),
+          locktype: locktypeName(key.intNumber(keys, k, 'locktag_type')),
+          mode: lockModeName(key.intNumber(keys, k, 'mode')),
+          database: key.intNumber(keys, k, 'database'),
+          relation: key.intNumber(keys, k, 'relation'),
+        },
+      });
+      const entries = Array.from({ length: batch.count }, (_, i) => decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize));
+      const { increments, commit } = this.lockDeltas.prepare(entries);
+      for (const { entry, delta } of increments) locks.push({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6 });
+      const refused = snapshot.counters.lock_waits_full ?? 0n;
+      commits.push(() => {
+        commit();
+        this.evictQuiet('lock_waits', this.lockDeltas, refused > this.refusedBefore.locks, (held, keys) => decode(keys, 0, held, 0));
+        this.refusedBefore.locks = refused;
+      });
     }
 
     if (measured.has('lwlock')) {
       const { batch, key, value } = snapshot.map('lwlock_waits');
       const nameField = key.field('tranche');
-      for (let i = 0; i < batch.count; i++) {
-        const k = i * batch.keySize;
-        const v = i * batch.valueSize;
-        const raw = batch.keys.subarray(k + nameField.offset, k + nameField.offset + nameField.size);
+      const decode = (keys: Buffer, k: number, values: Buffer, v: number): WaitEntry<LwlockWaitRow> => {
+        const raw = keys.subarray(k + nameField.offset, k + nameField.offset + nameField.size);
         const end = raw.indexOf(0);
         const probeName = raw.toString('latin1', 0, end < 0 ? raw.length : end);
-        const trancheId = key.intNumber(batch.keys, k, 'tranche_id');
-        const row = {
-          ...waitQuery(key, batch.keys, k),
-          // The USDT probe passes Postgres' own name; without it the id is named from the binary.
-          tranche: probeName || (trancheId === LwlockTranche.LWLOCK_TRANCHE_UNKNOWN ? 'unknown' : this.trancheNames.name(trancheId)),
-          mode: lwlockModeName(key.intNumber(batch.keys, k, 'mode')),
+        const trancheId = key.intNumber(keys, k, 'tranche_id');
+        return {
+          ...waitCounts(keys, k, batch.keySize, values, v, value),
+          row: {
+            ...waitQuery(key, keys, k),
+            // The USDT probe passes Postgres' own name; without it the id is named from the binary.
+            tranche: probeName || (trancheId === LwlockTranche.LWLOCK_TRANCHE_UNKNOWN ? 'unknown' : this.trancheNames.name(trancheId)),
+            mode: lwlockModeName(key.intNumber(keys, k, 'mode')),
+          },
         };
-        const id = batch.keys.subarray(k, k + batch.keySize).toString('hex');
-        const current = [value.int(batch.values, v, 'waits'), value.int(batch.values, v, 'wait_ns')];
-        const [waits, ns] = this.lwlockDeltas.delta(id, current) as [ExactInt, ExactInt];
-        if (isZero(waits) && isZero(ns)) continue;
-        lwlocks.push({ ...row, waits, waitMs: Number(ns) / 1e6 });
-        commits.push(() => this.lwlockDeltas.commit(id, current));
-      }
+      };
+      const entries = Array.from({ length: batch.count }, (_, i) => decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize));
+      const { increments, commit } = this.lwlockDeltas.prepare(entries);
+      for (const { entry, delta } of increments) lwlocks.push({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6 });
+      const refused = snapshot.counters.lwlock_waits_full ?? 0n;
+      commits.push(() => {
+        commit();
+        this.evictQuiet('lwlock_waits', this.lwlockDeltas, refused > this.refusedBefore.lwlocks, (held, keys) => decode(keys, 0, held, 0));
+        this.refusedBefore.lwlocks = refused;
+      });
     }
 
-    return { locks, lwlocks, commit: () => commits.forEach((c) => c()) };
+    return {
+      locks,
+      lwlocks,
+      commit: () => {
+        this.reading = reading;
+        commits.forEach((c) => c());
+      },
+    };
   }
+
+  private evictQuiet<Entry extends CumulativeEntry>(
+    map: 'lock_waits' | 'lwlock_waits',
+    deltas: EvictableDeltas<Entry>,
+    pressure: boolean,
+    decode: (held: Buffer, key: Buffer) => Entry,
+  ): void {
+    const evict = this.evict;
+    if (!evict) return;
+    try {
+      deltas.evict(pressure, (keys) => evict(map, keys).map((held, i) => held && decode(held, keys[i]!)));
+    } catch (error) {
+      // A kernel without lookup-and-delete on hash maps (before 5.14): the maps only grow again.
+      this.log?.(`lock waits cannot be evicted on this kernel, a full ${map} map stays full: ${error instanceof Error ? error.message : String(error)}`);
+      this.evict = undefined;
+    }
+  }
+}
+
+/** An entry's id, key and cumulative counters (struct wait_totals). */
+function waitCounts(keys: Buffer, k: number, keySize: number, values: Buffer, v: number, value: RecordLayout<'waits' | 'wait_ns'>): CumulativeEntry {
+  const rawKey = keys.subarray(k, k + keySize);
+  return { id: rawKey.toString('hex'), rawKey, counts: [value.int(values, v, 'waits'), value.int(values, v, 'wait_ns')] };
 }
 
 /** The query key both lock maps start with (struct query_key q). */

@@ -2,21 +2,26 @@ import { sql, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from '../../flush/flush-part.js';
 import { addExact } from '../../exact-int.js';
 import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
-import { LockWaitReader, type LockWaitRow, type LwlockWaitRow } from './lock-wait-reader.js';
+import { LockWaitReader, type EvictLockWaits, type LockWaitRow, type LwlockWaitRow } from './lock-wait-reader.js';
 
 /**
  * The lock families' part of a flush: bpf_stats.query_lock_waits and query_lwlock_waits.
  * Nothing is read or written while neither the locks nor the lwlock set was attached.
  *
  * @example
- * const part = new LockWaitsPart(trancheNames); // one of the FlushWriter's parts
+ * const part = new LockWaitsPart(trancheNames, (map, keys) => object.maps.lookupAndDelete(map, keys)); // one of the FlushWriter's parts
  */
 export class LockWaitsPart implements FlushPart {
   readonly name = 'lock_waits';
   private readonly reader: LockWaitReader;
 
-  constructor(trancheNames: LwlockTrancheNames) {
-    this.reader = new LockWaitReader(trancheNames);
+  /** `evict`: deletes quiet entries from the maps (absent: the maps keep every entry). */
+  constructor(trancheNames: LwlockTrancheNames, evict?: EvictLockWaits, log?: (line: string) => void) {
+    this.reader = new LockWaitReader(trancheNames, evict, log);
+  }
+
+  wouldWriteNothing(): boolean {
+    return this.reader.settled();
   }
 
   prepare({ maps, measured }: FlushInput): PreparedPart {

@@ -10,5 +10,5 @@ export const locksFamily = defineFamily({
       description: 'Spin delays (count): the sleeps Postgres takes when spinning on a spinlock, an LWLock wait list or a buffer header did not get it; their time is in other_wait_ms. Probe set `spinlock`; NULL: not measured.',
     }],
   rodata: lockRodata,
-  flushPart: ({ trancheNames }) => new LockWaitsPart(trancheNames),
+  flushPart: ({ trancheNames, lookupAndDelete, log }) => new LockWaitsPart(trancheNames, lookupAndDelete, log),
 });
