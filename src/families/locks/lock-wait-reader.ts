@@ -65,20 +65,14 @@ export class LockWaitReader {
   private readonly lwlockDeltas = new EvictableDeltas<WaitEntry<LwlockWaitRow>>();
   /** lock_waits_full and lwlock_waits_full as the last written flush read them: one more refusal is pressure. */
   private refusedBefore = { locks: 0n, lwlocks: 0n };
+  /** The maps the last flush read: a set detached since leaves its map as it is, with nothing to do. */
+  private reading = { locks: false, lwlocks: false };
 
   constructor(
     private readonly trancheNames: LwlockTrancheNames,
     private evict?: EvictLockWaits,
     private readonly log?: (line: string) => void,
   ) {}
-
-  /** Entries deleted from lock_waits and lwlock_waits since load. */
-  get evicted(): number {
-    return this.lockDeltas.evicted + this.lwlockDeltas.evicted;
-  }
-
-  /** The maps the last flush read: a set detached since leaves its map as it is, with nothing to do. */
-  private reading = { locks: false, lwlocks: false };
 
   /** Whether a flush would find nothing to write or evict here (IdleGate). */
   settled(): boolean {
