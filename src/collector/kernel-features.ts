@@ -17,11 +17,15 @@ const VMLINUX_BTF = '/sys/kernel/btf/vmlinux';
 export class KernelFeatures {
   private static cached: KernelFeatures | undefined;
   private hzValue: number | null | undefined;
+  /** The tracepoints the BTF names; kept instead of the BTF itself, which is megabytes the collector would hold for its whole life. */
+  private readonly tracepoints: ReadonlySet<string>;
 
   constructor(
-    private readonly btf: Buffer,
+    btf: Buffer,
     private readonly readConfig: () => string | null = kernelConfig,
-  ) {}
+  ) {
+    this.tracepoints = tracepointNames(btf);
+  }
 
   /** The running kernel (memoized). */
   static host(): KernelFeatures {
@@ -31,8 +35,7 @@ export class KernelFeatures {
 
   /** Whether a tp_btf program can attach to tracepoint `name`. */
   hasTracepoint(name: string): boolean {
-    // Type names live NUL-terminated in the BTF string section.
-    return this.btf.includes(Buffer.from(`\0btf_trace_${name}\0`));
+    return this.tracepoints.has(name);
   }
 
   /** The first of `names` this kernel lacks, or null when it has them all. */
@@ -45,6 +48,19 @@ export class KernelFeatures {
     if (this.hzValue === undefined) this.hzValue = hzFromConfig(this.readConfig()) ?? hzFromTimerList();
     return this.hzValue;
   }
+}
+
+/** The `<name>` of every `btf_trace_<name>` typedef: type names live NUL-terminated in the BTF string section. */
+function tracepointNames(btf: Buffer): Set<string> {
+  const names = new Set<string>();
+  const prefix = Buffer.from('\0btf_trace_');
+  for (let at = btf.indexOf(prefix); at >= 0; at = btf.indexOf(prefix, at + 1)) {
+    const start = at + prefix.length;
+    const end = btf.indexOf(0, start);
+    if (end < 0) break;
+    names.add(btf.toString('latin1', start, end));
+  }
+  return names;
 }
 
 /** The kernel config where libbpf looks for it too: /boot/config-<release>, /proc/config.gz. */

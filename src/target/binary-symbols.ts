@@ -1,16 +1,18 @@
 import { ElfFile } from './elf-file.js';
 import type { PostmasterTarget } from './postmaster-target.js';
 
-/** What the probe sets ask of a binary, read once per binary path: the ELF read is not free. */
+/**
+ * What the probe sets ask of a binary, read once per binary path: the ELF read is not free. The
+ * file itself (9 MB for Debian's postgres) is not kept: the collector would hold it for its whole life.
+ */
 interface BinarySymbols {
-  elf: ElfFile;
   functions: Set<string>;
 }
 
 const cache = new Map<string, BinarySymbols>();
 
 /**
- * The target binary's ELF file and its function symbols, read on first use.
+ * The target binary's function symbols, read on first use.
  *
  * @example
  * binarySymbols(target).functions.has('ExecutorStart');
@@ -19,7 +21,7 @@ export function binarySymbols(target: Pick<PostmasterTarget, 'binaryPath'>): Bin
   let info = cache.get(target.binaryPath);
   if (!info) {
     const elf = ElfFile.read(target.binaryPath);
-    info = { elf, functions: new Set([...elf.symbols().values()].filter((s) => s.type === 2).map((s) => s.name)) };
+    info = { functions: new Set([...elf.symbols().values()].filter((s) => s.type === 2).map((s) => s.name)) };
     cache.set(target.binaryPath, info);
   }
   return info;

@@ -1,6 +1,7 @@
 import type { ProgramName, RodataName } from '../../bpf/contract.js';
 import type { ProbeAttachment, TargetProbe } from '../../collector/probe-attachment.js';
-import { binarySymbols, hasFunction } from '../../target/binary-symbols.js';
+import { hasFunction } from '../../target/binary-symbols.js';
+import { ElfFile } from '../../target/elf-file.js';
 import { findCallSite } from '../../target/find-call-site.js';
 import type { PostmasterTarget } from '../../target/postmaster-target.js';
 import type { ProbeSet } from '../family.js';
@@ -18,7 +19,7 @@ function hasUsdt(target: PostmasterTarget, name: string): boolean {
 /** Where perform_spin_delay calls pg_usleep, found once per binary. */
 const spinSleeps = new Map<string, bigint | null>();
 function spinSleep(target: PostmasterTarget): bigint | null {
-  if (!spinSleeps.has(target.binaryPath)) spinSleeps.set(target.binaryPath, findCallSite(binarySymbols(target).elf, 'perform_spin_delay', 'pg_usleep'));
+  if (!spinSleeps.has(target.binaryPath)) spinSleeps.set(target.binaryPath, findCallSite(ElfFile.read(target.binaryPath), 'perform_spin_delay', 'pg_usleep'));
   return spinSleeps.get(target.binaryPath)!;
 }
 
