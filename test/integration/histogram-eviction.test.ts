@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { histogramCapacity } from '../../src/collector/collector-object.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { runStatements, statementOfTerms } from '../support/run-statements.js';
 
 /*
  * The histograms map holds the active histograms, not every statement ever seen: quiet ones are
@@ -16,18 +17,9 @@ let cluster: ThrowawayCluster;
 let admin: pg.Client;
 let sidecar: Sidecar;
 
-/** A statement of its own query id: `SELECT 1*1*...` with `n` terms. */
-const statement = (n: number) => `SELECT 1${'*1'.repeat(n)}`;
+const statement = (n: number) => statementOfTerms(n, '*');
 
-async function run(sqls: string[], times = 1): Promise<void> {
-  const client = new pg.Client(cluster.connectionString());
-  await client.connect();
-  try {
-    for (let i = 0; i < times; i++) for (const sql of sqls) await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
+const run = (sqls: string[], times = 1) => runStatements(cluster.connectionString(), sqls, times);
 
 /** pg_stat_statements' text of a statement of `statement()`. */
 const normalized = (sql: string) => sql.replace(/1/g, (_, at: number) => `$${sql.slice(0, at).split('1').length}`);

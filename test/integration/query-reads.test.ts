@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { runStatements, statementOfTerms } from '../support/run-statements.js';
 
 /*
  * A flush reads the query keys that changed since the last one, not the whole map
@@ -13,18 +14,9 @@ let cluster: ThrowawayCluster;
 let admin: pg.Client;
 let sidecar: Sidecar | null = null;
 
-/** A statement of its own query id: `SELECT 1+1+...` with `n` terms (`op` between them). */
-const statement = (n: number, op = '+') => `SELECT 1${`${op}1`.repeat(n)}`;
+const statement = statementOfTerms;
 
-async function run(sqls: string[], times = 1): Promise<void> {
-  const client = new pg.Client(cluster.connectionString());
-  await client.connect();
-  try {
-    for (let i = 0; i < times; i++) for (const sql of sqls) await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
+const run = (sqls: string[], times = 1) => runStatements(cluster.connectionString(), sqls, times);
 
 /** Statements whose text starts with `prefix` (pg_stat_statements' normalized text) whose calls differ from query_stats'. */
 async function disagreeing(prefix: string): Promise<Array<{ query: string; pgss: string; ours: string | null }>> {

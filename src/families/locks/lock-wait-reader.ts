@@ -1,6 +1,7 @@
 import { LwlockTranche } from '../../bpf/contract.js';
 import type { RecordLayout } from '../../bpf/record-layout.js';
 import type { MapSnapshot } from '../../collector/map-snapshot.js';
+import type { MapBatch } from '../../native/bpf-native.js';
 import { EvictableDeltas, type CumulativeEntry } from '../../flush/evictable-deltas.js';
 import type { ExactInt } from '../../exact-int.js';
 import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
@@ -64,7 +65,7 @@ export class LockWaitReader {
   private readonly lockDeltas = new EvictableDeltas<WaitEntry<LockWaitRow>>();
   private readonly lwlockDeltas = new EvictableDeltas<WaitEntry<LwlockWaitRow>>();
   /** lock_waits_full and lwlock_waits_full as the last written flush read them: one more refusal is pressure. */
-  private refusedBefore = { locks: 0n, lwlocks: 0n };
+  private readonly refusedBefore = { lock_waits: 0n, lwlock_waits: 0n };
   /** The maps the last flush read: a set detached since leaves its map as it is, with nothing to do. */
   private reading = { locks: false, lwlocks: false };
 
@@ -82,69 +83,75 @@ export class LockWaitReader {
 
   /** Only the maps of the sets attached since the last flush are read. */
   prepare(snapshot: MapSnapshot, measured: ReadonlySet<string>): LockWaitRows {
-    const commits: Array<() => void> = [];
-    const locks: LockWaitRow[] = [];
-    const lwlocks: LwlockWaitRow[] = [];
     const reading = { locks: measured.has('locks'), lwlocks: measured.has('lwlock') };
+    const locks = reading.locks ? this.readLocks(snapshot) : null;
+    const lwlocks = reading.lwlocks ? this.readLwlocks(snapshot) : null;
+    return {
+      locks: locks?.rows ?? [],
+      lwlocks: lwlocks?.rows ?? [],
+      commit: () => {
+        this.reading = reading;
+        locks?.commit();
+        lwlocks?.commit();
+      },
+    };
+  }
 
-    if (measured.has('locks')) {
-      const { batch, key, value } = snapshot.map('lock_waits');
-      const decode = (keys: Buffer, k: number, values: Buffer, v: number): WaitEntry<LockWaitRow> => ({
+  private readLocks(snapshot: MapSnapshot): { rows: LockWaitRow[]; commit: () => void } {
+    const { batch, key, value } = snapshot.map('lock_waits');
+    return this.increments(snapshot, 'lock_waits', this.lockDeltas, batch, (keys, k, values, v) => ({
+      ...waitCounts(keys, k, batch.keySize, values, v, value),
+      row: {
+        ...waitQuery(key, keys, k),
+        locktype: locktypeName(key.intNumber(keys, k, 'locktag_type')),
+        mode: lockModeName(key.intNumber(keys, k, 'mode')),
+        database: key.intNumber(keys, k, 'database'),
+        relation: key.intNumber(keys, k, 'relation'),
+      },
+    }));
+  }
+
+  private readLwlocks(snapshot: MapSnapshot): { rows: LwlockWaitRow[]; commit: () => void } {
+    const { batch, key, value } = snapshot.map('lwlock_waits');
+    const nameField = key.field('tranche');
+    return this.increments(snapshot, 'lwlock_waits', this.lwlockDeltas, batch, (keys, k, values, v) => {
+      const raw = keys.subarray(k + nameField.offset, k + nameField.offset + nameField.size);
+      const end = raw.indexOf(0);
+      const probeName = raw.toString('latin1', 0, end < 0 ? raw.length : end);
+      const trancheId = key.intNumber(keys, k, 'tranche_id');
+      return {
         ...waitCounts(keys, k, batch.keySize, values, v, value),
         row: {
           ...waitQuery(key, keys, k),
-          locktype: locktypeName(key.intNumber(keys, k, 'locktag_type')),
-          mode: lockModeName(key.intNumber(keys, k, 'mode')),
-          database: key.intNumber(keys, k, 'database'),
-          relation: key.intNumber(keys, k, 'relation'),
+          // The USDT probe passes Postgres' own name; without it the id is named from the binary.
+          tranche: probeName || (trancheId === LwlockTranche.LWLOCK_TRANCHE_UNKNOWN ? 'unknown' : this.trancheNames.name(trancheId)),
+          mode: lwlockModeName(key.intNumber(keys, k, 'mode')),
         },
-      });
-      const entries = Array.from({ length: batch.count }, (_, i) => decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize));
-      const { increments, commit } = this.lockDeltas.prepare(entries);
-      for (const { entry, delta } of increments) locks.push({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6 });
-      const refused = snapshot.counters.lock_waits_full ?? 0n;
-      commits.push(() => {
-        commit();
-        this.evictQuiet('lock_waits', this.lockDeltas, refused > this.refusedBefore.locks, (held, keys) => decode(keys, 0, held, 0));
-        this.refusedBefore.locks = refused;
-      });
-    }
-
-    if (measured.has('lwlock')) {
-      const { batch, key, value } = snapshot.map('lwlock_waits');
-      const nameField = key.field('tranche');
-      const decode = (keys: Buffer, k: number, values: Buffer, v: number): WaitEntry<LwlockWaitRow> => {
-        const raw = keys.subarray(k + nameField.offset, k + nameField.offset + nameField.size);
-        const end = raw.indexOf(0);
-        const probeName = raw.toString('latin1', 0, end < 0 ? raw.length : end);
-        const trancheId = key.intNumber(keys, k, 'tranche_id');
-        return {
-          ...waitCounts(keys, k, batch.keySize, values, v, value),
-          row: {
-            ...waitQuery(key, keys, k),
-            // The USDT probe passes Postgres' own name; without it the id is named from the binary.
-            tranche: probeName || (trancheId === LwlockTranche.LWLOCK_TRANCHE_UNKNOWN ? 'unknown' : this.trancheNames.name(trancheId)),
-            mode: lwlockModeName(key.intNumber(keys, k, 'mode')),
-          },
-        };
       };
-      const entries = Array.from({ length: batch.count }, (_, i) => decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize));
-      const { increments, commit } = this.lwlockDeltas.prepare(entries);
-      for (const { entry, delta } of increments) lwlocks.push({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6 });
-      const refused = snapshot.counters.lwlock_waits_full ?? 0n;
-      commits.push(() => {
-        commit();
-        this.evictQuiet('lwlock_waits', this.lwlockDeltas, refused > this.refusedBefore.lwlocks, (held, keys) => decode(keys, 0, held, 0));
-        this.refusedBefore.lwlocks = refused;
-      });
-    }
+    });
+  }
 
+  /**
+   * One lock map's increments since the last written flush; its commit() moves the baselines,
+   * then evicts the quiet entries (sooner when an entry was refused since the last flush).
+   */
+  private increments<Row extends LockWaitRow | LwlockWaitRow>(
+    snapshot: MapSnapshot,
+    map: 'lock_waits' | 'lwlock_waits',
+    deltas: EvictableDeltas<WaitEntry<Row>>,
+    batch: MapBatch,
+    decode: (keys: Buffer, k: number, values: Buffer, v: number) => WaitEntry<Row>,
+  ): { rows: Row[]; commit: () => void } {
+    const entries = Array.from({ length: batch.count }, (_, i) => decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize));
+    const { increments, commit } = deltas.prepare(entries);
+    const rows = increments.map(({ entry, delta }) => ({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6 }) as Row);
+    const refused = snapshot.counters[`${map}_full`] ?? 0n;
     return {
-      locks,
-      lwlocks,
+      rows,
       commit: () => {
-        this.reading = reading;
-        commits.forEach((c) => c());
+        commit();
+        this.evictQuiet(map, deltas, refused > this.refusedBefore[map], (held, key) => decode(key, 0, held, 0));
+        this.refusedBefore[map] = refused;
       },
     };
   }
