@@ -39,6 +39,7 @@ const pgNodeStreams = {
   },
 };
 
+const OWN_PLUGINS = new Set([pgFormatStaticRequire.name, pgNodeStreams.name]);
 const output = 'dist/pg-bpf-stats.js';
 const bundle = await rolldown({
   input: 'dist/src/cli/main.js',
@@ -48,17 +49,29 @@ const bundle = await rolldown({
   onLog(level, log) {
     // Circular imports inside dependencies (kysely's) are theirs and harmless; say anything else.
     if (log.code === 'CIRCULAR_DEPENDENCY') return;
+    // Our two transforms replace text within one line: the source map's lines stay right.
+    if (log.code === 'SOURCEMAP_BROKEN' && OWN_PLUGINS.has(log.plugin)) return;
     process.stderr.write(`bundle: ${level}: ${log.message}\n`);
   },
 });
-// ASCII: V8 keeps a script's source for lazy compilation, and one character past Latin-1 makes
-// it two bytes a character. Doc comments go; licence notices of the bundled packages stay.
+// V8 keeps a script's source for its whole life (functions are compiled when first called), so
+// the source is kept small: ASCII (one character past Latin-1 makes it two bytes a character),
+// no comments but the bundled packages' licence notices, and minified (1.18 MB -> 0.71 MB, 0.7 MB
+// less RSS; README, "Memory after start"). Function and class names are kept, so an internal
+// error's stack still names where it was; the source map beside the bundle maps its positions
+// back to dist/src (`node --enable-source-maps dist/pg-bpf-stats.js ...`).
 await bundle.write({
   file: output,
   format: 'esm',
   codeSplitting: false,
   charset: 'ascii',
   comments: { legal: true, annotation: false, jsdoc: false },
+  minify: {
+    compress: { keepNames: { function: true, class: true } },
+    mangle: { keepNames: true },
+    codegen: { removeWhitespace: true, legalComments: 'inline' },
+  },
+  sourcemap: true,
 });
 await bundle.close();
 chmodSync(output, 0o755);

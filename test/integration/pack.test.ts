@@ -49,8 +49,9 @@ describe('the npm package', () => {
     expect(top.filter((f) => f !== 'node_modules')).toEqual(['README.md', 'build', 'dist', 'migrations', 'package.json', 'prebuilds', 'sql']);
     expect(readdirSync(join(installed, 'build'))).toEqual(['bpf']);
     expect(readdirSync(join(installed, 'build', 'bpf'))).toEqual(['pgstats.bpf.o']);
-    // One bundled file runs; of the dependencies only the addon's finder is installed beside it.
-    expect(readdirSync(join(installed, 'dist'))).toEqual(['pg-bpf-stats.js']);
+    // One bundled file runs (minified; its source map beside it, read only with node's
+    // --enable-source-maps); of the dependencies only the addon's finder is installed beside it.
+    expect(readdirSync(join(installed, 'dist')).sort()).toEqual(['pg-bpf-stats.js', 'pg-bpf-stats.js.map']);
     expect(readdirSync(join(installed, 'node_modules')).filter((f) => f !== '.bin')).toEqual(['node-gyp-build']);
     expect(readdirSync(join(installed, 'prebuilds', `${process.platform}-${process.arch}`)).filter((f) => f.endsWith('.node'))).toHaveLength(1);
   });
