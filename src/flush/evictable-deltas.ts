@@ -1,5 +1,5 @@
 import { DeltaTracker } from './delta-tracker.js';
-import { HeldKeys } from './held-keys.js';
+import { HeldKeys, MAX_EVICTIONS_PER_FLUSH, QUIET_FLUSHES } from './held-keys.js';
 import { isZero, type ExactInt } from '../exact-int.js';
 
 /** One entry of a cumulative BPF map as a read decoded it. */
@@ -17,16 +17,6 @@ export interface EntryIncrement<Entry> {
   entry: Entry;
   delta: ExactInt[];
 }
-
-/*
- * Entries leave the map as query keys do (MetricRows): once written and quiet for QUIET_FLUSHES
- * written flushes, or for one when the map is under pressure. A map that kept every entry since
- * the start stayed full once entries of statements long gone had filled it, and refused every
- * new one until the collector restarted.
- */
-const QUIET_FLUSHES = 3;
-/** Evictions per flush at most (one syscall each). */
-const MAX_EVICTIONS_PER_FLUSH = 4096;
 
 /**
  * The increments of a cumulative map that a flush reads whole (histograms, lock waits), with
@@ -71,15 +61,17 @@ export class EvictableDeltas<Entry extends CumulativeEntry> {
 
   /**
    * After a written flush (its commit()): deletes the entries quiet for QUIET_FLUSHES flushes
-   * (for one under `pressure`) through `evict`, which returns what each held when deleted.
+   * (for one under `pressure`) through `evict`, which returns what each held when deleted
+   * (MapEviction.delete; null: nothing was deleted, the entries stay held).
    */
-  evict(pressure: boolean, evict: (rawKeys: Buffer[]) => Array<Entry | null>): void {
+  evict(pressure: boolean, evict: (rawKeys: Buffer[]) => Array<Entry | null> | null): void {
     // Written and unchanged since, or never written because it never counted anything (read between its creation and its first count).
     const quiet = this.held
       .quietest(pressure ? 1 : QUIET_FLUSHES, MAX_EVICTIONS_PER_FLUSH)
       .filter((entry) => (this.tracker.has(entry.id) ? this.tracker.delta(entry.id, entry.counts) : entry.counts).every(isZero));
     if (!quiet.length) return;
     const held = evict(quiet.map((entry) => entry.rawKey));
+    if (!held) return;
     quiet.forEach((entry, i) => {
       const value = held[i];
       this.held.forget(entry.id);

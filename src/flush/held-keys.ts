@@ -1,6 +1,19 @@
+/*
+ * When entries leave a cumulative map (query keys, histograms, lock waits): once written and
+ * quiet for QUIET_FLUSHES flushes without a change, or for one when the map is under pressure
+ * (PRESSURE_FILL full, or an entry was refused since the last flush). pg_stat_statements
+ * deallocates the same way, least used first; here the table's cumulative row keeps what was
+ * evicted, and an entry that comes back starts again from zero in the map and adds to the same
+ * row. A map that kept every entry stayed full once statements long gone had filled it.
+ */
+export const QUIET_FLUSHES = 3;
+export const PRESSURE_FILL = 0.9;
+/** Evictions per flush at most (one syscall each): a full map of 8192 heals in two flushes. */
+export const MAX_EVICTIONS_PER_FLUSH = 4096;
+
 /**
  * The keys a cumulative BPF map holds, least recently changed first, for evicting the quiet ones
- * (query keys in MetricRows, histograms in HistogramDeltas): a written flush touches the keys it
+ * (query keys in MetricRows; histograms and lock waits in EvictableDeltas): a written flush touches the keys it
  * read, not every key held, and the quiet ones are found at the front. "Quiet for n flushes": no
  * change in the last n written flushes.
  *

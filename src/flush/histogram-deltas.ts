@@ -54,8 +54,8 @@ export class HistogramDeltas {
   }
 
   /** After a written flush: deletes the quiet histograms (EvictableDeltas.evict). */
-  evict(pressure: boolean, evict: (rawKeys: Buffer[]) => Array<HistogramSample | null>): void {
-    this.deltas.evict(pressure, (keys) => evict(keys).map((sample) => sample && histogramEntry(sample)));
+  evict(pressure: boolean, evict: (rawKeys: Buffer[]) => Array<HistogramSample | null> | null): void {
+    this.deltas.evict(pressure, (keys) => evict(keys)?.map((sample) => sample && histogramEntry(sample)) ?? null);
   }
 
   settled(evicting: boolean): boolean {

@@ -2,9 +2,8 @@ import { sql, type RawBuilder } from 'kysely';
 import type { FlushInput, FlushPart, PreparedPart } from './flush-part.js';
 import { HistogramDeltas, type HistogramRow } from './histogram-deltas.js';
 import type { HistogramSample } from '../collector/decode-histograms.js';
-
-/** The map is under pressure (quiet histograms go after one flush) from this fill on, as the queries map. */
-const PRESSURE_FILL = 0.9;
+import { PRESSURE_FILL } from './held-keys.js';
+import { MapEviction } from './map-eviction.js';
 
 export interface HistogramsPartOptions {
   /** Deletes histograms from the map, returning what each held when deleted (MapReaders.evictHistograms); absent: none is evicted. */
@@ -29,7 +28,11 @@ export class HistogramsPart implements FlushPart {
   /** `histograms_full` as the last written flush read it: one more refusal puts the map under pressure. */
   private refusedBefore = 0n;
 
-  constructor(private options: HistogramsPartOptions = {}) {}
+  private readonly eviction: MapEviction<HistogramSample>;
+
+  constructor(options: HistogramsPartOptions = {}) {
+    this.eviction = new MapEviction('histograms', options.evict, options.log);
+  }
 
   /** Histograms deleted from the map since load (bpf_stats.health.map_fill). */
   get evicted(): number {
@@ -38,7 +41,7 @@ export class HistogramsPart implements FlushPart {
 
   /** Whether a flush would find nothing to write or evict here (IdleGate). */
   wouldWriteNothing(): boolean {
-    return this.deltas.settled(this.options.evict !== undefined);
+    return this.deltas.settled(this.eviction.enabled);
   }
 
   prepare({ maps }: FlushInput): PreparedPart {
@@ -52,21 +55,9 @@ export class HistogramsPart implements FlushPart {
         commit();
         this.lastCommitted = rows;
         this.refusedBefore = refused;
-        this.evictQuiet(pressure);
+        this.deltas.evict(pressure, (keys) => this.eviction.delete(keys));
       },
     };
-  }
-
-  private evictQuiet(pressure: boolean): void {
-    const evict = this.options.evict;
-    if (!evict) return;
-    try {
-      this.deltas.evict(pressure, evict);
-    } catch (error) {
-      // A kernel without lookup-and-delete on per-CPU hashes (before 5.14): the map only grows again.
-      this.options.log?.(`histograms cannot be evicted on this kernel, a full histograms map stays full: ${error instanceof Error ? error.message : String(error)}`);
-      this.options = { ...this.options, evict: undefined };
-    }
   }
 }
 

@@ -110,7 +110,10 @@ export class HealthPart implements FlushPart {
   prepare({ maps, measured, startedMs, lazy }: FlushInput): PreparedPart {
     const { queries, backends, deferred } = this.rows.prepare(maps, measured);
     const evicted = (m: MapFill) => (m.map === 'queries' ? this.rows.evictedQueries : m.map === 'histograms' ? this.settings.evictedHistograms?.() : undefined);
-    const fill = maps.fill.map((m) => (evicted(m) === undefined ? m : { ...m, evicted: evicted(m) }));
+    const fill = maps.fill.map((m) => {
+      const count = evicted(m);
+      return count === undefined ? m : { ...m, evicted: count };
+    });
     const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill };
     this.observation = flush;
     const build = () => [

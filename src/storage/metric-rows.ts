@@ -8,7 +8,8 @@ import { bootTimeSeconds } from '../target/proc-stat.js';
 import { CgroupPaths } from '../instance/cgroup-paths.js';
 import { BackendTypeNames } from './backend-type-names.js';
 import { RowBacklog } from './row-backlog.js';
-import { HeldKeys } from '../flush/held-keys.js';
+import { HeldKeys, MAX_EVICTIONS_PER_FLUSH, PRESSURE_FILL, QUIET_FLUSHES } from '../flush/held-keys.js';
+import { MapEviction } from '../flush/map-eviction.js';
 import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
 
 /** Postgres timestamps count microseconds from 2000-01-01. */
@@ -36,17 +37,6 @@ const BUSY_INDEXES = METRIC_COLUMNS.flatMap((c, i) => (BUSY_FIELDS.has(c.field) 
  */
 const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
 
-/*
- * Query keys leave the map once written and quiet: after QUIET_FLUSHES flushes without a change,
- * or after one when the map is under pressure (PRESSURE_FILL full, or a key could not be added
- * since the last flush). pg_stat_statements deallocates the same way, least used first; here the
- * cumulative row in query_stats keeps what was evicted, and a key that comes back starts again
- * from zero in the map and adds to the same row.
- */
-const QUIET_FLUSHES = 3;
-const PRESSURE_FILL = 0.9;
-/** Evictions per flush at most (one syscall each): a full map of 8192 heals in two flushes. */
-const MAX_EVICTIONS_PER_FLUSH = 4096;
 /**
  * An excluded backend whose record was not found at its exclusion (it had already been written
  * and forgotten): it started at most this long before, as a connection takes to open.
@@ -145,6 +135,8 @@ export class MetricRows {
   /** Rows left out by the budget, written first by the next flushes (one per table). */
   private readonly queryBacklog = new RowBacklog();
   private readonly backendBacklog = new RowBacklog();
+  /** Deletes quiet query keys (off without evictQueries, or once the kernel refused it). */
+  private readonly queryEviction: MapEviction<ExactInt[]>;
   /** Query keys evicted since load (bpf_stats.health.map_fill). */
   evictedQueries = 0;
   /** Live processes without an identity (backendKey) pg_stat_activity was read for (needsNames). */
@@ -162,9 +154,10 @@ export class MetricRows {
     private postmasterPid: number,
     /** Forgets processes whose final figures were written (their map entries). */
     private readonly forgetBackends: (records: BackendRecordRef[]) => void,
-    private options: MetricRowsOptions = {},
+    options: MetricRowsOptions = {},
   ) {
     this.backendTypes = new BackendTypeNames(postmasterPid, options.version);
+    this.queryEviction = new MapEviction('queries', options.evictQueries, options.log);
   }
 
   /**
@@ -201,7 +194,7 @@ export class MetricRows {
    */
   wouldWriteNothing(busyNsSinceRead: bigint): boolean {
     if (this.unwritten || this.lastDeferred || this.waiting.identities || this.retracting.length || this.remainders.size) return false;
-    if (this.held.size && this.options.evictQueries) return false;
+    if (this.held.size && this.queryEviction.enabled) return false;
     return !this.busyEnough(this.waiting.busyNs + busyNsSinceRead);
   }
 
@@ -460,17 +453,8 @@ export class MetricRows {
   private evictQuiet(backends: readonly BackendSample[], pressure: boolean): void {
     let running: Set<string> | null = null;
     const candidates = this.held.quietest(pressure ? 1 : QUIET_FLUSHES, MAX_EVICTIONS_PER_FLUSH, (key) => !(running ??= runningStatements(backends)).has(key));
-    const evict = this.options.evictQueries;
-    if (!evict || !candidates.length) return;
-    let values: Array<ExactInt[] | null>;
-    try {
-      values = evict(candidates.map((s) => s.rawKey));
-    } catch (error) {
-      // A kernel without lookup-and-delete on per-CPU hashes (before 5.14): the map only grows again.
-      this.options.log?.(`query keys cannot be evicted on this kernel, a full queries map stays full: ${error instanceof Error ? error.message : String(error)}`);
-      this.options = { ...this.options, evictQueries: undefined };
-      return;
-    }
+    const values = this.queryEviction.delete(candidates.map((s) => s.rawKey));
+    if (!values) return;
     candidates.forEach((sample, i) => {
       const key = queryKey(sample);
       const value = values[i];

@@ -120,6 +120,18 @@ describe('HistogramDeltas eviction', () => {
     expect(flush(deltas, latency([0, 1, 0, 0]))).toEqual([expect.objectContaining({ counts: padded([0, 1, 2]) })]);
   });
 
+  it('keeps every histogram held when nothing could be deleted (eviction off on this kernel)', () => {
+    const deltas = new HistogramDeltas();
+    const read = latency([4, 0, 0, 0]);
+    for (let i = 0; i < 5; i++) {
+      flush(deltas, read);
+      deltas.evict(true, () => null);
+    }
+    expect(deltas.evicted).toBe(0);
+    expect(deltas.settled(true)).toBe(false); // still held, still quiet: evicted once deletion works
+    expect(flush(deltas, read)).toEqual([]); // and nothing owed
+  });
+
   it('keeps what changed, and a failed flush keeps the remainder owed', () => {
     const deltas = new HistogramDeltas();
     flush(deltas, latency([1, 0, 0, 0]));

@@ -3,6 +3,7 @@ import type { RecordLayout } from '../../bpf/record-layout.js';
 import type { MapSnapshot } from '../../collector/map-snapshot.js';
 import type { MapBatch } from '../../native/bpf-native.js';
 import { EvictableDeltas, type CumulativeEntry } from '../../flush/evictable-deltas.js';
+import { MapEviction } from '../../flush/map-eviction.js';
 import type { ExactInt } from '../../exact-int.js';
 import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
 import { lockModeName, locktypeName, lwlockModeName } from './lock-names.js';
@@ -69,16 +70,23 @@ export class LockWaitReader {
   /** The maps the last flush read: a set detached since leaves its map as it is, with nothing to do. */
   private reading = { locks: false, lwlocks: false };
 
+  private readonly evictions: Record<'lock_waits' | 'lwlock_waits', MapEviction<Buffer>>;
+
   constructor(
     private readonly trancheNames: LwlockTrancheNames,
-    private evict?: EvictLockWaits,
-    private readonly log?: (line: string) => void,
-  ) {}
+    evict?: EvictLockWaits,
+    log?: (line: string) => void,
+  ) {
+    const eviction = (map: 'lock_waits' | 'lwlock_waits') => new MapEviction(map, evict && ((keys: Buffer[]) => evict(map, keys)), log);
+    this.evictions = { lock_waits: eviction('lock_waits'), lwlock_waits: eviction('lwlock_waits') };
+  }
 
   /** Whether a flush would find nothing to write or evict here (IdleGate). */
   settled(): boolean {
-    const evicting = this.evict !== undefined;
-    return (!this.reading.locks || this.lockDeltas.settled(evicting)) && (!this.reading.lwlocks || this.lwlockDeltas.settled(evicting));
+    return (
+      (!this.reading.locks || this.lockDeltas.settled(this.evictions.lock_waits.enabled)) &&
+      (!this.reading.lwlocks || this.lwlockDeltas.settled(this.evictions.lwlock_waits.enabled))
+    );
   }
 
   /** Only the maps of the sets attached since the last flush are read. */
@@ -150,27 +158,11 @@ export class LockWaitReader {
       rows,
       commit: () => {
         commit();
-        this.evictQuiet(map, deltas, refused > this.refusedBefore[map], (held, key) => decode(key, 0, held, 0));
+        // What each deleted entry held, decoded with its key as an entry of a read.
+        deltas.evict(refused > this.refusedBefore[map], (keys) => this.evictions[map].delete(keys)?.map((held, i) => held && decode(keys[i]!, 0, held, 0)) ?? null);
         this.refusedBefore[map] = refused;
       },
     };
-  }
-
-  private evictQuiet<Entry extends CumulativeEntry>(
-    map: 'lock_waits' | 'lwlock_waits',
-    deltas: EvictableDeltas<Entry>,
-    pressure: boolean,
-    decode: (held: Buffer, key: Buffer) => Entry,
-  ): void {
-    const evict = this.evict;
-    if (!evict) return;
-    try {
-      deltas.evict(pressure, (keys) => evict(map, keys).map((held, i) => held && decode(held, keys[i]!)));
-    } catch (error) {
-      // A kernel without lookup-and-delete on hash maps (before 5.14): the maps only grow again.
-      this.log?.(`lock waits cannot be evicted on this kernel, a full ${map} map stays full: ${error instanceof Error ? error.message : String(error)}`);
-      this.evict = undefined;
-    }
   }
 }
 
