@@ -70,6 +70,14 @@ interface QueryIdentity {
   queryid: bigint;
 }
 
+/** A query row a flush may write: its delta, and the map's figures that become its baseline once written (null: an evicted key's remainder). */
+interface QueryCandidate {
+  key: string;
+  identity: QueryIdentity;
+  delta: ExactInt[];
+  metrics: ExactInt[] | null;
+}
+
 /**
  * One of the collector's own backends, excluded once its pid arrived with its connection: the
  * process that had `pid` (as Postgres knows it) and started (task_start_ns, CLOCK_MONOTONIC)
@@ -262,15 +270,8 @@ export class MetricRows {
     const queryCommits: Array<() => void> = [];
     const queries: QueryRow[] = [];
     const changed = new Set<string>();
-    const queryCandidates: Array<{ key: string; identity: QueryIdentity; delta: ExactInt[]; commit: () => void }> = [];
-    const pushQuery = (identity: QueryIdentity, delta: ExactInt[]) =>
-      queries.push({
-        userid: identity.userid,
-        dbid: identity.dbid,
-        toplevel: identity.toplevel,
-        queryid: BigInt.asIntN(64, identity.queryid).toString(),
-        values: toColumnValues(delta),
-      });
+    // Plain records, committed in one loop: a full map makes 4,096 of them a flush.
+    const queryCandidates: QueryCandidate[] = [];
     for (const sample of snapshot.queries) {
       const key = queryKey(sample);
       const remainder = this.remainders.get(key);
@@ -281,30 +282,34 @@ export class MetricRows {
       if (delta.every(isZero)) continue;
       // Left out by the budget, a key is still changed (never evicted as quiet): a later flush writes it.
       changed.add(key);
-      queryCandidates.push({
-        key,
-        identity: sample,
-        delta,
-        commit: () => {
-          this.queryDeltas.commit(key, sample.metrics);
-          this.remainders.delete(key);
-        },
-      });
+      queryCandidates.push({ key, identity: sample, delta, metrics: sample.metrics });
     }
     // What evicted keys still owed, for keys not back in the map.
     for (const [key, remainder] of this.remainders) {
       // A key back in the map had its remainder added to its delta above.
       if (changed.has(key)) continue;
-      queryCandidates.push({ key, identity: remainder.identity, delta: remainder.delta, commit: () => this.remainders.delete(key) });
+      queryCandidates.push({ key, identity: remainder.identity, delta: remainder.delta, metrics: null });
     }
     const chosenQueries = this.queryBacklog.choose(queryCandidates, (c) => c.key, budget);
     const queriesDeferred = queryCandidates.length - chosenQueries.length;
     deferred += queriesDeferred;
     for (const c of chosenQueries) {
-      pushQuery(c.identity, c.delta);
-      queryCommits.push(c.commit);
+      const { identity } = c;
+      queries.push({
+        userid: identity.userid,
+        dbid: identity.dbid,
+        toplevel: identity.toplevel,
+        queryid: BigInt.asIntN(64, identity.queryid).toString(),
+        values: toColumnValues(c.delta),
+      });
     }
-    queryCommits.push(() => this.queryBacklog.written(chosenQueries.map((c) => c.key)));
+    queryCommits.push(() => {
+      for (const c of chosenQueries) {
+        if (c.metrics) this.queryDeltas.commit(c.key, c.metrics);
+        this.remainders.delete(c.key);
+      }
+      this.queryBacklog.written(chosenQueries.map((c) => c.key));
+    });
     const fill = snapshot.fill.find((f) => f.map === 'queries');
     const queriesFull = snapshot.counters.queries_full ?? 0n;
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || queriesFull > this.lastQueriesFull;
