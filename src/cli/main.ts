@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-old-space-size=160 --max-semi-space-size=8
+#!/usr/bin/env -S node --max-old-space-size=160 --max-semi-space-size=4
 // The heap cap: with the default limit (a quarter of RAM) V8 let the heap grow to 430 MB over a
 // 35-minute soak whose live heap stayed at 40-60 MB; capped, RSS stayed at 145-180 MB (README).
 // The young generation's cap: at 1,000 connections it took the peak RSS from ~150 to ~130 MB
