@@ -532,6 +532,8 @@ export class Sidecar {
       this.measuring = new Set(this.object.probes.attached());
       this.idle.flushed(mark);
       this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null, phases: { readMs, statementMs: writer.lastStatementMs } };
+      // Its map reads, rows and statement were freed to glibc's heap, which keeps small blocks.
+      if (written.queries.length + written.backends.length >= TRIM_AFTER_ROWS) loadNative().releaseFreeMemory();
       if (this.flushListeners.length) {
         this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: sent ? histograms.lastCommitted : [], counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
       }
@@ -699,6 +701,11 @@ export class Sidecar {
 }
 
 const FINAL_FLUSH_ATTEMPTS = 3;
+/**
+ * Rows written by one flush from which freed malloc memory is given back after it (~0.2 ms):
+ * at 1,000 busy connections it took ~2 MB off the collector's RSS (README, "Connections").
+ */
+const TRIM_AFTER_ROWS = 512;
 const COLLECTIONS_RETENTION_MS = 30 * 86_400_000;
 const DEFAULT_POSTMASTER_WAIT_MS = 60_000;
 /** How long after a restart orphans of the old postmaster are looked for (they exit once they notice). */
