@@ -70,6 +70,14 @@ interface QueryIdentity {
   queryid: bigint;
 }
 
+/** A backend row a flush may write, from `sample`; `record`: where an exited process's entry is, freed once written. */
+interface BackendCandidate {
+  key: string;
+  row: BackendRow;
+  sample: BackendSample;
+  record: BackendRecordRef | null;
+}
+
 /** A query row a flush may write: its delta, and the map's figures that become its baseline once written (null: an evicted key's remainder). */
 interface QueryCandidate {
   key: string;
@@ -328,18 +336,19 @@ export class MetricRows {
     let identities = 0;
     let backendsUrgent = false;
     const exited: BackendRecordRef[] = [];
-    const backendCandidates: Array<{ key: string; row: BackendRow; record: BackendRecordRef | null; commit: () => void }> = [];
+    const backendCandidates: BackendCandidate[] = [];
     // Whatever the order of the read, this prepare and the exclusion, the collector's own backends are never written.
     const retracted = [...this.retracting];
     const own = (sample: BackendSample) => retracted.some((r) => matches(r, sample.pid, sample.taskStartNs));
     const ownRecords = snapshot.backends.filter(own);
     const samples = ownRecords.length ? snapshot.backends.filter((sample) => !own(sample)) : snapshot.backends;
     for (const sample of samples) this.backendTypes.learn(sample.pid, sample.backendType);
+    const nowNs = process.hrtime.bigint();
     for (const sample of samples) {
       const key = backendKey(sample);
       const isExited = sample.exitedNs !== 0n;
       // Until it has its identity the row key (pid, backend_start) is not final: it waits.
-      if (this.missingIdentity(sample, process.hrtime.bigint()) === 'in grace') {
+      if (this.missingIdentity(sample, nowNs) === 'in grace') {
         identities++;
         continue;
       }
@@ -358,27 +367,7 @@ export class MetricRows {
         values: toColumnValues(delta),
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       };
-      backendCandidates.push(
-        isExited
-          ? {
-              key,
-              row,
-              record: { key: sample.key, taskStartNs: sample.taskStartNs, retired: sample.retired },
-              commit: () => {
-                this.backendDeltas.forget(key);
-                this.backendTypes.forget(sample.pid);
-              },
-            }
-          : {
-              key,
-              row,
-              record: null,
-              commit: () => {
-                // Excluded since this was prepared: its baseline goes with it.
-                if (!this.retracting.some((r) => matches(r, sample.pid, sample.taskStartNs))) this.backendDeltas.commit(key, sample.metrics);
-              },
-            },
-      );
+      backendCandidates.push({ key, row, sample, record: isExited ? { key: sample.key, taskStartNs: sample.taskStartNs, retired: sample.retired } : null });
     }
     // Exited processes first: writing them frees their map entries.
     const chosenBackends = this.backendBacklog.choose(backendCandidates, (c) => c.key, budget, (c) => (c.record ? 0 : 1));
@@ -386,9 +375,19 @@ export class MetricRows {
     for (const c of chosenBackends) {
       backends.push(c.row);
       if (c.record) exited.push(c.record);
-      backendCommits.push(c.commit);
     }
-    backendCommits.push(() => this.backendBacklog.written(chosenBackends.map((c) => c.key)));
+    backendCommits.push(() => {
+      for (const { key, sample, record } of chosenBackends) {
+        if (record) {
+          this.backendDeltas.forget(key);
+          this.backendTypes.forget(sample.pid);
+        } else if (!this.retracting.some((r) => matches(r, sample.pid, sample.taskStartNs))) {
+          // (Excluded since this was prepared: its baseline went with it.)
+          this.backendDeltas.commit(key, sample.metrics);
+        }
+      }
+      this.backendBacklog.written(chosenBackends.map((c) => c.key));
+    });
 
     // Records of the collector's own backends made before (or racing with) their exclusion: the
     // map forgets them; a live one's next switch makes its record again, excluded.
