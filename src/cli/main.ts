@@ -1,8 +1,9 @@
 #!/usr/bin/env -S node --max-old-space-size=160 --max-semi-space-size=4
 // The heap cap: with the default limit (a quarter of RAM) V8 let the heap grow to 430 MB over a
 // 35-minute soak whose live heap stayed at 40-60 MB; capped, RSS stayed at 145-180 MB (README).
-// The young generation's cap: at 1,000 connections it took the peak RSS from ~150 to ~130 MB
-// at no measurable CPU cost (bench/connection-scaling.ts, README).
+// The young generation's cap: under load V8 grows both semi-spaces to it and keeps them. 8 MB
+// took the peak RSS at 1,000 connections from ~150 to ~130 MB, 4 MB the steady RSS there from
+// ~90 to ~79 MB, neither at a CPU cost the benches could see (bench/connection-scaling.ts, README).
 import { MissingCapabilities } from '../capabilities/linux-capabilities.js';
 import { databaseFailure, UserError, oneLine } from '../errors.js';
 import { checkCommand } from './check-command.js';
