@@ -55,7 +55,8 @@ export class HistogramsPart implements FlushPart {
         commit();
         this.lastCommitted = rows;
         this.refusedBefore = refused;
-        this.deltas.evict(pressure, (keys) => this.eviction.delete(keys));
+        // Off: no need to look for quiet entries (each would cost a delta, every flush).
+        if (this.eviction.enabled) this.deltas.evict(pressure, (keys) => this.eviction.delete(keys));
       },
     };
   }

@@ -455,6 +455,7 @@ export class MetricRows {
    * after the delete, when its role's quota could refuse the key again.
    */
   private evictQuiet(backends: readonly BackendSample[], pressure: boolean): void {
+    if (!this.queryEviction.enabled) return;
     let running: Set<string> | null = null;
     const candidates = this.held.quietest(pressure ? 1 : QUIET_FLUSHES, MAX_EVICTIONS_PER_FLUSH, (key) => !(running ??= runningStatements(backends)).has(key));
     const values = this.queryEviction.delete(candidates.map((s) => s.rawKey));

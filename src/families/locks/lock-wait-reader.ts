@@ -158,8 +158,9 @@ export class LockWaitReader {
       rows,
       commit: () => {
         commit();
-        // What each deleted entry held, decoded with its key as an entry of a read.
-        deltas.evict(refused > this.refusedBefore[map], (keys) => this.evictions[map].delete(keys)?.map((held, i) => held && decode(keys[i]!, 0, held, 0)) ?? null);
+        // Off: no need to look for quiet entries. What each deleted one held is decoded with its key as an entry of a read.
+        const eviction = this.evictions[map];
+        if (eviction.enabled) deltas.evict(refused > this.refusedBefore[map], (keys) => eviction.delete(keys)?.map((held, i) => held && decode(keys[i]!, 0, held, 0)) ?? null);
         this.refusedBefore[map] = refused;
       },
     };
