@@ -702,8 +702,9 @@ export class Sidecar {
 
 const FINAL_FLUSH_ATTEMPTS = 3;
 /**
- * Rows written by one flush from which freed malloc memory is given back after it (~0.2 ms):
- * at 1,000 busy connections it took ~2 MB off the collector's RSS (README, "Freed malloc memory given back after a large flush").
+ * Rows written by one flush from which freed malloc memory is given back after it: at 1,000
+ * busy connections it took ~2 MB off the collector's RSS, at no CPU the benches could see
+ * (README, "Freed malloc memory given back after a large flush").
  */
 const TRIM_AFTER_ROWS = 512;
 const COLLECTIONS_RETENTION_MS = 30 * 86_400_000;
