@@ -334,11 +334,15 @@ static __always_inline void start_holding(struct backend_record *r)
  * the next one without a switch-out in between (pipelined statements) shows the next
  * statement's id: the statement start says so, and the held figures go to queryid 0.
  */
-static __always_inline void release_held(struct backend_record *r, const struct query_key *key)
+__noinline int release_held(struct backend_record *r, const struct query_key *key)
 {
-	struct query_key k = *key;
-	struct metrics *qm, *h = &r->held;
+	struct query_key k;
+	struct metrics *qm, *h;
 
+	if (!r || !key)
+		return 0;
+	k = *key;
+	h = &r->held;
 	if (k.queryid && r->held_statement_us && statement_start_us(r) != r->held_statement_us)
 		k.queryid = 0;
 	if (r->flags & BACKEND_HOLDING_LOCK_WAIT) {
@@ -356,7 +360,7 @@ static __always_inline void release_held(struct backend_record *r, const struct 
 		r->flags &= ~BACKEND_HOLDING_LOCK_WAIT;
 	}
 	if (!(r->flags & BACKEND_HOLDING))
-		return;
+		return 0;
 	qm = query_key_metrics(&k); /* queryid 0 too: a statement that ended without one */
 	if (qm) {
 		qm->total_ns += h->total_ns;
@@ -372,6 +376,7 @@ static __always_inline void release_held(struct backend_record *r, const struct 
 	}
 	__builtin_memset(h, 0, sizeof(*h));
 	r->flags &= ~BACKEND_HOLDING;
+	return 1;
 }
 
 /*

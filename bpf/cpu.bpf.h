@@ -130,6 +130,48 @@ static __always_inline void add_slice(struct metrics *m, const struct slice *s)
 #undef ADD_COUNTER
 }
 
+/*
+ * The query side of a switch-out, as global functions: the verifier checks each once per
+ * program, where inlined it walked the key's insert (the role's share, the race with another
+ * CPU, the change notes) again on every path that reached one of the calls (README, "Start-up").
+ * The pointers they take are checked for NULL, as the verifier requires of a global function.
+ */
+__noinline int query_add_wait(const struct query_key *key, __u32 sleep_class, __u64 ns)
+{
+	struct metrics *m;
+
+	if (!key || !key->queryid)
+		return 0;
+	m = query_key_metrics(key);
+	if (!m)
+		return 0;
+	add_wait(m, sleep_class, ns);
+	return 1;
+}
+
+__noinline int query_add_slice(const struct query_key *key, const struct slice *s)
+{
+	struct metrics *m;
+
+	if (!key || !s || !key->queryid)
+		return 0;
+	m = query_key_metrics(key);
+	if (!m)
+		return 0;
+	add_slice(m, s);
+	return 1;
+}
+
+/* The key of nested statement `queryid` under the user and database of `top` (see nested_metrics). */
+static __always_inline struct query_key nested_key(const struct query_key *top, __u64 queryid)
+{
+	struct query_key k = *top;
+
+	k.toplevel = 0;
+	k.queryid = queryid;
+	return k;
+}
+
 static __always_inline enum sleep_class classify_sleep(struct task_struct *task, bool preempt,
 						       unsigned int state, __u32 wait_event)
 {
@@ -191,8 +233,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	__u64 running_sum_exec = 0;
 	__u64 now = running ? running_time(task, &running_sum_exec) : switch_time(task);
 	struct backend_record *r;
-	struct query_key key = {};
-	struct metrics *qm;
+	struct query_key key = {}, nested;
 	struct slice s;
 	struct sched_counts counts;
 	__u64 sum_exec, run_delay, interval, sleep_ns;
@@ -273,23 +314,28 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	/* The sleep that ended this interval (held if it began before the statement had an id). */
 	if (sleep_ns && r->sleep_class != SLEEP_CLIENT) {
 		add_wait(&r->m, r->sleep_class, sleep_ns);
-		qm = (r->flags & BACKEND_SLEEP_HELD) ? &r->held : query_metrics(&r->sleep_key);
-		if (qm)
-			add_wait(qm, r->sleep_class, sleep_ns);
+		if (r->flags & BACKEND_SLEEP_HELD)
+			add_wait(&r->held, r->sleep_class, sleep_ns);
+		else
+			query_add_wait(&r->sleep_key, r->sleep_class, sleep_ns);
 		/* And to the nested statement the sleep began in (the nested set), if any. */
-		qm = nested_metrics(&r->sleep_key, r->nested_sleep_queryid);
-		if (qm)
-			add_wait(qm, r->sleep_class, sleep_ns);
+		if (r->nested_sleep_queryid) {
+			nested = nested_key(&r->sleep_key, r->nested_sleep_queryid);
+			query_add_wait(&nested, r->sleep_class, sleep_ns);
+		}
 	}
 	/* The run-queue wait and the CPU slice. */
 	add_slice(&r->m, &s);
 	note_busy(s.on_cpu_ns + (sleep_ns && is_busy_sleep(r->sleep_class) ? sleep_ns : 0));
-	qm = holding ? &r->held : query_metrics(&key);
-	if (qm)
-		add_slice(qm, &s);
-	qm = holding ? NULL : nested_metrics(&key, r->nested_current);
-	if (qm)
-		add_slice(qm, &s);
+	if (holding) {
+		add_slice(&r->held, &s);
+	} else {
+		query_add_slice(&key, &s);
+		if (r->nested_current) {
+			nested = nested_key(&key, r->nested_current);
+			query_add_slice(&nested, &s);
+		}
+	}
 	/* Held figures go to the id the statement now has, or to queryid 0 once it is over without one. */
 	if (holding) {
 		if (!(r->flags & BACKEND_HOLDING))

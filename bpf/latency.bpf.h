@@ -80,18 +80,19 @@ static __always_inline void observe_statement_end(struct backend_record *r, cons
  * CPU and preempted the backend right after ReadyForQuery) leaves no ClientRead sleep, and
  * missed a third of the statements in a sequential client loop here.
  */
-static __always_inline void hist_on_switch_out(struct backend_record *r, const struct query_key *key,
-					       __u64 runq_ns, enum sleep_class next_class)
+__noinline int hist_on_switch_out(struct backend_record *r, const struct query_key *key, __u64 runq_ns,
+				  __u32 next_class)
 {
 	enum hist_switch switches = hist_switches;
 
-	if (!switches)
-		return;
+	if (!switches || !r || !key)
+		return 0;
 	if ((switches & HIST_SWITCH_RUNQ) && runq_ns)
 		hist_observe(key, HIST_RUNQ, runq_ns);
 	if ((switches & HIST_SWITCH_LATENCY) &&
 	    (next_class == SLEEP_CLIENT || (next_class == SLEEP_NONE && status_state_off)))
 		observe_statement_end(r, key, next_class == SLEEP_CLIENT);
+	return 1;
 }
 
 #endif /* LATENCY_BPF_H */
