@@ -129,8 +129,7 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
 function findStatementEnd(elf: ElfFile): PostmasterTarget['statementEnd'] {
   const portalRun = elf.symbol('PortalRun');
   if (!portalRun) return null;
-  const site = elf
-    .usdtNotes()
-    .find((n) => n.provider === 'postgresql' && n.name === 'query__execute__done' && elf.functionAt(n.pc)?.name === 'PortalRun');
+  const inPortalRun = (pc: bigint) => pc >= portalRun.value && pc < portalRun.value + portalRun.size;
+  const site = elf.usdtNotes().find((n) => n.provider === 'postgresql' && n.name === 'query__execute__done' && inPortalRun(n.pc));
   return site ? { kind: 'usdt-site', fileOffset: elf.fileOffset(site.pc) } : { kind: 'return', symbol: 'PortalRun' };
 }

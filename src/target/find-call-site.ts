@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import type { ElfFile } from './elf-file.js';
 
 /**
@@ -15,7 +14,7 @@ export function findCallSite(elf: ElfFile, caller: string, callee: string): bigi
   const to = elf.symbol(callee);
   if (!from || !to || from.type !== 2 || to.type !== 2 || from.size === 0n) return null;
   const start = Number(elf.fileOffset(from.value));
-  const body = readFileSync(elf.path).subarray(start, start + Number(from.size));
+  const body = elf.functionBody(from);
   const sites: bigint[] = [];
   for (let i = 0; i + 5 <= body.length; i++) {
     if (body[i] !== 0xe8) continue;
