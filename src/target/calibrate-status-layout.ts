@@ -34,9 +34,10 @@ export async function calibrateStatusLayout(
     state_change_us: string | null;
   };
   // The client has its result before the backend reports ClientRead: on a busy host that takes
-  // a moment, so look again for up to a second before calling the backend odd.
+  // a moment, so look again for up to a second before calling the backend odd. Idle, it is
+  // there at the first or second look: the waits start short, not at 20 ms a look.
   let row: Row | undefined;
-  for (let attempt = 0; attempt < 50; attempt++) {
+  for (let attempt = 0, waitedMs = 0; waitedMs < 1000; attempt++) {
     const { rows } = await observer.query<Row>(
       `SELECT (extract(epoch FROM backend_start) * 1000000)::bigint::text AS start_us,
               datid, usesysid, query_id::text AS query_id, wait_event,
@@ -47,7 +48,9 @@ export async function calibrateStatusLayout(
     );
     row = rows[0];
     if (!row || row.wait_event === 'ClientRead') break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const waitMs = Math.min(20, 2 ** attempt);
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+    waitedMs += waitMs;
   }
   if (!row) throw new UserError(`calibration: backend ${pid} vanished from pg_stat_activity`);
 
