@@ -246,21 +246,27 @@ export class Sidecar {
         maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
-      // The postmaster as BPF sees it (its host tgid), found before anything is attached or created.
+      const loadedMs = performance.now() - loadStartedMs;
+      // Attached before the schema is looked at: figures count from the retarget below, while the
+      // schema work runs (README, "Start-up"). Attaching creates nothing in the database; a
+      // failure from here on detaches everything as the process ends. The collector's own
+      // connections to this server are left out of the figures first.
+      object.exclude(backendPid(control));
+      if (sink && local) object.exclude(backendPid(sink));
+      // The programs count nothing until retarget() names the postmaster, so they attach before it
+      // is found: the program that finds it then joins sched_switch as a second probe and leaves
+      // it without the RCU grace period a tracepoint waits for when its probes go 1 -> 0 -> 1
+      // (10-20 ms of every start when the sets attached after it).
+      for (const set of sets) object.probes.attach(set);
+      // The postmaster as BPF sees it (its host tgid), found before anything is created.
+      const findStartedMs = performance.now();
       const current = await postmasterForBpf(object, target, options.connectionString);
       object.retarget(current);
-      const loadMs = performance.now() - loadStartedMs;
+      const loadMs = loadedMs + performance.now() - findStartedMs;
       log(
         `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
           `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
       );
-      // Attached before the schema is looked at: figures count from here, while the schema work
-      // below runs (README, "Start-up"). Attaching creates nothing in the database; a failure
-      // from here on detaches everything as the process ends. The collector's own connections to
-      // this server are left out of the figures first.
-      object.exclude(backendPid(control));
-      if (sink && local) object.exclude(backendPid(sink));
-      for (const set of sets) object.probes.attach(set);
       // How long start-up took and its biggest part (README, "Start-up"): a slow start says why.
       log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
       await migrateSchema(store, undefined, node);
