@@ -238,6 +238,7 @@ export class ElfFile {
     const phoff = Number(this.header.readBigUInt64LE(32));
     const phentsize = this.header.readUInt16LE(54);
     const phnum = this.header.readUInt16LE(56);
+    if (phoff === 0 || phnum === 0 || phentsize === 0) return []; // a relocatable object (.o)
     const table = this.readAt(phoff, phnum * phentsize);
     const segments = [];
     for (let at = 0; at + phentsize <= table.length; at += phentsize) {
