@@ -1,4 +1,5 @@
--- Helpers the view files below use. Re-applied on every start (CREATE OR REPLACE).
+-- Helpers the view files below use. Re-applied when sql/ changed (CREATE OR REPLACE; see
+-- src/storage/migrate-schema.ts for when).
 
 -- Creates or replaces a view whose definition holds two placeholders, in this order: %s for the
 -- query text expression, then %s for the join that provides it. The text is the one the

@@ -1,5 +1,5 @@
--- Views over bpf_stats. Re-applied on every start (CREATE OR REPLACE), so they follow the
--- tables the migrations own and pick up pg_stat_statements once it is installed.
+-- Views over bpf_stats. Re-applied (CREATE OR REPLACE) when sql/ changed or a migration ran,
+-- so they follow the tables the migrations own.
 
 -- Live backends, with what the kernel saw them do.
 CREATE OR REPLACE VIEW bpf_stats.activity AS

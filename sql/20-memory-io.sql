@@ -1,5 +1,5 @@
--- The memory and IO families (probe sets `memory` and `io`). Re-applied on every start
--- (CREATE OR REPLACE), so they pick up pg_stat_statements once it is installed.
+-- The memory and IO families (probe sets `memory` and `io`). Re-applied (CREATE OR REPLACE)
+-- when sql/ changed or a migration ran.
 --
 -- reclaim_ms, compaction_stall_ms and writeback_throttle_ms are OVERLAY figures: wall time the
 -- backend spent inside direct/memcg reclaim, direct compaction, or a balance_dirty_pages pause.

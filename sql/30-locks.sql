@@ -1,4 +1,4 @@
--- Lock views: what each query waited for. Re-applied on every start.
+-- Lock views: what each query waited for. Re-applied when sql/ changed or a migration ran.
 --
 --   query_locks          one row per query: lock / LWLock wait time (default `cpu` set),
 --                        spinlock_delays (`spinlock` set), and a readable summary of the

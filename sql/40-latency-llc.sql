@@ -1,4 +1,4 @@
--- Latency histograms and LLC views. Re-applied on every start (CREATE OR REPLACE).
+-- Latency histograms and LLC views. Re-applied when sql/ changed (CREATE OR REPLACE).
 
 -- bpf_stats.hist_quantile(counts bigint[], q double precision, max_ms double precision)
 --   RETURNS double precision

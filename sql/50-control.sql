@@ -1,4 +1,4 @@
--- The control plane's SQL API (re-applied on every start). Both functions run as their owner
+-- The control plane's SQL API (re-applied when sql/ changed). Both functions run as their owner
 -- (the sidecar's role) with a fixed search_path; EXECUTE is granted to bpf_stats_admin only
 -- (sql/99-grants.sql) and each checks membership again, so an accidental GRANT to PUBLIC
 -- still lets nobody else in. The NOTIFY is a doorbell: the sidecar reads the rows.

@@ -1,4 +1,4 @@
--- Health and history support (re-applied on every start).
+-- Health and history support (re-applied when sql/ changed or a migration ran).
 
 -- The history tables keep every metric column of the cumulative tables: a column another
 -- migration adds to query_stats / backend_stats is added here too (nullable, no rewrite), so

@@ -1,6 +1,6 @@
 -- What every table, view, function and column of bpf_stats means, with its unit, so that
 -- `\d+ bpf_stats.query_time` (or any client that shows comments) documents the schema.
--- Re-applied on every start, after the views are re-created and before the grants (COMMENT ON
+-- Re-applied with the views (when sql/ changed or a migration ran), before the grants (COMMENT ON
 -- is idempotent). Tables belong to migrations/; their comments live here anyway, so that one
 -- file holds the whole vocabulary and changes with the views.
 --

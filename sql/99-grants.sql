@@ -1,5 +1,5 @@
--- Privileges on everything in bpf_stats, re-applied last on every start so that tables and
--- views other files create are covered too. PUBLIC gets nothing; pg_monitor members read
+-- Privileges on everything in bpf_stats, re-applied last (when sql/ changed, a migration ran or
+-- another role runs the collector) so that tables and views other files create are covered too. PUBLIC gets nothing; pg_monitor members read
 -- everything; bpf_stats_admin members may request collections (bpf_stats.collect/stop).
 REVOKE ALL ON SCHEMA bpf_stats FROM PUBLIC;
 GRANT USAGE ON SCHEMA bpf_stats TO pg_monitor, bpf_stats_admin;

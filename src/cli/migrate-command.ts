@@ -6,7 +6,8 @@ import { migrateSchema } from '../storage/migrate-schema.js';
 export async function migrateCommand(options: CliOptions, log: (line: string) => void): Promise<number> {
   const client = await connect(options.dsn);
   try {
-    await migrateSchema(client, log, options.node);
+    // Asked for by hand: everything is applied again, also when nothing seems to differ.
+    await migrateSchema(client, log, options.node, { reapply: true });
     log('bpf_stats is up to date');
   } finally {
     await client.end();
