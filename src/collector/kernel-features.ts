@@ -1,6 +1,7 @@
-import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { gunzipSync } from 'node:zlib';
+import { readFileRange } from '../file-range.js';
 
 const VMLINUX_BTF = '/sys/kernel/btf/vmlinux';
 
@@ -58,18 +59,10 @@ export class KernelFeatures {
 function btfStringSection(path: string): Buffer {
   const fd = openSync(path, 'r');
   try {
-    const header = Buffer.alloc(24);
-    if (readSync(fd, header, 0, 24, 0) < 24 || header.readUInt16LE(0) !== 0xeb9f) return readFileSync(path);
+    const header = readFileRange(fd, 0, 24);
+    if (header.length < 24 || header.readUInt16LE(0) !== 0xeb9f) return readFileSync(path);
     // struct btf_header: magic, version, flags, hdr_len, type_off, type_len, str_off, str_len
-    const strings = Buffer.alloc(header.readUInt32LE(20));
-    const start = header.readUInt32LE(4) + header.readUInt32LE(16);
-    let done = 0;
-    while (done < strings.length) {
-      const n = readSync(fd, strings, done, strings.length - done, start + done);
-      if (n === 0) break;
-      done += n;
-    }
-    return strings.subarray(0, done);
+    return readFileRange(fd, header.readUInt32LE(4) + header.readUInt32LE(16), header.readUInt32LE(20));
   } finally {
     closeSync(fd);
   }

@@ -1,4 +1,5 @@
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync } from 'node:fs';
+import { readFileRange } from '../file-range.js';
 
 /** One symbol from .symtab or .dynsym. */
 export interface ElfSymbol {
@@ -94,17 +95,8 @@ export class ElfFile {
     const fd = openSync(path, 'r');
     try {
       const fileSize = fstatSync(fd).size;
-      const readAt: ReadAt = (offset, length) => {
-        const bytes = Buffer.alloc(Math.max(0, Math.min(length, fileSize - offset)));
-        let done = 0;
-        while (done < bytes.length) {
-          const n = readSync(fd, bytes, done, bytes.length - done, offset + done);
-          if (n === 0) break;
-          done += n;
-        }
-        return bytes.subarray(0, done);
-      };
-      return new ElfFile(readAt, path);
+      // Clamped to the file: a damaged header must not make it allocate what it says.
+      return new ElfFile((offset, length) => readFileRange(fd, offset, Math.min(length, fileSize - offset)), path);
     } finally {
       closeSync(fd);
     }
@@ -130,12 +122,9 @@ export class ElfFile {
 
   /** The bytes of function `symbol`'s body, read from the file. */
   functionBody(symbol: ElfSymbol): Buffer {
-    const at = Number(this.fileOffset(symbol.value));
     const fd = openSync(this.path, 'r');
     try {
-      const body = Buffer.alloc(Number(symbol.size));
-      const n = readSync(fd, body, 0, body.length, at);
-      return body.subarray(0, n);
+      return readFileRange(fd, Number(this.fileOffset(symbol.value)), Number(symbol.size));
     } finally {
       closeSync(fd);
     }
