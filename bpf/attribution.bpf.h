@@ -333,6 +333,8 @@ static __always_inline void start_holding(struct backend_record *r)
  * id, or 0 when it never got one). A backend that went from the held statement straight into
  * the next one without a switch-out in between (pipelined statements) shows the next
  * statement's id: the statement start says so, and the held figures go to queryid 0.
+ *
+ * A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
  */
 __noinline int release_held(struct backend_record *r, const struct query_key *key)
 {

@@ -162,16 +162,6 @@ __noinline int query_add_slice(const struct query_key *key, const struct slice *
 	return 1;
 }
 
-/* The key of nested statement `queryid` under the user and database of `top` (see nested_metrics). */
-static __always_inline struct query_key nested_key(const struct query_key *top, __u64 queryid)
-{
-	struct query_key k = *top;
-
-	k.toplevel = 0;
-	k.queryid = queryid;
-	return k;
-}
-
 static __always_inline enum sleep_class classify_sleep(struct task_struct *task, bool preempt,
 						       unsigned int state, __u32 wait_event)
 {

@@ -79,6 +79,8 @@ static __always_inline void observe_statement_end(struct backend_record *r, cons
  * when it leaves the CPU still runnable: a client that answers at once (it was woken on this
  * CPU and preempted the backend right after ReadyForQuery) leaves no ClientRead sleep, and
  * missed a third of the statements in a sequential client loop here.
+ *
+ * A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
  */
 __noinline int hist_on_switch_out(struct backend_record *r, const struct query_key *key, __u64 runq_ns,
 				  __u32 next_class)

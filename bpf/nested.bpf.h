@@ -34,6 +34,16 @@
 const volatile __u32 querydesc_plannedstmt_off = 8;
 const volatile __u32 plannedstmt_queryid_off = 8;
 
+/* The key of nested statement `queryid` under the user and database of `top`. */
+static __always_inline struct query_key nested_key(const struct query_key *top, __u64 queryid)
+{
+	struct query_key k = *top;
+
+	k.toplevel = 0;
+	k.queryid = queryid;
+	return k;
+}
+
 /* The figures of nested statement `queryid` under the user and database of `top`; NULL for none (0). */
 static __always_inline struct metrics *nested_metrics(const struct query_key *top, __u64 queryid)
 {
@@ -41,9 +51,7 @@ static __always_inline struct metrics *nested_metrics(const struct query_key *to
 
 	if (!queryid)
 		return NULL;
-	k = *top;
-	k.toplevel = 0;
-	k.queryid = queryid;
+	k = nested_key(top, queryid);
 	return query_key_metrics(&k);
 }
 
