@@ -4,8 +4,8 @@ import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { migrateSchema } from '../../src/storage/migrate-schema.js';
 
 /*
- * sql/ (views, functions, grants, comments) is applied again only when it may differ from
- * what the schema holds. A view that CREATE OR REPLACE rewrote has a new row version in
+ * migrations/ and sql/ (views, functions, grants, comments) are applied again only when they
+ * may differ from what the schema holds. A view that CREATE OR REPLACE rewrote has a new row version in
  * pg_rewrite: its xmin says whether a migrateSchema applied sql/.
  */
 let cluster: ThrowawayCluster;
@@ -35,14 +35,17 @@ async function schemaComment(): Promise<string> {
 }
 
 describe('migrateSchema', () => {
-  it('applies sql/ again only when a migration ran, the definitions differ, or it is asked to', async () => {
+  it('applies migrations/ and sql/ again only when what they would write differs, or when asked to', async () => {
     await migrateSchema(client);
     const first = await viewWrittenBy();
     expect(await schemaComment()).toMatch(/^pg-bpf-stats: .* Definitions applied: [0-9a-f]{16}$/);
 
-    // A restart of the same version: nothing to apply.
-    await migrateSchema(client);
+    // A restart of the same version: nothing to apply, and node-pg-migrate is not even asked
+    // (it says "No migrations to run!" whenever it runs).
+    const said: string[] = [];
+    await migrateSchema(client, (line) => said.push(line));
     expect(await viewWrittenBy()).toBe(first);
+    expect(said).toEqual([]);
 
     // An older version's start rewrites the schema's comment with its own sql/, without the mark.
     await client.query("COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'");
@@ -52,8 +55,9 @@ describe('migrateSchema', () => {
     expect(await schemaComment()).toMatch(/ Definitions applied: [0-9a-f]{16}$/);
 
     // pg-bpf-stats migrate applies everything, whatever the mark says.
-    await migrateSchema(client, undefined, undefined, { reapply: true });
+    await migrateSchema(client, (line) => said.push(line), undefined, { reapply: true });
     expect(await viewWrittenBy()).not.toBe(second);
+    expect(said).toContain('No migrations to run!');
   });
 
   it('applies sql/ again for another role (it owns and grants what it creates)', async () => {
