@@ -37,13 +37,13 @@ export async function migrateSchema(
   const sqlDir = join(packageRoot(), 'sql');
   const migrations = readDefinitions(migrationsDir);
   const files = readDefinitions(sqlDir).filter((f) => f.name.endsWith('.sql'));
-  const { role, applied } = (
-    await client.query<{ role: string; applied: string | null }>(
-      "SELECT current_user AS role, obj_description(to_regnamespace('bpf_stats'), 'pg_namespace') AS applied",
+  const { role, comment } = (
+    await client.query<{ role: string; comment: string | null }>(
+      "SELECT current_user AS role, obj_description(to_regnamespace('bpf_stats'), 'pg_namespace') AS comment",
     )
   ).rows[0]!;
   const fingerprint = definitionsFingerprint([...migrations, ...files], role);
-  if (!reapply && appliedFingerprint(applied) === fingerprint) return;
+  if (!reapply && appliedFingerprint(comment) === fingerprint) return;
   await client.query('CREATE SCHEMA IF NOT EXISTS bpf_stats');
   try {
     await runner({
