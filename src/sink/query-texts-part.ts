@@ -33,6 +33,23 @@ interface TextRow extends TextKey {
   query: string;
 }
 
+/** A key without a text yet: when it is looked up next, and how long it waits after that. */
+interface MissingText {
+  query: TextKey;
+  since: number;
+  next: number;
+  wait: number;
+  /** The wait `next` was set with (0: due when queued): the queue it waits in. */
+  queue: number;
+}
+
+/** A key's place in a lookup queue: `next` as it was when queued (a key looked up or forgotten since is skipped). */
+interface QueuedLookup {
+  key: string;
+  entry: MissingText;
+  next: number;
+}
+
 /**
  * bpf_stats.query_texts' part of a flush: the texts of the queries a flush writes figures for,
  * read from the node's pg_stat_statements (load(), before the flush) and written in the same
@@ -52,31 +69,96 @@ export class QueryTextsPart implements FlushPart {
    * not its row: under a flood of distinct statements that pg_stat_statements deallocates
    * before they are looked up, this map stays full (WRITTEN_MAX).
    */
-  private readonly missing = new Map<string, { query: TextKey; since: number; next: number; wait: number }>();
+  private readonly missing = new Map<string, MissingText>();
+  /**
+   * The keys of `missing` in the order they are due: one queue per wait, each in time order
+   * because a key joins it that wait after a lookup, and lookups go forward in time (queue 0
+   * holds keys due when they joined it, so any order is right there). A flush takes
+   * what is due from the queues' heads, so it costs what is due, not the (up to WRITTEN_MAX)
+   * keys waiting. A key is queued once at a time; a key forgotten meanwhile leaves a stale place,
+   * skipped at the head and dropped when stale places outnumber the live ones.
+   */
+  private readonly queues = new Map<number, LookupQueue>();
+  private queued = 0;
   private unavailableUntil = 0;
-  /** performance.now() when the first key of `missing` is looked up again. */
-  private nextLookupAt = Infinity;
 
   /** Whether a flush has texts to write, or keys to look up again. */
   due(): boolean {
-    return this.pending.size > 0 || (performance.now() >= this.nextLookupAt && performance.now() >= this.unavailableUntil);
+    if (this.pending.size > 0) return true;
+    const now = performance.now();
+    return now >= this.unavailableUntil && this.nextLookupAt() <= now;
+  }
+
+  /** performance.now() when the first key of `missing` is looked up again (Infinity: none waits). */
+  private nextLookupAt(): number {
+    let next = Infinity;
+    for (const queue of this.queues.values()) {
+      const head = this.liveHead(queue);
+      if (head && head.next < next) next = head.next;
+    }
+    return next;
+  }
+
+  /** The queue's first place whose key still waits for that lookup, stale places before it dropped. */
+  private liveHead(queue: LookupQueue): QueuedLookup | undefined {
+    for (let head = queue.peek(); head; head = queue.peek()) {
+      if (this.missing.get(head.key) === head.entry && head.entry.next === head.next) return head;
+      queue.shift();
+      this.queued--;
+    }
+    return undefined;
+  }
+
+  private enqueue(key: string, entry: MissingText): void {
+    let queue = this.queues.get(entry.queue);
+    if (!queue) this.queues.set(entry.queue, (queue = new LookupQueue()));
+    queue.push({ key, entry, next: entry.next });
+    this.queued++;
+  }
+
+  /** Keys forgotten while queued (the bound of `missing`) leave stale places: the queues are rebuilt past twice the live ones. */
+  private compact(): void {
+    if (this.queued <= 2 * this.missing.size + 1024) return;
+    this.queues.clear();
+    this.queued = 0;
+    const live = [...this.missing].sort(([, a], [, b]) => a.next - b.next);
+    for (const [key, entry] of live) {
+      let queue = this.queues.get(entry.queue);
+      if (!queue) this.queues.set(entry.queue, (queue = new LookupQueue()));
+      queue.push({ key, entry, next: entry.next });
+      this.queued++;
+    }
+  }
+
+  /** The keys due by `now`, taken from the queues' heads. */
+  private takeDue(now: number): Array<[string, MissingText]> {
+    const due: Array<[string, MissingText]> = [];
+    for (const queue of this.queues.values()) {
+      for (let head = this.liveHead(queue); head && head.next <= now; head = this.liveHead(queue)) {
+        queue.shift();
+        this.queued--;
+        due.push([head.key, head.entry]);
+      }
+    }
+    return due;
   }
 
   /** Looks up the texts of `queries` not written yet on the node (one statement, only when there are some). */
   async load(queries: readonly QueryRow[], node: pg.Client, log: (line: string) => void): Promise<void> {
     const now = performance.now();
     if (now < this.unavailableUntil) return;
+    this.compact();
     for (const query of queries) {
       const key = queryIdentityKey(query);
       if (this.written.has(key) || this.pending.has(key) || this.missing.has(key)) continue;
       const { userid, dbid, toplevel, queryid } = query;
-      remember(this.missing, key, { query: { userid, dbid, toplevel, queryid }, since: now, next: 0, wait: RETRY_MS });
+      const entry = { query: { userid, dbid, toplevel, queryid }, since: now, next: 0, wait: RETRY_MS, queue: 0 };
+      remember(this.missing, key, entry);
+      this.enqueue(key, entry);
     }
-    const due = [...this.missing.values()].filter((m) => m.next <= now);
-    this.nextLookupAt = Infinity;
-    for (const m of this.missing.values()) if (m.next > now) this.nextLookupAt = Math.min(this.nextLookupAt, m.next);
+    const due = this.takeDue(now);
     if (!due.length) return;
-    const wanted = due.map((m) => m.query);
+    const wanted = due.map(([, m]) => m.query);
     let rows: TextRow[];
     try {
       ({ rows } = await node.query<TextRow>(
@@ -87,22 +169,27 @@ export class QueryTextsPart implements FlushPart {
         [wanted.map((q) => q.userid), wanted.map((q) => q.dbid), wanted.map((q) => q.toplevel), wanted.map((q) => q.queryid)],
       ));
     } catch (error) {
+      // The keys due now still are, at the next flush or once it is readable again.
+      for (const [key, m] of due) {
+        m.queue = 0;
+        this.enqueue(key, m);
+      }
       // Not installed in the node's database (or not readable by this role): figures go on without texts.
       if ((error as { code?: string }).code !== '42P01' && (error as { code?: string }).code !== '42501' && (error as { code?: string }).code !== '55000') throw error;
       if (!this.unavailableUntil) log(`query texts: pg_stat_statements is not readable in the node's database, figures go without texts (tried again every minute): ${oneLine(error)}`);
       this.unavailableUntil = now + UNAVAILABLE_MS;
-      this.nextLookupAt = now; // the keys due now still are, once it is readable again
       return;
     }
     for (const row of rows) {
       this.pending.set(queryIdentityKey(row), row);
       this.missing.delete(queryIdentityKey(row));
     }
-    for (const m of due) {
-      if (this.pending.has(queryIdentityKey(m.query))) continue;
+    for (const [key, m] of due) {
+      if (this.pending.has(key)) continue;
       m.next = now + m.wait;
+      m.queue = m.wait;
       m.wait = now - m.since < RETRY_SOON_FOR_MS ? Math.min(2 * m.wait, RETRY_SOON_MS) : RETRY_LATE_MS;
-      this.nextLookupAt = Math.min(this.nextLookupAt, m.next);
+      this.enqueue(key, m);
     }
   }
 
@@ -126,6 +213,28 @@ export class QueryTextsPart implements FlushPart {
         }
       },
     };
+  }
+}
+
+/** A first-in first-out queue that drops its taken places in bulk (Array.shift is linear). */
+class LookupQueue {
+  private items: QueuedLookup[] = [];
+  private head = 0;
+
+  peek(): QueuedLookup | undefined {
+    return this.items[this.head];
+  }
+
+  shift(): void {
+    this.head++;
+    if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  push(item: QueuedLookup): void {
+    this.items.push(item);
   }
 }
 

@@ -55,6 +55,70 @@ describe('QueryTextsPart', () => {
     }
   });
 
+  it('looks up again only the keys due, each after its own wait, however many wait', async () => {
+    vi.useFakeTimers({ toFake: ['performance'] });
+    try {
+      const part = new QueryTextsPart();
+      const { client, lookups } = node(new Map());
+      const many = Array.from({ length: 10_000 }, (_, i) => row(String(i)));
+      await part.load(many, client, () => undefined);
+      expect(lookups).toHaveLength(1);
+      expect(lookups[0]).toHaveLength(10_000);
+      vi.advanceTimersByTime(250);
+      await part.load([row('late')], client, () => undefined); // a new key is due at once, the others are not
+      expect(lookups[1]).toEqual(['late']);
+      expect(part.due()).toBe(false);
+      vi.advanceTimersByTime(260); // 510 ms: the 10,000 are due (500 ms), 'late' is not (at 750)
+      expect(part.due()).toBe(true);
+      await part.load([], client, () => undefined);
+      expect(lookups[2]).toHaveLength(10_000);
+      expect(lookups[2]).not.toContain('late');
+      vi.advanceTimersByTime(250); // 760 ms: 'late' alone (the 10,000 wait 1 s now)
+      await part.load([], client, () => undefined);
+      expect(lookups[3]).toEqual(['late']);
+      vi.advanceTimersByTime(760); // 1,520 ms: the 10,000 again
+      await part.load([], client, () => undefined);
+      expect(lookups[4]).toHaveLength(10_000);
+      expect(lookups).toHaveLength(5);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('keeps the keys of a failed lookup due, and holds at most 50,000 keys under a flood', async () => {
+    vi.useFakeTimers({ toFake: ['performance'] });
+    try {
+      const part = new QueryTextsPart();
+      const { client, lookups } = node(new Map());
+      const broken = { query: async () => Promise.reject(Object.assign(new Error('Connection terminated unexpectedly'), { code: undefined })) };
+      await expect(part.load([row('1'), row('2')], broken as unknown as pg.Client, () => undefined)).rejects.toThrow('Connection terminated');
+      expect(part.due()).toBe(true);
+      await part.load([], client, () => undefined);
+      expect(lookups).toEqual([['1', '2']]);
+      // A flood of distinct keys pg_stat_statements never holds: the oldest are forgotten.
+      for (let round = 0; round < 12; round++) {
+        vi.advanceTimersByTime(70_000);
+        await part.load(Array.from({ length: 10_000 }, (_, i) => row(`f${round * 10_000 + i}`)), client, () => undefined);
+      }
+      vi.advanceTimersByTime(70_000);
+      await part.load([], client, () => undefined);
+      const last = lookups.at(-1)!;
+      expect(last).toHaveLength(50_000);
+      expect(new Set(last).size).toBe(50_000);
+      expect(last).toContain('f119999');
+      expect(last).not.toContain('f69999');
+      // Keys forgotten before they are due leave places in the lookup queues: those stay bounded too.
+      const queued = () => (part as unknown as { queued: number }).queued;
+      for (let burst = 0; burst < 20; burst++) {
+        vi.advanceTimersByTime(1);
+        await part.load(Array.from({ length: 10_000 }, (_, i) => row(`b${burst * 10_000 + i}`)), client, () => undefined);
+        expect(queued()).toBeLessThanOrEqual(2 * 50_000 + 1024 + 10_000);
+      }
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('goes on without texts where pg_stat_statements is not installed, saying so once', async () => {
     const part = new QueryTextsPart();
     const lines: string[] = [];
