@@ -2,7 +2,9 @@
 /*
  * Log2 latency histograms per (query, kind): struct hist_key -> struct hist (bpf/records.h).
  * Fed by the latency and sched sets from the sched_switch path (bpf/latency.bpf.h) and by the
- * io set at block completions (bpf/io.bpf.h).
+ * io set at block completions (bpf/io.bpf.h). As for query keys (bpf/query-changes.bpf.h), a
+ * histogram that changes is noted in hist_changes, so that a flush reads the histograms that
+ * changed, not every one the map holds (src/collector/changed-key-reads.ts).
  */
 #ifndef HIST_BPF_H
 #define HIST_BPF_H
@@ -18,6 +20,32 @@ struct {
 	__type(key, struct hist_key);
 	__type(value, struct hist);
 } histograms SEC(".maps");
+
+/* Incremented by the collector when it starts a read of the changed histograms (a .bss variable). */
+__u64 hist_read = 0;
+
+/* The histograms changed since the collector's last read of them; sized like histograms by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct hist_key);
+	__type(value, __u8);
+} hist_changes SEC(".maps");
+
+static const __u8 hist_changed = 1;
+
+/* `h`, this CPU's copy of the histogram `key`, is about to change: noted once per read. */
+static __always_inline void note_hist_change(const struct hist_key *key, struct hist *h)
+{
+	__u64 read = *(volatile __u64 *)&hist_read;
+
+	if (h->read_stamp == read)
+		return;
+	h->read_stamp = read;
+	if (bpf_map_update_elem(&hist_changes, key, &hist_changed, BPF_ANY))
+		count(COUNTER_HIST_CHANGES_FULL);
+}
 
 /* 1 when x > c, by arithmetic (both below 2^63): the sign of c - x. */
 #define ABOVE(x, c) (((__u64)(c) - (x)) >> 63)
@@ -58,8 +86,11 @@ static __always_inline struct hist *hist_for(const struct query_key *q, enum his
 	if (!q->queryid)
 		return NULL;
 	h = map_lookup_or_init(&histograms, &key, &empty_hist, COUNTER_HISTOGRAMS_FULL);
-	if (h)
-		note_change(); /* the caller counts an observation */
+	if (h) {
+		/* The caller counts an observation. */
+		note_change();
+		note_hist_change(&key, h);
+	}
 	return h;
 }
 

@@ -102,7 +102,8 @@ struct hist_key {
 
 struct hist {
 	__u64 slots[HIST_SLOTS];
-	__u64 max_ns; /* largest observation (per CPU; the reader takes the max over CPUs) */
+	__u64 max_ns;     /* largest observation (per CPU; the reader takes the max over CPUs) */
+	__u64 read_stamp; /* hist_read when this CPU's copy last changed (bpf/hist.bpf.h) */
 };
 
 /* What a backend was waiting for when it left the CPU (decides where its sleep goes). */
@@ -228,7 +229,8 @@ enum counter_index {
 	COUNTER_AIO_HANDLES_FULL = 13, /* an IO handle's owner could not be kept: aio_handles full (bpf/aio.bpf.h) */
 	COUNTER_CALLS_UNATTRIBUTED = 14, /* a statement end (query set) reached no query key (bpf/query.bpf.h) */
 	COUNTER_QUERY_CHANGES_FULL = 15, /* a changed query key could not be noted: the collector reads the whole map once (bpf/query-changes.bpf.h) */
-	COUNTER_MAX = 16,            /* room for the families' own counters */
+	COUNTER_HIST_CHANGES_FULL = 16, /* a changed histogram could not be noted: the collector reads the whole map once (bpf/hist.bpf.h) */
+	COUNTER_MAX = 17,            /* room for the families' own counters */
 };
 
 #endif /* RECORDS_H */

@@ -45,6 +45,8 @@ export interface CollectorObjectOptions<Name extends string> {
   maxExcludedPids?: number;
   /** Capacity of query_changes, the keys changed since the last read (default maxQueries; tests shrink it to make it overflow). */
   maxQueryChanges?: number;
+  /** Capacity of hist_changes, the histograms changed since the last read (default: the histograms map's; tests shrink it). */
+  maxHistogramChanges?: number;
   /**
    * Replaces the perf event a perf-event program is attached to (by program name): for hosts
    * whose PMU names its LLC events differently, and for tests that prove the path with a
@@ -56,7 +58,7 @@ export interface CollectorObjectOptions<Name extends string> {
 /*
  * The histograms map is preallocated (allocated on demand it once lost a COPY's only latency
  * observation, README) and per-CPU: each entry costs sizeof(struct hist) on every possible CPU,
- * 16.5 kB on 64 CPUs. Its capacity is what fits in this much kernel memory, within bounds: the
+ * 17.0 kB on 64 CPUs. Its capacity is what fits in this much kernel memory, within bounds: the
  * map holds the histograms active in the last few flushes (quiet ones are evicted), not every
  * statement seen.
  */
@@ -192,7 +194,10 @@ export class CollectorObject<Name extends string = string> {
       // Every key of queries can change between two reads: the set of changed ones holds them all.
       object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? 8192);
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
-      object.setMaxEntries('histograms', options.maxHistograms ?? histogramCapacity(loadNative().numPossibleCpus()));
+      const histograms = options.maxHistograms ?? histogramCapacity(loadNative().numPossibleCpus());
+      object.setMaxEntries('histograms', histograms);
+      // Every histogram can change between two reads: the set of changed ones holds them all.
+      object.setMaxEntries('hist_changes', options.maxHistogramChanges ?? histograms);
       object.setMaxEntries('lock_waits', options.maxLockWaits ?? 4096);
       object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? 4096);
       loadInterruptible(object);

@@ -5,16 +5,15 @@ import { RecordLayout, type BtfField } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
 import type { ExactInt } from '../exact-int.js';
 import { decodeHistograms, histogramDecoder, type HistogramSample } from './decode-histograms.js';
-import { UnchangedEntries } from './unchanged-entries.js';
-import { QueryEntries } from './query-entries.js';
-import { QueryReads } from './query-reads.js';
+import { KeyedEntries } from './keyed-entries.js';
+import { ChangedKeyReads, HISTOGRAM_CHANGES, QUERY_CHANGES } from './changed-key-reads.js';
 import type { ObjectGlobals } from './object-globals.js';
 import { queryIdentityKey, type Activity, type BackendSample, type MapFill, type QuerySample, type RawMap } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
 
 
 /** The maps whose capacity bounds what the collector can track (bpf_stats.health.map_fill). */
-const FILL_MAPS: readonly MapName[] = ['backends', 'exited_backends', 'queries', 'histograms', 'query_changes'];
+const FILL_MAPS: readonly MapName[] = ['backends', 'exited_backends', 'queries', 'histograms', 'query_changes', 'hist_changes'];
 
 /**
  * Reads the collector object's maps as typed samples, with field offsets from its BTF.
@@ -30,10 +29,11 @@ export class MapReaders {
   /** Query keys evicted per role (userid) since load, as role_evicted holds them. */
   private readonly evictedByRole = new Map<number, bigint>();
   /** The big maps' entries as last decoded: a flush decodes only what changed since. */
-  private readonly queryEntries = new QueryEntries();
+  private readonly queryEntries = new KeyedEntries<QuerySample>();
   private queryFields = '';
-  private readonly queryReads: QueryReads;
-  private readonly histogramEntries = new UnchangedEntries<HistogramSample>();
+  private readonly queryReads: ChangedKeyReads;
+  private readonly histogramEntries = new KeyedEntries<HistogramSample>();
+  private readonly histogramReads: ChangedKeyReads;
   private readonly decodeHistogram: ReturnType<typeof histogramDecoder>;
 
   constructor(
@@ -41,7 +41,8 @@ export class MapReaders {
     globals: ObjectGlobals,
     private readonly cpus: number,
   ) {
-    this.queryReads = new QueryReads(object, globals);
+    this.queryReads = new ChangedKeyReads(object, globals, QUERY_CHANGES);
+    this.histogramReads = new ChangedKeyReads(object, globals, HISTOGRAM_CHANGES);
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
     const queries = object.mapLayout('queries');
     this.queryKeyLayout = RecordLayout.of('query_key', queries.key);
@@ -75,29 +76,34 @@ export class MapReaders {
     let counters: Record<CounterName, bigint> | null = null;
     const read = this.queryReads.read(() => (counters = this.readCounters()).query_changes_full, this.queryEntries.size);
     const queries = this.decodeQueries(read.batch, read.complete, metricFields);
-    const histograms = this.object.mapLookupBatch('histograms');
+    // The counters again after this take: an overflow of hist_changes before it shows.
+    const histogramRead = this.histogramReads.read(() => (counters = this.readCounters()).hist_changes_full, this.histogramEntries.size);
+    const histograms = this.histogramEntries.update(histogramRead.batch, histogramRead.complete, this.decodeHistogram).filter((sample) => sample !== null);
     const counts: Partial<Record<MapName, number>> = {
       backends: backends.count,
       exited_backends: exited.count,
       queries: this.queryEntries.size,
-      histograms: histograms.count,
+      histograms: this.histogramEntries.size,
       query_changes: read.taken,
+      hist_changes: histogramRead.taken,
     };
     const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
     const fill: MapFill[] = FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({ map: name, entries: counts[name]!, maxEntries: capacity.get(name)! }));
     // Not a loss: that read was whole. Shown with its map (map_fill), not among dropped events.
-    const { query_changes_full: overflowed, ...dropped } = counters!;
-    const changes = fill.find((f) => f.map === 'query_changes');
-    if (changes) changes.overflowed = Number(overflowed);
+    const { query_changes_full: queriesOverflowed, hist_changes_full: histogramsOverflowed, ...dropped } = counters!;
+    const overflowed = { query_changes: queriesOverflowed, hist_changes: histogramsOverflowed };
+    for (const f of fill) if (f.map === 'query_changes' || f.map === 'hist_changes') f.overflowed = Number(overflowed[f.map]);
     return new MapSnapshot(
       [...this.decodeBackends(exited, metricFields, true), ...this.decodeBackends(backends, metricFields, false)],
       queries,
       read.complete,
-      this.histogramEntries.decode(histograms, this.decodeHistogram).filter((sample) => sample !== null),
+      histograms,
       dropped,
       fill,
       (name) => this.readMap(name),
       (all) => this.queryReads.written(all),
+      histogramRead.complete,
+      (all) => this.histogramReads.written(all),
     );
   }
 
@@ -120,9 +126,11 @@ export class MapReaders {
    * CPUs), null for one already gone: as evictQueries, one BPF_MAP_LOOKUP_AND_DELETE_ELEM each.
    */
   evictHistograms(rawKeys: readonly Buffer[]): Array<HistogramSample | null> {
-    return this.lookupAndDelete('histograms', rawKeys).map((value, i) =>
-      value ? this.decodeHistogram({ keys: rawKeys[i]!, values: value, count: 1, keySize: rawKeys[i]!.length, valueSize: value.length }, 0) : null,
-    );
+    return this.lookupAndDelete('histograms', rawKeys).map((value, i) => {
+      const key = rawKeys[i]!;
+      this.histogramEntries.delete(key);
+      return value ? this.decodeHistogram({ keys: key, values: value, count: 1, keySize: key.length, valueSize: value.length }, 0) : null;
+    });
   }
 
   /** Deletes keys from a map (one BPF_MAP_LOOKUP_AND_DELETE_ELEM each), returning each value as it was deleted, null for a key already gone. */

@@ -23,17 +23,22 @@ export class MapSnapshot {
     readonly queries: QuerySample[],
     /** Whether `queries` is the whole map (a key it lacks is gone), or only what changed (a key it lacks did not). */
     readonly queriesComplete: boolean,
+    /** The histograms read: those that changed since the last read, or every one when `histogramsComplete`. */
     readonly histograms: HistogramSample[],
-    /** The BPF side's overflow and failure counters, cumulative since load (query_changes_full is in `fill`). */
+    /** The BPF side's overflow and failure counters, cumulative since load (query_changes_full and hist_changes_full are in `fill`). */
     readonly counters: Record<DroppedCounterName, bigint>,
     /** How full the bounded maps were, as this snapshot read them. */
     readonly fill: MapFill[],
     private readonly read: <N extends MapName>(name: N) => RawMap<N>,
     /**
      * To be called once the query rows made from this snapshot were written; `all`: no changed
-     * row was left for later. Until then the reader reads those keys again (QueryReads).
+     * row was left for later. Until then the reader reads those keys again (ChangedKeyReads).
      */
     readonly queriesWritten: (all: boolean) => void = () => undefined,
+    /** Whether `histograms` is the whole map, or only what changed. */
+    readonly histogramsComplete = true,
+    /** As queriesWritten, for the histogram rows made from this snapshot. */
+    readonly histogramsWritten: (all: boolean) => void = () => undefined,
   ) {}
 
   /** Every entry of a map with its BTF key/value layout, read at most once per snapshot. */

@@ -19,7 +19,8 @@ export interface EntryIncrement<Entry> {
 }
 
 /**
- * The increments of a cumulative map that a flush reads whole (histograms, lock waits), with
+ * The increments of a cumulative map that a flush reads whole (lock waits) or by changed keys
+ * (histograms, ChangedKeyReads), with
  * the two-step commit of DeltaTracker, and eviction: after a written flush, evict() deletes the
  * quiet entries; what one gained between the flush's read and its deletion is owed to the next
  * flush, so the table's cumulative row loses nothing. An entry that comes back starts from zero.
@@ -37,8 +38,8 @@ export class EvictableDeltas<Entry extends CumulativeEntry> {
   /** Entries deleted from the map since load. */
   evicted = 0;
 
-  /** `read`: the whole map. */
-  prepare(read: readonly Entry[]): { increments: EntryIncrement<Entry>[]; commit: () => void } {
+  /** `read`: the whole map when `complete`, else the entries that may have changed since the last read (the others did not). */
+  prepare(read: readonly Entry[], complete = true): { increments: EntryIncrement<Entry>[]; commit: () => void } {
     const increments: EntryIncrement<Entry>[] = [];
     const changed = new Set<string>();
     for (const entry of read) {
@@ -54,7 +55,7 @@ export class EvictableDeltas<Entry extends CumulativeEntry> {
       commit: () => {
         for (const { entry } of increments) this.tracker.commit(entry.id, entry.counts);
         for (const { entry } of owed) this.remainders.delete(entry.id);
-        this.held.written(read, changed, true, (entry) => entry.id);
+        this.held.written(read, changed, complete, (entry) => entry.id);
       },
     };
   }

@@ -41,8 +41,9 @@ export class HistogramDeltas {
     return this.deltas.evicted;
   }
 
-  prepare(samples: readonly HistogramSample[]): { rows: HistogramRow[]; commit: () => void } {
-    const { increments, commit } = this.deltas.prepare(samples.map(histogramEntry));
+  /** `complete`: `samples` is the whole map, not only the histograms that changed since the last read. */
+  prepare(samples: readonly HistogramSample[], complete = true): { rows: HistogramRow[]; commit: () => void } {
+    const { increments, commit } = this.deltas.prepare(samples.map(histogramEntry), complete);
     // A remainder and the row of a histogram that came back since are one row: ON CONFLICT touches a row once.
     const rows = new Map<string, HistogramRow>();
     for (const { entry, delta } of increments) {

@@ -45,7 +45,7 @@ export class HistogramsPart implements FlushPart {
   }
 
   prepare({ maps }: FlushInput): PreparedPart {
-    const { rows, commit } = this.deltas.prepare(maps.histograms);
+    const { rows, commit } = this.deltas.prepare(maps.histograms, maps.histogramsComplete);
     const fill = maps.fill.find((f) => f.map === 'histograms');
     const refused = maps.counters.histograms_full ?? 0n;
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || refused > this.refusedBefore;
@@ -53,6 +53,8 @@ export class HistogramsPart implements FlushPart {
       statements: rows.length ? [histogramUpsert(rows)] : [],
       commit: () => {
         commit();
+        // The reader may stop reading these histograms again (every changed one was written).
+        maps.histogramsWritten(true);
         this.lastCommitted = rows;
         this.refusedBefore = refused;
         // Off: no need to look for quiet entries (each would cost a delta, every flush).

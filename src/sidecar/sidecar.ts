@@ -80,6 +80,8 @@ export interface SidecarOptions {
   maxExcludedPids?: number;
   /** Capacity of the set of query keys changed since the last read (default maxQueries); small ones let tests make it overflow. */
   maxQueryChanges?: number;
+  /** Capacity of hist_changes, the histograms changed since the last read (default: the histograms map's; tests shrink it). */
+  maxHistogramChanges?: number;
   /** Capacity of the histograms map (default: by the host's CPUs, CollectorObject); tests shrink it. */
   maxHistograms?: number;
   /** Capacity of each lock-wait map (default 4096); tests shrink it. */
@@ -241,6 +243,7 @@ export class Sidecar {
         maxQueries: options.maxQueries,
         maxExcludedPids: options.maxExcludedPids,
         maxQueryChanges: options.maxQueryChanges,
+        maxHistogramChanges: options.maxHistogramChanges,
         maxHistograms: options.maxHistograms,
         maxLockWaits: options.maxLockWaits,
         maxQueryKeysPerRole: options.maxQueryKeysPerRole,

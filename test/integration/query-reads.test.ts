@@ -6,7 +6,7 @@ import { runStatements, statementOfTerms } from '../support/run-statements.js';
 
 /*
  * A flush reads the query keys that changed since the last one, not the whole map
- * (bpf/query-changes.bpf.h, src/collector/query-reads.ts), and still writes every call
+ * (bpf/query-changes.bpf.h, src/collector/changed-key-reads.ts), and still writes every call
  * pg_stat_statements counts: when few of many statements ran, and when more changed than the
  * set of changed keys holds (then that flush reads the whole map).
  */

@@ -3,11 +3,11 @@ import type { CollectorBpfObject } from '../../src/bpf/collector-bpf-object.js';
 import { Structs } from '../../src/bpf/contract.js';
 import { collectorObjectPath } from '../../src/collector/collector-object.js';
 import { ObjectGlobals } from '../../src/collector/object-globals.js';
-import { QueryReads } from '../../src/collector/query-reads.js';
+import { ChangedKeyReads, HISTOGRAM_CHANGES, QUERY_CHANGES } from '../../src/collector/changed-key-reads.js';
 import { loadNative } from '../../src/native/bpf-native.js';
 
 /*
- * How a flush reads the queries map (QueryReads), on the real collector object's maps, with
+ * How a flush reads the queries map (ChangedKeyReads), on the real collector object's maps, with
  * no program attached: this test plays the programs' part, filling `queries` and noting keys in
  * `query_changes` as bpf/query-changes.bpf.h does.
  */
@@ -34,7 +34,7 @@ function note(...queryids: number[]): void {
   for (const id of queryids) object.mapUpdate('query_changes', key(id), Buffer.from([1]));
 }
 
-function queryids(reads: ReturnType<QueryReads['read']>): number[] {
+function queryids(reads: ReturnType<ChangedKeyReads['read']>): number[] {
   const { batch } = reads;
   return Array.from({ length: batch.count }, (_, i) => Number(batch.keys.readBigUInt64LE(i * batch.keySize + Structs.query_key.fields.queryid.offset))).sort((a, b) => a - b);
 }
@@ -52,14 +52,14 @@ afterAll(() => object?.close());
 describe('reading the queries map', () => {
   /** One flush: a read, and (unless it failed) its rows written. */
   // `held`: the keys the collector knows in the map (many, unless a test says otherwise).
-  const flush = (reads: QueryReads, { overflows = 0n, written = true, all = true, held = 1000 } = {}) => {
+  const flush = (reads: ChangedKeyReads, { overflows = 0n, written = true, all = true, held = 1000 } = {}) => {
     const read = reads.read(() => overflows, held);
     if (written) reads.written(all);
     return read;
   };
 
   it('reads the whole map first, then the keys noted since, and those taken the time before once more', () => {
-    const reads = new QueryReads(object, globals);
+    const reads = new ChangedKeyReads(object, globals, QUERY_CHANGES);
     for (let id = 1; id <= 6; id++) add(id, id);
     note(1, 2, 3, 4, 5, 6);
     const first = flush(reads);
@@ -84,7 +84,7 @@ describe('reading the queries map', () => {
   });
 
   it('reads again all that a read whose flush failed read, and the whole map after rows were left for later', () => {
-    const reads = new QueryReads(object, globals);
+    const reads = new ChangedKeyReads(object, globals, QUERY_CHANGES);
     flush(reads);
     flush(reads);
     note(1);
@@ -107,7 +107,7 @@ describe('reading the queries map', () => {
   });
 
   it('leaves out a noted key that left the map, and reads the whole map after query_changes overflowed', () => {
-    const reads = new QueryReads(object, globals);
+    const reads = new ChangedKeyReads(object, globals, QUERY_CHANGES);
     flush(reads);
     flush(reads);
     object.mapDelete('queries', key(3));
@@ -122,7 +122,7 @@ describe('reading the queries map', () => {
   });
 
   it('reads the whole map in one batch when more than half the keys it holds are to be read', () => {
-    const reads = new QueryReads(object, globals);
+    const reads = new ChangedKeyReads(object, globals, QUERY_CHANGES);
     for (let id = 11; id <= 16; id++) add(id, id);
     // Held now: 1, 2, 4, 5, 6 (the tests before) and 11 to 16.
     const held = 11;
@@ -139,5 +139,39 @@ describe('reading the queries map', () => {
     expect(most.complete).toBe(true);
     expect(most.taken).toBe(3);
     expect(queryids(most)).toEqual([1, 2, 4, 5, 6, 11, 12, 13, 14, 15, 16]);
+  });
+});
+
+describe('reading the histograms map', () => {
+  function histKey(queryid: number): Buffer {
+    const k = Buffer.alloc(Structs.hist_key.size);
+    k.writeBigUInt64LE(BigInt(queryid), Structs.hist_key.fields['q.queryid'].offset);
+    k.writeUInt32LE(10, Structs.hist_key.fields['q.userid'].offset);
+    return k;
+  }
+  const histogram = (queryid: number) => object.mapUpdate('histograms', histKey(queryid), Buffer.alloc(Math.ceil(Structs.hist.size / 8) * 8 * cpus));
+  const noteHistograms = (...queryids: number[]) => queryids.forEach((id) => object.mapUpdate('hist_changes', histKey(id), Buffer.from([1])));
+  const histogramQueryids = ({ batch }: ReturnType<ChangedKeyReads['read']>) =>
+    Array.from({ length: batch.count }, (_, i) => Number(batch.keys.readBigUInt64LE(i * batch.keySize + Structs.hist_key.fields['q.queryid'].offset))).sort((a, b) => a - b);
+
+  it('takes the histograms noted in hist_changes, and reads the whole map first', () => {
+    const reads = new ChangedKeyReads(object, globals, HISTOGRAM_CHANGES);
+    for (let id = 1; id <= 10; id++) histogram(id);
+    noteHistograms(3);
+    const first = reads.read(() => 0n, 10);
+    reads.written(true);
+    expect(first.complete).toBe(true);
+    expect(histogramQueryids(first)).toHaveLength(10);
+    noteHistograms(7, 9);
+    const few = reads.read(() => 0n, 10);
+    reads.written(true);
+    expect(few.complete).toBe(false);
+    expect(few.taken).toBe(2);
+    // The two noted and, once more, the one taken at the first read (a change racing that read).
+    expect(histogramQueryids(few)).toEqual([3, 7, 9]);
+    noteHistograms(5);
+    expect(histogramQueryids(reads.read(() => 0n, 10))).toEqual([5, 7, 9]);
+    reads.written(true);
+    expect(object.mapLookupBatch('hist_changes').count).toBe(0);
   });
 });

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { QuerySample } from '../../src/collector/map-samples.js';
-import { QueryEntries } from '../../src/collector/query-entries.js';
+import { KeyedEntries } from '../../src/collector/keyed-entries.js';
 import type { MapBatch } from '../../src/native/bpf-native.js';
 
 /*
- * The queries map as the collector knows it (QueryEntries): an entry is decoded only when its
+ * The queries map as the collector knows it (KeyedEntries): an entry is decoded only when its
  * bytes changed, a partial read keeps the keys it did not read, a whole read drops the others.
  */
 const KEY = 4;
@@ -30,9 +30,9 @@ function decoder() {
   return { decoded, decode };
 }
 
-describe('QueryEntries', () => {
+describe('KeyedEntries', () => {
   it('decodes what changed, reuses the figures of what did not, and counts the keys held', () => {
-    const entries = new QueryEntries();
+    const entries = new KeyedEntries<QuerySample>();
     const { decoded, decode } = decoder();
     const first = entries.update(batch([[1, 10], [2, 20], [3, 30]]), true, decode);
     expect(decoded).toEqual([1, 2, 3]);
@@ -52,7 +52,7 @@ describe('QueryEntries', () => {
   });
 
   it('decodes every entry again after forgetDecoded() (other fields are read)', () => {
-    const entries = new QueryEntries();
+    const entries = new KeyedEntries<QuerySample>();
     const { decoded, decode } = decoder();
     entries.update(batch([[1, 10], [2, 20]]), true, decode);
     entries.forgetDecoded();
