@@ -20,11 +20,15 @@
  * its peak, its CPU time meanwhile, and the keys its queries map held (health.map_fill). The
  * map holds at most 8,192 keys, 4,096 of them one role's (this bench runs as one role).
  *
- * Run (root): node dist/bench/flush-scaling.js [--statements 10000] [--few 100] [--repeat 5] [--periodic] [--memory-seconds 20]
+ * --probes latency attaches the latency set as well: each statement then also has a latency
+ * histogram, so the histograms map holds as many (up to its capacity) as the queries map.
+ *
+ * Run (root): node dist/bench/flush-scaling.js [--statements 10000] [--few 100] [--repeat 5] [--periodic] [--memory-seconds 20] [--probes latency]
  */
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { parseProbeSets } from '../src/families/index.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { runDistinctStatements, SHAPE_BITS } from './distinct-statements.js';
 import { runBench } from './run-bench.js';
@@ -40,8 +44,10 @@ const { values } = parseArgs({
     repeat: { type: 'string', default: '5' },
     periodic: { type: 'boolean', default: false },
     'memory-seconds': { type: 'string', default: '0' },
+    probes: { type: 'string' },
   },
 });
+const probeSets = values.probes === undefined ? [] : parseProbeSets(values.probes);
 const statements = Number(values.statements);
 const few = Number(values.few);
 const repeat = Number(values.repeat);
@@ -58,10 +64,13 @@ async function main(): Promise<void> {
     await client.connect();
     await client.query('CREATE EXTENSION pg_stat_statements');
     await client.query(`SELECT pg_stat_statements_reset()`);
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, maxQueries: 2 ** SHAPE_BITS, maxQueryKeysPerRole: 0, control: false });
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, maxQueries: 2 ** SHAPE_BITS, maxQueryKeysPerRole: 0, control: false, probeSets });
     const s = sidecar;
     await s.flush();
-    print(`flush-scaling: ${statements} distinct statements kept, ${few} of them changed, median of ${repeat} ${values.periodic ? 'periodic' : 'explicit'} flushes`);
+    print(
+      `flush-scaling: ${statements} distinct statements kept, ${few} of them changed, median of ${repeat} ${values.periodic ? 'periodic' : 'explicit'} flushes` +
+        `${probeSets.length ? `, with ${probeSets.join(', ')}` : ''}`,
+    );
     // The timer's flushes are lazy: history waits for its interval, and nothing to write sends nothing.
     const flush = () => flushOrThrow(s, values.periodic);
 
@@ -124,7 +133,7 @@ async function main(): Promise<void> {
 
 /** The installed collector's memory and CPU while all the statements run again and again. */
 async function memory(dsn: string, client: pg.Client): Promise<void> {
-  const { sidecar } = await SidecarProcess.start({ dsn, probes: undefined });
+  const { sidecar } = await SidecarProcess.start({ dsn, probes: probeSets.length ? probeSets.join(',') : undefined });
   try {
     const { rounds, cpuMsPerS } = await sidecar.cpuUnderLoad(memorySeconds, () => runStatements(client, statements));
     // One more interval, so that the last round is flushed and health says what the map held.
