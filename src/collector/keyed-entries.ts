@@ -10,8 +10,8 @@ interface Entry<Sample> {
 }
 
 /**
- * A map read by changed keys (queries, histograms; ChangedKeyReads) as the collector knows it,
- * key by key: every key it holds, with the sample last decoded for it. A read decodes an entry
+ * A map as the collector knows it, key by key (queries and histograms, read by changed keys,
+ * ChangedKeyReads; backends, read whole): every key it holds, with the sample last decoded for it. A read decodes an entry
  * only when its bytes differ from the last read of that key (decoding costs a bigint per field
  * per CPU, comparing one memcmp), and a whole read also says which keys are gone. So the count
  * of keys (bpf_stats.health.map_fill) is known without reading the map.
@@ -21,11 +21,16 @@ interface Entry<Sample> {
  * the next whole read.
  *
  * @example
- * const entries = new KeyedEntries<QuerySample>();
+ * const entries = new KeyedEntries<QuerySample>((sample, rawKey) => ({ ...sample, rawKey }));
  * const samples = entries.update(batch, complete, (batch, i) => decodeOne(batch, i));
  */
-export class KeyedEntries<Sample extends { rawKey: Buffer }> {
+export class KeyedEntries<Sample> {
   private entries = new Map<string, Entry<Sample>>();
+
+  constructor(
+    /** A reused sample with the newest read's key bytes, for samples that keep them (rawKey); absent: reused as it is. */
+    private readonly withKey: ((sample: Sample, rawKey: Buffer) => Sample) | null = null,
+  ) {}
 
   /** The samples of `batch`'s entries, in its order (null where `decodeOne` gave none); `complete`: the batch is the whole map. */
   update<Decoded extends Sample | null>(batch: MapBatch, complete: boolean, decodeOne: (batch: MapBatch, i: number) => Decoded): Decoded[] {
@@ -39,7 +44,8 @@ export class KeyedEntries<Sample extends { rawKey: Buffer }> {
       let sample: Decoded;
       if (before && before.values.length >= before.at + valueSize && values.compare(before.values, before.at, before.at + valueSize, at, at + valueSize) === 0) {
         // The same bytes decode the same (a null stays null).
-        sample = (before.sample && { ...before.sample, rawKey: keys.subarray(i * keySize, (i + 1) * keySize) }) as Decoded;
+        const reused = before.sample && this.withKey ? this.withKey(before.sample, keys.subarray(i * keySize, (i + 1) * keySize)) : before.sample;
+        sample = reused as Decoded;
       } else {
         sample = decodeOne(batch, i);
       }

@@ -29,10 +29,14 @@ export class MapReaders {
   /** Query keys evicted per role (userid) since load, as role_evicted holds them. */
   private readonly evictedByRole = new Map<number, bigint>();
   /** The big maps' entries as last decoded: a flush decodes only what changed since. */
-  private readonly queryEntries = new KeyedEntries<QuerySample>();
-  private queryFields = '';
+  private readonly queryEntries = new KeyedEntries<QuerySample>(withRawKey);
+  /** The metric fields the entries above and below were decoded with (other fields: decoded again). */
+  private decodedFields = '';
   private readonly queryReads: ChangedKeyReads;
-  private readonly histogramEntries = new KeyedEntries<HistogramSample>();
+  private readonly histogramEntries = new KeyedEntries<HistogramSample>(withRawKey);
+  /** Backend records, read whole: an idle connection's record is compared, not decoded again. */
+  private readonly liveBackends = new KeyedEntries<BackendSample>();
+  private readonly exitedBackends = new KeyedEntries<BackendSample>();
   private readonly histogramReads: ChangedKeyReads;
   private readonly decodeHistogram: ReturnType<typeof histogramDecoder>;
 
@@ -74,6 +78,11 @@ export class MapReaders {
     const exited = this.object.mapLookupBatch('exited_backends');
     const backends = this.object.mapLookupBatch('backends');
     let counters: Record<CounterName, bigint> | null = null;
+    const fields = metricFields.join();
+    if (this.decodedFields !== fields) {
+      this.decodedFields = fields;
+      for (const entries of [this.queryEntries, this.liveBackends, this.exitedBackends]) entries.forgetDecoded();
+    }
     const read = this.queryReads.read(() => (counters = this.readCounters()).query_changes_full, this.queryEntries.size);
     const queries = this.decodeQueries(read.batch, read.complete, metricFields);
     // The counters again after this take: an overflow of hist_changes before it shows.
@@ -94,7 +103,7 @@ export class MapReaders {
     const overflowed = { query_changes: queriesOverflowed, hist_changes: histogramsOverflowed };
     for (const f of fill) if (f.map === 'query_changes' || f.map === 'hist_changes') f.overflowed = Number(overflowed[f.map]);
     return new MapSnapshot(
-      [...this.decodeBackends(exited, metricFields, true), ...this.decodeBackends(backends, metricFields, false)],
+      [...this.decodeBackends(this.exitedBackends, exited, metricFields, true), ...this.decodeBackends(this.liveBackends, backends, metricFields, false)],
       queries,
       read.complete,
       histograms,
@@ -187,40 +196,35 @@ export class MapReaders {
     if (count) this.object.mapDeleteBatch(name, keys, count);
   }
 
-  private decodeBackends(batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[], retired: boolean): BackendSample[] {
+  /** The samples of a whole read of `backends` or `exited_backends` (`retired`), the collector's own connections left out. */
+  private decodeBackends(entries: KeyedEntries<BackendSample>, batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[], retired: boolean): BackendSample[] {
     const layout = this.backendLayout;
     const names = metricFields.map((f) => `m.${f}` as const);
-    const samples: BackendSample[] = [];
-    for (let i = 0; i < batch.count; i++) {
-      const at = i * batch.valueSize;
-      const flags = layout.int(batch.values, at, 'flags');
-      if (flags & BigInt(BackendFlags.BACKEND_EXCLUDED)) continue;
-      const key = batch.keys.readUInt32LE(i * batch.keySize);
-      samples.push({
-        pid: layout.intNumber(batch.values, at, 'pg_pid') || key,
+    const decoded = entries.update(batch, true, (b, i): BackendSample | null => {
+      const at = i * b.valueSize;
+      const flags = layout.int(b.values, at, 'flags');
+      if (flags & BigInt(BackendFlags.BACKEND_EXCLUDED)) return null;
+      const key = b.keys.readUInt32LE(i * b.keySize);
+      return {
+        pid: layout.intNumber(b.values, at, 'pg_pid') || key,
         key,
         retired,
-        metrics: layout.sumPerCpu(batch.values, at, 0, 1, names),
-        queryid: layout.int(batch.values, at, 'queryid'),
-        backendStartUs: layout.int(batch.values, at, 'backend_start_us'),
-        taskStartNs: layout.int(batch.values, at, 'task_start_ns'),
-        exitedNs: layout.int(batch.values, at, 'exited_ns'),
-        userid: layout.intNumber(batch.values, at, 'userid'),
-        dbid: layout.intNumber(batch.values, at, 'dbid'),
-        backendType: layout.intNumber(batch.values, at, 'backend_type'),
+        metrics: layout.sumPerCpu(b.values, at, 0, 1, names),
+        queryid: layout.int(b.values, at, 'queryid'),
+        backendStartUs: layout.int(b.values, at, 'backend_start_us'),
+        taskStartNs: layout.int(b.values, at, 'task_start_ns'),
+        exitedNs: layout.int(b.values, at, 'exited_ns'),
+        userid: layout.intNumber(b.values, at, 'userid'),
+        dbid: layout.intNumber(b.values, at, 'dbid'),
+        backendType: layout.intNumber(b.values, at, 'backend_type'),
         identityKnown: (flags & BigInt(BackendFlags.BACKEND_IDENTITY_KNOWN)) !== 0n,
-        memoryCgroup: layout.int(batch.values, at, 'memory_cgroup'),
-      });
-    }
-    return samples;
+        memoryCgroup: layout.int(b.values, at, 'memory_cgroup'),
+      };
+    });
+    return decoded.filter((sample) => sample !== null);
   }
 
   private decodeQueries(batch: MapBatch, complete: boolean, metricFields: readonly FieldOf<'metrics'>[]): QuerySample[] {
-    const fields = metricFields.join();
-    if (this.queryFields !== fields) {
-      this.queryFields = fields;
-      this.queryEntries.forgetDecoded();
-    }
     const keys = this.queryKeyLayout;
     const stride = batch.valueSize / this.cpus;
     return this.queryEntries.update(batch, complete, (b, i) => {
@@ -241,4 +245,9 @@ export class MapReaders {
     });
   }
 
+}
+
+/** A reused sample with the key bytes of the newest read (a view into its buffer). */
+function withRawKey<S extends { rawKey: Buffer }>(sample: S, rawKey: Buffer): S {
+  return { ...sample, rawKey };
 }

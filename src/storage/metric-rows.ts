@@ -352,6 +352,8 @@ export class MetricRows {
         identities++;
         continue;
       }
+      // The very figures last written (the record's bytes did not change since): nothing to write.
+      if (!isExited && this.backendDeltas.isBaseline(key, sample.metrics)) continue;
       const delta = this.backendDeltas.delta(key, sample.metrics);
       if (!isExited && delta.every(isZero) && this.backendDeltas.has(key)) continue;
       if (isExited || !this.backendDeltas.has(key)) backendsUrgent = true;

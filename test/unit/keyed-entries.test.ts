@@ -4,8 +4,8 @@ import { KeyedEntries } from '../../src/collector/keyed-entries.js';
 import type { MapBatch } from '../../src/native/bpf-native.js';
 
 /*
- * The queries map as the collector knows it (KeyedEntries): an entry is decoded only when its
- * bytes changed, a partial read keeps the keys it did not read, a whole read drops the others.
+ * A map as the collector knows it (KeyedEntries): an entry is decoded only when its bytes
+ * changed, a partial read keeps the keys it did not read, a whole read drops the others.
  */
 const KEY = 4;
 const VALUE = 8;
@@ -32,7 +32,7 @@ function decoder() {
 
 describe('KeyedEntries', () => {
   it('decodes what changed, reuses the figures of what did not, and counts the keys held', () => {
-    const entries = new KeyedEntries<QuerySample>();
+    const entries = new KeyedEntries<QuerySample>((sample, rawKey) => ({ ...sample, rawKey }));
     const { decoded, decode } = decoder();
     const first = entries.update(batch([[1, 10], [2, 20], [3, 30]]), true, decode);
     expect(decoded).toEqual([1, 2, 3]);
@@ -59,5 +59,16 @@ describe('KeyedEntries', () => {
     entries.update(batch([[2, 20]]), false, decode);
     expect(decoded).toEqual([1, 2, 2]);
     expect(entries.size).toBe(2);
+  });
+
+  it('reuses the very sample without a key to refresh (backend records), and a null for an entry left out', () => {
+    const entries = new KeyedEntries<QuerySample>();
+    const { decoded, decode } = decoder();
+    const skipTwo = (b: MapBatch, i: number) => (b.keys.readUInt32LE(i * KEY) === 2 ? null : decode(b, i));
+    const first = entries.update(batch([[1, 10], [2, 20]]), true, skipTwo);
+    const second = entries.update(batch([[2, 20], [1, 10]]), true, skipTwo);
+    expect(second[1]).toBe(first[0]);
+    expect(second[0]).toBeNull();
+    expect(decoded).toEqual([1]);
   });
 });
