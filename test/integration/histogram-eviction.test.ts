@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { histogramCapacity } from '../../src/collector/collector-object.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { latencyDisagreeing, normalizedStatement } from '../support/latency-observations.js';
 import { runStatements, statementOfTerms } from '../support/run-statements.js';
 
 /*
@@ -20,21 +21,6 @@ let sidecar: Sidecar;
 const statement = (n: number) => statementOfTerms(n, '*');
 
 const run = (sqls: string[], times = 1) => runStatements(cluster.connectionString(), sqls, times);
-
-/** pg_stat_statements' text of a statement of `statement()`. */
-const normalized = (sql: string) => sql.replace(/1/g, (_, at: number) => `$${sql.slice(0, at).split('1').length}`);
-
-/** Statements of `sqls` whose latency observations differ from pg_stat_statements' calls (none written: null). */
-async function disagreeing(sqls: string[]): Promise<Array<{ query: string; calls: string; observations: string | null }>> {
-  const { rows } = await admin.query(
-    `SELECT s.query, s.calls::text AS calls, h.observations::text AS observations
-       FROM pg_stat_statements s
-       LEFT JOIN bpf_stats.query_histograms h ON h.kind = 'query_latency' AND (h.userid, h.dbid, h.toplevel, h.queryid) = (s.userid, s.dbid, s.toplevel, s.queryid)
-      WHERE s.query = ANY($1) AND s.calls IS DISTINCT FROM h.observations`,
-    [sqls.map(normalized)],
-  );
-  return rows;
-}
 
 /** This collector's figures for the histograms map, as its last flush wrote them. */
 async function health(): Promise<{ refused: number; entries: number; maxEntries: number; evicted: number }> {
@@ -73,7 +59,7 @@ describe('the histograms map', () => {
     expect(full.refused).toBeGreaterThan(0);
     expect(full.entries).toBe(CAPACITY);
     // What the map held is written whole: those statements' observations equal their calls.
-    const lost = new Set((await disagreeing(first)).map((r) => r.query));
+    const lost = new Set((await latencyDisagreeing(admin, first)).map((r) => r.query));
     expect(lost.size).toBeGreaterThan(0);
     expect(lost.size).toBeLessThan(first.length);
 
@@ -87,15 +73,15 @@ describe('the histograms map', () => {
     // New statements are all counted, and so are the evicted ones when they come back (their
     // rows add up): each statement's observations equal its calls, whatever was evicted between.
     const second = Array.from({ length: CAPACITY / 2 }, (_, i) => statement(1000 + i));
-    const back = first.filter((sql) => !lost.has(normalized(sql))).slice(0, 8);
+    const back = first.filter((sql) => !lost.has(normalizedStatement(sql))).slice(0, 8);
     expect(back).toHaveLength(8);
     await run([...second, ...back], 3);
     await sidecar.flush();
     expect((await health()).refused).toBe(healed.refused);
-    expect(await disagreeing([...second, ...back])).toEqual([]);
+    expect(await latencyDisagreeing(admin, [...second, ...back])).toEqual([]);
     for (let i = 0; i < 4; i++) await sidecar.flush();
     expect((await health()).evicted).toBeGreaterThan(healed.evicted);
-    expect(await disagreeing([...second, ...back])).toEqual([]);
+    expect(await latencyDisagreeing(admin, [...second, ...back])).toEqual([]);
   });
 
   it('is sized by the CPUs: the whole of it fits 32 MiB of values, within 1,024 and 8,192 entries', () => {

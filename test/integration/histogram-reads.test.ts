@@ -2,6 +2,8 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { latencyDisagreeing } from '../support/latency-observations.js';
+import { mapFill } from '../support/map-fill.js';
 import { runStatements, statementOfTerms } from '../support/run-statements.js';
 
 /*
@@ -17,28 +19,6 @@ let sidecar: Sidecar | null = null;
 const statement = (n: number) => statementOfTerms(n, '-');
 
 const run = (sqls: string[], times = 1) => runStatements(cluster.connectionString(), sqls, times);
-
-/** pg_stat_statements' text of a statement of `statement()`. */
-const normalized = (sql: string) => sql.replace(/1/g, (_, at: number) => `$${sql.slice(0, at).split('1').length}`);
-
-/** Statements of `sqls` whose latency observations differ from pg_stat_statements' calls. */
-async function disagreeing(sqls: string[]): Promise<Array<{ query: string; calls: string; observations: string | null }>> {
-  const { rows } = await admin.query(
-    `SELECT s.query, s.calls::text AS calls, h.observations::text AS observations
-       FROM pg_stat_statements s
-       LEFT JOIN bpf_stats.query_histograms h ON h.kind = 'query_latency' AND (h.userid, h.dbid, h.toplevel, h.queryid) = (s.userid, s.dbid, s.toplevel, s.queryid)
-      WHERE s.query = ANY($1) AND s.calls IS DISTINCT FROM h.observations`,
-    [sqls.map(normalized)],
-  );
-  return rows;
-}
-
-/** This collector's map_fill entry for `map`, as its last flush wrote it. */
-async function fill(map: string): Promise<{ entries: number; max_entries: number; overflowed?: number }> {
-  const { rows } = await admin.query(`SELECT map_fill -> $1 AS fill FROM bpf_stats.health WHERE pid = $2 AND stopped_at IS NULL`, [map, process.pid]);
-  expect(rows).toHaveLength(1);
-  return rows[0].fill;
-}
 
 beforeAll(async () => {
   cluster = await ThrowawayCluster.start();
@@ -68,10 +48,10 @@ describe('reading only the histograms that changed', () => {
     await run(few, 2);
     await sidecar.flush();
     // The three noted since the last read were taken, and looked up alone: 40 are held.
-    expect((await fill('hist_changes')).entries).toBe(3);
+    expect((await mapFill(admin, 'hist_changes')).entries).toBe(3);
     // (The admin's CREATE EXTENSION may hold one more, observed when its backend next went idle.)
-    expect((await fill('histograms')).entries).toBeGreaterThanOrEqual(40);
-    expect(await disagreeing(many)).toEqual([]);
+    expect((await mapFill(admin, 'histograms')).entries).toBeGreaterThanOrEqual(40);
+    expect(await latencyDisagreeing(admin, many)).toEqual([]);
   });
 
   it('reads the whole map when more histograms changed than hist_changes holds, and loses no observation', async () => {
@@ -81,7 +61,7 @@ describe('reading only the histograms that changed', () => {
     await sidecar.flush();
     await run(many, 3);
     await sidecar.flush();
-    expect((await fill('hist_changes')).overflowed).toBeGreaterThan(0);
-    expect(await disagreeing(many)).toEqual([]);
+    expect((await mapFill(admin, 'hist_changes')).overflowed).toBeGreaterThan(0);
+    expect(await latencyDisagreeing(admin, many)).toEqual([]);
   });
 });

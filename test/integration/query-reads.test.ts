@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { mapFill } from '../support/map-fill.js';
 import { runStatements, statementOfTerms } from '../support/run-statements.js';
 
 /*
@@ -35,13 +36,6 @@ async function statementsLike(prefix: string): Promise<number> {
   return rows[0].n;
 }
 
-/** This collector's map_fill entry for `map`, as its last flush wrote it. */
-async function fill(map: string): Promise<{ entries: number; max_entries: number; overflowed?: number }> {
-  const { rows } = await admin.query(`SELECT map_fill -> $1 AS fill FROM bpf_stats.health WHERE pid = $2 AND stopped_at IS NULL`, [map, process.pid]);
-  expect(rows).toHaveLength(1);
-  return rows[0].fill;
-}
-
 beforeAll(async () => {
   cluster = await ThrowawayCluster.start();
   admin = new pg.Client(cluster.connectionString());
@@ -73,8 +67,8 @@ describe('reading only the query keys that changed', () => {
     await sidecar.flush();
     await run([many[3]!, many[40]!], 2);
     await sidecar.flush();
-    const changes = await fill('query_changes');
-    const queries = await fill('queries');
+    const changes = await mapFill(admin, 'query_changes');
+    const queries = await mapFill(admin, 'queries');
     expect(queries.entries).toBeGreaterThanOrEqual(60);
     // The two, and the few statements this test ran to check (pg_stat_statements, health): not the 60.
     expect(changes.entries).toBeGreaterThanOrEqual(2);
@@ -113,7 +107,7 @@ describe('reading only the query keys that changed', () => {
     const fresh = Array.from({ length: 12 }, (_, i) => statement(i + 1, '*'));
     await run(fresh);
     await sidecar.flush();
-    expect((await fill('query_changes')).overflowed).toBeGreaterThan(0);
+    expect((await mapFill(admin, 'query_changes')).overflowed).toBeGreaterThan(0);
     expect(await statementsLike('SELECT $1*$2')).toBe(12);
     expect(await disagreeing('SELECT $1*$2')).toEqual([]);
     // Healed: the next flushes read what changed again, and stay exact.
@@ -121,10 +115,10 @@ describe('reading only the query keys that changed', () => {
     await sidecar.flush();
     await sidecar.flush();
     expect(await disagreeing('SELECT $1*$2')).toEqual([]);
-    const overflowed = (await fill('query_changes')).overflowed;
+    const overflowed = (await mapFill(admin, 'query_changes')).overflowed;
     await run([fresh[2]!]);
     await sidecar.flush();
-    expect((await fill('query_changes')).overflowed).toBe(overflowed);
+    expect((await mapFill(admin, 'query_changes')).overflowed).toBe(overflowed);
     expect(await disagreeing('SELECT $1*$2')).toEqual([]);
   });
 
