@@ -33,18 +33,10 @@ struct {
 	__type(value, __u8);
 } hist_changes SEC(".maps");
 
-static const __u8 hist_changed = 1;
-
-/* `h`, this CPU's copy of the histogram `key`, is about to change: noted once per read. */
+/* `h`, this CPU's copy of the histogram `key`, is about to change. */
 static __always_inline void note_hist_change(const struct hist_key *key, struct hist *h)
 {
-	__u64 read = *(volatile __u64 *)&hist_read;
-
-	if (h->read_stamp == read)
-		return;
-	h->read_stamp = read;
-	if (bpf_map_update_elem(&hist_changes, key, &hist_changed, BPF_ANY))
-		count(COUNTER_HIST_CHANGES_FULL);
+	note_key_change(&hist_changes, key, &h->read_stamp, *(volatile __u64 *)&hist_read, COUNTER_HIST_CHANGES_FULL);
 }
 
 /* 1 when x > c, by arithmetic (both below 2^63): the sign of c - x. */

@@ -49,4 +49,22 @@ static __always_inline void *map_lookup_or_init(void *map, const void *key, cons
 	return bpf_map_lookup_elem(map, key);
 }
 
+/*
+ * A per-CPU value of `key` is about to change: `key` goes into the set `changes` (a hash the
+ * collector takes at each read, bpf/query-changes.bpf.h), once per CPU and read. `stamp`, in the
+ * value, keeps the read number it was last noted at; `read` is the set's read number, which the
+ * collector moves on before it takes the set. A full set is counted in counters[full].
+ */
+static __always_inline void note_key_change(void *changes, const void *key, __u64 *stamp, __u64 read,
+					    enum counter_index full)
+{
+	static const __u8 changed = 1;
+
+	if (*stamp == read)
+		return;
+	*stamp = read;
+	if (bpf_map_update_elem(changes, key, &changed, BPF_ANY))
+		count(full);
+}
+
 #endif /* MAPS_BPF_H */

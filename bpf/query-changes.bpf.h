@@ -36,18 +36,10 @@ struct {
 	__type(value, __u8);
 } query_changes SEC(".maps");
 
-static const __u8 query_changed = 1;
-
 /* `m`, this CPU's figures of `key` in the queries map, is about to change. */
 static __always_inline void note_query_change(const struct query_key *key, struct metrics *m)
 {
-	__u64 read = *(volatile __u64 *)&query_read;
-
-	if (m->read_stamp == read)
-		return;
-	m->read_stamp = read;
-	if (bpf_map_update_elem(&query_changes, key, &query_changed, BPF_ANY))
-		count(COUNTER_QUERY_CHANGES_FULL);
+	note_key_change(&query_changes, key, &m->read_stamp, *(volatile __u64 *)&query_read, COUNTER_QUERY_CHANGES_FULL);
 }
 
 #endif /* QUERY_CHANGES_BPF_H */
