@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Which query keys changed since the collector last read them, so that a flush reads what
- * changed and not the whole queries map (src/collector/query-reads.ts): with 10,000 statements
+ * changed and not the whole queries map (src/collector/changed-key-reads.ts): with 10,000 statements
  * held and 100 of them run, a flush reads 100.
  *
  * The collector starts a read by incrementing query_read, then takes (lookup-and-delete) the
