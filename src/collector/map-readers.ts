@@ -4,7 +4,7 @@ import { COUNTERS, type CounterName } from '../bpf/counters.js';
 import { RecordLayout, type BtfField } from '../bpf/record-layout.js';
 import type { MapBatch } from '../native/bpf-native.js';
 import type { ExactInt } from '../exact-int.js';
-import { decodeHistograms, histogramDecoder, type HistogramSample } from './decode-histograms.js';
+import { histogramDecoder, type HistogramSample } from './decode-histograms.js';
 import { KeyedEntries } from './keyed-entries.js';
 import { ChangedKeyReads, HISTOGRAM_CHANGES, QUERY_CHANGES } from './changed-key-reads.js';
 import type { ObjectGlobals } from './object-globals.js';
@@ -123,11 +123,6 @@ export class MapReaders {
       type in Structs ? RecordLayout.of(type as StructName, fields) : new RecordLayout(fields, `${name} ${type}`);
     const { key, value } = Maps[name] as { key: string; value: string };
     return { batch: this.object.mapLookupBatch(name), key: part(key, layout.key), value: part(value, layout.value) } as RawMap<N>;
-  }
-
-  /** The per-query histograms (bpf/records.h, struct hist), summed over CPUs. */
-  readHistograms(): HistogramSample[] {
-    return decodeHistograms(this.object.mapLookupBatch('histograms'), this.object.mapLayout('histograms'), this.cpus);
   }
 
   /**
