@@ -43,11 +43,10 @@ interface MissingText {
   queue: number;
 }
 
-/** A key's place in a lookup queue: `next` as it was when queued (a key looked up or forgotten since is skipped). */
+/** A key's place in a lookup queue (skipped once the key is forgotten or found: `missing` no longer holds that entry). */
 interface QueuedLookup {
   key: string;
   entry: MissingText;
-  next: number;
 }
 
 /**
@@ -75,8 +74,9 @@ export class QueryTextsPart implements FlushPart {
    * because a key joins it that wait after a lookup, and lookups go forward in time (queue 0
    * holds keys due when they joined it, so any order is right there). A flush takes
    * what is due from the queues' heads, so it costs what is due, not the (up to WRITTEN_MAX)
-   * keys waiting. A key is queued once at a time; a key forgotten meanwhile leaves a stale place,
-   * skipped at the head and dropped when stale places outnumber the live ones.
+   * keys waiting. A key is queued once at a time (taken before it is queued again, so its `next` does
+   * not change while queued); a key forgotten meanwhile leaves a stale place, skipped at the head
+   * and dropped when stale places outnumber the live ones.
    */
   private readonly queues = new Map<number, LookupQueue>();
   private queued = 0;
@@ -94,7 +94,7 @@ export class QueryTextsPart implements FlushPart {
     let next = Infinity;
     for (const queue of this.queues.values()) {
       const head = this.liveHead(queue);
-      if (head && head.next < next) next = head.next;
+      if (head && head.entry.next < next) next = head.entry.next;
     }
     return next;
   }
@@ -102,7 +102,7 @@ export class QueryTextsPart implements FlushPart {
   /** The queue's first place whose key still waits for that lookup, stale places before it dropped. */
   private liveHead(queue: LookupQueue): QueuedLookup | undefined {
     for (let head = queue.peek(); head; head = queue.peek()) {
-      if (this.missing.get(head.key) === head.entry && head.entry.next === head.next) return head;
+      if (this.missing.get(head.key) === head.entry) return head;
       queue.shift();
       this.queued--;
     }
@@ -112,7 +112,7 @@ export class QueryTextsPart implements FlushPart {
   private enqueue(key: string, entry: MissingText): void {
     let queue = this.queues.get(entry.queue);
     if (!queue) this.queues.set(entry.queue, (queue = new LookupQueue()));
-    queue.push({ key, entry, next: entry.next });
+    queue.push({ key, entry });
     this.queued++;
   }
 
@@ -121,20 +121,14 @@ export class QueryTextsPart implements FlushPart {
     if (this.queued <= 2 * this.missing.size + 1024) return;
     this.queues.clear();
     this.queued = 0;
-    const live = [...this.missing].sort(([, a], [, b]) => a.next - b.next);
-    for (const [key, entry] of live) {
-      let queue = this.queues.get(entry.queue);
-      if (!queue) this.queues.set(entry.queue, (queue = new LookupQueue()));
-      queue.push({ key, entry, next: entry.next });
-      this.queued++;
-    }
+    for (const [key, entry] of [...this.missing].sort(([, a], [, b]) => a.next - b.next)) this.enqueue(key, entry);
   }
 
   /** The keys due by `now`, taken from the queues' heads. */
   private takeDue(now: number): Array<[string, MissingText]> {
     const due: Array<[string, MissingText]> = [];
     for (const queue of this.queues.values()) {
-      for (let head = this.liveHead(queue); head && head.next <= now; head = this.liveHead(queue)) {
+      for (let head = this.liveHead(queue); head && head.entry.next <= now; head = this.liveHead(queue)) {
         queue.shift();
         this.queued--;
         due.push([head.key, head.entry]);
