@@ -4,6 +4,7 @@ import { HistogramDeltas, type HistogramRow } from './histogram-deltas.js';
 import type { HistogramSample } from '../collector/decode-histograms.js';
 import { PRESSURE_FILL } from './held-keys.js';
 import { MapEviction } from './map-eviction.js';
+import { addExact, type ExactInt } from '../exact-int.js';
 
 export interface HistogramsPartOptions {
   /** Deletes histograms from the map, returning what each held when deleted (MapReaders.evictHistograms); absent: none is evicted. */
@@ -66,22 +67,31 @@ export class HistogramsPart implements FlushPart {
 
 /**
  * The upsert of one flush's histogram increments, as one statement: each (query, kind) row's
- * counts are added slot by slot, its max kept as the greatest seen. The counts travel as one
- * flat int8[] (rows × slots) and are re-sliced on the server (beyond the builder: a sql template).
+ * counts are added slot by slot, its max kept as the greatest seen. Each row's counts travel as
+ * one array literal (parsed once per row), its observations summed here: slicing one flat array
+ * per row and summing it on the server made this statement ~1 ms of a 100-row flush's ~2.5
+ * (scratch timing of the prepared statement, 100 rows onto existing keys: 2.3-3.2 -> 1.3-1.4 ms).
+ * The merge indexes both arrays by slot: every row has the same slots (HIST_SLOTS), and a
+ * stored row with fewer would count its missing slots as zero.
  */
 function histogramUpsert(rows: readonly HistogramRow[]): RawBuilder<unknown> {
-  const slots = rows[0]!.counts.length;
-  const flat = rows.flatMap((r) => r.counts.map((c) => c.toString()));
+  const slots = sql.lit(rows[0]!.counts.length);
   return sql`
     INSERT INTO bpf_stats.query_histograms AS h (userid, dbid, toplevel, queryid, kind, counts, observations, max_ms, last_seen)
-    SELECT u.userid, u.dbid, u.toplevel, u.queryid, u.kind, c.counts, (SELECT sum(x) FROM unnest(c.counts) x)::bigint, u.max_ms, now()
+    SELECT u.userid, u.dbid, u.toplevel, u.queryid, u.kind, u.counts::int8[], u.observations, u.max_ms, now()
       FROM unnest(${rows.map((r) => r.userid)}::oid[], ${rows.map((r) => r.dbid)}::oid[], ${rows.map((r) => r.toplevel)}::bool[],
-                  ${rows.map((r) => r.queryid)}::int8[], ${rows.map((r) => r.kind)}::text[], ${rows.map((r) => r.maxMs)}::float8[])
-           WITH ORDINALITY AS u(userid, dbid, toplevel, queryid, kind, max_ms, n)
-     CROSS JOIN LATERAL (SELECT (${flat}::int8[])[(u.n - 1) * ${slots} + 1 : u.n * ${slots}] AS counts) c
+                  ${rows.map((r) => r.queryid)}::int8[], ${rows.map((r) => r.kind)}::text[], ${rows.map((r) => r.maxMs)}::float8[],
+                  ${rows.map((r) => sumExact(r.counts).toString())}::int8[], ${rows.map((r) => `{${r.counts.join(',')}}`)}::text[])
+           AS u(userid, dbid, toplevel, queryid, kind, max_ms, observations, counts)
     ON CONFLICT (node, userid, dbid, toplevel, queryid, kind) DO UPDATE SET
-      counts = ARRAY(SELECT coalesce(a, 0) + coalesce(b, 0) FROM unnest(h.counts, excluded.counts) WITH ORDINALITY AS t(a, b, i) ORDER BY i),
+      counts = ARRAY(SELECT coalesce(h.counts[i], 0) + excluded.counts[i] FROM generate_series(1, ${slots}) i),
       observations = h.observations + excluded.observations,
       max_ms = greatest(h.max_ms, excluded.max_ms),
       last_seen = excluded.last_seen`;
+}
+
+function sumExact(values: readonly ExactInt[]): ExactInt {
+  let sum: ExactInt = 0;
+  for (const v of values) sum = addExact(sum, v);
+  return sum;
 }
