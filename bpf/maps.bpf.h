@@ -11,17 +11,25 @@
 #include "records.h"
 #include "activity.bpf.h"
 
-/* Overflow and failure counts by enum counter_index, read by the collector for bpf_stats.health. */
+/*
+ * Overflow and failure counts by enum counter_index, read by the collector for bpf_stats.health.
+ * Keyed by a plain __u32: the kernel refuses any other BTF key type for an array map, and libbpf
+ * then created the map a second time without BTF, leaving a warning in every load log.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, COUNTER_MAX);
-	__type(key, enum counter_index);
+	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/* Never read: keeps enum counter_index (the counters' names) in the BTF the contract is generated from. */
+const volatile enum counter_index counter_names = COUNTER_MAX;
+
 static __always_inline void count(enum counter_index index)
 {
-	__u64 *value = bpf_map_lookup_elem(&counters, &index);
+	__u32 key = index;
+	__u64 *value = bpf_map_lookup_elem(&counters, &key);
 
 	if (value)
 		__sync_fetch_and_add(value, 1);
