@@ -37,6 +37,14 @@ enum hist_switch {
 /* Written by the collector after load, when a set that owns a bit attaches or detaches (src/collector/). */
 enum hist_switch hist_switches = 0;
 
+/*
+ * Wall-clock time when collection (re)started, as Postgres stamps its statements (TimestampTz:
+ * us since 2000-01-01), written by the collector with tracking_since_ns. A backend idle since
+ * before then still shows its last statement's end at its first switch-outs: that statement
+ * ended while nothing was attached, and is not observed.
+ */
+__s64 tracking_since_pg_us = 0;
+
 static __always_inline void observe_statement_end(struct backend_record *r, const struct query_key *key,
 						  bool client_read)
 {
@@ -54,6 +62,8 @@ static __always_inline void observe_statement_end(struct backend_record *r, cons
 	if ((__u64)ts[2] == r->last_state_start_us || ts[1] <= 0 || ts[2] < ts[1])
 		return;
 	r->last_state_start_us = ts[2];
+	if (ts[2] < tracking_since_pg_us)
+		return;
 	/*
 	 * Only a statement that ended: idle, idle in transaction (aborted). A backend that waits
 	 * for its client while still active (COPY FROM STDIN, an extended-protocol client slow to

@@ -19,6 +19,7 @@ import type { PerfEventSpec } from './perf-events.js';
 import { setPrograms, type AttachableSet } from './probe-attachment.js';
 import { ProbeAttachments } from './probe-attachments.js';
 import { statusSpan } from './status-span.js';
+import { markTrackingStart } from './tracking-start.js';
 
 export interface CollectorObjectOptions<Name extends string> {
   target: PostmasterTarget;
@@ -201,7 +202,7 @@ export class CollectorObject<Name extends string = string> {
       object.setMaxEntries('lock_waits', options.maxLockWaits ?? 4096);
       object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? 4096);
       loadInterruptible(object);
-      globals.writeBss('tracking_since_ns', process.hrtime.bigint());
+      markTrackingStart(globals);
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.
       globals.writeBss('postmaster_tgid', BigInt(PostmasterTgidValue.NO_POSTMASTER));
       return new CollectorObject(object, globals, options);

@@ -11,6 +11,7 @@ import { onlineCpus, type PerfEventSpec } from './perf-events.js';
 import { setPrograms, type AttachableSet, type ProbeAttachment } from './probe-attachment.js';
 import { SharedLinks } from './shared-link.js';
 import { SwitchLink } from './switch-link.js';
+import { markTrackingStart } from './tracking-start.js';
 
 /** Start-of-wait maps: an entry whose end fell in a pause would charge the pause. */
 const IN_FLIGHT_MAPS: readonly MapName[] = ['mem_stalls', 'io_inflight', 'lock_wait_starts', 'lwlock_wait_starts'];
@@ -84,7 +85,7 @@ export class ProbeAttachments<Name extends string> {
    */
   resume(sets: Name[]): void {
     if (this.attached().length) throw new Error('resume() while probe sets are attached: pause() first');
-    this.globals.writeBss('tracking_since_ns', process.hrtime.bigint());
+    markTrackingStart(this.globals);
     this.globals.writeBss('tracking_epoch', this.globals.readBss('tracking_epoch') + 1n);
     for (const name of IN_FLIGHT_MAPS) this.maps.clear(name);
     // One set that cannot attach again must not keep the others off.

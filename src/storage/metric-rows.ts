@@ -11,9 +11,8 @@ import { RowBacklog } from './row-backlog.js';
 import { HeldKeys, MAX_EVICTIONS_PER_FLUSH, PRESSURE_FILL, QUIET_FLUSHES } from '../flush/held-keys.js';
 import { MapEviction } from '../flush/map-eviction.js';
 import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
+import { PG_EPOCH_UNIX_US } from '../postgres-timestamp.js';
 
-/** Postgres timestamps count microseconds from 2000-01-01. */
-const PG_EPOCH_UNIX_US = 946_684_800_000_000n;
 const IDENTITY_GRACE_NS = 5_000_000_000n;
 /**
  * A process's backend_start (set in the child just after fork) and its task's start differ by

@@ -2,11 +2,10 @@ import type pg from 'pg';
 import { UserError } from '../errors.js';
 import { procPidOf, type PostmasterTarget, type StatusLayout } from './postmaster-target.js';
 import { ProcessMemory } from './process-memory.js';
+import { PG_EPOCH_UNIX_US } from '../postgres-timestamp.js';
 
 /** PgBackendStatus is a few hundred bytes in 14–18; read generously. */
 const STATUS_WINDOW = 1024;
-/** Postgres timestamps count microseconds from 2000-01-01. */
-const PG_EPOCH_UNIX_US = 946_684_800_000_000n;
 
 /**
  * Where PgBackendStatus keeps the fields BPF reads, found on a live backend instead of

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
-import { latencyDisagreeing } from '../support/latency-observations.js';
+import { latencyDisagreeing, normalizedStatement } from '../support/latency-observations.js';
 import { mapFill } from '../support/map-fill.js';
 import { runStatements, statementOfTerms } from '../support/run-statements.js';
 
@@ -49,9 +49,37 @@ describe('reading only the histograms that changed', () => {
     await sidecar.flush();
     // The three noted since the last read were taken, and looked up alone: 40 are held.
     expect((await mapFill(admin, 'hist_changes')).entries).toBe(3);
-    // (The admin's CREATE EXTENSION may hold one more, observed when its backend next went idle.)
+    // (The admin's own statements since the attach hold more: the first mapFill's, at least.)
     expect((await mapFill(admin, 'histograms')).entries).toBeGreaterThanOrEqual(40);
     expect(await latencyDisagreeing(admin, many)).toEqual([]);
+  });
+
+  it('does not observe a statement that ended before the collector attached, only the next one', async () => {
+    const early = new pg.Client(cluster.connectionString());
+    await early.connect();
+    try {
+      const pid = (await early.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      const before = statement(200);
+      const after = statement(201);
+      await early.query(before);
+      sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['latency'] });
+      // Woken with nothing to run (SIGUSR1 only sets its latch), the backend, idle since `before`
+      // ended, waits for its client again: twice, as its first switch-out since the attach makes
+      // its record and the second is the first the latency set looks at.
+      for (let i = 0; i < 2; i++) {
+        process.kill(pid, 'SIGUSR1');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      await early.query(after);
+      await sidecar.flush();
+      expect(await latencyDisagreeing(admin, [after])).toEqual([]);
+      // pg_stat_statements counted `before`, before the attach; its latency was not observed.
+      expect(await latencyDisagreeing(admin, [before])).toEqual([
+        { query: normalizedStatement(before), calls: '1', observations: null, slots: null },
+      ]);
+    } finally {
+      await early.end();
+    }
   });
 
   it('reads the whole map when more histograms changed than hist_changes holds, and loses no observation', async () => {
