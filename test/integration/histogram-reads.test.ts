@@ -9,8 +9,9 @@ import { runStatements, statementOfTerms } from '../support/run-statements.js';
 /*
  * A flush reads the histograms that changed since the last one, not every one the map holds
  * (bpf/hist.bpf.h notes them in hist_changes; src/collector/changed-key-reads.ts), and still
- * writes every observation. Ground truth: pg_stat_statements' calls against the statement
- * latency histogram's observations (one per execution, latency set).
+ * writes every observation; and a statement that ended while nothing was attached (before the
+ * start, during a pause) is not observed. Ground truth: pg_stat_statements' calls against the
+ * statement latency histogram's observations (one per execution, latency set).
  */
 let cluster: ThrowawayCluster;
 let admin: pg.Client;
@@ -54,6 +55,27 @@ describe('reading only the histograms that changed', () => {
     expect(await latencyDisagreeing(admin, many)).toEqual([]);
   });
 
+  it('reads the whole map when more histograms changed than hist_changes holds, and loses no observation', async () => {
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['latency'], maxHistogramChanges: 4 });
+    const many = Array.from({ length: 20 }, (_, i) => statement(i + 100));
+    await run(many);
+    await sidecar.flush();
+    await run(many, 3);
+    await sidecar.flush();
+    expect((await mapFill(admin, 'hist_changes')).overflowed).toBeGreaterThan(0);
+    expect(await latencyDisagreeing(admin, many)).toEqual([]);
+  });
+});
+
+/** Wakes `pid` with nothing to run (SIGUSR1 only sets its latch): it goes back to waiting for its client. */
+async function wakeIdle(pid: number, times: number): Promise<void> {
+  for (let i = 0; i < times; i++) {
+    process.kill(pid, 'SIGUSR1');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe('statement ends outside the collection', () => {
   it('does not observe a statement that ended before the collector attached, only the next one', async () => {
     const early = new pg.Client(cluster.connectionString());
     await early.connect();
@@ -63,13 +85,9 @@ describe('reading only the histograms that changed', () => {
       const after = statement(201);
       await early.query(before);
       sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['latency'] });
-      // Woken with nothing to run (SIGUSR1 only sets its latch), the backend, idle since `before`
-      // ended, waits for its client again: twice, as its first switch-out since the attach makes
-      // its record and the second is the first the latency set looks at.
-      for (let i = 0; i < 2; i++) {
-        process.kill(pid, 'SIGUSR1');
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      // Idle since `before` ended, the backend is woken twice: its first switch-out since the
+      // attach makes its record, and the second is the first the latency set looks at.
+      await wakeIdle(pid, 2);
       await early.query(after);
       await sidecar.flush();
       expect(await latencyDisagreeing(admin, [after])).toEqual([]);
@@ -82,14 +100,28 @@ describe('reading only the histograms that changed', () => {
     }
   });
 
-  it('reads the whole map when more histograms changed than hist_changes holds, and loses no observation', async () => {
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['latency'], maxHistogramChanges: 4 });
-    const many = Array.from({ length: 20 }, (_, i) => statement(i + 100));
-    await run(many);
-    await sidecar.flush();
-    await run(many, 3);
-    await sidecar.flush();
-    expect((await mapFill(admin, 'hist_changes')).overflowed).toBeGreaterThan(0);
-    expect(await latencyDisagreeing(admin, many)).toEqual([]);
+  it('does not observe a statement that ended while collection was paused', async () => {
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['latency'] });
+    const client = new pg.Client(cluster.connectionString());
+    await client.connect();
+    try {
+      const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      const [first, during, after] = [statement(210), statement(211), statement(212)];
+      await client.query(first);
+      await sidecar.flush();
+      await sidecar.pause();
+      await client.query(during);
+      sidecar.resume();
+      // The backend's record was kept through the pause: its next switch-outs look at once.
+      await wakeIdle(pid, 2);
+      await client.query(after);
+      await sidecar.flush();
+      expect(await latencyDisagreeing(admin, [first, after])).toEqual([]);
+      expect(await latencyDisagreeing(admin, [during])).toEqual([
+        { query: normalizedStatement(during), calls: '1', observations: null, slots: null },
+      ]);
+    } finally {
+      await client.end();
+    }
   });
 });
