@@ -134,7 +134,7 @@ describe('two new histograms in one switch', () => {
    * its latency histogram in one sched_switch, where interrupts are off. Allocated on demand, a
    * per-CPU hash takes each value from a per-CPU cache that the kernel refills from irq_work,
    * once interrupts are on again: the second found it empty. With `histograms` built with
-   * BPF_F_NO_PREALLOC this test lost 75 of the 100 statements' latency observations; that is
+   * BPF_F_NO_PREALLOC this test lost 74-75 of the 100 statements' latency observations; that is
    * why the map stays preallocated (bpf/hist.bpf.h).
    */
   it('keeps every latency observation of new statements that waited in the run queue', async () => {
