@@ -1,4 +1,5 @@
 import type { TargetProbe } from '../../collector/probe-attachment.js';
+import { UserError } from '../../errors.js';
 import { ElfFile } from '../../target/elf-file.js';
 import { findCallSite } from '../../target/find-call-site.js';
 import type { PostmasterTarget } from '../../target/postmaster-target.js';
@@ -66,7 +67,10 @@ export const AIO_PROBE_SET: ProbeSet<'aio'> = {
     {
       kind: 'target',
       probes: (target): TargetProbe[] => {
-        const call = sites(target.binaryPath).performCall!;
+        // The sidecar asks unsupportedReason first; a caller that did not gets the reason, not a TypeError.
+        const reason = aioUnsupportedReason(target);
+        if (reason !== null) throw new UserError(`probe set aio: ${reason}`);
+        const call = sites(target.binaryPath).performCall!; // found, or reason would say so
         return [
           { program: 'on_aio_submit', symbol: SUBMIT, retprobe: false },
           { program: 'on_aio_perform', fileOffset: call },
