@@ -9,6 +9,7 @@ import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
 import { dumpOwnMap } from '../support/own-bpf.js';
+import { unseenCompletions } from '../support/unseen-completions.js';
 import { TraceInstance, type TraceEvent } from '../support/trace-instance.js';
 import { statsFor as sharedStatsFor } from '../support/stats-for.js';
 
@@ -100,23 +101,6 @@ function ioLatencyObservations(queryid: bigint): number {
     for (const v of values) for (let slot = 0; slot < HIST_SLOTS; slot++) n += Number(v.readBigUInt64LE(slot * 8));
   }
   return n;
-}
-
-/**
- * Bytes of `pid`'s block requests that completed without any BPF program seeing it (the kernel
- * runs none on a CPU busy in a bpf() call of some process): io_inflight still holds them until
- * their request struct is reused, and charges them then (struct io_owner in bpf/io.bpf.h).
- */
-function unseenCompletions(pid: number): { bytes: number; requests: number } {
-  let bytes = 0;
-  let requests = 0;
-  for (const { values } of dumpOwnMap('io_inflight')) {
-    const v = values[0]!;
-    if (v.readUInt32LE(32) !== pid) continue;
-    bytes += v.readUInt32LE(40) - v.readUInt32LE(44);
-    requests++;
-  }
-  return { bytes, requests };
 }
 
 /** A backend's own row (its latest incarnation of `pid`). */
