@@ -19,14 +19,15 @@ const hex = (b: Buffer) => [...b].map((x) => x.toString(16).padStart(2, '0'));
 
 /**
  * The entries of the BPF map called `name` that THIS process holds open (other collectors on
- * the host load maps of the same name), read with bpftool: a view of the kernel side that does
- * not go through the collector's own reading code.
+ * the host load maps of the same name), or that the process `holder` holds (a collector run as a
+ * child), read with bpftool: a view of the kernel side that does not go through the collector's
+ * own reading code.
  *
  * @example
  * const entries = dumpOwnMap('histograms');
  */
-export function dumpOwnMap(name: string): MapEntry[] {
-  const dump = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(ownMapId(name))], { encoding: 'utf8', maxBuffer: 256 << 20 })) as BpftoolEntry[];
+export function dumpOwnMap(name: string, holder: number | 'self' = 'self'): MapEntry[] {
+  const dump = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(ownMapId(name, holder))], { encoding: 'utf8', maxBuffer: 256 << 20 })) as BpftoolEntry[];
   return dump.map((e) => ({ key: bytes(e.key), values: e.values ? e.values.map((v) => bytes(v.value)) : [bytes(e.value ?? [])] }));
 }
 
@@ -47,22 +48,22 @@ export function ownProgramNames(): string[] {
   return programs.filter((p) => own.has(p.id)).map((p) => p.name ?? '');
 }
 
-/** The id of the BPF map called `name` that this process holds open. */
-function ownMapId(name: string): number {
-  const own = ownIds('map_id');
+/** The id of the BPF map called `name` that this process (or `holder`) holds open. */
+function ownMapId(name: string, holder: number | 'self' = 'self'): number {
+  const own = ownIds('map_id', holder);
   const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as { id: number; name?: string }[];
   const ids = maps.filter((m) => m.name === name && own.has(m.id)).map((m) => m.id);
   if (ids.length !== 1) throw new Error(`expected one ${name} map held by this process, found ${ids.length}`);
   return ids[0]!;
 }
 
-/** Ids of the BPF maps or programs behind this process's open fds (/proc/self/fdinfo). */
-function ownIds(field: 'map_id' | 'prog_id'): Set<number> {
+/** Ids of the BPF maps or programs behind the open fds of this process or `holder` (/proc/<pid>/fdinfo). */
+function ownIds(field: 'map_id' | 'prog_id', holder: number | 'self' = 'self'): Set<number> {
   const own = new Set<number>();
   const pattern = new RegExp(`^${field}:\\s+(\\d+)$`, 'm');
-  for (const fd of readdirSync('/proc/self/fdinfo')) {
+  for (const fd of readdirSync(`/proc/${holder}/fdinfo`)) {
     try {
-      const id = readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8').match(pattern)?.[1];
+      const id = readFileSync(`/proc/${holder}/fdinfo/${fd}`, 'utf8').match(pattern)?.[1];
       if (id) own.add(Number(id));
     } catch {
       // closed meanwhile

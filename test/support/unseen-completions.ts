@@ -8,16 +8,17 @@ const { pid: PID, start_bytes: START_BYTES, counted_bytes: COUNTED_BYTES } = Str
  * no BPF program saw: the kernel skips a tracing program that is already running on the CPU (a
  * completion interrupting another's), or on a CPU busy in a bpf() call. io_inflight holds them
  * until their request struct is reused, and charges them then (struct io_owner in bpf/io.bpf.h):
- * charged late, not lost, but not yet when a test reads the figures right after its IO.
+ * charged late, not lost, but not yet when a test reads the figures right after its IO. `pid` as
+ * the kernel numbers it; `collector`: the process whose maps to read (this one by default).
  *
  * @example
  * const unseen = unseenCompletions(pid);
  * expect(Number(row.blk_read_bytes) + unseen.bytes).toBe(tracedBytes);
  */
-export function unseenCompletions(pid: number): { bytes: number; requests: number } {
+export function unseenCompletions(pid: number, collector: number | 'self' = 'self'): { bytes: number; requests: number } {
   let bytes = 0;
   let requests = 0;
-  for (const { values } of dumpOwnMap('io_inflight')) {
+  for (const { values } of dumpOwnMap('io_inflight', collector)) {
     const v = values[0]!;
     if (v.readUInt32LE(PID.offset) !== pid) continue;
     bytes += v.readUInt32LE(START_BYTES.offset) - v.readUInt32LE(COUNTED_BYTES.offset);
