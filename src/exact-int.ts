@@ -36,6 +36,13 @@ export function addExact(a: ExactInt, b: ExactInt): ExactInt {
   return exactInt(BigInt(a) + BigInt(b));
 }
 
+/** The sum of `values`, exact (a bigint once past 2^53). */
+export function sumExact(values: readonly ExactInt[]): ExactInt {
+  let sum: ExactInt = 0;
+  for (const v of values) sum = addExact(sum, v);
+  return sum;
+}
+
 export function isZero(v: ExactInt): boolean {
   return v === 0 || v === 0n;
 }

@@ -4,7 +4,7 @@ import { HistogramDeltas, type HistogramRow } from './histogram-deltas.js';
 import type { HistogramSample } from '../collector/decode-histograms.js';
 import { PRESSURE_FILL } from './held-keys.js';
 import { MapEviction } from './map-eviction.js';
-import { addExact, type ExactInt } from '../exact-int.js';
+import { sumExact } from '../exact-int.js';
 
 export interface HistogramsPartOptions {
   /** Deletes histograms from the map, returning what each held when deleted (MapReaders.evictHistograms); absent: none is evicted. */
@@ -88,10 +88,4 @@ function histogramUpsert(rows: readonly HistogramRow[]): RawBuilder<unknown> {
       observations = h.observations + excluded.observations,
       max_ms = greatest(h.max_ms, excluded.max_ms),
       last_seen = excluded.last_seen`;
-}
-
-function sumExact(values: readonly ExactInt[]): ExactInt {
-  let sum: ExactInt = 0;
-  for (const v of values) sum = addExact(sum, v);
-  return sum;
 }

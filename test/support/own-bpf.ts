@@ -53,7 +53,7 @@ function ownMapId(name: string, holder: number | 'self' = 'self'): number {
   const own = ownIds('map_id', holder);
   const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as { id: number; name?: string }[];
   const ids = maps.filter((m) => m.name === name && own.has(m.id)).map((m) => m.id);
-  if (ids.length !== 1) throw new Error(`expected one ${name} map held by this process, found ${ids.length}`);
+  if (ids.length !== 1) throw new Error(`expected one ${name} map held by ${holder === 'self' ? 'this process' : `process ${holder}`}, found ${ids.length}`);
   return ids[0]!;
 }
 

@@ -5,9 +5,8 @@ const { pid: PID, start_bytes: START_BYTES, counted_bytes: COUNTED_BYTES } = Str
 
 /**
  * Bytes of `pid`'s block requests (its own, or an io worker's performed for it) whose completion
- * no BPF program saw: the kernel skips a tracing program that is already running on the CPU (a
- * completion interrupting another's), or on a CPU busy in a bpf() call. io_inflight holds them
- * until their request struct is reused, and charges them then (struct io_owner in bpf/io.bpf.h):
+ * no BPF program saw (bpf/io.bpf.h says when the kernel skips it). io_inflight holds them until
+ * their request struct is reused, and charges them then (struct io_owner in bpf/io.bpf.h):
  * charged late, not lost, but not yet when a test reads the figures right after its IO. `pid` as
  * the kernel numbers it; `collector`: the process whose maps to read (this one by default).
  *

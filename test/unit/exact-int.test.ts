@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addExact, exactInt, isZero, subtractExact } from '../../src/exact-int.js';
+import { addExact, exactInt, isZero, subtractExact, sumExact } from '../../src/exact-int.js';
 
 const MAX = Number.MAX_SAFE_INTEGER;
 
@@ -19,6 +19,12 @@ describe('ExactInt', () => {
     expect(addExact(MAX, 2)).toBe(2n ** 53n + 1n);
     expect(addExact(2n ** 53n, -2)).toBe(MAX - 1);
     expect(addExact(1.5e3, 2)).toBe(1502);
+  });
+
+  it('sums a histogram\'s slots exactly, a number while it can be', () => {
+    expect(sumExact([])).toBe(0);
+    expect(sumExact([1, 2, 3n])).toBe(6);
+    expect(sumExact([MAX, 1, 1])).toBe(2n ** 53n + 1n);
   });
 
   it('knows zero in either form', () => {
