@@ -253,6 +253,7 @@ static __always_inline struct metrics *query_key_entry(const struct query_key *k
 {
 	struct metrics *m;
 	__u64 *added, *evicted;
+	long err;
 
 	m = bpf_map_lookup_elem(&queries, key);
 	if (m)
@@ -267,10 +268,11 @@ static __always_inline struct metrics *query_key_entry(const struct query_key *k
 			return NULL;
 		}
 	}
-	if (bpf_map_update_elem(&queries, key, &empty_metrics, BPF_NOEXIST)) {
+	err = bpf_map_update_elem(&queries, key, &empty_metrics, BPF_NOEXIST);
+	if (err) {
 		m = bpf_map_lookup_elem(&queries, key); /* another CPU added it first */
 		if (!m)
-			count(COUNTER_QUERIES_FULL);
+			count_refusal(err, COUNTER_QUERIES_FULL);
 		return m;
 	}
 	if (added)

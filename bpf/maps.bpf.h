@@ -36,21 +36,41 @@ static __always_inline void count(enum counter_index index)
 	note_change();
 }
 
+/* The kernel's answer to an insert into a map at max_entries (include/uapi/asm-generic/errno-base.h). */
+#define E2BIG 7
+
+/*
+ * An insert the kernel refused: counted in counters[full] when the map was at max_entries,
+ * in counters[map_no_memory] otherwise. A map that allocates on demand takes each element
+ * from a per-CPU cache the kernel refills from irq_work, i.e. once interrupts are on again
+ * (kernel/bpf/memalloc.c). A per-CPU value's cache is refilled one value at a time and holds
+ * one to three (Linux 6.8, commits 5b95e638f134 and 0e2ba9f96f9b), so a second new key on one
+ * CPU within one sched_switch, a refill that failed (the percpu allocator's atomic pool empty),
+ * or a memory cgroup at its limit refuses an insert with room left. Telling the two apart keeps "full" meaning full:
+ * the collector evicts quiet keys on it (src/storage/metric-rows.ts).
+ */
+static __always_inline void count_refusal(long err, enum counter_index full)
+{
+	count(err == -E2BIG ? full : COUNTER_MAP_NO_MEMORY);
+}
+
 /*
  * The value of `key` in the hash `map`, inserted as a copy of `init` when absent; NULL when
- * it cannot be added (the map is full, or an on-demand allocation failed), which is counted
- * in counters[full]. BPF_NOEXIST keeps a value another CPU inserted between our lookup and
- * our update: that update fails, and the second lookup finds the winner's value.
+ * it cannot be added, which is counted (count_refusal). BPF_NOEXIST keeps a value another CPU
+ * inserted between our lookup and our update: that update fails, and the second lookup finds
+ * the winner's value.
  */
 static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init,
 						enum counter_index full)
 {
 	void *value = bpf_map_lookup_elem(map, key);
+	long err;
 
 	if (value)
 		return value;
-	if (bpf_map_update_elem(map, key, init, BPF_NOEXIST) && !bpf_map_lookup_elem(map, key)) {
-		count(full);
+	err = bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	if (err && !bpf_map_lookup_elem(map, key)) {
+		count_refusal(err, full);
 		return NULL;
 	}
 	note_change();

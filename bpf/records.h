@@ -230,7 +230,8 @@ enum counter_index {
 	COUNTER_CALLS_UNATTRIBUTED = 14, /* a statement end (query set) reached no query key (bpf/query.bpf.h) */
 	COUNTER_QUERY_CHANGES_FULL = 15, /* a changed query key could not be noted: the collector reads the whole map once (bpf/query-changes.bpf.h) */
 	COUNTER_HIST_CHANGES_FULL = 16, /* a changed histogram could not be noted: the collector reads the whole map once (bpf/hist.bpf.h) */
-	COUNTER_MAX = 17,            /* room for the families' own counters */
+	COUNTER_MAP_NO_MEMORY = 17,  /* an insert was refused with room left: no memory at hand (bpf/maps.bpf.h, count_refusal) */
+	COUNTER_MAX = 18,            /* room for the families' own counters */
 };
 
 #endif /* RECORDS_H */

@@ -757,6 +757,7 @@ const COUNTER_MEANING: Record<DroppedCounterName, string> = {
   calls_unattributed: 'a statement ended (query set) with no query key to count it under: its process had no record yet, or no query id or identity in PgBackendStatus; query_stats misses that call, pg_stat_statements has it',
   io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
   memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
+  map_no_memory: "a map insert was refused with room left (the kernel's BPF allocator had nothing at hand, or the memory cgroup is at its limit): that event's figure is lost as for a full map",
 };
 
 /** What every flush writes with: the metric rows its parts share, the writer, and health and history's own handles. */
