@@ -63,6 +63,30 @@ export class MemoryCgroup {
     writeFileSync(join(this.dir, 'cgroup.procs'), String(pid));
   }
 
+  /** Moves `pid` back to the cgroup it came from; what it was charged here stays charged here. */
+  leave(pid: number): void {
+    const origin = this.origins.get(String(pid));
+    writeFileSync(join(origin && existsSync(origin) ? origin : MEMCG_V1, 'cgroup.procs'), String(pid));
+    this.origins.delete(String(pid));
+  }
+
+  setLimit(bytes: number): void {
+    writeFileSync(join(this.dir, 'memory.limit_in_bytes'), String(bytes));
+  }
+
+  /**
+   * Sets the limit to what is charged now, so that the next charge fails. Repeated until the
+   * usage stays: setting a limit drains the per-CPU charge stocks, which lowers the usage.
+   */
+  limitToUsage(): number {
+    let limit = 0;
+    for (let i = 0; i < 10 && limit !== this.usage(); i++) {
+      limit = this.usage();
+      this.setLimit(limit);
+    }
+    return limit;
+  }
+
   /** Bytes charged to the cgroup now (page cache included). */
   usage(): number {
     return Number(readFileSync(join(this.dir, 'memory.usage_in_bytes'), 'utf8'));

@@ -138,7 +138,8 @@ export class MetricRows {
   private readonly held = new HeldKeys<QuerySample>();
   /** What evicted keys held beyond their written baseline (an increment between read and delete), written by the next flush. */
   private readonly remainders = new Map<string, { identity: QueryIdentity; delta: ExactInt[] }>();
-  private lastQueriesFull = 0n;
+  /** queries_full + map_no_memory as the last written flush read them. */
+  private lastRefusals = 0n;
   /** The collector's own backends whose figures may still be in a snapshot or a written row (see excluded()). */
   private retracting: Retraction[] = [];
   /** Rows the last prepared flush left for later by the budget. */
@@ -318,10 +319,12 @@ export class MetricRows {
       this.queryBacklog.written(chosenQueries.map((c) => c.key));
     });
     const fill = snapshot.fill.find((f) => f.map === 'queries');
-    const queriesFull = snapshot.counters.queries_full ?? 0n;
-    const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || queriesFull > this.lastQueriesFull;
+    // A key refused with room left (map_no_memory) is pressure too: the maps are charged to the
+    // collector's memory cgroup, and a deleted key gives its memory back there (bpf/maps.bpf.h).
+    const refusals = (snapshot.counters.queries_full ?? 0n) + (snapshot.counters.map_no_memory ?? 0n);
+    const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || refusals > this.lastRefusals;
     queryCommits.push(() => {
-      this.lastQueriesFull = queriesFull;
+      this.lastRefusals = refusals;
       this.held.written(snapshot.queries, changed, snapshot.queriesComplete, queryKey);
       // The reader may stop reading these keys again; a key left for later needs a whole read.
       snapshot.queriesWritten(queriesDeferred === 0);

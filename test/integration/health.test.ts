@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -11,6 +11,8 @@ import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { cliPath, packageRoot } from '../../src/package-root.js';
 import { migrateSchema } from '../../src/storage/migrate-schema.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
+import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
+import { statementOfTerms } from '../support/run-statements.js';
 import { withSession } from '../support/session.js';
 
 /*
@@ -290,6 +292,82 @@ describe('bpf_stats.health', () => {
     expect(row.map_fill.backends).toEqual({ entries: 3, max_entries: 3 });
     expect(row.map_fill_pct).toBe(100);
     expect(Number(row.dropped.backends_full)).toBeGreaterThan(0);
+  });
+});
+
+describe('a memory cgroup at its limit', () => {
+  /*
+   * The maps' memory is charged to the memory cgroup the collector created them in (a container's
+   * limit), and the maps that allocate on demand are refused a new key at that limit with room
+   * left. Ground truth: the cgroup's failcnt (the kernel's count of refused charges) and the
+   * map's fill; then the statements run after the collector evicted quiet keys, each with its row.
+   */
+  it('counts refusals with room left apart from a full map, and makes room by evicting quiet keys', async () => {
+    const big = 4 * 2 ** 30;
+    const cgroup = MemoryCgroup.create('pgbpf-map-memory', big);
+    const clients: pg.Client[] = [];
+    try {
+      // The maps are charged where they were created; the test process's own growth is not.
+      cgroup.add(process.pid);
+      const s = await startSidecar();
+      cgroup.leave(process.pid);
+      for (let i = 0; i < 4; i++) {
+        const client = new pg.Client(cluster.connectionString());
+        await client.connect();
+        await client.query('SELECT 1');
+        clients.push(client);
+      }
+      // Distinct statements spread over the sessions, each leaving the CPU in pg_sleep.
+      const runNew = (first: number, count: number) =>
+        Promise.all(clients.map(async (client, c) => {
+          for (let i = c; i < count; i += clients.length) await client.query(`${statementOfTerms(first + i, '*')}, pg_sleep(0.001)`);
+        }));
+      await runNew(10, 600);
+      await s.flush();
+      await s.flush(); // the 600 now quiet for a flush
+      const held = await healthRow();
+      expect(Number(held.dropped_events), JSON.stringify(held.dropped)).toBe(0);
+
+      const failcnt = cgroup.failcnt();
+      // Limited again before each hundred: pages of this process charged there at the start, freed
+      // by its garbage collector since, would make room.
+      for (let first = 1000; first < 2000; first += 100) {
+        cgroup.limitToUsage();
+        await runNew(first, 100);
+      }
+      expect((await s.flush()).error).toBeNull();
+      const atLimit = await healthRow();
+      console.log(`at the limit: ${cgroup.failcnt() - failcnt} charges refused, dropped ${JSON.stringify(atLimit.dropped)}, queries ${JSON.stringify(atLimit.map_fill.queries)}`);
+      expect(cgroup.failcnt()).toBeGreaterThan(failcnt);
+      expect(Number(atLimit.dropped.map_no_memory)).toBeGreaterThan(0);
+      // Not "full": the map was far from its 8,192 keys.
+      expect(Number(atLimit.dropped.queries_full)).toBe(0);
+      expect(atLimit.map_fill.queries.entries).toBeLessThan(atLimit.map_fill.queries.max_entries / 2);
+
+      // Still at the limit. A refusal is pressure: that flush evicted the 600 quiet for one
+      // flush (not three), and their memory makes room: every new statement is kept.
+      const refused = Number(atLimit.dropped.map_no_memory);
+      // (The kernel returns a deleted key's memory to the cgroup after an RCU grace period.)
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await runNew(2000, 300);
+      expect((await s.flush()).error).toBeNull();
+      const healed = await healthRow();
+      expect(healed.map_fill.queries.evicted).toBeGreaterThanOrEqual(600);
+      // At most one more refusal per CPU: a per-CPU cache the limit emptied is refilled only
+      // when the next insert there finds it empty (kernel/bpf/memalloc.c), and that one fails.
+      expect(Number(healed.dropped.map_no_memory) - refused).toBeLessThanOrEqual(availableParallelism());
+      const { rows } = await admin.query(
+        `SELECT count(*)::int AS n FROM pg_stat_statements p JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+          WHERE p.query LIKE 'SELECT $1*%' AND length(p.query) - length(replace(p.query, '*', '')) BETWEEN 2000 AND 2299 AND q.on_cpu_ms > 0`,
+      );
+      expect(rows[0].n).toBe(300);
+    } finally {
+      cgroup.setLimit(big);
+      for (const client of clients) await client.end();
+      await sidecar?.stop();
+      sidecar = null;
+      cgroup.remove();
+    }
   });
 });
 
