@@ -55,7 +55,7 @@ __u32 tracking_epoch = 0;
  * PMU: a preallocated hash keeps its elements on scattered 4 KiB vmalloc pages, each one more
  * TLB entry to walk on a VM, while elements allocated on demand come from the linear map.
  * max_entries still bounds them (user space sets it before load); a failed allocation is
- * counted like a full map.
+ * counted apart from a full map (count_refusal, bpf/maps.bpf.h).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

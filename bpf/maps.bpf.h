@@ -46,8 +46,9 @@ static __always_inline void count(enum counter_index index)
  * (kernel/bpf/memalloc.c). A per-CPU value's cache is refilled one value at a time and holds
  * one to three (Linux 6.8, commits 5b95e638f134 and 0e2ba9f96f9b), so a second new key on one
  * CPU within one sched_switch, a refill that failed (the percpu allocator's atomic pool empty),
- * or a memory cgroup at its limit refuses an insert with room left. Telling the two apart keeps "full" meaning full:
- * the collector evicts quiet keys on it (src/storage/metric-rows.ts).
+ * or a memory cgroup at its limit refuses an insert with room left (as, rarely, does a bucket
+ * lock the kernel gave up on). Telling the two apart keeps "full" meaning full, a size to
+ * raise; the collector evicts quiet keys on either (src/storage/metric-rows.ts).
  */
 static __always_inline void count_refusal(long err, enum counter_index full)
 {
