@@ -137,15 +137,25 @@ describe.each([
     }
   });
 
-  it("charges a cold scan's block reads to its query: within 10% of the relation's size", async () => {
+  it("charges a cold scan's block reads to its query: at least what Postgres read, at most the relation", async () => {
     const client = new pg.Client(cluster.connectionString());
     await client.connect();
     let unseen = { bytes: 0, requests: 0 };
+    // Blocks still in shared buffers (the table's creation and VACUUM left up to 16 MB there) are
+    // not read at all: the ground truth is what the scan read, pg_stat_statements' shared_blks_read,
+    // all from disk once the page cache is emptied. (PostgreSQL 15 cannot drop one relation's buffers.)
+    const readBytes = async () =>
+      Number((await admin.query(
+        `SELECT coalesce(sum(shared_blks_read), 0) * current_setting('block_size')::bigint AS n FROM pg_stat_statements WHERE query = 'SELECT count(pad) FROM cold'`,
+      )).rows[0].n);
+    let scanRead = 0;
     try {
       await client.query('EXPLAIN SELECT count(pad) FROM cold'); // catalogs cached first
       const nsPid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
       expect(evictFromPageCache(coldPath), "bytes of the relation still cached").toBe(0);
+      const readBefore = await readBytes();
       await client.query('SELECT count(pad) FROM cold');
+      scanRead = (await readBytes()) - readBefore;
       // Completions no program saw are charged when their request struct is reused: later.
       unseen = unseenCompletions(hostPidOf(nsPid, cluster.postmasterHostPid()), collectorPid());
     } finally {
@@ -153,8 +163,12 @@ describe.each([
     }
     const row = await statsFor('SELECT count(pad) FROM cold', (r) => r.calls === 1 && r.blk_read_bytes > 0);
     const charged = row.blk_read_bytes + unseen.bytes;
-    console.log(`cold scan (${placement}): relation ${relationBytes} B; query blk_read_bytes ${row.blk_read_bytes}, ${unseen.bytes} B in ${unseen.requests} completed unseen so far`);
-    expect(charged / relationBytes).toBeGreaterThan(0.9);
+    console.log(`cold scan (${placement}): relation ${relationBytes} B, read by the scan ${scanRead} B; query blk_read_bytes ${row.blk_read_bytes}, ${unseen.bytes} B in ${unseen.requests} completed unseen so far`);
+    // Most of it was read (the buffers hold at most a third of the relation). Every block the scan
+    // read came from the disk; the kernel's readahead may also have read blocks the buffers held,
+    // but nothing beyond the file.
+    expect(scanRead / relationBytes).toBeGreaterThan(0.6);
+    expect(charged / scanRead).toBeGreaterThan(0.9);
     expect(charged / relationBytes).toBeLessThan(1.1);
   });
 
