@@ -65,9 +65,21 @@ export class MemoryCgroup {
 
   /** Moves `pid` back to the cgroup it came from; what it was charged here stays charged here. */
   leave(pid: number): void {
-    const origin = this.origins.get(String(pid));
-    writeFileSync(join(origin && existsSync(origin) ? origin : MEMCG_V1, 'cgroup.procs'), String(pid));
+    this.moveBack(String(pid));
     this.origins.delete(String(pid));
+  }
+
+  /** Moves `pid` to the cgroup it came from, or to the root cgroup when that one is gone or refuses it. */
+  private moveBack(pid: string): void {
+    const origin = this.origins.get(pid);
+    for (const target of origin && existsSync(origin) ? [origin, MEMCG_V1] : [MEMCG_V1]) {
+      try {
+        writeFileSync(join(target, 'cgroup.procs'), pid);
+        return;
+      } catch {
+        // exited meanwhile, or the origin refuses it: try the root
+      }
+    }
   }
 
   setLimit(bytes: number): void {
@@ -78,13 +90,12 @@ export class MemoryCgroup {
    * Sets the limit to what is charged now, so that the next charge fails. Repeated until the
    * usage stays: setting a limit drains the per-CPU charge stocks, which lowers the usage.
    */
-  limitToUsage(): number {
+  limitToUsage(): void {
     let limit = 0;
     for (let i = 0; i < 10 && limit !== this.usage(); i++) {
       limit = this.usage();
       this.setLimit(limit);
     }
-    return limit;
   }
 
   /** Bytes charged to the cgroup now (page cache included). */
@@ -111,17 +122,7 @@ export class MemoryCgroup {
   remove(): void {
     if (!existsSync(this.dir)) return;
     const pids = readFileSync(join(this.dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
-    for (const pid of pids) {
-      const origin = this.origins.get(pid);
-      for (const target of origin && existsSync(origin) ? [origin, MEMCG_V1] : [MEMCG_V1]) {
-        try {
-          writeFileSync(join(target, 'cgroup.procs'), pid);
-          break;
-        } catch {
-          // exited meanwhile, or the origin refuses it: try the root
-        }
-      }
-    }
+    for (const pid of pids) this.moveBack(pid);
     rmdirSync(this.dir);
   }
 }
