@@ -67,5 +67,5 @@ echo "build: typescript"
 node_modules/.bin/tsc -p tsconfig.json
 
 # The command the package runs: the CLI and its dependencies in one file (scripts/bundle.mjs).
-echo "build: bundle -> dist/pg-bpf-stats.js"
+echo "build: bundle -> dist/pg-bpf-stats.cjs, launcher dist/pg-bpf-stats.js"
 node scripts/bundle.mjs

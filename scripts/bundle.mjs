@@ -1,7 +1,9 @@
 // Bundles the compiled CLI (dist/src/cli/main.js) and its dependencies into the one file the
-// npm package runs, dist/pg-bpf-stats.js. Node then reads and compiles one script at start
+// npm package runs, dist/pg-bpf-stats.cjs. Node then reads and compiles one script at start
 // instead of ~400 ES modules (kysely alone is 279 files): start-up and the memory that module
-// records keep both shrink (README, "Start-up").
+// records keep both shrink (README, "Start-up"). It is CommonJS so that V8's code cache can
+// hold it (node 20 caches no ES module): the package's command, dist/pg-bpf-stats.js, is the
+// launcher (src/cli/launcher.ts, bundled too) that compiles it with the cache.
 //
 // Left out of the bundle, and loaded by node at run time:
 //  - node-gyp-build, which finds the native addon in prebuilds/ (a dependency of the package);
@@ -40,7 +42,8 @@ const pgNodeStreams = {
 };
 
 const OWN_PLUGINS = new Set([pgFormatStaticRequire.name, pgNodeStreams.name]);
-const output = 'dist/pg-bpf-stats.js';
+const output = 'dist/pg-bpf-stats.cjs';
+const launcher = 'dist/pg-bpf-stats.js';
 const bundle = await rolldown({
   input: 'dist/src/cli/main.js',
   platform: 'node',
@@ -62,7 +65,7 @@ const bundle = await rolldown({
 // back to dist/src (`node --enable-source-maps dist/pg-bpf-stats.js ...`).
 await bundle.write({
   file: output,
-  format: 'esm',
+  format: 'cjs',
   codeSplitting: false,
   charset: 'ascii',
   comments: { legal: true, annotation: false, jsdoc: false },
@@ -74,4 +77,15 @@ await bundle.write({
   sourcemap: true,
 });
 await bundle.close();
-chmodSync(output, 0o755);
+
+// The launcher: small, and run as is (its first line gives node the bin's flags).
+const launch = await rolldown({
+  input: 'dist/src/cli/launcher.js',
+  platform: 'node',
+  onLog(level, log) {
+    process.stderr.write(`bundle: ${level}: ${log.message}\n`);
+  },
+});
+await launch.write({ file: launcher, format: 'esm', codeSplitting: false, charset: 'ascii', comments: { legal: false, annotation: false, jsdoc: false } });
+await launch.close();
+chmodSync(launcher, 0o755);

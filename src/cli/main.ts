@@ -1,9 +1,4 @@
-#!/usr/bin/env -S node --max-old-space-size=160 --max-semi-space-size=4
-// The heap cap: with the default limit (a quarter of RAM) V8 let the heap grow to 430 MB over a
-// 35-minute soak whose live heap stayed at 40-60 MB; capped, RSS stayed at 145-180 MB (README).
-// The young generation's cap: under load V8 grows both semi-spaces to it and keeps them. 8 MB
-// took the peak RSS at 1,000 connections from ~150 to ~130 MB, 4 MB the steady RSS there from
-// ~90 to ~79 MB, neither at a CPU cost the benches could see (bench/connection-scaling.ts, README).
+// The CLI's commands and exit codes. The package runs it bundled, through src/cli/launcher.ts.
 import { MissingCapabilities } from '../capabilities/linux-capabilities.js';
 import { databaseFailure, UserError, oneLine } from '../errors.js';
 import { checkCommand } from './check-command.js';
@@ -25,7 +20,13 @@ import { topCommand } from '../top/top-command.js';
 const logger = createLogger(process.stderr);
 const log = logger.info;
 
-async function main(argv: string[]): Promise<number> {
+/** What the launcher (src/cli/launcher.ts) hands the CLI. */
+export interface CliHooks {
+  /** Called once `run` is collecting, its start's functions compiled: saves V8's code cache (code-cache.ts); a line for the log, or null. */
+  started?: () => string | null;
+}
+
+async function main(argv: string[], hooks: CliHooks): Promise<number> {
   const options = parseCli(argv);
   if (options === 'help') {
     process.stdout.write(`${USAGE}\n`);
@@ -37,7 +38,10 @@ async function main(argv: string[]): Promise<number> {
   }
   switch (options.command) {
     case 'run':
-      return runCommand(options, log);
+      return runCommand(options, log, () => {
+        const line = hooks.started?.();
+        if (line) log(line);
+      });
     case 'demo':
       return demoCommand(options, (line) => process.stdout.write(`${line}\n`));
     case 'check':
@@ -49,24 +53,27 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    // Expected failures (environment, input) are one line each; anything else is a bug: keep the stack.
-    if (error instanceof MissingCapabilities) {
-      for (const line of error.lines) logger.error(line);
-      process.exit(error.exitCode);
-    }
-    if (error instanceof UserError) {
-      logger.error(oneLine(error));
-      process.exit(error.exitCode);
-    }
-    const fromDatabase = databaseFailure(error);
-    if (fromDatabase) {
-      logger.error(fromDatabase);
-      process.exit(2);
-    }
-    logger.error(`internal error (a bug in pg-bpf-stats, please report it): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    process.exit(1);
-  },
-);
+/** Runs the command `argv` names and exits with its code. */
+export function runCli(argv: string[], hooks: CliHooks = {}): void {
+  main(argv, hooks).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      // Expected failures (environment, input) are one line each; anything else is a bug: keep the stack.
+      if (error instanceof MissingCapabilities) {
+        for (const line of error.lines) logger.error(line);
+        process.exit(error.exitCode);
+      }
+      if (error instanceof UserError) {
+        logger.error(oneLine(error));
+        process.exit(error.exitCode);
+      }
+      const fromDatabase = databaseFailure(error);
+      if (fromDatabase) {
+        logger.error(fromDatabase);
+        process.exit(2);
+      }
+      logger.error(`internal error (a bug in pg-bpf-stats, please report it): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      process.exit(1);
+    },
+  );
+}

@@ -2,8 +2,11 @@ import type { CliOptions } from './parse-args.js';
 import { oneLine, UserError } from '../errors.js';
 import { Sidecar } from '../sidecar/sidecar.js';
 
-/** `pg-bpf-stats run`: collect until SIGINT/SIGTERM (or --duration), then detach everything. */
-export async function runCommand(options: CliOptions, log: (line: string) => void): Promise<number> {
+/**
+ * `pg-bpf-stats run`: collect until SIGINT/SIGTERM (or --duration), then detach everything.
+ * `started` is called once it is collecting (the launcher saves V8's code cache then).
+ */
+export async function runCommand(options: CliOptions, log: (line: string) => void, started: () => void = () => undefined): Promise<number> {
   // The metrics port is bound first: an address in use fails before anything is created. The
   // exporter (prom-client, node's http and cluster modules) is loaded only when asked for: a
   // start without it skips their loading (README, "Start-up").
@@ -58,6 +61,7 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   metrics?.attach(running);
   log(`collecting every ${options.intervalMs} ms; SIGINT or SIGTERM stops, SIGUSR1 pauses, SIGUSR2 resumes`);
   if (pauseWhenStarted) pause();
+  started();
   const reason = await new Promise<string | UserError>((resolve) => {
     void stopSignal.then(resolve);
     if (options.durationMs !== undefined) setTimeout(() => resolve('--duration elapsed'), options.durationMs).unref();

@@ -50,8 +50,9 @@ describe('the npm package', () => {
     expect(readdirSync(join(installed, 'build'))).toEqual(['bpf']);
     expect(readdirSync(join(installed, 'build', 'bpf'))).toEqual(['pgstats.bpf.o']);
     // One bundled file runs (minified; its source map beside it, read only with node's
-    // --enable-source-maps); of the dependencies only the addon's finder is installed beside it.
-    expect(readdirSync(join(installed, 'dist')).sort()).toEqual(['pg-bpf-stats.js', 'pg-bpf-stats.js.map']);
+    // --enable-source-maps), through its launcher; of the dependencies only the addon's finder
+    // is installed beside it. No code cache yet: the first start makes it.
+    expect(readdirSync(join(installed, 'dist')).sort()).toEqual(['pg-bpf-stats.cjs', 'pg-bpf-stats.cjs.map', 'pg-bpf-stats.js']);
     expect(readdirSync(join(installed, 'node_modules')).filter((f) => f !== '.bin')).toEqual(['node-gyp-build']);
     expect(readdirSync(join(installed, 'prebuilds', `${process.platform}-${process.arch}`)).filter((f) => f.endsWith('.node'))).toHaveLength(1);
   });
@@ -71,6 +72,14 @@ describe('the npm package', () => {
     expect(outcome.argv.slice(0, 2)).toEqual(['node', `--max-old-space-size=${HEAP_LIMIT_MB}`]);
     expect(outcome.oursMs, outcome.stderr).not.toBeNull();
     expect(Math.abs(outcome.oursMs! - outcome.truthMs)).toBeLessThanOrEqual(0.1 * outcome.truthMs + 20);
+
+    // The first start saved V8's code cache beside the bundle (root installed the package); the
+    // next start takes its functions from it and so saves nothing.
+    expect(outcome.stderr).toMatch(/INFO\s+saved V8's code cache for the next start \(.*\/dist\/pg-bpf-stats\.cjs\.v8-cache, /);
+    expect(readdirSync(join(installed, 'dist'))).toContain('pg-bpf-stats.cjs.v8-cache');
+    const again = await run(bin, ['run', '--dsn', cluster.connectionString(), '--duration', '1s'], { env });
+    expect(again.stderr).toMatch(/collecting every/);
+    expect(again.stderr).not.toMatch(/code cache/);
   });
 
   it('says in one line what to do when the addon or the BPF object is missing (exit 2)', async () => {

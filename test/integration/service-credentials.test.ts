@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -85,6 +85,29 @@ describe('a non-root user with the unit capabilities', () => {
     expect(outcome.code, outcome.stderr).toBe(0);
     expect(outcome.oursMs, outcome.stderr).not.toBeNull();
     expect(Math.abs(outcome.oursMs! - outcome.truthMs)).toBeLessThanOrEqual(0.1 * outcome.truthMs + 20);
+  });
+
+  it("keeps V8's code cache in systemd's CacheDirectory= and starts from it", async () => {
+    // What systemd makes for CacheDirectory=pg-bpf-stats: a directory the service user owns,
+    // named by CACHE_DIRECTORY. The package directory is root's: the cache cannot go there.
+    const cacheDirectory = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-cache-'));
+    const uid = Number(execFileSync('id', ['-u', USER], { encoding: 'utf8' }));
+    try {
+      chownSync(cacheDirectory, uid, uid);
+      const env = { ...process.env, CACHE_DIRECTORY: cacheDirectory };
+      const first = await collectCpuBurn(cluster, asServiceUser(unitCapabilities()), env);
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stderr).toMatch(new RegExp(`INFO\\s+saved V8's code cache for the next start \\(${cacheDirectory}/pg-bpf-stats\\.cjs\\.v8-cache, `));
+      expect(readdirSync(cacheDirectory)).toEqual(['pg-bpf-stats.cjs.v8-cache']);
+      expect(statSync(join(cacheDirectory, 'pg-bpf-stats.cjs.v8-cache')).uid).toBe(uid);
+
+      const second = await collectCpuBurn(cluster, asServiceUser(unitCapabilities()), env);
+      expect(second.code, second.stderr).toBe(0);
+      expect(second.stderr).toMatch(/collecting every/);
+      expect(second.stderr).not.toMatch(/code cache/);
+    } finally {
+      rmSync(cacheDirectory, { recursive: true, force: true });
+    }
   });
 
   it('without any one of them: exit 2, one line naming it, nothing created', async () => {
