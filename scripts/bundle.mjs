@@ -10,7 +10,7 @@
 //  - pg-native, which pg requires only when asked for its native driver (never, here).
 //
 // Run by scripts/build.sh after tsc: node scripts/bundle.mjs
-import { chmodSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync } from 'node:fs';
 import { rolldown } from 'rolldown';
 
 const RUNTIME_REQUIRED = new Set(['node-gyp-build', 'pg-native']);
@@ -77,6 +77,13 @@ await bundle.write({
   sourcemap: true,
 });
 await bundle.close();
+
+// The bundle runs from V8's code cache, where import() has no loader (src/cli/code-cache.ts):
+// refuse any call of it but node-pg-migrate's loader of JavaScript migrations, which ours are not.
+const calls = [...readFileSync(output, 'utf8').matchAll(/(?<![\w$.])import\((.{0,20})/g)].map((m) => m[1]);
+const unreachable = (call) => call.startsWith('`file://${') && readdirSync('migrations').every((f) => f.endsWith('.sql'));
+const refused = calls.filter((call) => !unreachable(call));
+if (refused.length) throw new Error(`bundle: ${output} calls import(${refused.join('), import(')}): it runs from V8's code cache, where import() fails; load it otherwise`);
 
 // The launcher: small, and run as is (its first line gives node the bin's flags).
 const launch = await rolldown({

@@ -13,6 +13,10 @@ import vm from 'node:vm';
  * V8 checks a cache against its own version and flags, and the source only by its length: the
  * cache file starts with the SHA-256 of the bundle it was made from, so a rebuilt bundle of the
  * same length never runs another build's code.
+ *
+ * The bundle cannot use import(): node 20 gives a vm script a loader for it only under an
+ * experimental flag, or with a constant that prints a warning and is lost when the script comes
+ * from the cache (measured). scripts/bundle.mjs refuses a bundle that calls it.
  */
 
 const SOURCE_HASH_BYTES = 32;

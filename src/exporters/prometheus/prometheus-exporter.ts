@@ -53,9 +53,10 @@ export class PrometheusExporter {
     let exclude: (pid: number) => void = () => undefined;
     const names = new CatalogNames(options.connectionString, (pid) => exclude(pid), options.log, top);
     const metrics = new MetricsRegistry(totals, names, { top, queryText: options.queryText ?? false });
-    // Imported here: a static import of a builtin is hoisted to the bundle's top, and node's http
-    // would load at every start (~4 ms, ~0.4 MB) for a listener most runs never open.
-    const { createServer } = await import('node:http');
+    // Loaded here: a static import of a builtin is hoisted to the bundle's top, and node's http
+    // would load at every start (~4 ms, ~0.4 MB) for a listener most runs never open. Not by
+    // import(): the bundle runs from V8's code cache, where import() has no loader (code-cache.ts).
+    const { createServer } = process.getBuiltinModule('node:http');
     const server = createServer((request, response) => {
       const path = (request.url ?? '/').split('?')[0];
       if (request.method !== 'GET' && request.method !== 'HEAD') {
