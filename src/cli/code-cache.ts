@@ -51,7 +51,7 @@ export function codeCachePath(bundlePath: string, env: NodeJS.ProcessEnv = proce
 export function loadBundle(bundlePath: string, cachePath: string): LoadedBundle {
   // Node maps a stack's positions through the source map (--enable-source-maps) for what its own
   // loader loaded, not for a vm script: there the bundle is required, without the cache.
-  if ((process as { sourceMapsEnabled?: boolean }).sourceMapsEnabled) {
+  if (process.sourceMapsEnabled) {
     return { exports: createRequire(bundlePath)(bundlePath) as Record<string, unknown>, cacheUsed: false, saveCache: () => null };
   }
   const { cacheUsed, sourceHash, ...compiled } = compile(bundlePath, cachePath);
@@ -64,7 +64,7 @@ export function loadBundle(bundlePath: string, cachePath: string): LoadedBundle 
     exports: module.exports,
     cacheUsed,
     saveCache() {
-      if (cacheUsed || !script) return null;
+      if (!script) return null; // saved already, or the cache was used
       // Everything compiled up to now: the start's functions. Saved once; the script is let go.
       const data = script.createCachedData();
       script = null;
