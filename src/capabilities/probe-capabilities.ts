@@ -1,5 +1,5 @@
 import { release } from 'node:os';
-import { collectorObjectPath } from '../collector/collector-object.js';
+import { collectorObjectPath, defaultMapEntries } from '../collector/collector-object.js';
 import { disableMissingTracepoints } from '../collector/disable-missing-tracepoints.js';
 import { KernelFeatures } from '../collector/kernel-features.js';
 import { perfEventsUnsupportedReason } from '../collector/perf-events.js';
@@ -14,6 +14,7 @@ import { shorten } from '../shorten.js';
 import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import { hostChecks } from './host-checks.js';
+import { mapsFullBytes, ownMemoryLimit } from './memory-limit.js';
 
 /** One capability: a host requirement, a feature of this Postgres, or a probe set. */
 export interface CheckLine {
@@ -91,6 +92,8 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
     });
   }
 
+  lines.push(memoryLimitLine());
+
   // The same probe as the llc set's unsupportedReason, so the two lines cannot disagree.
   const pmu = perfEventsUnsupportedReason(Object.values(LLC_EVENTS));
   lines.push(feature('llc', pmu === null, pmu === null ? 'hardware cache-reference and cache-miss events available' : `unsupported: ${pmu}`));
@@ -127,6 +130,45 @@ async function discover(dsn: string | undefined): Promise<SupportContext> {
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Whether the memory cgroup the collector runs in leaves room for its maps when full (kernel
+ * memory, charged to that cgroup since Linux 5.11) beside the collector itself: below that, new
+ * statements are refused (health.dropped map_no_memory) before the maps fill. Not a requirement:
+ * the collector runs, and keeps making room by evicting quiet keys.
+ */
+function memoryLimitLine(): CheckLine {
+  let cpus: number;
+  let fullBytes: number;
+  try {
+    cpus = loadNative().numPossibleCpus();
+    const object = new (loadNative().BpfObject)(collectorObjectPath());
+    try {
+      const entries: Partial<Record<string, number>> = defaultMapEntries(cpus);
+      fullBytes = mapsFullBytes(object.maps().map((m) => ({ ...m, maxEntries: entries[m.name] ?? m.maxEntries })), cpus);
+    } finally {
+      object.close();
+    }
+  } catch (error) {
+    return feature('memory limit', false, `the maps' size is not known: ${shorten(oneLine(error), 200)}`);
+  }
+  const needed = `the maps when full (~${megabytes(fullBytes)} MB on ${cpus} CPUs) and the collector (~${megabytes(COLLECTOR_BYTES)} MB)`;
+  const limit = ownMemoryLimit();
+  if (!limit) return feature('memory limit', true, `no memory cgroup limit seen from here; ${needed} come out of the host's memory`);
+  if (limit.limitBytes === null) return feature('memory limit', true, `none on cgroup ${limit.cgroup}; ${needed} come out of the host's memory`);
+  const room = limit.limitBytes >= fullBytes + COLLECTOR_BYTES;
+  const stated = `cgroup ${limit.cgroup} limit ${megabytes(limit.limitBytes)} MB`;
+  return room
+    ? feature('memory limit', true, `${stated}: room for ${needed}`)
+    : feature('memory limit', false, `${stated} is below ${needed}: new statements are refused (health.dropped map_no_memory) before the maps fill; give it ${megabytes(fullBytes + COLLECTOR_BYTES)} MB or more (a unit's MemoryMax=, a container's memory limit)`);
+}
+
+/** The collector's RSS with a full queries map on our 2-CPU VMs was 88-94 MB (README, "What a full map holds"). */
+const COLLECTOR_BYTES = 100 * 2 ** 20;
+
+function megabytes(bytes: number): number {
+  return Math.ceil(bytes / 2 ** 20);
 }
 
 /** Loads the collector object once (the verifier's verdict on this kernel), attaching nothing. */

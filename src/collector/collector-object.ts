@@ -73,6 +73,26 @@ export function histogramCapacity(cpus: number): number {
   return Math.max(HISTOGRAMS_MIN, Math.min(HISTOGRAMS_MAX, Math.floor(HISTOGRAMS_MEMORY_BYTES / perEntry)));
 }
 
+/** The maps load() sizes, and the capacity each gets unless an option says otherwise. */
+export function defaultMapEntries(cpus: number): Record<SizedMap, number> {
+  const histograms = histogramCapacity(cpus);
+  return {
+    backends: 8192,
+    exited_backends: 8192,
+    queries: 8192,
+    // Every key of queries can change between two reads: the set of changed ones holds them all.
+    query_changes: 8192,
+    excluded_pids: 256,
+    histograms,
+    // Every histogram can change between two reads: the set of changed ones holds them all.
+    hist_changes: histograms,
+    lock_waits: 4096,
+    lwlock_waits: 4096,
+  };
+}
+
+type SizedMap = 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits';
+
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
 export interface BpfPostmaster {
   /** Its tgid in the initial pid namespace (what BPF sees). */
@@ -166,6 +186,7 @@ export class CollectorObject<Name extends string = string> {
     try {
       const { target, layout } = options;
       const span = statusSpan(layout);
+      const entries = defaultMapEntries(loadNative().numPossibleCpus());
       const globals = new ObjectGlobals(object);
       globals.writeRodata({
         status_procpid_off: layout.procpidOffset,
@@ -185,22 +206,20 @@ export class CollectorObject<Name extends string = string> {
         status_span_len: span.length,
         status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
         // One role may hold half of the queries map: the other half stays for everyone else.
-        max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor((options.maxQueries ?? 8192) / 2),
+        max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor((options.maxQueries ?? entries.queries) / 2),
       });
       disableMissingTracepoints(object, KernelFeatures.host());
       if (options.preload) loadOnly(object, [...OWN_PROGRAMS, ...options.preload.flatMap((set) => setPrograms(options.probeSets[set], target))]);
-      object.setMaxEntries('backends', options.maxBackends ?? 8192);
-      object.setMaxEntries('exited_backends', options.maxBackends ?? 8192);
-      object.setMaxEntries('queries', options.maxQueries ?? 8192);
-      // Every key of queries can change between two reads: the set of changed ones holds them all.
-      object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? 8192);
-      object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? 256);
-      const histograms = options.maxHistograms ?? histogramCapacity(loadNative().numPossibleCpus());
+      object.setMaxEntries('backends', options.maxBackends ?? entries.backends);
+      object.setMaxEntries('exited_backends', options.maxBackends ?? entries.exited_backends);
+      object.setMaxEntries('queries', options.maxQueries ?? entries.queries);
+      object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? entries.query_changes);
+      object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? entries.excluded_pids);
+      const histograms = options.maxHistograms ?? entries.histograms;
       object.setMaxEntries('histograms', histograms);
-      // Every histogram can change between two reads: the set of changed ones holds them all.
       object.setMaxEntries('hist_changes', options.maxHistogramChanges ?? histograms);
-      object.setMaxEntries('lock_waits', options.maxLockWaits ?? 4096);
-      object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? 4096);
+      object.setMaxEntries('lock_waits', options.maxLockWaits ?? entries.lock_waits);
+      object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? entries.lwlock_waits);
       loadInterruptible(object);
       markTrackingStart(globals);
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.

@@ -1,10 +1,11 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
 import { ElfFile } from '../../src/target/elf-file.js';
@@ -322,5 +323,29 @@ describe('pg-bpf-stats check', () => {
       () => false,
     );
     expect(outcome.stdout).toMatch(pmu ? /^ok\s+llc\s/m : /^no\s+llc\s+unsupported: no hardware PMU/m);
+  });
+
+  it('says when its memory cgroup\'s limit leaves no room for the maps when full, and still exits 0', async () => {
+    // check run inside a memory cgroup of our own, as a container or a unit with MemoryMax= runs it.
+    const inCgroup = async (limitMb: number) => {
+      const cgroup = MemoryCgroup.create('check-limit', limitMb * 2 ** 20);
+      try {
+        const outcome = await pgBpfStats(['check', '--dsn', cluster.connectionString()], ['sh', '-c', `echo $$ > ${cgroup.dir}/tasks && exec "$0" "$@"`]);
+        return { outcome, cgroup: `/${basename(cgroup.dir)}` };
+      } finally {
+        cgroup.remove();
+      }
+    };
+    // The collector alone is ~100 MB with a full map: 120 MB leaves too little whatever the CPUs.
+    const tight = await inCgroup(120);
+    expect(tight.outcome.code).toBe(0);
+    const below = new RegExp(`^no\\s+memory limit\\s+cgroup ${tight.cgroup} limit 120 MB is below the maps when full \\(~(\\d+) MB on \\d+ CPUs\\) and the collector \\(~100 MB\\): .*give it (\\d+) MB or more`, 'm');
+    expect(tight.outcome.stdout).toMatch(below);
+    const [, maps, needed] = below.exec(tight.outcome.stdout)!;
+    expect(Number(needed)).toBeGreaterThanOrEqual(Number(maps) + 100);
+
+    const roomy = await inCgroup(4096);
+    expect(roomy.outcome.code).toBe(0);
+    expect(roomy.outcome.stdout).toMatch(new RegExp(`^ok\\s+memory limit\\s+cgroup ${roomy.cgroup} limit 4096 MB: room for the maps when full`, 'm'));
   });
 });

@@ -1,0 +1,136 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { MapInfo } from '../native/bpf-native.js';
+import { memoryHierarchyMount } from '../instance/cgroup-paths.js';
+
+/** The memory limit that holds this process: its memory cgroup's, or a smaller one above it. */
+export interface MemoryLimit {
+  /** The process's memory cgroup, as /proc/self/cgroup names it. */
+  cgroup: string;
+  /** null: no limit on it or above it. */
+  limitBytes: number | null;
+}
+
+/** Where the limit is read from: /proc and the cgroup mounts (tests give their own files). */
+export interface ProcFiles {
+  /** /proc/self/cgroup */
+  cgroup: string;
+  /** /proc/self/mountinfo */
+  mountinfo: string;
+  /** A file's text, null when it cannot be read. */
+  read(path: string): string | null;
+}
+
+/** cgroup v1 writes "no limit" as the largest page-aligned value (9223372036854771712); anything near it is none. */
+const V1_UNLIMITED = 2 ** 62;
+
+/**
+ * The memory limit of the cgroup this process runs in, with its ancestors' (the kernel charges
+ * against every one of them): cgroup v1's `hierarchical_memory_limit`, or the smallest
+ * `memory.max` from the cgroup up on v2. null: no memory controller is mounted, or the process's
+ * cgroup is not under its mount (outside this mount namespace's view).
+ *
+ * @example
+ * ownMemoryLimit(); // { cgroup: '/system.slice/pg-bpf-stats.service', limitBytes: 536870912 }
+ */
+export function ownMemoryLimit(files: ProcFiles = procSelf()): MemoryLimit | null {
+  const mount = memoryHierarchyMount(files.mountinfo);
+  if (!mount) return null;
+  // The v2 hierarchy has cgroup.controllers at its root; v1's memory hierarchy does not.
+  const v1 = files.read(join(mount, 'cgroup.controllers')) === null;
+  const cgroup = ownCgroup(files.cgroup, v1);
+  if (cgroup === null) return null;
+  if (v1) {
+    const stat = files.read(join(mount, cgroup, 'memory.stat'));
+    const match = /^hierarchical_memory_limit (\d+)$/m.exec(stat ?? '');
+    if (!match) return null;
+    const limit = Number(match[1]);
+    return { cgroup, limitBytes: limit >= V1_UNLIMITED ? null : limit };
+  }
+  if (files.read(join(mount, cgroup, 'cgroup.controllers')) === null) return null;
+  let limitBytes: number | null = null;
+  // The root has no memory.max; every cgroup below it may.
+  for (let dir = cgroup; dir !== '/' && dir !== ''; dir = parentOf(dir)) {
+    const max = files.read(join(mount, dir, 'memory.max'))?.trim();
+    if (max && max !== 'max' && (limitBytes === null || Number(max) < limitBytes)) limitBytes = Number(max);
+  }
+  return { cgroup, limitBytes };
+}
+
+/**
+ * The kernel memory the maps take once every element is there, by the kernel's own layout: a
+ * hash map's buckets, and per element its header (struct htab_elem, 48 bytes) with its key and
+ * value (a pointer to them for per-CPU values), a per-CPU value once per possible CPU, each
+ * rounded up to 8 bytes; arrays their values. Element headers of on-demand maps come from the slab, so this is a floor, not
+ * what `free` would show; maps of other types (ring buffers, the USDT spec tables) are small and
+ * left out.
+ */
+export function mapsFullBytes(maps: readonly MapInfo[], cpus: number): number {
+  let bytes = 0;
+  for (const map of maps) {
+    const key = roundUp8(map.keySize);
+    const value = roundUp8(map.valueSize);
+    switch (map.type) {
+      case MapType.HASH:
+      case MapType.LRU_HASH:
+        bytes += buckets(map.maxEntries) + map.maxEntries * (HTAB_ELEM + key + value);
+        break;
+      case MapType.PERCPU_HASH:
+      case MapType.LRU_PERCPU_HASH:
+        bytes += buckets(map.maxEntries) + map.maxEntries * (HTAB_ELEM + key + 8 + value * cpus);
+        break;
+      case MapType.ARRAY:
+        bytes += map.maxEntries * value;
+        break;
+      case MapType.PERCPU_ARRAY:
+        bytes += map.maxEntries * value * cpus;
+        break;
+    }
+  }
+  return bytes;
+}
+
+/** enum bpf_map_type, the types the collector's maps have. */
+const MapType = { HASH: 1, ARRAY: 2, PERCPU_HASH: 5, PERCPU_ARRAY: 6, LRU_HASH: 9, LRU_PERCPU_HASH: 10 } as const;
+/** sizeof(struct htab_elem) on 64-bit kernels: list node, hash, and the LRU/free-list link. */
+const HTAB_ELEM = 48;
+
+/** A hash map's bucket array: a power of two of them, 16 bytes each (struct bucket). */
+function buckets(maxEntries: number): number {
+  return 2 ** Math.ceil(Math.log2(Math.max(1, maxEntries))) * 16;
+}
+
+function roundUp8(n: number): number {
+  return Math.ceil(n / 8) * 8;
+}
+
+/** The process's cgroup in the memory hierarchy: the `memory` controller's line on v1, the `0::` line on v2. */
+function ownCgroup(procCgroup: string, v1: boolean): string | null {
+  for (const line of procCgroup.split('\n')) {
+    const [id, controllers, path] = line.split(':');
+    if (path === undefined) continue;
+    if (v1 ? controllers!.split(',').includes('memory') : id === '0' && controllers === '') return path;
+  }
+  return null;
+}
+
+function parentOf(dir: string): string {
+  const at = dir.lastIndexOf('/');
+  return at <= 0 ? '/' : dir.slice(0, at);
+}
+
+function procSelf(): ProcFiles {
+  return {
+    cgroup: readOr('/proc/self/cgroup') ?? '',
+    mountinfo: readOr('/proc/self/mountinfo') ?? '',
+    read: readOr,
+  };
+}
+
+function readOr(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+}
