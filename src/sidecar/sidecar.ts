@@ -334,7 +334,11 @@ export class Sidecar {
       sidecar.timer = setInterval(() => void sidecar.flush({ lazy: true }), options.intervalMs);
       try {
         // The same checks as `pg-bpf-stats check`; the object above passed the verifier.
-        await writeCapabilities(clientDatabase(store), await probeCapabilities({ support, loaded: true }));
+        const capabilities = await probeCapabilities({ support, loaded: true });
+        await writeCapabilities(clientDatabase(store), capabilities);
+        // Said where it is seen, not only in a table: keys would be refused long before the maps fill.
+        const memory = capabilities.find((line) => line.probe === 'memory limit');
+        if (memory && !memory.ok) log(`memory limit: ${memory.detail}`);
         await sink?.end();
         sink = null;
         // Never a reason not to start: a failure is one line, retried at the next period.

@@ -325,7 +325,7 @@ describe('pg-bpf-stats check', () => {
     expect(outcome.stdout).toMatch(pmu ? /^ok\s+llc\s/m : /^no\s+llc\s+unsupported: no hardware PMU/m);
   });
 
-  it('says when its memory cgroup\'s limit leaves no room for the maps when full, and still exits 0', async () => {
+  it('says when its memory cgroup\'s limit leaves no room for the maps when full, and still exits 0; run says it once, and runs', async () => {
     // check run inside a memory cgroup of our own, as a container or a unit with MemoryMax= runs it.
     const inCgroup = async (limitMb: number) => {
       const cgroup = MemoryCgroup.create('check-limit', limitMb * 2 ** 20);
@@ -343,6 +343,16 @@ describe('pg-bpf-stats check', () => {
     expect(tight.outcome.stdout).toMatch(below);
     const [, maps, needed] = below.exec(tight.outcome.stdout)!;
     expect(Number(needed)).toBeGreaterThanOrEqual(Number(maps) + 100);
+
+    // run says it too, once, and runs.
+    const cgroup = MemoryCgroup.create('run-limit', 120 * 2 ** 20);
+    try {
+      const outcome = await pgBpfStats(['run', '--dsn', cluster.connectionString(), '--duration', '2s'], ['sh', '-c', `echo $$ > ${cgroup.dir}/tasks && exec "$0" "$@"`]);
+      expect(outcome.code, outcome.stderr).toBe(0);
+      expect(outcome.stderr.match(/memory limit: cgroup \/\S+ limit 120 MB is below the maps when full/g)).toHaveLength(1);
+    } finally {
+      cgroup.remove();
+    }
 
     const roomy = await inCgroup(4096);
     expect(roomy.outcome.code).toBe(0);
