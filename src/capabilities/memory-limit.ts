@@ -27,8 +27,8 @@ const V1_UNLIMITED = 2 ** 62;
 /**
  * The memory limit of the cgroup this process runs in, with its ancestors' (the kernel charges
  * against every one of them): cgroup v1's `hierarchical_memory_limit`, or the smallest
- * `memory.max` from the cgroup up on v2. null: no memory controller is mounted, or the process's
- * cgroup is not under its mount (outside this mount namespace's view).
+ * `memory.max` from the cgroup up on v2. null: no memory controller is mounted, or no limit can
+ * be read where its cgroup would be.
  *
  * @example
  * ownMemoryLimit(); // { cgroup: '/system.slice/pg-bpf-stats.service', limitBytes: 536870912 }
@@ -40,19 +40,22 @@ export function ownMemoryLimit(files: ProcFiles = procSelf()): MemoryLimit | nul
   const v1 = files.read(join(mount, 'cgroup.controllers')) === null;
   const cgroup = ownCgroup(files.cgroup, v1);
   if (cgroup === null) return null;
+  // A container without a cgroup namespace sees its cgroup's host path in /proc/self/cgroup, but
+  // has that cgroup mounted as the hierarchy's root: then the root's files are its cgroup's.
+  const own = files.read(join(mount, cgroup, v1 ? 'memory.stat' : 'cgroup.controllers')) !== null ? cgroup : '/';
   if (v1) {
-    const stat = files.read(join(mount, cgroup, 'memory.stat'));
+    const stat = files.read(join(mount, own, 'memory.stat'));
     const match = /^hierarchical_memory_limit (\d+)$/m.exec(stat ?? '');
     if (!match) return null;
     const limit = Number(match[1]);
     return { cgroup, limitBytes: limit >= V1_UNLIMITED ? null : limit };
   }
-  if (files.read(join(mount, cgroup, 'cgroup.controllers')) === null) return null;
   let limitBytes: number | null = null;
-  // The root has no memory.max; every cgroup below it may.
-  for (let dir = cgroup; dir !== '/' && dir !== ''; dir = parentOf(dir)) {
+  // Up to the mount's root, which has a memory.max when it is a container's cgroup (the host's root has none).
+  for (let dir = own; ; dir = parentOf(dir)) {
     const max = files.read(join(mount, dir, 'memory.max'))?.trim();
     if (max && max !== 'max' && (limitBytes === null || Number(max) < limitBytes)) limitBytes = Number(max);
+    if (dir === '/') break;
   }
   return { cgroup, limitBytes };
 }

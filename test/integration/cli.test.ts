@@ -358,4 +358,20 @@ describe('pg-bpf-stats check', () => {
     expect(roomy.outcome.code).toBe(0);
     expect(roomy.outcome.stdout).toMatch(new RegExp(`^ok\\s+memory limit\\s+cgroup ${roomy.cgroup} limit 4096 MB: room for the maps when full`, 'm'));
   });
+
+  it('reads a container\'s limit from inside it: its own cgroup namespace, the memory hierarchy mounted there', async () => {
+    const cgroup = MemoryCgroup.create('container-limit', 120 * 2 ** 20);
+    try {
+      // As a container runtime starts it: in the cgroup, then a cgroup namespace rooted there and
+      // the hierarchy mounted again in a mount namespace of its own, so its cgroup shows as `/`.
+      const mountThenExec = `umount /sys/fs/cgroup/memory && mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory && exec "$0" "$@"`;
+      const outcome = await pgBpfStats(['check', '--dsn', cluster.connectionString()], [
+        'sh', '-c', `echo $$ > ${cgroup.dir}/tasks && exec unshare --cgroup --mount sh -c "$0" "$@"`, mountThenExec,
+      ]);
+      expect(outcome.code, outcome.stderr).toBe(0);
+      expect(outcome.stdout).toMatch(/^no\s+memory limit\s+cgroup \/ limit 120 MB is below the maps when full/m);
+    } finally {
+      cgroup.remove();
+    }
+  });
 });

@@ -42,7 +42,19 @@ describe('the memory limit the collector runs under', () => {
     expect(ownMemoryLimit(files(cgroup, V1_MOUNTINFO, { '/sys/fs/cgroup/memory/docker/abc/memory.stat': stat('9223372036854771712') }))).toEqual({ cgroup: '/docker/abc', limitBytes: null });
   });
 
-  it('not known (null) without a memory hierarchy, or when its cgroup is not under the mount', () => {
+  it('v2 in a container with a cgroup namespace: its cgroup is the root of its view, and has a memory.max', () => {
+    const fs = files('0::/\n', V2_MOUNTINFO, { '/sys/fs/cgroup/cgroup.controllers': 'memory\n', '/sys/fs/cgroup/memory.max': '536870912\n' });
+    expect(ownMemoryLimit(fs)).toEqual({ cgroup: '/', limitBytes: 536870912 });
+  });
+
+  it('in a container without a cgroup namespace: the host path in /proc, its cgroup mounted as the root', () => {
+    const v2 = files('0::/system.slice/docker-abc.scope\n', V2_MOUNTINFO, { '/sys/fs/cgroup/cgroup.controllers': 'memory\n', '/sys/fs/cgroup/memory.max': '268435456\n' });
+    expect(ownMemoryLimit(v2)).toEqual({ cgroup: '/system.slice/docker-abc.scope', limitBytes: 268435456 });
+    const v1 = files('12:memory:/docker/abc\n', V1_MOUNTINFO, { '/sys/fs/cgroup/memory/memory.stat': 'hierarchical_memory_limit 134217728\n' });
+    expect(ownMemoryLimit(v1)).toEqual({ cgroup: '/docker/abc', limitBytes: 134217728 });
+  });
+
+  it('not known (null) without a memory hierarchy, or when no limit can be read where its cgroup would be', () => {
     expect(ownMemoryLimit(files('0::/\n', '', {}))).toBeNull();
     expect(ownMemoryLimit(files('12:memory:/elsewhere\n', V1_MOUNTINFO, {}))).toBeNull();
   });
