@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
-import { PostmasterTgidValue, Structs, type FieldOf, type ProgramName, type RodataName } from '../bpf/contract.js';
+import { PostmasterTgidValue, Structs, type FieldOf, type MapName, type ProgramName, type RodataName } from '../bpf/contract.js';
 import { RecordLayout } from '../bpf/record-layout.js';
 import { namespaceOf, procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
 import { UserError } from '../errors.js';
@@ -91,7 +91,8 @@ export function defaultMapEntries(cpus: number): Record<SizedMap, number> {
   };
 }
 
-type SizedMap = 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits';
+/** Names of the object's maps (a misspelt one drops out, and load() using it does not compile). */
+type SizedMap = Extract<MapName, 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits'>;
 
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
 export interface BpfPostmaster {
