@@ -7,6 +7,8 @@ interface Entry<Sample> {
   /** The bytes the sample was decoded from: a read's values buffer, at `at`. */
   values: Buffer;
   at: number;
+  /** The last update() that had the key. */
+  seenAt: number;
 }
 
 /**
@@ -25,7 +27,8 @@ interface Entry<Sample> {
  * const samples = entries.update(batch, complete, (batch, i) => decodeOne(batch, i));
  */
 export class KeyedEntries<Sample> {
-  private entries = new Map<string, Entry<Sample>>();
+  private readonly entries = new Map<string, Entry<Sample>>();
+  private updates = 0;
 
   constructor(
     /** A reused sample with the newest read's key bytes, for samples that keep them (rawKey); absent: reused as it is. */
@@ -35,7 +38,7 @@ export class KeyedEntries<Sample> {
   /** The samples of `batch`'s entries, in its order (null where `decodeOne` gave none); `complete`: the batch is the whole map. */
   update<Decoded extends Sample | null>(batch: MapBatch, complete: boolean, decodeOne: (batch: MapBatch, i: number) => Decoded): Decoded[] {
     const { keys, keySize, values, valueSize } = batch;
-    const next = complete ? new Map<string, Entry<Sample>>() : this.entries;
+    const update = ++this.updates;
     const samples = new Array<Decoded>(batch.count);
     for (let i = 0; i < batch.count; i++) {
       const id = keys.toString('latin1', i * keySize, (i + 1) * keySize);
@@ -49,10 +52,20 @@ export class KeyedEntries<Sample> {
       } else {
         sample = decodeOne(batch, i);
       }
-      next.set(id, { sample, values, at });
+      // An entry is updated in place: a whole read of thousands of keys every flush would
+      // otherwise make as many objects, and a new Map, for the old generation to collect.
+      if (before) {
+        before.sample = sample;
+        before.values = values;
+        before.at = at;
+        before.seenAt = update;
+      } else {
+        this.entries.set(id, { sample, values, at, seenAt: update });
+      }
       samples[i] = sample;
     }
-    this.entries = next;
+    // A whole read says which keys are gone.
+    if (complete) for (const [id, entry] of this.entries) if (entry.seenAt !== update) this.entries.delete(id);
     return samples;
   }
 
