@@ -154,10 +154,12 @@ describe('collector on a real cluster', () => {
     expectCpuBound(resumed, resumedCpuMs);
     // Statements that ran while paused (pg_stat_statements has them; column aliases would not tell them apart).
     const paused = await admin.query(
-      `SELECT s.calls, q.queryid AS collected FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+      `SELECT s.calls, q.queryid AS collected, left(s.query, 30) AS query, q.on_cpu_ms, q.runq_wait_ms, q.total_time_ms
+         FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
         WHERE s.query LIKE '%g % $3 = $4 AND g > $5' OR s.query LIKE '%pg_sleep($1), $2'`,
     );
-    expect(paused.rows.map((r) => [Number(r.calls), r.collected])).toEqual([[1, null], [1, null]]);
+    // Which statement, with what, if one ever is collected (seen once in CI, stop 35).
+    expect(paused.rows.map((r) => [Number(r.calls), r.collected]), JSON.stringify(paused.rows)).toEqual([[1, null], [1, null]]);
     // The backend's own row: everything it did but the paused part (which alone exceeds 100 ms).
     const backend = (await admin.query('SELECT on_cpu_ms, runq_wait_ms, total_time_ms FROM bpf_stats.backend_stats WHERE pid = $1', [pid])).rows[0];
     expect(backend.on_cpu_ms).toBeGreaterThan(resumedCpuMs * 0.85);
