@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { MapInfo } from '../native/bpf-native.js';
-import { memoryHierarchyMount } from '../instance/cgroup-paths.js';
+import { MapType, type MapInfo } from '../native/bpf-native.js';
+import { memoryCgroupPath, memoryHierarchyMount } from '../instance/cgroup-paths.js';
 
 /** The memory limit that holds this process: its memory cgroup's, or a smaller one above it. */
 export interface MemoryLimit {
@@ -38,7 +38,7 @@ export function ownMemoryLimit(files: ProcFiles = procSelf()): MemoryLimit | nul
   if (!mount) return null;
   // The v2 hierarchy has cgroup.controllers at its root; v1's memory hierarchy does not.
   const v1 = files.read(join(mount, 'cgroup.controllers')) === null;
-  const cgroup = ownCgroup(files.cgroup, v1);
+  const cgroup = memoryCgroupPath(files.cgroup, v1);
   if (cgroup === null) return null;
   // A container without a cgroup namespace sees its cgroup's host path in /proc/self/cgroup, but
   // has that cgroup mounted as the hierarchy's root: then the root's files are its cgroup's.
@@ -64,9 +64,9 @@ export function ownMemoryLimit(files: ProcFiles = procSelf()): MemoryLimit | nul
  * The kernel memory the maps take once every element is there, by the kernel's own layout: a
  * hash map's buckets, and per element its header (struct htab_elem, 48 bytes) with its key and
  * value (a pointer to them for per-CPU values), a per-CPU value once per possible CPU, each
- * rounded up to 8 bytes; arrays their values. Element headers of on-demand maps come from the slab, so this is a floor, not
- * what `free` would show; maps of other types (ring buffers, the USDT spec tables) are small and
- * left out.
+ * rounded up to 8 bytes; arrays their values. A floor: the kernel adds the table's own struct
+ * and, for maps allocated on demand, free-list links (the estimate is 0.91-1.0 of its memlock,
+ * test/native/maps-full-size.test.ts); maps of other types are small and left out.
  */
 export function mapsFullBytes(maps: readonly MapInfo[], cpus: number): number {
   let bytes = 0;
@@ -93,8 +93,6 @@ export function mapsFullBytes(maps: readonly MapInfo[], cpus: number): number {
   return bytes;
 }
 
-/** enum bpf_map_type, the types the collector's maps have. */
-const MapType = { HASH: 1, ARRAY: 2, PERCPU_HASH: 5, PERCPU_ARRAY: 6, LRU_HASH: 9, LRU_PERCPU_HASH: 10 } as const;
 /** sizeof(struct htab_elem) on 64-bit kernels: list node, hash, and the LRU/free-list link. */
 const HTAB_ELEM = 48;
 
@@ -105,16 +103,6 @@ function buckets(maxEntries: number): number {
 
 function roundUp8(n: number): number {
   return Math.ceil(n / 8) * 8;
-}
-
-/** The process's cgroup in the memory hierarchy: the `memory` controller's line on v1, the `0::` line on v2. */
-function ownCgroup(procCgroup: string, v1: boolean): string | null {
-  for (const line of procCgroup.split('\n')) {
-    const [id, controllers, path] = line.split(':');
-    if (path === undefined) continue;
-    if (v1 ? controllers!.split(',').includes('memory') : id === '0' && controllers === '') return path;
-  }
-  return null;
 }
 
 function parentOf(dir: string): string {

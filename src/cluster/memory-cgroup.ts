@@ -1,19 +1,17 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { memoryCgroupPath } from '../instance/cgroup-paths.js';
 
 const MEMCG_V1 = '/sys/fs/cgroup/memory';
 
 /** The cgroup v1 memory cgroup directory `pid` is in now (/proc/<pid>/cgroup), or null. */
 function memoryCgroupOf(pid: number): string | null {
   try {
-    for (const line of readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n')) {
-      const [, controllers, path] = line.split(':');
-      if (controllers?.split(',').includes('memory') && path !== undefined) return join(MEMCG_V1, path);
-    }
+    const path = memoryCgroupPath(readFileSync(`/proc/${pid}/cgroup`, 'utf8'), true);
+    return path === null ? null : join(MEMCG_V1, path);
   } catch {
-    // gone
+    return null; // gone
   }
-  return null;
 }
 
 /**

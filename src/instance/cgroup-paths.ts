@@ -25,6 +25,19 @@ export function memoryHierarchyMount(mountinfo: string): string | null {
 }
 
 /**
+ * A process's cgroup in the memory hierarchy, from its /proc/<pid>/cgroup text: the `memory`
+ * controller's line on cgroup v1, the `0::` line on v2. Null when there is none.
+ */
+export function memoryCgroupPath(procCgroup: string, v1: boolean): string | null {
+  for (const line of procCgroup.split('\n')) {
+    const [id, controllers, path] = line.split(':');
+    if (path === undefined) continue;
+    if (v1 ? controllers!.split(',').includes('memory') : id === '0' && controllers === '') return path;
+  }
+  return null;
+}
+
+/**
  * Names the memory cgroup ids BPF records per process (the kernfs inode of the cgroup's
  * directory) by their path in the memory hierarchy, as /proc/<pid>/cgroup shows it: `/` for the
  * root, `/kubepods/.../<container>` in a pod. An id first seen after the last walk (a cgroup

@@ -31,12 +31,20 @@ export interface ProgramInfo {
 /** A map of a {@link BpfObject}, as listed by `maps()`. Internal maps are named '<obj>.rodata' etc. */
 export interface MapInfo {
   name: string;
-  /** enum bpf_map_type (e.g. 1 = HASH, 2 = ARRAY, 5 = PERCPU_HASH). */
+  /** enum bpf_map_type: see MapType. */
   type: number;
   keySize: number;
   /** Size of one value (for per-CPU maps: one CPU's value). */
   valueSize: number;
   maxEntries: number;
+}
+
+/** enum bpf_map_type (uapi/linux/bpf.h), the types the collector's maps have. */
+export const MapType = { HASH: 1, ARRAY: 2, PERCPU_HASH: 5, PERCPU_ARRAY: 6, LRU_HASH: 9, LRU_PERCPU_HASH: 10 } as const;
+
+/** Whether a map of this type keeps one value per possible CPU. */
+export function perCpuMap(type: number): boolean {
+  return type === MapType.PERCPU_HASH || type === MapType.PERCPU_ARRAY || type === MapType.LRU_PERCPU_HASH;
 }
 
 /** A variable of the object's `.rodata` section (a `const volatile` global). */

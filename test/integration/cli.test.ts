@@ -325,19 +325,24 @@ describe('pg-bpf-stats check', () => {
     expect(outcome.stdout).toMatch(pmu ? /^ok\s+llc\s/m : /^no\s+llc\s+unsupported: no hardware PMU/m);
   });
 
+  /**
+   * The CLI in a memory cgroup of its own with this limit, as a container or a unit with
+   * MemoryMax= runs it (the cgroup removed after); `via`: a command it goes through first.
+   */
+  async function inMemoryCgroup(limitMb: number, args: string[], via: string[] = []): Promise<{ outcome: Outcome; cgroup: string }> {
+    const cgroup = MemoryCgroup.create('limit', limitMb * 2 ** 20);
+    try {
+      const outcome = await pgBpfStats(args, ['sh', '-c', `echo $$ > ${cgroup.dir}/tasks && exec "$0" "$@"`, ...via]);
+      return { outcome, cgroup: `/${basename(cgroup.dir)}` };
+    } finally {
+      cgroup.remove();
+    }
+  }
+
   it('says when its memory cgroup\'s limit leaves no room for the maps when full, and still exits 0; run says it once, and runs', async () => {
-    // check run inside a memory cgroup of our own, as a container or a unit with MemoryMax= runs it.
-    const inCgroup = async (limitMb: number) => {
-      const cgroup = MemoryCgroup.create('check-limit', limitMb * 2 ** 20);
-      try {
-        const outcome = await pgBpfStats(['check', '--dsn', cluster.connectionString()], ['sh', '-c', `echo $$ > ${cgroup.dir}/tasks && exec "$0" "$@"`]);
-        return { outcome, cgroup: `/${basename(cgroup.dir)}` };
-      } finally {
-        cgroup.remove();
-      }
-    };
+    const check = ['check', '--dsn', cluster.connectionString()];
     // The collector alone is ~100 MB with a full map: 120 MB leaves too little whatever the CPUs.
-    const tight = await inCgroup(120);
+    const tight = await inMemoryCgroup(120, check);
     expect(tight.outcome.code).toBe(0);
     const below = new RegExp(`^no\\s+memory limit\\s+cgroup ${tight.cgroup} limit 120 MB is below the maps when full \\(~(\\d+) MB on \\d+ CPUs\\) and the collector \\(~100 MB\\): .*give it (\\d+) MB or more`, 'm');
     expect(tight.outcome.stdout).toMatch(below);
@@ -345,33 +350,21 @@ describe('pg-bpf-stats check', () => {
     expect(Number(needed)).toBeGreaterThanOrEqual(Number(maps) + 100);
 
     // run says it too, once, and runs.
-    const cgroup = MemoryCgroup.create('run-limit', 120 * 2 ** 20);
-    try {
-      const outcome = await pgBpfStats(['run', '--dsn', cluster.connectionString(), '--duration', '2s'], ['sh', '-c', `echo $$ > ${cgroup.dir}/tasks && exec "$0" "$@"`]);
-      expect(outcome.code, outcome.stderr).toBe(0);
-      expect(outcome.stderr.match(/memory limit: cgroup \/\S+ limit 120 MB is below the maps when full/g)).toHaveLength(1);
-    } finally {
-      cgroup.remove();
-    }
+    const running = await inMemoryCgroup(120, ['run', '--dsn', cluster.connectionString(), '--duration', '2s']);
+    expect(running.outcome.code, running.outcome.stderr).toBe(0);
+    expect(running.outcome.stderr.match(new RegExp(`memory limit: cgroup ${running.cgroup} limit 120 MB is below the maps when full`, 'g'))).toHaveLength(1);
 
-    const roomy = await inCgroup(4096);
+    const roomy = await inMemoryCgroup(4096, check);
     expect(roomy.outcome.code).toBe(0);
     expect(roomy.outcome.stdout).toMatch(new RegExp(`^ok\\s+memory limit\\s+cgroup ${roomy.cgroup} limit 4096 MB: room for the maps when full`, 'm'));
   });
 
   it('reads a container\'s limit from inside it: its own cgroup namespace, the memory hierarchy mounted there', async () => {
-    const cgroup = MemoryCgroup.create('container-limit', 120 * 2 ** 20);
-    try {
-      // As a container runtime starts it: in the cgroup, then a cgroup namespace rooted there and
-      // the hierarchy mounted again in a mount namespace of its own, so its cgroup shows as `/`.
-      const mountThenExec = `umount /sys/fs/cgroup/memory && mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory && exec "$0" "$@"`;
-      const outcome = await pgBpfStats(['check', '--dsn', cluster.connectionString()], [
-        'sh', '-c', `echo $$ > ${cgroup.dir}/tasks && exec unshare --cgroup --mount sh -c "$0" "$@"`, mountThenExec,
-      ]);
-      expect(outcome.code, outcome.stderr).toBe(0);
-      expect(outcome.stdout).toMatch(/^no\s+memory limit\s+cgroup \/ limit 120 MB is below the maps when full/m);
-    } finally {
-      cgroup.remove();
-    }
+    // As a container runtime starts it: in the cgroup, then a cgroup namespace rooted there and
+    // the hierarchy mounted again in a mount namespace of its own, so its cgroup shows as `/`.
+    const mountThenExec = `umount /sys/fs/cgroup/memory && mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory && exec "$0" "$@"`;
+    const { outcome } = await inMemoryCgroup(120, ['check', '--dsn', cluster.connectionString()], ['unshare', '--cgroup', '--mount', 'sh', '-c', mountThenExec]);
+    expect(outcome.code, outcome.stderr).toBe(0);
+    expect(outcome.stdout).toMatch(/^no\s+memory limit\s+cgroup \/ limit 120 MB is below the maps when full/m);
   });
 });

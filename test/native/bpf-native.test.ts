@@ -12,6 +12,7 @@ import { findPgBin } from '../../src/cluster/throwaway-cluster.js';
 import {
   isNativeError,
   loadNative,
+  MapType,
   type BpfLink,
   type BpfNative,
   type BpfObject,
@@ -23,8 +24,6 @@ const FIXTURE = join(ROOT, 'test', 'fixtures', 'minimal.bpf.c');
 const POSTGRES = join(findPgBin(), 'postgres');
 const TRACEFS = '/sys/kernel/tracing';
 
-const BPF_MAP_TYPE_HASH = 1;
-const BPF_MAP_TYPE_PERCPU_HASH = 5;
 const BPF_PROG_TYPE_TRACEPOINT = 5;
 const BPF_PROG_TYPE_PERF_EVENT = 7;
 const BPF_PROG_TYPE_TRACING = 26;
@@ -194,14 +193,14 @@ describe('BpfObject before load', () => {
     const maps = obj.maps();
     expect(maps).toContainEqual({
       name: 'counts',
-      type: BPF_MAP_TYPE_HASH,
+      type: MapType.HASH,
       keySize: 8,
       valueSize: 56,
       maxEntries: 1024,
     });
     expect(maps).toContainEqual({
       name: 'pcpu',
-      type: BPF_MAP_TYPE_PERCPU_HASH,
+      type: MapType.PERCPU_HASH,
       keySize: 4,
       valueSize: 8,
       maxEntries: 64,

@@ -4,7 +4,7 @@ import type { CollectorBpfObject } from '../../src/bpf/collector-bpf-object.js';
 import type { MapName } from '../../src/bpf/contract.js';
 import { mapsFullBytes } from '../../src/capabilities/memory-limit.js';
 import { collectorObjectPath } from '../../src/collector/collector-object.js';
-import { loadNative } from '../../src/native/bpf-native.js';
+import { loadNative, perCpuMap } from '../../src/native/bpf-native.js';
 
 /*
  * `check`'s estimate of the maps' kernel memory when full (mapsFullBytes), against the kernel's
@@ -39,8 +39,7 @@ describe('the maps when full, as check estimates them', () => {
   it.each(FILLED)('%s: at most the kernel\'s own memlock once every element is there, and not 15 percent under', (name) => {
     const info = object.maps().find((m) => m.name === name)!;
     expect(info.maxEntries).toBe(CAPACITY);
-    const perCpu = info.type === 5 || info.type === 10;
-    const value = Buffer.alloc(perCpu ? Math.ceil(info.valueSize / 8) * 8 * cpus : info.valueSize);
+    const value = Buffer.alloc(perCpuMap(info.type) ? Math.ceil(info.valueSize / 8) * 8 * cpus : info.valueSize);
     for (let i = 0; i < CAPACITY; i++) {
       const key = Buffer.alloc(info.keySize);
       key.writeUInt32LE(i + 1);
