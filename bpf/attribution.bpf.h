@@ -323,11 +323,38 @@ static __always_inline __u64 statement_start_us(const struct backend_record *r)
 	return us;
 }
 
-/* Called on the first switch-out that holds: remembers which statement the held figures are of. */
+/*
+ * The start of the statement a backend holds figures for; 0 (unknown) while it writes its
+ * status. pgstat_report_activity() sets st_state and clears st_query_id for a new statement
+ * before it copies the text and then st_activity_start_timestamp, all under one odd change
+ * count: a backend switched out in between (preempted, sampled, stopped) looks like a new
+ * statement before its id, with the previous statement's start. Taken as the held statement's,
+ * that start sent the held figures to queryid 0 at release, a second new key in one switch,
+ * which the queries map's per-CPU cache then refused (counted as map_no_memory). The backend is
+ * off the CPU, interrupted, or in its own probe while BPF reads it: it writes nothing between
+ * the two reads, so the count read first still holds.
+ */
+static __always_inline __u64 held_statement_start_us(const struct backend_record *r)
+{
+	__s32 changecount;
+
+	if (!status_activity_start_off || !r->status_ptr || !status_changecount(r->status_ptr, &changecount))
+		return 0;
+	return statement_start_us(r);
+}
+
+/*
+ * Called on each switch-out that holds: remembers which statement the held figures are of,
+ * reading its start again while it was unknown (a switch-out inside the status write).
+ */
 static __always_inline void start_holding(struct backend_record *r)
 {
-	r->held_statement_us = statement_start_us(r);
-	r->flags |= BACKEND_HOLDING;
+	if (!(r->flags & BACKEND_HOLDING)) {
+		r->held_statement_us = held_statement_start_us(r);
+		r->flags |= BACKEND_HOLDING;
+	} else if (!r->held_statement_us) {
+		r->held_statement_us = held_statement_start_us(r);
+	}
 }
 
 /*
@@ -399,7 +426,7 @@ static __always_inline void hold_lock_wait(struct backend_record *r, const struc
 		return;
 	}
 	if (!(r->flags & (BACKEND_HOLDING | BACKEND_HOLDING_LOCK_WAIT)))
-		r->held_statement_us = statement_start_us(r);
+		r->held_statement_us = held_statement_start_us(r);
 	l->locktag_type = key->locktag_type;
 	l->mode = key->mode;
 	l->database = key->database;

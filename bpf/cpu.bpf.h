@@ -328,8 +328,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	}
 	/* Held figures go to the id the statement now has, or to queryid 0 once it is over without one. */
 	if (holding) {
-		if (!(r->flags & BACKEND_HOLDING))
-			start_holding(r);
+		start_holding(r);
 		r->flags |= BACKEND_SLEEP_HELD;
 	} else if (r->flags & (BACKEND_HOLDING | BACKEND_SLEEP_HELD | BACKEND_HOLDING_LOCK_WAIT)) {
 		if (r->flags & (BACKEND_HOLDING | BACKEND_HOLDING_LOCK_WAIT))

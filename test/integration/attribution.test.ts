@@ -1,8 +1,11 @@
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { procPidOf } from '../../src/target/postmaster-target.js';
+import { ProcessMemory } from '../../src/target/process-memory.js';
 import { embeddedPostgresBin } from '../support/embedded-postgres.js';
 
 /*
@@ -163,6 +166,59 @@ for (const target of TARGETS) {
       } finally {
         await holder.end();
         await waiter.end();
+      }
+    });
+
+    /*
+     * pgstat_report_activity() writes a new statement's state and clears st_query_id before it
+     * copies the text and then the start time, all inside one odd change count. A backend
+     * switched out in between (preempted, sampled, stopped) shows "running, no id yet" with the
+     * previous statement's start. gdb stops it there, for as long as the test says, with a
+     * hardware watchpoint on st_query_id: the stop is time the client waits for this statement.
+     */
+    it('charges a stop inside the report of a new statement to that statement, not to queryid 0', async () => {
+      const client = await connect();
+      try {
+        const text = 'SELECT count(*) FROM queued WHERE id > $1';
+        const pid = await pidOf(client); // leaves st_query_id set, so clearing it changes it
+        await idle(pid);
+        await sidecar.flush();
+        const zeroMs = async () =>
+          Number((await admin.query(
+            `SELECT coalesce(sum(total_time_ms), 0) AS ms FROM bpf_stats.query_stats
+              WHERE queryid = 0 AND toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          )).rows[0].ms);
+        const zeroBefore = await zeroMs();
+        const status = new ProcessMemory(procPidOf(sidecar.target, pid) ?? pid).readU64(sidecar.target.addresses.myBEEntry);
+        const queryId = status + BigInt(sidecar.layout.queryIdOffset!);
+        const stopMs = 500;
+        const gdb = spawn('gdb', ['-nx', '-batch', '-p', String(pid), '-ex', `watch -l *(long *)0x${queryId.toString(16)}`,
+          '-ex', 'echo armed\\n', '-ex', 'continue', '-ex', `shell sleep ${stopMs / 1000}`, '-ex', 'detach'], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let output = '';
+        gdb.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        gdb.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        const exited = new Promise<number | null>((resolve) => gdb.on('close', resolve));
+        for (let i = 0; i < 1000 && !output.includes('armed'); i++) await sleep(10);
+        expect(output, 'gdb set the watchpoint').toContain('armed');
+        const started = performance.now();
+        await client.query(text.replace('$1', '7'));
+        const waited = performance.now() - started;
+        expect(await exited, output).toBe(0);
+        expect(output, 'the backend stopped where st_query_id was cleared').toMatch(/Hardware watchpoint 1[^\n]*\n\nOld value = [1-9-]/);
+        expect(waited).toBeGreaterThan(stopMs);
+        await idle(pid);
+        await sidecar.flush();
+        const { rows } = await admin.query(
+          `SELECT q.total_time_ms FROM pg_stat_statements s JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+            WHERE s.query = $1`,
+          [text],
+        );
+        expect(rows).toHaveLength(1);
+        expect(rows[0].total_time_ms / waited).toBeGreaterThan(0.75);
+        expect(rows[0].total_time_ms / waited).toBeLessThan(1.25);
+        expect((await zeroMs()) - zeroBefore).toBeLessThan(0.25 * stopMs);
+      } finally {
+        await client.end();
       }
     });
 
