@@ -323,37 +323,47 @@ static __always_inline __u64 statement_start_us(const struct backend_record *r)
 	return us;
 }
 
-/*
- * The start of the statement a backend holds figures for; 0 (unknown) while it writes its
- * status. pgstat_report_activity() sets st_state and clears st_query_id for a new statement
- * before it copies the text and then st_activity_start_timestamp, all under one odd change
- * count: a backend switched out in between (preempted, sampled, stopped) looks like a new
- * statement before its id, with the previous statement's start. Taken as the held statement's,
- * that start sent the held figures to queryid 0 at release, a second new key in one switch,
- * which the queries map's per-CPU cache then refused (counted as map_no_memory). The backend is
- * off the CPU, interrupted, or in its own probe while BPF reads it: it writes nothing between
- * the two reads, so the count read first still holds.
- */
-static __always_inline __u64 held_statement_start_us(const struct backend_record *r)
-{
-	__s32 changecount;
+/* How many bytes of a statement's text tell it from the next one (statement_fingerprint). */
+#define STATEMENT_TEXT_PREFIX 64
 
-	if (!status_activity_start_off || !r->status_ptr || !status_changecount(r->status_ptr, &changecount))
+/*
+ * Which statement the backend is on, as a hash of the first bytes of its text (st_activity_raw,
+ * the buffer pg_stat_activity.query is read from, bytes after the text included); 0 when
+ * unknown. Not the statement start: the extended protocol reports one statement three times
+ * (Parse, Bind, Execute), each with a new start, so a lock wait in Parse's analysis went to
+ * queryid 0. Not while the backend writes its status (odd change count): pgstat_report_activity()
+ * sets st_state and clears st_query_id of a new statement before it copies the text, so a backend
+ * switched out in between (preempted, sampled, stopped) shows the previous statement's text.
+ * The backend is off the CPU, interrupted, or in its own probe while BPF reads it: it writes
+ * nothing between the reads. Two statements whose texts share the first 64 bytes look alike.
+ */
+static __noinline __u64 statement_fingerprint(const struct backend_record *r)
+{
+	__u64 words[STATEMENT_TEXT_PREFIX / 8] = {}, text = 0, hash = 0xcbf29ce484222325ULL; /* FNV-1a's basis */
+	__s32 changecount;
+	int i;
+
+	if (!r || !status_activity_raw_off || !r->status_ptr || !status_changecount(r->status_ptr, &changecount))
 		return 0;
-	return statement_start_us(r);
+	if (bpf_probe_read_user(&text, sizeof(text), (void *)(r->status_ptr + status_activity_raw_off)) || !text ||
+	    bpf_probe_read_user(words, sizeof(words), (void *)text))
+		return 0;
+	for (i = 0; i < STATEMENT_TEXT_PREFIX / 8; i++)
+		hash = (hash ^ words[i]) * 0x100000001b3ULL; /* FNV's 64-bit prime, a word at a time */
+	return hash | 1;
 }
 
 /*
  * Called on each switch-out that holds: remembers which statement the held figures are of,
- * reading its start again while it was unknown (a switch-out inside the status write).
+ * looking again while that was unknown (a switch-out inside the status write).
  */
 static __always_inline void start_holding(struct backend_record *r)
 {
 	if (!(r->flags & BACKEND_HOLDING)) {
-		r->held_statement_us = held_statement_start_us(r);
+		r->held_statement = statement_fingerprint(r);
 		r->flags |= BACKEND_HOLDING;
-	} else if (!r->held_statement_us) {
-		r->held_statement_us = held_statement_start_us(r);
+	} else if (!r->held_statement) {
+		r->held_statement = statement_fingerprint(r);
 	}
 }
 
@@ -361,7 +371,7 @@ static __always_inline void start_holding(struct backend_record *r)
  * `key` is what the backend is on now: the held statement with its id, or idle after it (its
  * id, or 0 when it never got one). A backend that went from the held statement straight into
  * the next one without a switch-out in between (pipelined statements) shows the next
- * statement's id: the statement start says so, and the held figures go to queryid 0.
+ * statement's id: its text says so, and the held figures go to queryid 0.
  *
  * A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
  */
@@ -374,8 +384,12 @@ __noinline int release_held(struct backend_record *r, const struct query_key *ke
 		return 0;
 	k = *key;
 	h = &r->held;
-	if (k.queryid && r->held_statement_us && statement_start_us(r) != r->held_statement_us)
-		k.queryid = 0;
+	if (k.queryid && r->held_statement) {
+		__u64 now = statement_fingerprint(r);
+
+		if (now && now != r->held_statement)
+			k.queryid = 0;
+	}
 	if (r->flags & BACKEND_HOLDING_LOCK_WAIT) {
 		struct held_lock_wait *l = &r->held_lock;
 		struct lock_wait_key lk = {
@@ -426,7 +440,7 @@ static __always_inline void hold_lock_wait(struct backend_record *r, const struc
 		return;
 	}
 	if (!(r->flags & (BACKEND_HOLDING | BACKEND_HOLDING_LOCK_WAIT)))
-		r->held_statement_us = held_statement_start_us(r);
+		r->held_statement = statement_fingerprint(r);
 	l->locktag_type = key->locktag_type;
 	l->mode = key->mode;
 	l->database = key->database;

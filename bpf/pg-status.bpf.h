@@ -47,6 +47,8 @@ const volatile __u32 status_state_off = 0;
 const volatile __u32 status_state_idle = 1;
 /* st_activity_start_timestamp (st_state_start_timestamp follows); 0 = unknown. Read by bpf/latency.bpf.h. */
 const volatile __u32 status_activity_start_off = 0;
+/* st_activity_raw, the pointer to the statement's text; 0 = unknown. Read by bpf/attribution.bpf.h. */
+const volatile __u32 status_activity_raw_off = 0;
 /* 1 when st_xact_start_timestamp directly precedes st_activity_start_timestamp. */
 const volatile __u32 status_xact_start_before = 0;
 /*

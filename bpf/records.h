@@ -187,7 +187,7 @@ struct backend_record {
 	 * (bpf/attribution.bpf.h). Only the cpu family's time and counters are held.
 	 */
 	struct metrics held;
-	__u64 held_statement_us; /* st_activity_start_timestamp of the statement `held` belongs to (0: unknown) */
+	__u64 held_statement; /* statement_fingerprint() of the statement `held` belongs to (0: unknown) */
 	struct held_lock_wait held_lock;
 	struct nested_statements nested;
 };

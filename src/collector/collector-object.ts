@@ -201,6 +201,7 @@ export class CollectorObject<Name extends string = string> {
         ...options.rodata,
         jiffy_ns: jiffyNs(),
         status_activity_start_off: layout.activityStartOffset ?? 0,
+        status_activity_raw_off: layout.activityRawOffset ?? 0,
         status_state_off: layout.stateOffset ?? 0,
         status_state_idle: layout.stateIdle,
         status_span_off: span.offset,

@@ -6,6 +6,8 @@ import { PG_EPOCH_UNIX_US } from '../postgres-timestamp.js';
 
 /** PgBackendStatus is a few hundred bytes in 14–18; read generously. */
 const STATUS_WINDOW = 1024;
+/** The probe backend's statement: its text is what st_activity_raw points to while it is idle. */
+const CALIBRATION_QUERY = 'SELECT pg_backend_pid() AS pid /* pg-bpf-stats calibration */';
 
 /**
  * Where PgBackendStatus keeps the fields BPF reads, found on a live backend instead of
@@ -22,7 +24,7 @@ export async function calibrateStatusLayout(
   probe: pg.Client,
   observer: pg.Client,
 ): Promise<StatusLayout> {
-  const pid = (await probe.query<{ pid: number }>('SELECT pg_backend_pid() AS pid /* pg-bpf-stats calibration */')).rows[0]!.pid;
+  const pid = (await probe.query<{ pid: number }>(CALIBRATION_QUERY)).rows[0]!.pid;
   type Row = {
     start_us: string;
     datid: number;
@@ -91,12 +93,15 @@ export async function calibrateStatusLayout(
     throw new UserError(`calibration: idle backend ${pid} waits on ${row.wait_event ?? 'nothing'}, expected ClientRead`);
   }
   const activityStart = activityStartOffset(window, row.query_start_us, row.state_change_us);
+  // Before stateOffset() runs BEGIN and COMMIT, which replace the text.
+  const activityRaw = activityRawOffset(memory, window);
   const state = await stateOffset(probe, memory, status, window, [procpidOffset, procStartOffset, dbidOffset], activityStart);
   return {
     stateOffset: state.stateOffset,
     stateIdle: state.stateIdle,
     xactStartBeforeActivity: state.xactStartBeforeActivity,
     activityStartOffset: activityStart,
+    activityRawOffset: activityRaw,
     procpidOffset,
     // st_backendType directly follows st_procpid in every version that has it.
     backendTypeOffset: procpidOffset + 4,
@@ -121,6 +126,25 @@ function activityStartOffset(window: Buffer, queryStartUs: string | null, stateC
   needle.writeBigInt64LE(BigInt(stateChangeUs) - PG_EPOCH_UNIX_US, 8);
   for (let at = 0; at + 16 <= window.length; at += 8) {
     if (window.compare(needle, 0, 16, at, at + 16) === 0) return at;
+  }
+  return null;
+}
+
+/*
+ * st_activity_raw: the one pointer in the window whose target holds the probe backend's
+ * statement text, NUL included (the other pointers lead to the application name, the client's
+ * host name, SSL and GSS status). An address that is not mapped is skipped.
+ */
+function activityRawOffset(memory: ProcessMemory, window: Buffer): number | null {
+  const text = Buffer.from(`${CALIBRATION_QUERY}\0`);
+  for (let at = 0; at + 8 <= window.length; at += 8) {
+    const address = window.readBigUInt64LE(at);
+    if (address < 0x10000n || address >= 0x800000000000n) continue;
+    try {
+      if (memory.read(address, text.length).equals(text)) return at;
+    } catch {
+      // not an address in the backend
+    }
   }
   return null;
 }

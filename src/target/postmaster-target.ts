@@ -57,6 +57,11 @@ export interface StatusLayout {
    */
   activityStartOffset: number | null;
   /**
+   * st_activity_raw, the pointer to the text of the backend's current (or last) statement as
+   * sent (pg_stat_activity.query); null when not found (track_activities off).
+   */
+  activityRawOffset: number | null;
+  /**
    * st_state (enum BackendState) and its value for STATE_IDLE; idle in transaction is
    * idle + 2 and idle in transaction (aborted) idle + 4 in every version. null: not found.
    */
