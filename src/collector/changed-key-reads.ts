@@ -92,7 +92,8 @@ export class ChangedKeyReads {
     const whole = !taken || this.wholeDue || this.readNumber === 1n || overflowed > this.overflowsSeen || nowMs - this.lastFullMs >= FULL_READ_EVERY_MS;
     this.overflowsSeen = overflowed;
     const takenKeys = taken ? { packed: taken.keys, count: taken.count } : NO_KEYS;
-    // Past half the map, one batch read of every key is cheaper than a lookup per key (README);
+    // Past half the map, one batch read of every key is cheaper than a lookup per key
+    // (bench/README.md, "Flush cost by what changed");
     // the union is never smaller than what was taken, so that alone can decide it.
     const keys = whole || takenKeys.count * 2 > held ? null : union(takenKeys, this.again, taken!.keySize);
     if (!keys || keys.count * 2 > held) {

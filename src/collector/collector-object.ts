@@ -58,7 +58,8 @@ export interface CollectorObjectOptions<Name extends string> {
 
 /*
  * The histograms map is preallocated (allocated on demand it once lost a COPY's only latency
- * observation, README) and per-CPU: each entry costs sizeof(struct hist) on every possible CPU,
+ * observation: bench/README.md, "Where the cost went: preallocated maps") and per-CPU: each
+ * entry costs sizeof(struct hist) on every possible CPU,
  * 17.0 kB on 64 CPUs. Its capacity is what fits in this much kernel memory, within bounds: the
  * map holds the histograms active in the last few flushes (quiet ones are evicted), not every
  * statement seen.
@@ -176,7 +177,8 @@ export class CollectorObject<Name extends string = string> {
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
     this.programs = new LoadedPrograms(object, openCollectorObject, (more) => {
       loadInterruptible(more);
-      // The load parsed the kernel's BTF into memory it has freed: give it back (RSS, README).
+      // The load parsed the kernel's BTF into memory it has freed: give it back (RSS;
+      // bench/README.md, "Memory after start").
       loadNative().releaseFreeMemory();
     });
     this.probes = new ProbeAttachments(object, this.programs, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});

@@ -21,7 +21,7 @@ import { defaultNodeName, nameNode } from '../sink/node-name.js';
  * comment. Every version's sql/ rewrites that comment, so a start of an older version clears
  * it; `reapply` (`pg-bpf-stats migrate`) applies everything whatever it says. Applying sql/
  * took 25 ms of an idle start and 70-110 ms under load, node-pg-migrate's check of an
- * up-to-date schema another eight round trips (README, "Start-up").
+ * up-to-date schema another eight round trips (bench/README.md, "Start-up").
  *
  * @example
  * await migrateSchema(client);
