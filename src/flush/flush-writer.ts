@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { createQueryId, PostgresQueryCompiler, sql, type Kysely } from 'kysely';
 import type { FlushInput, FlushPart } from './flush-part.js';
 
 /**
@@ -45,7 +45,10 @@ export class FlushWriter<DB> {
       // kysely puts a raw CTE body in as it is: the parentheses are ours.
       (build ? build() : statements).map((statement, i) => sql`${sql.id(`${part.name}_${i}`)} AS (${statement})`),
     );
-    const statement = sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.compile(this.db);
+    // A compiler of its own: kysely's keeps the parameters of the last statement it compiled, and
+    // a flush's are its binary arrays (megabytes with thousands of rows), which would then stay
+    // alive until the next flush. The writer's Kysely has no plugins to apply.
+    const statement = new PostgresQueryCompiler().compileQuery(sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.toOperationNode(), createQueryId());
     const sentAt = performance.now();
     await this.db.executeQuery(statement);
     this.lastStatementMs = performance.now() - sentAt;

@@ -114,11 +114,18 @@ export class HistoryPart implements FlushPart {
   }
 }
 
-/** One key's waiting history: its latest row (the key and identity), and its sums since its last history row, never shared. */
+/**
+ * One key's waiting history: its identity (a row without its values: with thousands of keys
+ * waiting, each key's last row kept whole held an array of boxed numbers per key), and its sums
+ * since its last history row, never shared.
+ */
 interface Waiting<Row> {
   row: Row;
   values: MetricValue[];
 }
+
+/** The `values` of a waiting key's identity row: the sums are in Waiting.values. */
+const NOT_KEPT: MetricValue[] = Object.freeze([]) as unknown as MetricValue[];
 
 /** The rows a flush writes as history: every row of `rows` with what its key had waiting, then waiting keys, oldest first, up to `limit`. */
 function historyRows<Row extends { values: MetricValue[] }>(
@@ -159,7 +166,7 @@ function addToPending<Row extends { values: MetricValue[] }>(
     const key = keys[i]!;
     const sum = pending.get(key);
     if (!sum) {
-      pending.set(key, { row, values: [...row.values] });
+      pending.set(key, { row: { ...row, values: NOT_KEPT }, values: [...row.values] });
       return;
     }
     addValuesInto(sum.values, row.values);
@@ -167,14 +174,16 @@ function addToPending<Row extends { values: MetricValue[] }>(
   });
 }
 
-function latestQuery(row: QueryRow): QueryRow {
-  return row;
+/** A query key's identity never changes: the one it waits with stands. */
+function latestQuery(_row: QueryRow, earlier: QueryRow): QueryRow {
+  return earlier;
 }
 
-/** A process's latest row, with the identity it had by now. */
+/** A process's latest identity (without the row's values), with what it had by now. */
 function latestBackend(row: BackendRow, earlier: BackendRow): BackendRow {
   return {
     ...row,
+    values: NOT_KEPT,
     datid: row.datid ?? earlier.datid,
     usesysid: row.usesysid ?? earlier.usesysid,
     queryid: row.queryid ?? earlier.queryid,

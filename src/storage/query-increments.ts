@@ -20,7 +20,12 @@ export const QUERY_INCREMENTS_FIELDS: readonly ArrayElementType[] = ['oid', 'oid
  * sql`INSERT INTO t SELECT u.* FROM ${increments.unnest(rows)} AS u`;
  */
 export class QueryIncrements {
-  /** The last rows encoded: history, written with the rows it sums, often sends the very same ones. */
+  /**
+   * The last rows encoded: history, written in the same flush as the rows it sums, often sends
+   * the very same ones. Kept until the flush's synchronous part is over (FlushWriter prepares and
+   * builds every part before its first await), not until the next flush: with thousands of rows
+   * the encoded array is megabytes.
+   */
   private last: { rows: readonly QueryRow[]; encoded: Buffer } | null = null;
 
   private constructor(private readonly typeOid: number) {}
@@ -39,6 +44,7 @@ export class QueryIncrements {
     // Rows are never changed once made: the same objects in the same order encode the same.
     if (this.last && sameRows(this.last.rows, rows)) return this.last.encoded;
     const encoded = binaryRecordArray(this.typeOid, QUERY_INCREMENTS_FIELDS, rows, columnOf);
+    if (!this.last) queueMicrotask(() => (this.last = null));
     this.last = { rows, encoded };
     return encoded;
   }
