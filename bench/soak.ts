@@ -466,9 +466,10 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     console.error('soak: --seconds must be at least 30');
     process.exit(2);
   }
+  // Interrupted: the collector at once, then the cluster, so that no postmaster or data directory is left behind.
   const onSignal = () => {
     for (const s of SidecarProcess.live) s.killNow();
-    process.exit(130);
+    void Promise.all([...ThrowawayCluster.live].map((c) => c.stop())).finally(() => process.exit(130));
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);

@@ -64,7 +64,10 @@ function osUserIds(name: string): { uid: number; gid: number } {
  * await cluster.stop();
  */
 export class ThrowawayCluster {
-  private stopped = false;
+  /** Clusters started and not stopped yet, for a program's signal handler to stop. */
+  static readonly live = new Set<ThrowawayCluster>();
+
+  private stopping: Promise<void> | null = null;
 
   private constructor(
     readonly pgBin: string,
@@ -85,6 +88,7 @@ export class ThrowawayCluster {
     }
     const port = await freePort();
     const cluster = new ThrowawayCluster(pgBin, baseDir, dataDir, port, asUser);
+    ThrowawayCluster.live.add(cluster);
     try {
       await cluster.exec('initdb', ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale', 'C']);
       const settings: Record<string, string | number> = {
@@ -124,6 +128,7 @@ export class ThrowawayCluster {
     }
     const port = await freePort();
     const standby = new ThrowawayCluster(this.pgBin, baseDir, join(baseDir, 'data'), port, this.asUser);
+    ThrowawayCluster.live.add(standby);
     try {
       await standby.exec('pg_basebackup', ['-D', standby.dataDir, '-R', '-X', 'stream', '-c', 'fast', '-d', this.connectionString()]);
       appendFileSync(join(standby.dataDir, 'postgresql.conf'), `\n# standby of ${this.port}\nport = ${port}\nunix_socket_directories = '${baseDir}'\nhot_standby = on\n`);
@@ -157,12 +162,15 @@ export class ThrowawayCluster {
     await this.exec('pg_ctl', ['-D', this.dataDir, '-l', join(this.baseDir, 'server.log'), '-m', 'fast', '-w', '-t', '60', 'restart']);
   }
 
-  async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
-    if (existsSync(join(this.dataDir, 'postmaster.pid'))) {
-      await this.exec('pg_ctl', ['-D', this.dataDir, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
-    }
-    rmSync(this.baseDir, { recursive: true, force: true });
+  /** Stops the server and removes its directory; every caller, the first or a later one, waits for both. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      ThrowawayCluster.live.delete(this);
+      if (existsSync(join(this.dataDir, 'postmaster.pid'))) {
+        await this.exec('pg_ctl', ['-D', this.dataDir, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
+      }
+      rmSync(this.baseDir, { recursive: true, force: true });
+    })();
+    return this.stopping;
   }
 }
