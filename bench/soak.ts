@@ -199,7 +199,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
           lastCpu = cpu;
           lastFlushes = flushes;
           result.samples.push(sample);
-          log(`${sample.atS} s: rss ${sample.rssMb.toFixed(0)} MB, ${Number.isNaN(sample.cpuMsPerFlush) ? 'no' : sample.cpuMsPerFlush.toFixed(1)} ms CPU/flush, map ${sample.queriesInMap}, backend_stats ${rows.backend_stats}, query_stats ${rows.query_stats}`);
+          log(`${sample.atS} s: rss ${sample.rssMb.toFixed(0)} MB, ${Number.isNaN(sample.cpuMsPerFlush) ? 'n/a' : sample.cpuMsPerFlush.toFixed(1)} ms CPU/flush, map ${sample.queriesInMap}, backend_stats ${rows.backend_stats}, query_stats ${rows.query_stats}`);
         } catch {
           // the database is restarting
         } finally {

@@ -1,15 +1,14 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { createQueryId, DummyDriver, Kysely, PostgresQueryCompiler, sql, type DatabaseConnection, type Driver, type RawBuilder } from 'kysely';
+import { createQueryId, PostgresQueryCompiler, sql, type RawBuilder } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { FlushPart, PreparedPart } from '../../src/flush/flush-part.js';
+import type { FlushPart } from '../../src/flush/flush-part.js';
 import { FlushWriter } from '../../src/flush/flush-writer.js';
 import { HistoryPart } from '../../src/health/history-part.js';
-import type { BpfStatsDatabase } from '../../src/storage/database.js';
 import { MetricRows } from '../../src/storage/metric-rows.js';
 import type { QueryRow } from '../../src/storage/metric-row.js';
 import { QueryIncrements } from '../../src/storage/query-increments.js';
-import { compileOnlyDialect } from '../support/compile-only-dialect.js';
+import { answeringDb, queryHistoryRows } from '../support/increments-db.js';
 import { querySample, snapshotOf } from '../support/map-samples.js';
 
 /*
@@ -26,20 +25,6 @@ async function collected(ref: WeakRef<object>): Promise<boolean> {
   await new Promise((resolve) => setImmediate(resolve));
   gc();
   return ref.deref() === undefined;
-}
-
-const TYPE_OID = 424242;
-
-/** A database that answers every statement with the row type's oid (all QueryIncrements.resolve asks) and runs nothing else. */
-function answeringDb(): Kysely<BpfStatsDatabase> {
-  const connection: DatabaseConnection = {
-    executeQuery: async <R>() => ({ rows: [{ oid: String(TYPE_OID) }] as R[] }),
-    streamQuery: () => {
-      throw new Error('not streamed');
-    },
-  };
-  const driver: Driver = Object.assign(new DummyDriver(), { acquireConnection: async () => connection });
-  return new Kysely<BpfStatsDatabase>({ dialect: compileOnlyDialect(driver) });
 }
 
 const db = answeringDb();
@@ -93,7 +78,7 @@ describe('what a flush leaves behind', () => {
     // What waits still goes out: the next flush that writes history has the key's row.
     const maps = snapshotOf({ queries: [querySample(7, 5)] });
     const due = history.prepare({ maps, measured: MEASURED, lazy: false, startedMs: performance.now() });
-    expect(queryHistoryRows(due)).toBe(1);
+    expect(queryHistoryRows(due, db)).toBe(1);
   });
 });
 
@@ -111,12 +96,4 @@ function waitOneFlush(rows: MetricRows, history: HistoryPart, calls: number): We
   made.commitBackends();
   prepared.commit();
   return new WeakRef(made.queries[0]!.values);
-}
-
-/** Query history rows a built history part sends: the length of its array of query_increments. */
-function queryHistoryRows(part: PreparedPart): number {
-  const statements = part.build!().map((s) => s.compile(db));
-  const query = statements.find((s) => s.sql.includes('query_stats_history'));
-  const array = query?.parameters.find((p): p is Buffer => Buffer.isBuffer(p) && p.readUInt32BE(8) === TYPE_OID);
-  return array ? array.readInt32BE(12) : 0;
 }

@@ -1,11 +1,9 @@
-import { DummyDriver, Kysely, type DatabaseConnection, type Driver } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { FlushInput, PreparedPart } from '../../src/flush/flush-part.js';
 import { HistoryPart } from '../../src/health/history-part.js';
-import type { BpfStatsDatabase } from '../../src/storage/database.js';
 import { MAX_ROWS_PER_TABLE, MetricRows } from '../../src/storage/metric-rows.js';
 import { QueryIncrements } from '../../src/storage/query-increments.js';
-import { compileOnlyDialect } from '../support/compile-only-dialect.js';
+import { answeringDb, queryHistoryRows } from '../support/increments-db.js';
 import { querySample, snapshotOf } from '../support/map-samples.js';
 
 /*
@@ -15,33 +13,11 @@ import { querySample, snapshotOf } from '../support/map-samples.js';
  * history rows per table than its row budget, which halves after a flush that was not written.
  */
 const MEASURED = new Set(['query']);
-const TYPE_OID = 424242;
-
-/** A database that answers every statement with the row type's oid (all QueryIncrements.resolve asks). */
-function answeringDb(): Kysely<BpfStatsDatabase> {
-  const connection: DatabaseConnection = {
-    executeQuery: async <R>() => ({ rows: [{ oid: String(TYPE_OID) }] as R[] }),
-    streamQuery: () => {
-      throw new Error('not streamed');
-    },
-  };
-  const driver: Driver = Object.assign(new DummyDriver(), { acquireConnection: async () => connection });
-  return new Kysely<BpfStatsDatabase>({ dialect: compileOnlyDialect(driver) });
-}
-
 const db = answeringDb();
 let increments: QueryIncrements;
 beforeAll(async () => {
   increments = await QueryIncrements.resolve(db);
 });
-
-/** Query history rows a built history part sends: the length of its array of query_increments. */
-function queryHistoryRows(part: PreparedPart): number {
-  const statements = part.build!().map((s) => s.compile(db));
-  const query = statements.find((s) => s.sql.includes('query_stats_history'));
-  const array = query?.parameters.find((p): p is Buffer => Buffer.isBuffer(p) && p.readUInt32BE(8) === TYPE_OID);
-  return array ? array.readInt32BE(12) : 0;
-}
 
 interface Flush {
   history: PreparedPart;
@@ -82,7 +58,7 @@ describe('history between intervals', () => {
     upTo.written();
     // 16,385 keys for 16,384 rows: the new one and the 16,383 oldest; one waits for the next flush.
     const past = flush(rows, history, MAX_ROWS_PER_TABLE, 1, 1);
-    expect(queryHistoryRows(past.history)).toBe(MAX_ROWS_PER_TABLE);
+    expect(queryHistoryRows(past.history, db)).toBe(MAX_ROWS_PER_TABLE);
   });
 
   it('writes no more history per table than the row budget, and the rest with the next flushes', () => {
@@ -92,11 +68,11 @@ describe('history between intervals', () => {
     // A flush that was not written (its connection terminated): the next has half the budget.
     flush(rows, history, 20_000, 100, 1, false);
     const halved = flush(rows, history, 20_000, 100, 1, false);
-    expect(queryHistoryRows(halved.history)).toBe(MAX_ROWS_PER_TABLE / 2);
+    expect(queryHistoryRows(halved.history, db)).toBe(MAX_ROWS_PER_TABLE / 2);
     halved.written();
     // The 10,100 keys go in two flushes: 8,192, then the 1,908 left with the next flush (lazy, but behind).
     const rest = flush(rows, history, 30_000, 0, 1);
-    expect(queryHistoryRows(rest.history)).toBe(10_100 - MAX_ROWS_PER_TABLE / 2);
+    expect(queryHistoryRows(rest.history, db)).toBe(10_100 - MAX_ROWS_PER_TABLE / 2);
     rest.written();
     expect(flush(rows, history, 30_000, 0, 1).history.build).toBeUndefined();
   });
