@@ -45,10 +45,12 @@ export class FlushWriter<DB> {
       // kysely puts a raw CTE body in as it is: the parentheses are ours.
       (build ? build() : statements).map((statement, i) => sql`${sql.id(`${part.name}_${i}`)} AS (${statement})`),
     );
-    // A compiler of its own: kysely's keeps the parameters of the last statement it compiled, and
-    // a flush's are its binary arrays (megabytes with thousands of rows), which would then stay
-    // alive until the next flush. The writer's Kysely has no plugins to apply.
-    const statement = new PostgresQueryCompiler().compileQuery(sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.toOperationNode(), createQueryId());
+    // Compiled by a compiler of its own (the writer's plugins still apply): kysely's shared one
+    // keeps the parameters of the last statement it compiled, and a flush's are its binary arrays
+    // (megabytes with thousands of rows), which would then stay alive until the next flush.
+    const queryId = createQueryId();
+    const node = this.db.getExecutor().transformQuery(sql`WITH ${sql.join(ctes)} SELECT 1 AS flushed`.toOperationNode(), queryId);
+    const statement = new PostgresQueryCompiler().compileQuery(node, queryId);
     const sentAt = performance.now();
     await this.db.executeQuery(statement);
     this.lastStatementMs = performance.now() - sentAt;
