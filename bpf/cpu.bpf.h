@@ -310,7 +310,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 			query_add_wait(&r->sleep_key, r->sleep_class, sleep_ns);
 		/* And to the nested statement the sleep began in (the nested set), if any. */
 		if (r->nested_sleep_queryid) {
-			nested = nested_key(&r->sleep_key, r->nested_sleep_queryid);
+			nested = nested_key(&r->sleep_key, r->nested_sleep_queryid, r->nested_sleep_userid);
 			query_add_wait(&nested, r->sleep_class, sleep_ns);
 		}
 	}
@@ -322,7 +322,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	} else {
 		query_add_slice(&key, &s);
 		if (r->nested_current) {
-			nested = nested_key(&key, r->nested_current);
+			nested = nested_key(&key, r->nested_current, r->nested_current_userid);
 			query_add_slice(&nested, &s);
 		}
 	}

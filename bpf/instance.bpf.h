@@ -84,6 +84,12 @@ int BPF_PROG(adopt_postmaster, struct task_struct *parent, struct task_struct *c
 	start_code = mm->start_code;
 	my_be_entry_addr = my_be_entry_addr - follow_start_code + start_code;
 	my_wait_event_info_addr = my_wait_event_info_addr - follow_start_code + start_code;
+	if (outer_user_id_addr)
+		outer_user_id_addr = outer_user_id_addr - follow_start_code + start_code;
+	if (current_user_id_addr)
+		current_user_id_addr = current_user_id_addr - follow_start_code + start_code;
+	if (active_portal_addr)
+		active_portal_addr = active_portal_addr - follow_start_code + start_code;
 	follow_start_code = start_code;
 	pidns_level = parent->thread_pid->level;
 	postmaster_tgid = parent->tgid; /* last: the filter matches from here */

@@ -35,23 +35,25 @@ const volatile __u32 querydesc_plannedstmt_off = 8;
 const volatile __u32 plannedstmt_queryid_off = 8;
 
 /* The key of nested statement `queryid` under the user and database of `top`. */
-static __always_inline struct query_key nested_key(const struct query_key *top, __u64 queryid)
+static __always_inline struct query_key nested_key(const struct query_key *top, __u64 queryid, __u32 userid)
 {
 	struct query_key k = *top;
 
 	k.toplevel = 0;
 	k.queryid = queryid;
+	if (userid)
+		k.userid = userid; /* a SECURITY DEFINER function's statements run as its owner */
 	return k;
 }
 
 /* The figures of nested statement `queryid` under the user and database of `top`; NULL for none (0). */
-static __always_inline struct metrics *nested_metrics(const struct query_key *top, __u64 queryid)
+static __always_inline struct metrics *nested_metrics(const struct query_key *top, __u64 queryid, __u32 userid)
 {
 	struct query_key k;
 
 	if (!queryid)
 		return NULL;
-	k = nested_key(top, queryid);
+	k = nested_key(top, queryid, userid);
 	return query_key_metrics(&k);
 }
 
@@ -60,6 +62,7 @@ static __always_inline void nested_reset(struct backend_record *r)
 {
 	r->nested_depth = 0;
 	r->nested_current = 0;
+	r->nested_current_userid = 0;
 }
 
 /* Once per switch-out, after the slice is charged: a backend gone idle has no statement open. */
@@ -68,6 +71,7 @@ static __always_inline void nested_on_switch_out(struct backend_record *r, __u32
 	if (r->nested_depth && is_idle_state(status_state))
 		nested_reset(r);
 	r->nested_sleep_queryid = r->nested_current;
+	r->nested_sleep_userid = r->nested_current_userid;
 }
 
 /*
@@ -75,7 +79,7 @@ static __always_inline void nested_on_switch_out(struct backend_record *r, __u32
  * `top_queryid` what st_query_id holds.
  */
 static __always_inline void nested_push(struct backend_record *r, __u64 query_desc, __u64 queryid,
-					__u64 top_queryid, __u64 statement_us, __u64 sp)
+					__u64 top_queryid, __u64 statement_us, __u64 sp, __u32 userid)
 {
 	__u32 depth = r->nested_depth;
 	bool nested;
@@ -90,22 +94,29 @@ static __always_inline void nested_push(struct backend_record *r, __u64 query_de
 	}
 	if (!depth)
 		r->nested.statement_us = statement_us;
-	nested = depth > 0 || queryid != top_queryid;
+	/*
+	 * With no top-level id yet, this executor is the top-level statement's own: pg_stat_statements
+	 * clears the id of a SQL-level EXECUTE, and the prepared statement's ExecutorStart reports
+	 * its id as the top level's (pg_stat_statements counts it with toplevel = true).
+	 */
+	nested = depth > 0 || (top_queryid && queryid != top_queryid);
 	if (depth < NESTED_MAX) {
 		r->nested.query_desc[depth] = query_desc;
 		r->nested.queryid[depth] = nested ? queryid : 0;
 		r->nested.stack[depth] = sp;
+		r->nested.userid[depth] = userid;
 	}
 	r->nested_depth = depth + 1;
 	/* A nested statement without an id (pg_stat_statements has none either): its time stays with the top level. */
 	r->nested_current = nested ? queryid : 0;
+	r->nested_current_userid = nested ? userid : 0;
 }
 
 /*
  * An executor ends: returns the nested statement's id when it was one (its call is counted),
  * 0 otherwise. Executors above it that never ended (an error caught by PL/pgSQL) end with it.
  */
-static __always_inline __u64 nested_pop(struct backend_record *r, __u64 query_desc)
+static __always_inline __u64 nested_pop(struct backend_record *r, __u64 query_desc, __u32 *userid)
 {
 	__u32 depth = r->nested_depth;
 	__u64 queryid;
@@ -125,12 +136,16 @@ static __always_inline __u64 nested_pop(struct backend_record *r, __u64 query_de
 		if (depth > NESTED_MAX) {
 			r->nested_depth = depth - 1;
 			r->nested_current = r->nested.queryid[NESTED_MAX - 1];
+			r->nested_current_userid = r->nested.userid[NESTED_MAX - 1];
 		}
 		return 0;
 	}
 	queryid = r->nested.queryid[found];
+	if (userid)
+		*userid = r->nested.userid[found];
 	r->nested_depth = found;
 	r->nested_current = found > 0 ? r->nested.queryid[found - 1] : 0;
+	r->nested_current_userid = found > 0 ? r->nested.userid[found - 1] : 0;
 	return queryid;
 }
 

@@ -35,6 +35,18 @@
  */
 __u64 my_be_entry_addr = 0;
 __u64 my_wait_event_info_addr = 0;
+/*
+ * &OuterUserId and &CurrentUserId (static in miscinit.c, found through their exported accessors,
+ * src/target/user-id-globals.ts), in the same way identical in every child; 0: not found, and a
+ * statement is keyed by the session's user (st_userid). pg_stat_statements keys a statement by
+ * GetUserId() at its end: the role after SET ROLE or SET SESSION AUTHORIZATION, which is
+ * OuterUserId at the top level; CurrentUserId differs from it only inside SECURITY DEFINER
+ * functions and maintenance commands run as a table's owner, where a nested statement runs.
+ */
+__u64 outer_user_id_addr = 0;
+__u64 current_user_id_addr = 0;
+/* &ActivePortal (pquery.c, exported), read where a statement ends (bpf/query.bpf.h); 0: not found. */
+__u64 active_portal_addr = 0;
 /* Offsets inside PgBackendStatus. */
 const volatile __u32 status_procpid_off = 4;
 const volatile __u32 status_backend_type_off = 8;
@@ -177,6 +189,30 @@ static __always_inline bool is_running_state(__u32 state)
 }
 
 /*
+ * The user a backend's statement runs as: OuterUserId, read again only when the statement or its
+ * state differs from the last read (pgbench -S shows the same id, idle, at every switch-out: no
+ * read), so a transaction that never changes its statement pays nothing. A role changes only in
+ * a statement (SET ROLE, SET LOCAL ROLE, SET SESSION AUTHORIZATION, RESET, COMMIT of a SET
+ * LOCAL), and the switch-out that ends that statement sees it. Processes without a user in their
+ * status (auxiliary processes, autovacuum) keep 0, as pg_stat_activity shows them.
+ */
+static __always_inline __u32 statement_user(struct backend_record *r, __u64 queryid, __u32 state)
+{
+	__u32 user = 0;
+
+	if (!outer_user_id_addr || !r->userid)
+		return r->userid;
+	if (r->run_userid && r->run_user_queryid == queryid && r->run_user_state == state)
+		return r->run_userid;
+	if (bpf_probe_read_user(&user, sizeof(user), (void *)outer_user_id_addr) || !user)
+		return r->userid;
+	r->run_userid = user;
+	r->run_user_queryid = queryid;
+	r->run_user_state = state;
+	return user;
+}
+
+/*
  * The query the backend is on now; false when it has none. With `wait_event` (a task going to
  * sleep), also why it sleeps: a backend pg_stat_activity shows idle waits for its client
  * whatever its wait event (ClientRead, or ClientWrite while ReadyForQuery goes out), so it gets
@@ -226,10 +262,17 @@ static __always_inline bool read_current_state(struct task_struct *task, struct 
 	}
 	if (queryid && !identity_complete(r))
 		return false;
+	/*
+	 * A SQL-level EXECUTE runs its prepared statement, and pg_stat_statements keys that run under
+	 * the prepared statement's id (top level), not the EXECUTE's: the query set saw which one it
+	 * was (bpf/query.bpf.h). Zero unless that set is attached and an EXECUTE ran.
+	 */
+	if (queryid && queryid == r->execute_queryid)
+		queryid = r->prepared_queryid;
 	if (state_out && state_known)
 		*state_out = state;
 	key->queryid = queryid;
-	key->userid = r->userid;
+	key->userid = statement_user(r, queryid, state_known ? state : 0);
 	key->dbid = r->dbid;
 	key->toplevel = 1; /* st_query_id only ever holds the top-level statement's id */
 	return true;

@@ -48,7 +48,19 @@ int BPF_KPROBE(on_query_done)
 	}
 	if (r->flags & BACKEND_EXCLUDED)
 		return 0;
+	/*
+	 * A PortalRun inside another one's (EXECUTE running its prepared statement) restores the
+	 * outer portal as active before it ends: the outer one's end counts the statement, once.
+	 */
+	if (active_portal_addr) {
+		__u64 portal = 0;
+
+		if (!bpf_probe_read_user(&portal, sizeof(portal), (void *)active_portal_addr) && portal)
+			return 0;
+	}
 	r->m.calls++;
+	/* The statement may have just changed the role (SET ROLE): read it as it is at the end. */
+	r->run_userid = 0;
 	/*
 	 * No wait event wanted: a statement ending is not a sleep. Unreadable status or identity:
 	 * counted. Read with query id 0: a statement pg_stat_statements does not count either.
@@ -57,9 +69,70 @@ int BPF_KPROBE(on_query_done)
 		count(COUNTER_CALLS_UNATTRIBUTED);
 		return 0;
 	}
+	/* A PREPARE: pg_stat_statements counts no call for it (its time stays under its own id). */
+	if (r->uncounted_queryid) {
+		bool prepare = r->uncounted_queryid == key.queryid;
+
+		r->uncounted_queryid = 0;
+		if (prepare)
+			return 0;
+	}
 	qm = query_metrics(&key);
 	if (qm)
 		qm->calls++;
+	return 0;
+}
+
+/* st_query_id as the backend reports it, not mapped (read_current_state maps an EXECUTE's). */
+static __always_inline __u64 reported_query_id(const struct backend_record *r)
+{
+	__u64 queryid = 0;
+
+	if (r->status_ptr && status_query_id_off)
+		bpf_probe_read_user(&queryid, sizeof(queryid), (void *)(r->status_ptr + status_query_id_off));
+	return queryid;
+}
+
+/*
+ * ExecuteQuery's call of PortalDefineQuery(portal, name, text, tag, stmts, cplan): the plan a
+ * SQL-level EXECUTE runs. Its first PlannedStmt's queryId is the prepared statement's id, under
+ * which pg_stat_statements counts the run. pg_stat_statements clears the EXECUTE's own id
+ * (track_utility on, its default), and the prepared statement's ExecutorStart then reports its id
+ * as the top level's: nothing to map. With track_utility off the EXECUTE keeps an id of its own,
+ * and from here on it maps to the prepared statement's (read_current_state). A uprobe at this
+ * one call site traps only for SQL-level EXECUTE.
+ */
+SEC("uprobe")
+int BPF_KPROBE(on_execute_plan)
+{
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	struct backend_record *r = reported_backend(pid);
+	__u64 stmts = PT_REGS_PARM5(ctx), elements = 0, planned = 0, prepared = 0, execute;
+
+	if (!r || !stmts)
+		return 0;
+	/* List (PostgreSQL 13+): NodeTag, length, max_length, then the elements pointer at 16. */
+	if (bpf_probe_read_user(&elements, sizeof(elements), (void *)(stmts + 16)) || !elements ||
+	    bpf_probe_read_user(&planned, sizeof(planned), (void *)elements) || !planned ||
+	    bpf_probe_read_user(&prepared, sizeof(prepared), (void *)(planned + plannedstmt_queryid_off)))
+		return 0;
+	execute = reported_query_id(r);
+	if (!execute || !prepared)
+		return 0;
+	r->execute_queryid = execute;
+	r->prepared_queryid = prepared;
+	return 0;
+}
+
+/* PrepareQuery's call of StorePreparedStatement: the statement running is a PREPARE. */
+SEC("uprobe")
+int BPF_KPROBE(on_prepare_stmt)
+{
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	struct backend_record *r = reported_backend(pid);
+
+	if (r)
+		r->uncounted_queryid = reported_query_id(r);
 	return 0;
 }
 
@@ -89,13 +162,17 @@ int BPF_KPROBE(on_executor_beg, void *query_desc)
 	struct backend_record *r = executor_event(task, pid);
 	struct query_key key = {};
 	__u64 planned = 0, queryid = 0;
+	__u32 userid = 0;
 
 	if (!r || !read_current(task, r, pid, &key, NULL))
 		return 0;
 	if (bpf_probe_read_user(&planned, sizeof(planned), query_desc + querydesc_plannedstmt_off) || !planned ||
 	    bpf_probe_read_user(&queryid, sizeof(queryid), (void *)(planned + plannedstmt_queryid_off)))
 		return 0;
-	nested_push(r, (__u64)query_desc, queryid, key.queryid, statement_start_us(r), PT_REGS_SP(ctx));
+	/* pg_stat_statements keys a nested statement by GetUserId(): CurrentUserId. */
+	if (current_user_id_addr && key.userid)
+		bpf_probe_read_user(&userid, sizeof(userid), (void *)current_user_id_addr);
+	nested_push(r, (__u64)query_desc, queryid, key.queryid, statement_start_us(r), PT_REGS_SP(ctx), userid);
 	return 0;
 }
 
@@ -108,14 +185,15 @@ int BPF_KPROBE(on_executor_end, void *query_desc)
 	struct query_key key = {};
 	struct metrics *qm;
 	__u64 queryid;
+	__u32 userid = 0;
 
 	if (!r || !r->nested_depth)
 		return 0;
-	queryid = nested_pop(r, (__u64)query_desc);
+	queryid = nested_pop(r, (__u64)query_desc, &userid);
 	if (!queryid || !read_current(task, r, pid, &key, NULL))
 		return 0;
 	/* pg_stat_statements counts a nested statement's call at its ExecutorEnd too. */
-	qm = nested_metrics(&key, queryid);
+	qm = nested_metrics(&key, queryid, userid);
 	if (qm)
 		qm->calls++;
 	return 0;

@@ -135,6 +135,7 @@ struct nested_statements {
 	__u64 query_desc[NESTED_MAX]; /* each executor's QueryDesc, to match its end */
 	__u64 queryid[NESTED_MAX];    /* its statement's id if nested, 0 for the top-level one's */
 	__u64 stack[NESTED_MAX];      /* the stack pointer at its ExecutorStart: its caller's frame */
+	__u32 userid[NESTED_MAX];     /* CurrentUserId at its ExecutorStart (a SECURITY DEFINER function's owner), 0: unknown */
 	__u64 statement_us;           /* st_activity_start_timestamp of the top-level statement they run in */
 };
 
@@ -164,7 +165,7 @@ struct backend_record {
 	__s32 backend_type;      /* st_backendType, -1 when the process has no PgBackendStatus */
 	enum backend_flags flags;
 	__u32 pg_pid;            /* the pid Postgres knows it by (its pid in the postmaster's pid namespace) */
-	__u32 pad;
+	__u32 run_userid;        /* the user the statement runs as (OuterUserId) when last read, 0: not read (bpf/pg-status.bpf.h) */
 
 	__u64 last_ts;           /* rq->clock at the last switch-out (sched_clock domain) */
 	__u64 last_sum_exec;     /* se.sum_exec_runtime then */
@@ -177,8 +178,14 @@ struct backend_record {
 	__u32 epoch;             /* tracking_epoch when last* were taken (bpf/cpu.bpf.h) */
 	__u64 nested_current;    /* the innermost nested statement's id now, 0: none (bpf/nested.bpf.h) */
 	__u64 nested_sleep_queryid; /* nested_current when the task last left the CPU */
+	__u32 nested_current_userid; /* the user the innermost nested statement runs as, 0: the top level's */
+	__u32 nested_sleep_userid;   /* nested_current_userid when the task last left the CPU */
 	__u32 nested_depth;      /* executors started in the current statement and not ended */
-	__u32 pad2;
+	__u32 run_user_state;    /* st_state when run_userid was read (0: unknown) */
+	__u64 run_user_queryid;  /* st_query_id when run_userid was read */
+	__u64 execute_queryid;   /* st_query_id of the last SQL-level EXECUTE (the query set, bpf/query.bpf.h) */
+	__u64 prepared_queryid;  /* the id of the prepared statement it ran: its figures go there */
+	__u64 uncounted_queryid; /* st_query_id of a PREPARE that has not ended: no call, as pg_stat_statements */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 	__u64 memory_cgroup;       /* memory cgroup id (kernfs inode) when first tracked: a container's processes are born in theirs */
 	/*

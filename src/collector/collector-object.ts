@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
+import type { PostgresGlobals } from '../target/postmaster-target.js';
 import { PostmasterTgidValue, Structs, type FieldOf, type MapName, type ProgramName, type RodataName } from '../bpf/contract.js';
 import { RecordLayout } from '../bpf/record-layout.js';
 import { namespaceOf, procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
@@ -96,13 +97,11 @@ export function defaultMapEntries(cpus: number): Record<SizedMap, number> {
 type SizedMap = Extract<MapName, 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits'>;
 
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
-export interface BpfPostmaster {
+export interface BpfPostmaster extends PostgresGlobals {
   /** Its tgid in the initial pid namespace (what BPF sees). */
   tgid: number;
   /** Its pid namespace's level (0: the host's). */
   level: number;
-  myBEEntry: bigint;
-  myWaitEventInfo: bigint;
 }
 
 /**
@@ -284,6 +283,9 @@ export class CollectorObject<Name extends string = string> {
     this.globals.writeBss('pidns_level', BigInt(to.level));
     this.globals.writeBss('my_be_entry_addr', to.myBEEntry);
     this.globals.writeBss('my_wait_event_info_addr', to.myWaitEventInfo);
+    this.globals.writeBss('outer_user_id_addr', to.outerUserId);
+    this.globals.writeBss('current_user_id_addr', to.currentUserId);
+    this.globals.writeBss('active_portal_addr', to.activePortal);
     this.globals.writeBss('postmaster_tgid', BigInt(to.tgid));
   }
 
@@ -324,6 +326,9 @@ export class CollectorObject<Name extends string = string> {
       level: Number(this.globals.readBss('pidns_level')),
       myBEEntry: this.globals.readBss('my_be_entry_addr'),
       myWaitEventInfo: this.globals.readBss('my_wait_event_info_addr'),
+      outerUserId: this.globals.readBss('outer_user_id_addr'),
+      currentUserId: this.globals.readBss('current_user_id_addr'),
+      activePortal: this.globals.readBss('active_portal_addr'),
     };
   }
 

@@ -35,8 +35,22 @@ export function setPrograms(set: AttachableSet, target: PostmasterTarget): Progr
         return [];
       case 'target':
         return a.probes(target).map((p) => p.program);
+      case 'statement-end':
+        return [a.program, ...preparedStatementProbes(target).map((p) => p.program)];
       default:
         return [a.program];
     }
   });
+}
+
+/**
+ * The call sites watched beside the statement end so that SQL-level PREPARE and EXECUTE get
+ * pg_stat_statements' keys and calls (bpf/query.bpf.h); none where the binary has no such call.
+ */
+export function preparedStatementProbes(target: Pick<PostmasterTarget, 'preparedStatementSites'>): Array<{ program: ProgramName; fileOffset: bigint }> {
+  const { executePlan, prepare } = target.preparedStatementSites;
+  return [
+    ...(executePlan === null ? [] : [{ program: 'on_execute_plan' as const, fileOffset: executePlan }]),
+    ...(prepare === null ? [] : [{ program: 'on_prepare_stmt' as const, fileOffset: prepare }]),
+  ];
 }

@@ -8,7 +8,7 @@ import type { LoadedPrograms } from './loaded-programs.js';
 import type { MapReaders } from './map-readers.js';
 import type { ObjectGlobals } from './object-globals.js';
 import { onlineCpus, type PerfEventSpec } from './perf-events.js';
-import { setPrograms, type AttachableSet, type ProbeAttachment } from './probe-attachment.js';
+import { preparedStatementProbes, setPrograms, type AttachableSet, type ProbeAttachment } from './probe-attachment.js';
 import { SharedLinks } from './shared-link.js';
 import { SwitchLink } from './switch-link.js';
 import { markTrackingStart } from './tracking-start.js';
@@ -108,7 +108,7 @@ export class ProbeAttachments<Name extends string> {
       case 'auto':
         return [this.programs.attach(a.program)];
       case 'statement-end':
-        return [this.shared.share(`statement-end:${a.program}`, () => this.attachStatementEnd(a.program))];
+        return this.shareStatementEnd(a.program);
       case 'target':
         return attachTargetProbes(this.programs, this.target, a.probes(this.target));
       case 'switch':
@@ -127,6 +127,21 @@ export class ProbeAttachments<Name extends string> {
         return links;
       }
     }
+  }
+
+  /** The statement end and the prepared-statement call sites, shared by the sets that count calls. */
+  private shareStatementEnd(program: ProgramName): BpfLink[] {
+    const links = [this.shared.share(`statement-end:${program}`, () => this.attachStatementEnd(program))];
+    try {
+      for (const p of preparedStatementProbes(this.target)) {
+        // pid -1: every backend, including those forked after attach.
+        links.push(this.shared.share(`statement-end:${p.program}`, () => this.programs.attachUprobe(p.program, false, -1, this.target.binaryPath, null, Number(p.fileOffset))));
+      }
+    } catch (error) {
+      for (const link of links) link.destroy();
+      throw error;
+    }
+    return links;
   }
 
   private attachStatementEnd(program: ProgramName): BpfLink {

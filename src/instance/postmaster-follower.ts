@@ -243,11 +243,15 @@ export class PostmasterFollower {
     const found = adopted ?? (await object.findTgid({ ...pidns, tgid: pgPid }, async () => undefined, 2000));
     // BPF may have adopted it while findTgid looked: then its own addresses stand.
     if (!found || this.closed) return false;
+    const moved = (address: bigint) => (address === 0n ? 0n : address - bias + start);
     const next: BpfPostmaster = {
       tgid: found.tgid,
       level: found.level,
-      myBEEntry: current.myBEEntry - bias + start,
-      myWaitEventInfo: current.myWaitEventInfo - bias + start,
+      myBEEntry: moved(current.myBEEntry),
+      myWaitEventInfo: moved(current.myWaitEventInfo),
+      outerUserId: moved(current.outerUserId),
+      currentUserId: moved(current.currentUserId),
+      activePortal: moved(current.activePortal),
     };
     object.retarget(next);
     Object.assign(current, next);
@@ -258,7 +262,13 @@ export class PostmasterFollower {
       pgPid,
       pidns,
       binaryPath: sameMountNamespace(pid) ? target.mappedPath : `/proc/${pid}/root${target.mappedPath}`,
-      addresses: { myBEEntry: next.myBEEntry, myWaitEventInfo: next.myWaitEventInfo },
+      addresses: {
+        myBEEntry: next.myBEEntry,
+        myWaitEventInfo: next.myWaitEventInfo,
+        outerUserId: next.outerUserId,
+        currentUserId: next.currentUserId,
+        activePortal: next.activePortal,
+      },
     });
     this.startTicks = stat.startTicks;
     const gapMs = performance.now() - this.goneAt!;

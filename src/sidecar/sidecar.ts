@@ -213,6 +213,7 @@ export class Sidecar {
         await observer.end();
       }
       if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
+      if (!target.addresses.outerUserId) log('this build does not show which user a statement runs as (GetOuterUserId not found): statements are keyed by the session user, not the role after SET ROLE');
       const support: SupportContext = { target, layout, perfEvents: options.perfEvents ?? {} };
       const sets = new Set<ProbeSetName>([
         ...Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name),
@@ -743,7 +744,7 @@ async function postmasterForBpf(object: CollectorObject<ProbeSetName>, target: P
       `cannot translate postmaster ${target.pgPid} of pid namespace ${target.pidns.ino} to the pid the kernel knows it by (it did not run within 3 s, or BPF cannot name that namespace)`,
     );
   }
-  return { ...found, myBEEntry: target.addresses.myBEEntry, myWaitEventInfo: target.addresses.myWaitEventInfo };
+  return { ...found, ...target.addresses };
 }
 
 const COUNTER_MEANING: Record<DroppedCounterName, string> = {

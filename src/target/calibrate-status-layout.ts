@@ -68,6 +68,8 @@ export async function calibrateStatusLayout(
     throw new UserError(`calibration: cannot read backend ${pid}'s status: ${(error as Error).message}`);
   }
 
+  checkStatementGlobals(target, memory, row.usesysid);
+
   const find = (needle: Buffer, what: string, align: number): number => {
     for (let at = 0; at + needle.length <= window.length; at += align) {
       if (window.compare(needle, 0, needle.length, at, at + needle.length) === 0) return at;
@@ -184,4 +186,24 @@ async function stateOffset(
     inTransaction.readBigInt64LE(activityStart - 8) === inTransaction.readBigInt64LE(activityStart);
   const state = candidates.length === 1 ? { stateOffset: candidates[0]!.at, stateIdle: candidates[0]!.value } : { stateOffset: null, stateIdle: 0 };
   return { ...state, xactStartBeforeActivity };
+}
+
+/**
+ * The user-id and portal globals were found by decoding code (src/target/user-id-globals.ts):
+ * trust them only if the idle probe backend shows there what Postgres says of it (its user, no
+ * active portal). One that does not is set to 0n: BPF then keys statements by the session user
+ * (as before), rather than by whatever those bytes hold.
+ */
+function checkStatementGlobals(target: PostmasterTarget, memory: ProcessMemory, usesysid: number): void {
+  const globals = target.addresses;
+  const holds = (check: () => boolean) => {
+    try {
+      return check();
+    } catch {
+      return false;
+    }
+  };
+  if (globals.outerUserId && !holds(() => memory.readU32(globals.outerUserId) === usesysid)) globals.outerUserId = 0n;
+  if (globals.currentUserId && !holds(() => memory.readU32(globals.currentUserId) === usesysid)) globals.currentUserId = 0n;
+  if (globals.activePortal && !holds(() => memory.readU64(globals.activePortal) === 0n)) globals.activePortal = 0n;
 }

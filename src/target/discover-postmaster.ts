@@ -3,8 +3,10 @@ import { basename } from 'node:path';
 import type pg from 'pg';
 import { UserError } from '../errors.js';
 import { ElfFile } from './elf-file.js';
-import type { PostmasterTarget } from './postmaster-target.js';
-import { runtimeAddress } from './process-memory.js';
+import { findCallSite } from './find-call-site.js';
+import type { PostgresGlobals, PostmasterTarget } from './postmaster-target.js';
+import { runtimeAddress, runtimeAddressOf } from './process-memory.js';
+import { userIdGlobals } from './user-id-globals.js';
 import { bootTimeSeconds, CLOCK_TICKS, procStat } from './proc-stat.js';
 import { namespaceOf, nsPids, pgPidOf, procPidsFor, sameMountNamespace, type NamespaceId } from '../instance/pid-namespace.js';
 
@@ -110,14 +112,28 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
     majorVersion: Math.floor(serverVersionNum / 10000),
     usdt: elf.usdtNotes(),
     statementEnd: findStatementEnd(elf),
-    addresses: {
-      myBEEntry: runtimeAddress(pid, mappedPath, elf, 'MyBEEntry'),
-      myWaitEventInfo: runtimeAddress(pid, mappedPath, elf, 'my_wait_event_info'),
+    preparedStatementSites: {
+      executePlan: findCallSite(elf, 'ExecuteQuery', 'PortalDefineQuery'),
+      prepare: findCallSite(elf, 'PrepareQuery', 'StorePreparedStatement'),
     },
+    addresses: postgresGlobals(pid, mappedPath, elf),
     pgStatStatementsLoaded: row.preload.split(',').map((s) => s.trim()).includes('pg_stat_statements'),
     pgStatStatementsInstalled: row.pgss,
     computeQueryId: row.compute_query_id,
     ioMethod: row.io_method,
+  };
+}
+
+/** The run-time addresses of the globals BPF reads in `pid`'s children (see PostgresGlobals). */
+export function postgresGlobals(pid: number, mappedPath: string, elf: ElfFile): PostgresGlobals {
+  const users = userIdGlobals(elf);
+  const at = (linkTime: bigint | null) => (linkTime === null ? 0n : runtimeAddressOf(pid, mappedPath, elf, linkTime));
+  return {
+    myBEEntry: runtimeAddress(pid, mappedPath, elf, 'MyBEEntry'),
+    myWaitEventInfo: runtimeAddress(pid, mappedPath, elf, 'my_wait_event_info'),
+    outerUserId: at(users.outerUserId),
+    currentUserId: at(users.currentUserId),
+    activePortal: at(elf.symbol('ActivePortal')?.value ?? null),
   };
 }
 

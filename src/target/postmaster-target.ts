@@ -27,14 +27,33 @@ export interface PostmasterTarget {
    * null when the binary exports no PortalRun.
    */
   statementEnd: { kind: 'usdt-site'; fileOffset: bigint } | { kind: 'return'; symbol: string } | null;
-  /** Run-time addresses of the Postgres globals read by BPF. */
-  addresses: { myBEEntry: bigint; myWaitEventInfo: bigint };
+  /**
+   * File offsets of the call sites the query set also watches so that its keys and calls are
+   * pg_stat_statements' for SQL-level PREPARE and EXECUTE (bpf/query.bpf.h): ExecuteQuery's call
+   * of PortalDefineQuery and PrepareQuery's of StorePreparedStatement; null where not found.
+   */
+  preparedStatementSites: { executePlan: bigint | null; prepare: bigint | null };
+  /**
+   * Run-time addresses of the Postgres globals read by BPF. outerUserId, currentUserId (the user a
+   * statement runs as, src/target/user-id-globals.ts) and activePortal are 0n where not found:
+   * statements are then keyed by the session's user.
+   */
+  addresses: PostgresGlobals;
   /** pg_stat_statements is preloaded (its view may still need CREATE EXTENSION). */
   pgStatStatementsLoaded: boolean;
   pgStatStatementsInstalled: boolean;
   computeQueryId: string;
   /** io_method (PostgreSQL 18: worker by default, io_uring, sync); 'sync' before 18, where backends do their own IO. */
   ioMethod: string;
+}
+
+/** Where a postmaster's children keep the globals BPF reads (run-time addresses; 0n: not found). */
+export interface PostgresGlobals {
+  myBEEntry: bigint;
+  myWaitEventInfo: bigint;
+  outerUserId: bigint;
+  currentUserId: bigint;
+  activePortal: bigint;
 }
 
 /** Where PgBackendStatus keeps what BPF reads, measured on a live backend (see calibrate-status-layout.ts). */

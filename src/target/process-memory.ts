@@ -40,10 +40,15 @@ export class ProcessMemory {
 export function runtimeAddress(pid: number, binaryPath: string, elf: ElfFile, symbol: string): bigint {
   const sym = elf.symbol(symbol);
   if (!sym) throw new Error(`symbol ${symbol} not found in ${binaryPath}`);
-  if (!elf.isPositionIndependent()) return sym.value;
+  return runtimeAddressOf(pid, binaryPath, elf, sym.value);
+}
+
+/** The run-time address in process `pid` of the link-time address `linkTime` of `binaryPath`. */
+export function runtimeAddressOf(pid: number, binaryPath: string, elf: ElfFile, linkTime: bigint): bigint {
+  if (!elf.isPositionIndependent()) return linkTime;
   const start = mappingStart(pid, binaryPath);
   if (start === null) throw new Error(`${binaryPath} is not mapped in pid ${pid}`);
-  return start - elf.firstLoadVaddr() + sym.value;
+  return start - elf.firstLoadVaddr() + linkTime;
 }
 
 /**
