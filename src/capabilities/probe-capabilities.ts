@@ -76,6 +76,7 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
           : `compute_query_id = ${target.computeQueryId}: figures are per backend only (set compute_query_id = on)`,
       ),
     );
+    lines.push(statementUserLine(target));
   } catch (error) {
     lines.push(requirement('postmaster', false, oneLine(error)));
   }
@@ -103,6 +104,21 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
 const LOADED = 'the collector programs pass the verifier (tp_btf, uprobe)';
 /** The sidecar verifies the programs of the sets it attaches at start; another set's, when it is requested. */
 const LOADED_ATTACHED = 'the programs of the attached probe sets pass the verifier (another set\'s are verified when it is requested)';
+
+/** Whether statements are keyed by the user they ran as (after SET ROLE), as pg_stat_statements keys them. */
+function statementUserLine(target: SupportContext['target']): CheckLine {
+  const { outerUserId, currentUserId } = target.addresses;
+  if (!outerUserId) {
+    return feature('statement user', false, 'GetOuterUserId() is not one load here: statements are keyed by the session user, not the role after SET ROLE');
+  }
+  return feature(
+    'statement user',
+    true,
+    currentUserId
+      ? 'keyed by the user a statement ran as (OuterUserId; CurrentUserId inside SECURITY DEFINER functions, nested set)'
+      : 'keyed by the user a statement ran as (OuterUserId); nested statements of SECURITY DEFINER functions by the caller (GetUserId() is not one load here)',
+  );
+}
 
 function requirement(name: string, ok: boolean, detail: string): CheckLine {
   return { name, probe: name, kind: 'requirement', ok, required: true, detail };
