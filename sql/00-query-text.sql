@@ -7,7 +7,11 @@
 -- node: a sink holding many nodes shows each node's texts without reaching the node, and never
 -- another server's text for the same query id.
 CREATE OR REPLACE FUNCTION bpf_stats.create_view_with_query_text(definition text)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql
+-- Every function here pins its path: a function or operator another role creates in a schema on
+-- the caller's path (public.format, public.*(bigint, interval)) must never be a better match.
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
   EXECUTE format(definition, 't.query', 'LEFT JOIN bpf_stats.query_texts t USING (node, userid, dbid, toplevel, queryid)');
 END

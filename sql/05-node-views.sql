@@ -21,7 +21,11 @@ $drop$;
 -- pg_stat_activity show only their rows. On a standby, whose bpf_stats is its primary's, that
 -- is the standby's own node.
 CREATE OR REPLACE FUNCTION bpf_stats.local_nodes()
-RETURNS SETOF text LANGUAGE sql STABLE AS $$
+RETURNS SETOF text LANGUAGE sql STABLE
+-- Pinned: every reader of the activity view runs this with their own path; format() and = must be
+-- the catalog's, whatever that path holds (a pinned function is not inlined; it runs once per query).
+SET search_path = pg_catalog, pg_temp
+AS $$
   SELECT DISTINCT h.node FROM bpf_stats.health h
    WHERE EXISTS (SELECT 1 FROM pg_stat_activity a
                   WHERE a.application_name = format('pg-bpf-stats (pid %s on %s)', h.pid, h.host))

@@ -9,7 +9,10 @@
 -- factor of 2 of the truth (the bucket's width) and never above max_ms. NULL for an empty
 -- histogram or a q outside 0..1.
 CREATE OR REPLACE FUNCTION bpf_stats.hist_quantile(counts bigint[], q double precision, max_ms double precision)
-RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- Pinned: views call it as their reader, with the reader's path; ^, *, sum() must be the catalog's.
+SET search_path = pg_catalog, pg_temp
+AS $$
 WITH s AS (
   SELECT i - 1 AS slot, c::float8 AS c,
          sum(c) OVER (ORDER BY i)::float8 AS cum,

@@ -19,7 +19,8 @@ END
 $fn$;
 
 -- Asks the sidecar to attach probe sets for a while; returns the request id to watch in
--- bpf_stats.collections (or LISTEN bpf_stats_status). 'default' means the always-on sets.
+-- bpf_stats.collections (LISTEN bpf_stats_status for a hint that it changed: any role can NOTIFY
+-- that channel, so read the row). 'default' means the always-on sets.
 -- duration NULL: until bpf_stats.stop(id), at most 24 hours. node: which node's collector
 -- (several may write into one database with `run --sink`); NULL: the one collector running
 -- here, an error when several are. A standby's collector listens on its sink: call this there.

@@ -21,16 +21,51 @@ BEGIN
 END
 $sync$;
 
+-- Drops one history partition unless a reader holds it off for more than 100 ms (DROP needs ACCESS
+-- EXCLUSIVE on the parent, and while it waits it queues the flushes' inserts behind it); returns
+-- whether it did. Its own subtransaction: a lock timeout undoes only this drop.
+CREATE OR REPLACE FUNCTION bpf_stats.drop_history_partition(relname text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  waited text := current_setting('lock_timeout');
+BEGIN
+  PERFORM set_config('lock_timeout', '100ms', true);
+  EXECUTE format('DROP TABLE bpf_stats.%I', relname);
+  PERFORM set_config('lock_timeout', waited, true);
+  RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+  RETURN false;
+END
+$fn$;
+
 -- Retention for the history tables: drops every partition whose rows are all older than
 -- `retention`, and creates partitions `width` wide from now to two widths ahead (aligned to
 -- multiples of `width` since the Unix epoch; named <table>_<from>_<to> in epoch seconds).
 -- Dropping a partition is O(1) and leaves no dead rows to vacuum; rows live between
 -- `retention` and `retention + width`. After a change of width, empty partitions made ahead
--- are replaced; the current one keeps its old width until it expires. Several sidecars may
--- call it: an advisory lock serialises them, and the shortest retention wins.
+-- are replaced; the current one keeps its old width until it expires.
+--
+-- No lock another role can hold may stop it from creating partitions (a flush would then fail:
+-- "no partition of relation ... found for row"):
+-- - Several sidecars are serialised by SHARE UPDATE EXCLUSIVE on the history tables, a lock only
+--   their owner (or a role with UPDATE/DELETE/TRUNCATE on them, granted to nobody) can take, and
+--   which readers (ACCESS SHARE, pg_monitor) and writers (ROW EXCLUSIVE) never conflict with. An
+--   advisory lock here was taken by any role at will.
+-- - A partition is created apart and attached (ATTACH PARTITION takes SHARE UPDATE EXCLUSIVE on
+--   the parent); CREATE TABLE ... PARTITION OF and DROP need ACCESS EXCLUSIVE on the parent, which a
+--   reader's open transaction holds off. Creation comes first; each drop waits at most 100 ms in a
+--   subtransaction of its own and is retried at the next pass when a reader is in the way (rows are
+--   kept a little longer, never lost), so a queued drop never holds up a flush for long.
+-- No DEFAULT partition: attaching next to one needs ACCESS EXCLUSIVE on it, which any reader of
+-- the whole table holds, so a reader could again stop partitions being made.
 CREATE OR REPLACE FUNCTION bpf_stats.maintain_history(retention interval, width interval)
 RETURNS TABLE (created integer, dropped integer)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
 DECLARE
   w bigint := extract(epoch FROM width)::bigint;
   now_s bigint := floor(extract(epoch FROM clock_timestamp()))::bigint;
@@ -39,8 +74,10 @@ DECLARE
   part record;
   los bigint[];
   his bigint[];
+  doomed text[];
   cursor_s bigint;
   hi bigint;
+  name text;
   empty boolean;
 BEGIN
   IF w < 1 THEN
@@ -48,26 +85,26 @@ BEGIN
   END IF;
   created := 0;
   dropped := 0;
-  PERFORM pg_advisory_xact_lock(hashtext('bpf_stats.history'));
+  LOCK TABLE bpf_stats.query_stats_history, bpf_stats.backend_stats_history IN SHARE UPDATE EXCLUSIVE MODE;
   FOREACH parent IN ARRAY ARRAY['query_stats_history', 'backend_stats_history'] LOOP
     los := '{}';
     his := '{}';
+    doomed := '{}';
     FOR part IN
       SELECT c.relname, m[1]::bigint AS lo, m[2]::bigint AS hi
         FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,
              regexp_match(c.relname, '_(\d+)_(\d+)$') AS m
        WHERE i.inhparent = format('bpf_stats.%I', parent)::regclass AND m IS NOT NULL
+       ORDER BY m[1]::bigint
     LOOP
       IF part.hi <= keep_from THEN
-        EXECUTE format('DROP TABLE bpf_stats.%I', part.relname);
-        dropped := dropped + 1;
+        doomed := doomed || part.relname::text;
         CONTINUE;
       END IF;
       IF part.lo > now_s AND part.hi - part.lo <> w THEN
         -- Made ahead under another width (the retention changed): replace it while it is empty.
         EXECUTE format('SELECT NOT EXISTS (SELECT FROM bpf_stats.%I)', part.relname) INTO empty;
-        IF empty THEN
-          EXECUTE format('DROP TABLE bpf_stats.%I', part.relname);
+        IF empty AND bpf_stats.drop_history_partition(part.relname) THEN
           CONTINUE;
         END IF;
       END IF;
@@ -84,12 +121,22 @@ BEGIN
         CONTINUE;
       END IF;
       SELECT least((cursor_s / w + 1) * w, min(l)) INTO hi FROM unnest(los) AS r(l) WHERE l > cursor_s;
-      EXECUTE format('CREATE TABLE bpf_stats.%I PARTITION OF bpf_stats.%I FOR VALUES FROM (%L) TO (%L)',
-                     parent || '_' || cursor_s || '_' || hi, parent, to_timestamp(cursor_s), to_timestamp(hi));
+      name := parent || '_' || cursor_s || '_' || hi;
+      -- The CHECK matches the bound, so ATTACH needs no scan.
+      EXECUTE format('CREATE TABLE bpf_stats.%I (LIKE bpf_stats.%I INCLUDING DEFAULTS, CHECK (ts >= %L AND ts < %L))',
+                     name, parent, to_timestamp(cursor_s), to_timestamp(hi));
+      EXECUTE format('ALTER TABLE bpf_stats.%I ATTACH PARTITION bpf_stats.%I FOR VALUES FROM (%L) TO (%L)',
+                     parent, name, to_timestamp(cursor_s), to_timestamp(hi));
       created := created + 1;
       los := los || cursor_s;
       his := his || hi;
       cursor_s := hi;
+    END LOOP;
+    -- Oldest first; one drop held off means the parent is held (every drop needs it): the rest
+    -- wait for the next pass instead of 100 ms each now.
+    FOREACH name IN ARRAY doomed LOOP
+      EXIT WHEN NOT bpf_stats.drop_history_partition(name);
+      dropped := dropped + 1;
     END LOOP;
   END LOOP;
   RETURN NEXT;

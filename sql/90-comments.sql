@@ -275,6 +275,8 @@ COMMENT ON FUNCTION bpf_stats.hist_quantile(bigint[], double precision, double p
   'hist_quantile(counts bigint[], q double precision, max_ms double precision) -> double precision: the q-quantile (q from 0 to 1) in milliseconds of a log2 histogram whose counts[i] counts observations in [2^(i-1), 2^i) microseconds (counts[1] from 0), interpolated linearly inside its bucket and never above max_ms, the exact largest observation. NULL for an empty histogram or q outside 0..1.';
 COMMENT ON FUNCTION bpf_stats.create_view_with_query_text(text) IS
   'Internal: creates or replaces a view whose definition has two %s placeholders, the query text expression and the join that provides it (pg_stat_statements when installed, else NULL::text and no join).';
+COMMENT ON FUNCTION bpf_stats.drop_history_partition(text) IS
+  'Internal: drops one history partition unless a reader holds it off for more than 100 ms; returns whether it did (bpf_stats.maintain_history retries it at its next pass).';
 COMMENT ON FUNCTION bpf_stats.maintain_history(interval, interval) IS
   'Internal, called by the collector: drops history partitions whose rows are all older than retention and creates partitions width wide up to two widths ahead. Returns how many it created and dropped.';
 COMMENT ON FUNCTION bpf_stats.local_nodes() IS

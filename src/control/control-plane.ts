@@ -7,12 +7,17 @@ import { LOG_PERIOD_MS } from '../rate-limited-log.js';
 import { oneLine } from '../errors.js';
 import { shorten } from '../shorten.js';
 import { backendPid } from '../storage/backend-pid.js';
+import { pinnedConfig } from '../storage/pinned-session.js';
 import type { BpfStatsDatabase, BpfStatsDb } from '../storage/database.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest, type CollectionRow } from './collection-request.js';
 
 /** Channel bpf_stats.collect/stop ring; its payload is never trusted. */
 export const CONTROL_CHANNEL = 'bpf_stats_control';
-/** Channel the sidecar reports on: JSON {"id": n, "status": "...", "error"?: "..."}. */
+/**
+ * Channel the sidecar reports on: JSON {"id": n, "status": "...", "error"?: "..."}. Advisory: any
+ * role may NOTIFY it, so a reader confirms a message against the request's row
+ * (verifiedStatus in status-message.ts), which is written before the message is sent.
+ */
 export const STATUS_CHANNEL = 'bpf_stats_status';
 
 /** What the control plane needs from the sidecar (src/sidecar/sidecar.ts). */
@@ -92,7 +97,7 @@ export class ControlPlane {
     const { host } = options;
     const log = options.log ?? (() => undefined);
     // Kept open while idle: a poll every controlPollMs must not open a connection each time.
-    const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats control', idleTimeoutMillis: 0 });
+    const pool = new pg.Pool(pinnedConfig({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats control', idleTimeoutMillis: 0 }));
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
       const pid = backendPid(client);
@@ -105,8 +110,9 @@ export class ControlPlane {
     pool.on('error', (error) => log(`control connection lost: ${oneLine(error)}`));
     let plane: ControlPlane | undefined;
     // pg-listen is CommonJS with an ES-style default export.
+    // Pinned in the startup packet: pg-listen's reconnects open their own clients from this config.
     const subscriber = pgListen.default(
-      {
+      pinnedConfig({
         connectionString: options.connectionString,
         application_name: 'pg-bpf-stats listener',
         // pg calls this as a method of each new Connection: the backend's pid (BackendKeyData)
@@ -116,7 +122,7 @@ export class ControlPlane {
           excludeOnKeyData(this, (pid) => plane?.closed || host.excludeBackend(pid), log);
           return new Socket();
         } as unknown as () => Socket,
-      },
+      }),
       {
         parse: (payload: string) => payload,
         serialize: (payload: unknown) => String(payload),

@@ -11,8 +11,8 @@ const MB = 1024 * 1024;
 /** The memory cgroup's limit: well below demo_cold, so its scan must reclaim its own page cache. */
 const MEMCG_LIMIT_BYTES = 24 * MB;
 const TMPFS_MAGIC = 0x01021994;
-export const IO_QUERY = 'SELECT count(*) FROM demo_cold';
-export const MEMORY_QUERY = 'SELECT sum(length(pad)) FROM demo_cold';
+export const IO_QUERY = 'SELECT count(*) FROM public.demo_cold';
+export const MEMORY_QUERY = 'SELECT sum(length(pad)) FROM public.demo_cold';
 
 const mb = (bytes: number) => (bytes / MB).toFixed(1);
 const seconds = (ms: number) => (ms / 1000).toFixed(1);

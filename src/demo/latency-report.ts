@@ -15,7 +15,7 @@ export async function printLatencyReport(client: pg.Client, print: (line: string
            l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms,
            round(s.mean_exec_time::numeric, 1)::float8 AS pgss_mean_ms, round(s.max_exec_time::numeric, 1)::float8 AS pgss_max_ms
       FROM bpf_stats.query_latency l
-      JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
+      JOIN public.pg_stat_statements s USING (userid, dbid, toplevel, queryid)
      WHERE l.query NOT ILIKE '%pg_stat_statements%'
      ORDER BY l.p99_ms DESC NULLS LAST LIMIT 8`);
   print('');

@@ -9,7 +9,7 @@ const BURST_MS = 2000;
 const START_DELAY_MS = 1000;
 /** pg_stat_activity sampling period: a witness, not a load of its own. */
 const SAMPLE_EVERY_MS = 5;
-export const LWLOCK_QUERY = "INSERT INTO demo_hot SELECT g, repeat('x', 100) FROM generate_series(1, 20) g";
+export const LWLOCK_QUERY = "INSERT INTO public.demo_hot SELECT g, repeat('x', 100) FROM generate_series(1, 20) g";
 
 /**
  * A short burst of small inserts into one table from several sessions: they queue for the WAL
@@ -34,7 +34,7 @@ export const lwlockBurstStep: WorkloadStep = {
             // Not pg_locks: reading it takes every lock manager partition, waits of its own.
             const { rows } = await observer.query(
               `SELECT wait_event_type, wait_event FROM pg_stat_activity
-                WHERE query LIKE 'INSERT INTO demo_hot%' AND state = 'active' AND wait_event_type IN ('LWLock', 'Lock')`,
+                WHERE query LIKE 'INSERT INTO public.demo_hot%' AND state = 'active' AND wait_event_type IN ('LWLock', 'Lock')`,
             );
             for (const r of rows) {
               // A Lock wait event is the lock type (e.g. 'extend'), an LWLock one the tranche.

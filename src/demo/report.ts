@@ -25,7 +25,7 @@ export async function printReport(context: ReportContext): Promise<void> {
            t.total_time_ms, t.on_cpu_ms, t.runq_wait_ms, t.io_wait_ms, t.lock_wait_ms,
            t.lwlock_wait_ms, t.other_wait_ms
       FROM bpf_stats.query_time t
-      JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
+      JOIN public.pg_stat_statements s USING (userid, dbid, toplevel, queryid)
      WHERE t.query NOT ILIKE '%pg_stat_statements%'
      ORDER BY t.total_time_ms DESC LIMIT 10`);
   print('Where each query spent its time (bpf_stats.query_time joined with pg_stat_statements, ms):');

@@ -15,17 +15,17 @@ const COLD_ROWS = 270_000;
  */
 export async function prepareWorkload(connectionString: string, dataDir: string): Promise<ColdTable> {
   return withClient(connectionString, async (c) => {
-    await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-    await c.query('DROP TABLE IF EXISTS demo_accounts, demo_cold, demo_hot');
-    await c.query('CREATE TABLE demo_accounts (id int PRIMARY KEY, balance bigint NOT NULL)');
-    await c.query('INSERT INTO demo_accounts SELECT g, g * 10 FROM generate_series(1, 100000) g');
-    await c.query('ANALYZE demo_accounts');
-    await c.query(`CREATE TABLE demo_cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, ${COLD_ROWS}) g`);
-    await c.query('VACUUM (FREEZE, ANALYZE) demo_cold');
-    await c.query('CREATE TABLE demo_hot (id int, pad text)');
+    await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public');
+    await c.query('DROP TABLE IF EXISTS public.demo_accounts, public.demo_cold, public.demo_hot');
+    await c.query('CREATE TABLE public.demo_accounts (id int PRIMARY KEY, balance bigint NOT NULL)');
+    await c.query('INSERT INTO public.demo_accounts SELECT g, g * 10 FROM generate_series(1, 100000) g');
+    await c.query('ANALYZE public.demo_accounts');
+    await c.query(`CREATE TABLE public.demo_cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, ${COLD_ROWS}) g`);
+    await c.query('VACUUM (FREEZE, ANALYZE) public.demo_cold');
+    await c.query('CREATE TABLE public.demo_hot (id int, pad text)');
     await c.query('CHECKPOINT');
-    const { rows } = await c.query("SELECT pg_relation_size('demo_cold') AS bytes, pg_relation_filepath('demo_cold') AS path");
-    await c.query('SELECT pg_stat_statements_reset()');
+    const { rows } = await c.query("SELECT pg_relation_size('public.demo_cold') AS bytes, pg_relation_filepath('public.demo_cold') AS path");
+    await c.query('SELECT public.pg_stat_statements_reset()');
     return { name: 'demo_cold', bytes: Number(rows[0].bytes), path: join(dataDir, rows[0].path) };
   });
 }
@@ -66,7 +66,7 @@ export const WORKLOAD: WorkloadStep[] = [
       withClient(dsn, async (c) => {
         let id = 1;
         while (Date.now() < deadline) {
-          await c.query('SELECT balance FROM demo_accounts WHERE id = $1', [id]);
+          await c.query('SELECT balance FROM public.demo_accounts WHERE id = $1', [id]);
           id = (id * 7919) % 100000 + 1;
         }
       }),
@@ -79,8 +79,8 @@ export const WORKLOAD: WorkloadStep[] = [
           const waiterPid = backendPid(waiter);
           while (Date.now() + 600 < deadline) {
             await holder.query('BEGIN');
-            await holder.query('SELECT balance FROM demo_accounts WHERE id = 1 FOR UPDATE');
-            const waiting = waiter.query('UPDATE demo_accounts SET balance = balance + 1 WHERE id = 1');
+            await holder.query('SELECT balance FROM public.demo_accounts WHERE id = 1 FOR UPDATE');
+            const waiting = waiter.query('UPDATE public.demo_accounts SET balance = balance + 1 WHERE id = 1');
             waiting.catch(() => undefined); // awaited below; not unhandled if the holder fails first
             await new Promise((resolve) => setTimeout(resolve, 150));
             // Ground truth for query_lock_detail: what pg_locks says the waiter waits for.

@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import { oneLine } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
+import { STATEMENTS_RELATION_SQL } from '../storage/pinned-session.js';
 
 const MAX_CHECK_PERIOD_MS = 5 * 60_000;
 /** Tables with one cumulative row (or a few) per query key and a last_seen. */
@@ -67,7 +68,8 @@ export class RowRetention {
         SELECT id FROM bpf_stats.collections
          WHERE finished_at < now() - ${`${this.collectionsRetentionMs / 1000} seconds`}::interval LIMIT ${BATCH})`.execute(db);
     const health = await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
-    const pgss = (await sql<{ name: string | null }>`SELECT to_regclass('pg_stat_statements')::text AS name`.execute(db)).rows[0]?.name ?? null;
+    // Qualified by the extension's schema: the session's path is pinned to pg_catalog.
+    const pgss = (await sql.raw<{ name: string }>(STATEMENTS_RELATION_SQL).execute(db)).rows[0]?.name ?? null;
     let queries = 0;
     for (const table of QUERY_TABLES) {
       const forgotten = pgss

@@ -22,6 +22,7 @@ import { HistogramsPart } from '../flush/histograms-part.js';
 import { IdleGate } from '../flush/idle-gate.js';
 import { HealthPart } from '../health/health-part.js';
 import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part.js';
+import { pinnedConfig } from '../storage/pinned-session.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
 import { RowRetention } from '../health/row-retention.js';
 import { backendPid } from '../storage/backend-pid.js';
@@ -197,7 +198,8 @@ export class Sidecar {
     try {
       await exemptFromIdleTimeout(control);
       // Before anything is created: a second collector on this server refuses here.
-      await lockServer(control);
+      const lockNote = await lockServer(control);
+      if (lockNote) log(lockNote);
       // A standby cannot hold bpf_stats: its figures go to a sink, checked writable before anything is created.
       const node = options.node ?? (await defaultNodeName(control));
       if (!options.sink && (await isStandby(control))) throw new UserError(STANDBY_WITHOUT_SINK);
@@ -279,7 +281,7 @@ export class Sidecar {
       const logOnce = rateLimited(log);
       let checkPostmaster = (): void => undefined;
       let forgetExcluded = (_pid: number, _starts: bigint[]): void => undefined;
-      const pool = new pg.Pool({
+      const pool = new pg.Pool(pinnedConfig({
         connectionString: options.sink ?? options.connectionString,
         max: 1,
         application_name: 'pg-bpf-stats writer',
@@ -288,7 +290,7 @@ export class Sidecar {
         idleTimeoutMillis: 0,
         // Rows take their node from the session (the node column's default).
         options: nodeConnectionOptions(node),
-      });
+      }));
       // The writer's own backend must not show up in the figures it writes: its pid comes with
       // the connection (BackendKeyData), so it is excluded before it runs anything.
       pool.on('connect', (client) => {
@@ -622,7 +624,8 @@ export class Sidecar {
     try {
       await exemptFromIdleTimeout(client);
       // The server released the lock with the old session: take it again, or give way.
-      await lockServer(client);
+      const lockNote = await lockServer(client);
+      if (lockNote) this.logLimited(lockNote, 'server lock');
     } catch (error) {
       await client.end().catch(() => undefined);
       if (error instanceof UserError) this.fail(error);

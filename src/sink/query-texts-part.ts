@@ -4,6 +4,7 @@ import { oneLine } from '../errors.js';
 import type { FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { QueryRow } from '../storage/metric-row.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
+import { statementsRelation } from '../storage/pinned-session.js';
 
 /** Keys whose text was written, remembered so it is not looked up again (oldest forgotten first). */
 const WRITTEN_MAX = 50_000;
@@ -81,6 +82,8 @@ export class QueryTextsPart implements FlushPart {
   private readonly queues = new Map<number, LookupQueue>();
   private queued = 0;
   private unavailableUntil = 0;
+  /** pg_stat_statements, qualified by its extension's schema (the session's path is pinned to pg_catalog); looked up again after a failure. */
+  private relation: string | null = null;
 
   /** Whether a flush has texts to write, or keys to look up again. */
   due(): boolean {
@@ -155,14 +158,17 @@ export class QueryTextsPart implements FlushPart {
     const wanted = due.map(([, m]) => m.query);
     let rows: TextRow[];
     try {
+      this.relation ??= await statementsRelation(node);
+      if (!this.relation) throw Object.assign(new Error('extension "pg_stat_statements" is not installed in this database'), { code: '42P01' });
       ({ rows } = await node.query<TextRow>(
         `SELECT s.userid, s.dbid, s.toplevel, s.queryid::text AS queryid, s.query
-           FROM pg_stat_statements s
+           FROM ${this.relation} s
           WHERE (s.userid, s.dbid, s.toplevel, s.queryid) IN
                 (SELECT * FROM unnest($1::oid[], $2::oid[], $3::bool[], $4::int8[]))`,
         [wanted.map((q) => q.userid), wanted.map((q) => q.dbid), wanted.map((q) => q.toplevel), wanted.map((q) => q.queryid)],
       ));
     } catch (error) {
+      this.relation = null;
       // The keys due now still are, at the next flush or once it is readable again.
       for (const [key, m] of due) {
         m.queue = 0;

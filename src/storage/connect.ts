@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { UserError, oneLine } from '../errors.js';
+import { assertPinned, pinnedConfig } from './pinned-session.js';
 
 /**
  * Opens a connection from a DSN, or from the libpq PG* environment variables when the DSN is
@@ -7,7 +8,7 @@ import { UserError, oneLine } from '../errors.js';
  */
 export async function connect(connectionString: string | undefined, applicationName = 'pg-bpf-stats'): Promise<pg.Client> {
   if (connectionString !== undefined) checkConnectionString(connectionString);
-  const client = new pg.Client({ connectionString, application_name: applicationName });
+  const client = new pg.Client(pinnedConfig({ connectionString, application_name: applicationName }));
   // A socket that breaks (a server shutting down, even while we connect) is reported through the
   // promise of whatever call hits it; without a listener the 'error' event would kill the process.
   client.on('error', () => undefined);
@@ -16,6 +17,12 @@ export async function connect(connectionString: string | undefined, applicationN
   } catch (error) {
     const where = connectionString ? redact(connectionString) : `PG* environment (${process.env.PGHOST ?? 'localhost'}:${process.env.PGPORT ?? 5432})`;
     throw new UserError(`cannot connect to PostgreSQL at ${where}: ${oneLine(error)}`);
+  }
+  try {
+    await assertPinned(client);
+  } catch (error) {
+    await client.end().catch(() => undefined);
+    throw error;
   }
   return client;
 }

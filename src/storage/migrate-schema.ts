@@ -8,6 +8,13 @@ import { packageRoot } from '../package-root.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { commentMetricColumns } from './metric-column-comments.js';
 import { defaultNodeName, nameNode } from '../sink/node-name.js';
+import { lockMigrations, unlockMigrations } from '../instance/server-lock.js';
+
+/**
+ * How long migrating waits for any lock (a view or table another session holds open, another
+ * collector migrating) before it ends with one line: it never waits forever.
+ */
+export const MIGRATE_LOCK_TIMEOUT_MS = 10_000;
 
 /**
  * Brings the bpf_stats schema up to date: node-pg-migrate applies migrations/ (the tables),
@@ -44,9 +51,38 @@ export async function migrateSchema(
   ).rows[0]!;
   const fingerprint = definitionsFingerprint([...migrations, ...files], role);
   if (!reapply && appliedFingerprint(comment) === fingerprint) return;
+  const { rows: saved } = await client.query<{ wait: string }>("SELECT pg_catalog.current_setting('lock_timeout') AS wait");
+  await client.query("SELECT pg_catalog.set_config('lock_timeout', $1, false)", [`${MIGRATE_LOCK_TIMEOUT_MS}ms`]);
+  let serialised = false;
+  try {
+    serialised = await lockMigrations(client, MIGRATE_LOCK_TIMEOUT_MS);
+    await applyDefinitions(client, migrationsDir, files, fingerprint, log);
+  } catch (error) {
+    if ((error as { code?: string }).code === '55P03') {
+      throw new UserError(
+        `cannot bring the bpf_stats schema up to date: a lock on it stayed held for ${MIGRATE_LOCK_TIMEOUT_MS / 1000} s (${oneLine(error)}); a long transaction reading bpf_stats? try again once it ends`,
+      );
+    }
+    throw error;
+  } finally {
+    if (serialised) await unlockMigrations(client).catch(() => undefined);
+    await client.query("SELECT pg_catalog.set_config('lock_timeout', $1, false)", [saved[0]!.wait]).catch(() => undefined);
+  }
+}
+
+/** Runs migrations/ and applies sql/ (the caller serialises and bounds the lock waits). */
+async function applyDefinitions(
+  client: pg.Client,
+  migrationsDir: string,
+  files: Array<{ name: string; text: string }>,
+  fingerprint: string,
+  log: (line: string) => void,
+): Promise<void> {
   await client.query('CREATE SCHEMA IF NOT EXISTS bpf_stats');
   try {
     await runner({
+      // Serialised by lockMigrations: node-pg-migrate's own key is a try-lock any role can hold.
+      noLock: true,
       dbClient: client,
       dir: migrationsDir,
       direction: 'up',
@@ -57,7 +93,7 @@ export async function migrateSchema(
       logger: { debug: () => undefined, info: log, warn: log, error: log },
     });
   } catch (error) {
-    if (databaseFailure(error)) throw error;
+    if (databaseFailure(error) || (error as { code?: string }).code === '55P03') throw error;
     // node-pg-migrate rethrows some failures as a plain Error with the cause's stack in its
     // message (a restart while it checks its table): one line of it, as an environment failure.
     const [first] = (error instanceof Error ? error.message : String(error)).split(/\n\s+at /);
@@ -65,8 +101,8 @@ export async function migrateSchema(
   }
   await client.query('BEGIN');
   try {
-    // Serialise with other sidecars re-creating the same views.
-    await client.query("SELECT pg_advisory_xact_lock(hashtext('bpf_stats.sql'))");
+    // Other sidecars re-creating the same views wait on lockMigrations (an advisory lock here was
+    // one any role could hold, and the start waited for it forever).
     for (const file of files) await client.query(file.text);
     await commentMetricColumns(client);
     await markApplied(client, fingerprint);

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { oneLine, UserError } from '../errors.js';
+import { pinnedConfig } from '../storage/pinned-session.js';
 import { renderTop, SORT_KEYS, type TopScreen } from './render-top.js';
 import { readTop, type TopMetric, type TopRead } from './top-read.js';
 import { topRates, type TopRates } from './top-rates.js';
@@ -20,7 +21,7 @@ export interface TopOptions {
  * test) it prints each screen at 80 columns, separated by a blank line.
  */
 export async function topCommand(options: TopOptions, out: NodeJS.WriteStream = process.stdout): Promise<number> {
-  const client = new pg.Client({ connectionString: options.dsn, application_name: 'pg-bpf-stats top' });
+  const client = new pg.Client(pinnedConfig({ connectionString: options.dsn, application_name: 'pg-bpf-stats top' }));
   try {
     await client.connect();
   } catch (error) {

@@ -92,7 +92,7 @@ describe('pg-bpf-stats demo', () => {
     // Block IO: the cold scan read about the whole relation, as pg_relation_size has it.
     const relationBytes = Number(printed(/^pg_relation_size\('demo_cold'\) = (\d+) bytes/)[1]);
     expect(relationBytes).toBeGreaterThan(32 * MB);
-    const io = row(table('Block IO'), /^SELECT count\(\*\) FROM demo_cold$/);
+    const io = row(table('Block IO'), /^SELECT count\(\*\) FROM public\.demo_cold$/);
     expect(Number(io.read_mb) * MB).toBeGreaterThanOrEqual(0.8 * relationBytes);
     expect(Number(io.read_mb) * MB).toBeLessThan(1.1 * relationBytes + 2 * MB);
     expect(Number(io.avg_read_kb)).toBeGreaterThan(4);
@@ -103,7 +103,7 @@ describe('pg-bpf-stats demo', () => {
     if (MemoryCgroup.available()) {
       const expected = Number(printed(/hit the limit (\d+) times, cgroup grew [-\d.]+ MB: ~(\d+) pages to reclaim/)[2]);
       expect(Number(printed(/hit the limit (\d+) times/)[1])).toBeGreaterThan(0);
-      const reclaim = row(parseTextTable(memory)!, /^SELECT sum\(length\(pad\)\) FROM demo_cold$/);
+      const reclaim = row(parseTextTable(memory)!, /^SELECT sum\(length\(pad\)\) FROM public\.demo_cold$/);
       expect(Number(reclaim.reclaim_pages)).toBeGreaterThan(0.5 * expected);
       expect(Number(reclaim.reclaim_pages)).toBeLessThan(1.1 * expected + 512);
       expect(Number(reclaim.reclaim_ms)).toBeGreaterThan(0);

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { oneLine } from '../../errors.js';
 import { backendPid } from '../../storage/backend-pid.js';
+import { pinnedConfig, statementsRelation } from '../../storage/pinned-session.js';
 
 const RETRY_MS = 10_000;
 /** Query text is cut here in the info metric: a label, not a document. */
@@ -102,11 +103,12 @@ export class CatalogNames {
     }
     if (texts.length) {
       const found = new Map<string, string>();
-      const { rows: ext } = await client.query("SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'");
-      if (ext.length) {
+      // Qualified by the schema the extension is in: the session's path holds only pg_catalog.
+      const relation = await statementsRelation(client);
+      if (relation) {
         const { rows } = await client.query<{ key: string; query: string }>(
           `SELECT DISTINCT ON (userid, dbid, queryid) userid || '/' || dbid || '/' || queryid AS key, left(query, ${QUERY_TEXT_MAX}) AS query
-             FROM pg_stat_statements WHERE queryid = ANY($1::int8[])`,
+             FROM ${relation} WHERE queryid = ANY($1::int8[])`,
           [texts.map((t) => t.queryid)],
         );
         for (const row of rows) found.set(row.key, row.query.replace(/\s+/g, ' ').trim());
@@ -121,7 +123,7 @@ export class CatalogNames {
 
   private async connection(): Promise<pg.Client> {
     if (this.client) return this.client;
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'pg-bpf-stats metrics' });
+    const client = new pg.Client(pinnedConfig({ connectionString: this.connectionString, application_name: 'pg-bpf-stats metrics' }));
     client.on('error', () => {
       if (this.client === client) this.client = null;
     });
