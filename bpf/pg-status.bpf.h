@@ -189,26 +189,27 @@ static __always_inline bool is_running_state(__u32 state)
 }
 
 /*
- * The user a backend's statement runs as: OuterUserId, read again only when the statement or its
- * state differs from the last read (pgbench -S shows the same id, idle, at every switch-out: no
- * read), so a transaction that never changes its statement pays nothing. A role changes only in
- * a statement (SET ROLE, SET LOCAL ROLE, SET SESSION AUTHORIZATION, RESET, COMMIT of a SET
- * LOCAL), and the switch-out that ends that statement sees it. Processes without a user in their
- * status (auxiliary processes, autovacuum) keep 0, as pg_stat_activity shows them.
+ * The user a backend's statement runs as: OuterUserId, read again only when the statement id
+ * differs from the one it was last read with (pgbench -S shows the same id at every switch-out:
+ * no read), so a transaction that never changes its statement pays nothing. A role changes only
+ * in a statement (SET ROLE, SET LOCAL ROLE, SET SESSION AUTHORIZATION, RESET, the COMMIT of a SET
+ * LOCAL), and the statements around it have other ids. Left to the next new id: the slices of the
+ * SET ROLE statement itself seen after a switch-out inside it (the query set reads the user again
+ * at every statement end, so calls are keyed right). Processes without a user in their status
+ * (auxiliary processes, autovacuum) keep 0, as pg_stat_activity shows them.
  */
-static __always_inline __u32 statement_user(struct backend_record *r, __u64 queryid, __u32 state)
+static __always_inline __u32 statement_user(struct backend_record *r, __u64 queryid)
 {
 	__u32 user = 0;
 
 	if (!outer_user_id_addr || !r->userid)
 		return r->userid;
-	if (r->run_userid && r->run_user_queryid == queryid && r->run_user_state == state)
+	if (r->run_userid && r->run_user_queryid == queryid)
 		return r->run_userid;
 	if (bpf_probe_read_user(&user, sizeof(user), (void *)outer_user_id_addr) || !user)
 		return r->userid;
 	r->run_userid = user;
 	r->run_user_queryid = queryid;
-	r->run_user_state = state;
 	return user;
 }
 
@@ -272,7 +273,7 @@ static __always_inline bool read_current_state(struct task_struct *task, struct 
 	if (state_out && state_known)
 		*state_out = state;
 	key->queryid = queryid;
-	key->userid = statement_user(r, queryid, state_known ? state : 0);
+	key->userid = statement_user(r, queryid);
 	key->dbid = r->dbid;
 	key->toplevel = 1; /* st_query_id only ever holds the top-level statement's id */
 	return true;

@@ -181,7 +181,7 @@ struct backend_record {
 	__u32 nested_current_userid; /* the user the innermost nested statement runs as, 0: the top level's */
 	__u32 nested_sleep_userid;   /* nested_current_userid when the task last left the CPU */
 	__u32 nested_depth;      /* executors started in the current statement and not ended */
-	__u32 run_user_state;    /* st_state when run_userid was read (0: unknown) */
+	__u32 pad2;
 	__u64 run_user_queryid;  /* st_query_id when run_userid was read */
 	__u64 execute_queryid;   /* st_query_id of the last SQL-level EXECUTE (the query set, bpf/query.bpf.h) */
 	__u64 prepared_queryid;  /* the id of the prepared statement it ran: its figures go there */
