@@ -748,12 +748,12 @@ async function postmasterForBpf(object: CollectorObject<ProbeSetName>, target: P
 
 const COUNTER_MEANING: Record<DroppedCounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
-  queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
+  queries_full: "a query key could not be added: queries map full, and its backend's overflow slot held another key; its time counts per backend only",
   status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
   lock_waits_full: 'a lock wait could not be added: lock_waits map full; its wait counts in lock_wait_ms only',
   lwlock_waits_full: 'an LWLock wait could not be added: lwlock_waits map full; its wait counts in lwlock_wait_ms only',
-  role_quota: "a query key was not added: its role holds half of the queries map (a flood of distinct statements); its time counts per backend only",
+  role_quota: "a query key was not added: the queries map is 7/8 full and its role holds half of it (a flood of distinct statements), and its backend's overflow slot held another key; its time counts per backend only",
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
   io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
