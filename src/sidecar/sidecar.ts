@@ -6,6 +6,7 @@ import { probeCapabilities } from '../capabilities/probe-capabilities.js';
 import { writeCapabilities } from '../capabilities/write-capabilities.js';
 import { assertHostReady } from '../capabilities/host-checks.js';
 import { CollectorObject, type BpfPostmaster } from '../collector/collector-object.js';
+import { pgStatStatementsMax } from '../collector/query-capacity.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { Activity, MapFill } from '../collector/map-samples.js';
 import type { MapSnapshot } from '../collector/map-snapshot.js';
@@ -71,10 +72,10 @@ export interface SidecarOptions {
   historyPartitionMs?: number;
   /** How often periodic flushes write history rows (default 5 min; 0 or the flush interval: every flush). */
   historyIntervalMs?: number;
-  /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
+  /** BPF map capacities (default 8192 backends; query keys from pg_stat_statements.max, src/collector/query-capacity.ts); small ones let tests force overflow. */
   maxBackends?: number;
   maxQueries?: number;
-  /** Query keys one role may hold in the map (default half of maxQueries; 0: no limit). */
+  /** Query keys one role may hold in the map once it is 7/8 full (default half of maxQueries; 0: no limit). */
   maxQueryKeysPerRole?: number;
   /** Capacity of the set of the collector's own live connections (default 256); small ones let tests prove it never fills. */
   maxExcludedPids?: number;
@@ -229,6 +230,8 @@ export class Sidecar {
           sets.delete(set);
         } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
       }
+      // The queries map is sized from it, and a map's size is fixed when it is created: read first.
+      const pgssMax = await pgStatStatementsMax(control);
       // Load (and so verify) the BPF object before touching the schema: a host that cannot run
       // the programs leaves the database as it found it.
       const loadStartedMs = performance.now();
@@ -241,6 +244,7 @@ export class Sidecar {
         rodata: familyRodata(target),
         maxBackends: options.maxBackends,
         maxQueries: options.maxQueries,
+        pgStatStatementsMax: pgssMax,
         maxExcludedPids: options.maxExcludedPids,
         maxQueryChanges: options.maxQueryChanges,
         maxHistogramChanges: options.maxHistogramChanges,
@@ -334,7 +338,7 @@ export class Sidecar {
       sidecar.timer = setInterval(() => void sidecar.flush({ lazy: true }), options.intervalMs);
       try {
         // The same checks as `pg-bpf-stats check`; the object above passed the verifier.
-        const capabilities = await probeCapabilities({ support, loaded: true });
+        const capabilities = await probeCapabilities({ support, loaded: true, pgStatStatementsMax: pgssMax });
         await writeCapabilities(clientDatabase(store), capabilities);
         // Said where it is seen, not only in a table: keys would be refused long before the maps fill.
         const memory = capabilities.find((line) => line.probe === 'memory limit');
