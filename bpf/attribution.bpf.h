@@ -221,10 +221,24 @@ static __always_inline struct backend_record *reported_backend(__u32 pid)
  * A role's share of the queries map, so that one role flooding distinct statements cannot keep
  * the others' new statements out: query keys a role added (here, atomically) minus those the
  * collector evicted (written by user space only, src/storage/metric-rows.ts) may not reach
- * max_query_keys_per_role (0: no limit; user space sets half of the map). Touched only when a
- * key is added, never on the lookup that finds one.
+ * max_query_keys_per_role (0: no limit; user space sets half of the map) -- while the map holds
+ * query_keys_guard_fill keys or more (user space: 7/8 of it). Below that nobody is refused: the
+ * map is sized from pg_stat_statements.max with headroom (src/collector/query-capacity.ts), so
+ * the only role a typical application has, running as many distinct statements as
+ * pg_stat_statements keeps, never reaches it, while a flooding role is stopped with 1/8 of the
+ * map still free for the others. Touched only when a key is added, never on the lookup that
+ * finds one.
  */
 const volatile __u32 max_query_keys_per_role = 0;
+const volatile __u32 query_keys_guard_fill = 0;
+
+/*
+ * Keys added to the queries map since load (here, atomically, once the insert succeeded) and
+ * keys the collector evicted (written by user space after each eviction): their difference is
+ * the map's fill, which BPF cannot ask the kernel for cheaply.
+ */
+__u64 query_keys_added = 0;
+__u64 query_keys_evicted = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -240,16 +254,69 @@ struct {
 	__type(value, __u64);
 } role_evicted SEC(".maps");
 
+/*
+ * Figures of a key the queries map refused at once, one slot per task (the kernel's pid of the
+ * task that hit the refusal): a backend is on one statement at a time, so one slot holds what
+ * its current statement does until the collector's next flush takes the slot
+ * (BPF_MAP_LOOKUP_AND_DELETE_ELEM) and writes it under its key. A second refused key while the
+ * slot holds another is dropped and counted as before. Sized like backends by user space.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct query_overflow);
+} query_overflow SEC(".maps");
+
 /* The metrics of a query, created empty on first use; NULL without a query id, when the map is full or the role is at its share (counted). */
 static const struct metrics empty_metrics = {};
+static const struct query_overflow empty_overflow = {};
 static const __u64 zero_count = 0;
 
+/* Keys in the queries map now (see query_keys_added). */
+static __always_inline __u64 query_keys_held(void)
+{
+	__u64 added = *(volatile __u64 *)&query_keys_added, evicted = *(volatile __u64 *)&query_keys_evicted;
+
+	/* A key evicted between its insert and the increment: never a wrap to a huge fill. */
+	return added > evicted ? added - evicted : 0;
+}
+
 /*
- * The figures of `key`, added (empty) if the map and the role's share have room. Every key goes
- * in through here, whatever its query id: the collector counts each key it evicts against its
- * role, so a key added past role_added would leave the role owing keys it never had.
+ * `key` was refused for `reason`: its figures go to the current task's slot when the slot is
+ * free or already holds that key (*held set, counted as query_key_held), else nowhere (counted
+ * as `reason`).
  */
-static __always_inline struct metrics *query_key_entry(const struct query_key *key)
+static __always_inline struct metrics *hold_refused(const struct query_key *key, enum counter_index reason, bool *held)
+{
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	struct query_overflow *o = bpf_map_lookup_elem(&query_overflow, &pid);
+
+	if (!o) {
+		if (bpf_map_update_elem(&query_overflow, &pid, &empty_overflow, BPF_NOEXIST) ||
+		    !(o = bpf_map_lookup_elem(&query_overflow, &pid))) {
+			count(reason);
+			return NULL;
+		}
+		o->key = *key;
+	} else if (o->key.queryid != key->queryid || o->key.userid != key->userid || o->key.dbid != key->dbid ||
+		   o->key.toplevel != key->toplevel) {
+		count(reason);
+		return NULL;
+	}
+	count(COUNTER_QUERY_KEY_HELD);
+	*held = true;
+	return &o->m;
+}
+
+/*
+ * The figures of `key`, added (empty) if the map and the role's share have room, else the
+ * current task's overflow slot (*held) when it can take them. Every key goes in through here,
+ * whatever its query id: the collector counts each key it evicts against its role, so a key
+ * added past role_added would leave the role owing keys it never had.
+ */
+static __always_inline struct metrics *query_key_entry(const struct query_key *key, bool *held)
 {
 	struct metrics *m;
 	__u64 *added, *evicted;
@@ -263,31 +330,36 @@ static __always_inline struct metrics *query_key_entry(const struct query_key *k
 		added = map_lookup_or_init(&role_added, &key->userid, &zero_count, COUNTER_ROLE_QUOTA_UNTRACKED);
 		evicted = bpf_map_lookup_elem(&role_evicted, &key->userid);
 		/* More evicted than added (keys added while role_added was full): no debt, never a refusal for good. */
-		if (added && *added > (evicted ? *evicted : 0) && *added - (evicted ? *evicted : 0) >= max_query_keys_per_role) {
-			count(COUNTER_ROLE_QUOTA);
-			return NULL;
-		}
+		if (added && *added > (evicted ? *evicted : 0) && *added - (evicted ? *evicted : 0) >= max_query_keys_per_role &&
+		    query_keys_held() >= query_keys_guard_fill)
+			return hold_refused(key, COUNTER_ROLE_QUOTA, held);
 	}
 	err = bpf_map_update_elem(&queries, key, &empty_metrics, BPF_NOEXIST);
 	if (err) {
 		m = bpf_map_lookup_elem(&queries, key); /* another CPU added it first */
-		if (!m)
-			count_refusal(err, COUNTER_QUERIES_FULL);
-		return m;
+		if (m)
+			return m;
+		return hold_refused(key, err == -E2BIG ? COUNTER_QUERIES_FULL : COUNTER_MAP_NO_MEMORY, held);
 	}
+	__sync_fetch_and_add(&query_keys_added, 1);
 	if (added)
 		__sync_fetch_and_add(added, 1);
 	return bpf_map_lookup_elem(&queries, key);
 }
 
-/* The figures of `key` for the caller to add to (see query_key_entry): a change of the queries map. */
+/*
+ * The figures of `key` for the caller to add to (see query_key_entry): a change of the queries
+ * map, or of an overflow slot (not a key of the queries map: not noted as one).
+ */
 static __always_inline struct metrics *query_key_metrics(const struct query_key *key)
 {
-	struct metrics *m = query_key_entry(key);
+	bool held = false;
+	struct metrics *m = query_key_entry(key, &held);
 
 	if (m) {
 		note_change();
-		note_query_change(key, m);
+		if (!held)
+			note_query_change(key, m);
 	}
 	return m;
 }

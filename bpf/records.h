@@ -199,6 +199,16 @@ struct backend_record {
 	struct nested_statements nested;
 };
 
+/*
+ * A statement's figures whose query key the queries map refused at once (full, no memory at
+ * hand, or the role's share under pressure), held for the collector's next flush, which takes
+ * the entry and writes the figures under `key` (bpf/attribution.bpf.h).
+ */
+struct query_overflow {
+	struct query_key key;
+	struct metrics m;
+};
+
 /* Indexes into the `counters` array, its key type (bpf/maps.bpf.h): overflow and failures, surfaced in bpf_stats.health. */
 /*
  * A retired record's key in exited_backends: the pid with the process's start time, so that a
@@ -238,7 +248,8 @@ enum counter_index {
 	COUNTER_QUERY_CHANGES_FULL = 15, /* a changed query key could not be noted: the collector reads the whole map once (bpf/query-changes.bpf.h) */
 	COUNTER_HIST_CHANGES_FULL = 16, /* a changed histogram could not be noted: the collector reads the whole map once (bpf/hist.bpf.h) */
 	COUNTER_MAP_NO_MEMORY = 17,  /* an insert was refused with room left: no memory at hand (bpf/maps.bpf.h, count_refusal) */
-	COUNTER_MAX = 18,            /* room for the families' own counters */
+	COUNTER_QUERY_KEY_HELD = 18, /* a query key the map refused at once: its figures were held for the next flush, not dropped (bpf/attribution.bpf.h) */
+	COUNTER_MAX = 19,            /* room for the families' own counters */
 };
 
 #endif /* RECORDS_H */

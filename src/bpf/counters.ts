@@ -12,9 +12,10 @@ export type CounterName = NameOf<CounterMember>;
 /**
  * The counters of something not counted (bpf_stats.health.dropped): all but query_changes_full
  * and hist_changes_full, where nothing is lost (that flush read the whole queries or histograms
- * map; health.map_fill shows it).
+ * map; health.map_fill shows it), and query_key_held (a refused key's figures held and written
+ * by the next flush; health.map_fill->'queries'->'held').
  */
-export type DroppedCounterName = Exclude<CounterName, 'query_changes_full' | 'hist_changes_full'>;
+export type DroppedCounterName = Exclude<CounterName, 'query_changes_full' | 'hist_changes_full' | 'query_key_held'>;
 
 /** Every counter with its index in the `counters` map (COUNTER_MAX is the map's size, not a counter). */
 export const COUNTERS: ReadonlyArray<{ name: CounterName; index: number }> = Object.entries(CounterIndex)

@@ -1,5 +1,6 @@
 import { release } from 'node:os';
 import { collectorObjectPath, defaultMapEntries } from '../collector/collector-object.js';
+import { pgStatStatementsMax, queriesBytesPerCpu } from '../collector/query-capacity.js';
 import { disableMissingTracepoints } from '../collector/disable-missing-tracepoints.js';
 import { KernelFeatures } from '../collector/kernel-features.js';
 import { perfEventsUnsupportedReason } from '../collector/perf-events.js';
@@ -34,7 +35,7 @@ export interface CheckLine {
 export type CapabilitySource =
   | { dsn: string | undefined }
   /** `loaded`: the sidecar loaded the collector object itself, so the verifier's verdict on the sets it attaches is known. */
-  | { support: SupportContext; loaded: true };
+  | { support: SupportContext; loaded: true; pgStatStatementsMax: number | null };
 
 /**
  * What this host and this Postgres support: the checks behind both `pg-bpf-stats check` and
@@ -52,8 +53,11 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
   else lines.push(lines.every((l) => l.ok) ? loadCheck() : requirement('bpf load', false, 'skipped: host requirements unmet'));
 
   let support: SupportContext | null = null;
+  // Sizes the queries map (src/collector/query-capacity.ts); unknown without a server: the floor.
+  let pgssMax: number | null = 'loaded' in source ? source.pgStatStatementsMax : null;
   try {
-    support = 'support' in source ? source.support : await discover(source.dsn);
+    if ('support' in source) support = source.support;
+    else ({ support, pgssMax } = await discover(source.dsn));
     const { target } = support;
     lines.push(requirement('postmaster', true, `pid ${target.pid}, ${target.binaryPath}, PostgreSQL ${target.majorVersion}, data ${target.dataDir}`));
     const usdt = target.usdt.filter((n) => n.provider === 'postgresql').length;
@@ -93,7 +97,7 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
     });
   }
 
-  lines.push(memoryLimitLine());
+  lines.push(memoryLimitLine(pgssMax));
 
   // The same probe as the llc set's unsupportedReason, so the two lines cannot disagree.
   const pmu = perfEventsUnsupportedReason(Object.values(LLC_EVENTS));
@@ -132,14 +136,15 @@ function feature(name: string, ok: boolean, detail: string): CheckLine {
  * The postmaster behind `dsn`, and its PgBackendStatus layout calibrated as `run` does it (a
  * second connection observes the first), so that `check` and `run` judge the sets alike.
  */
-async function discover(dsn: string | undefined): Promise<SupportContext> {
+async function discover(dsn: string | undefined): Promise<{ support: SupportContext; pgssMax: number | null }> {
   const client = await connect(dsn);
   try {
     const target = await discoverPostmaster(client);
+    const pgssMax = await pgStatStatementsMax(client);
     const observer = await connect(dsn);
     try {
       const layout = await calibrateStatusLayout(target, client, observer).catch(() => null);
-      return { target, layout, perfEvents: {} };
+      return { support: { target, layout, perfEvents: {} }, pgssMax };
     } finally {
       await observer.end();
     }
@@ -154,14 +159,17 @@ async function discover(dsn: string | undefined): Promise<SupportContext> {
  * statements are refused (health.dropped map_no_memory) before the maps fill. Not a requirement:
  * the collector runs, and keeps making room by evicting quiet keys.
  */
-function memoryLimitLine(): CheckLine {
+function memoryLimitLine(pgssMax: number | null): CheckLine {
   let cpus: number;
   let fullBytes: number;
+  let queries: string;
   try {
     cpus = loadNative().numPossibleCpus();
     const object = new (loadNative().BpfObject)(collectorObjectPath());
     try {
-      const entries: Partial<Record<string, number>> = defaultMapEntries(cpus);
+      const entries: Partial<Record<string, number>> = defaultMapEntries(cpus, pgssMax);
+      const keys = entries.queries ?? 0;
+      queries = `; the queries map: ${keys} keys (${pgssMax === null ? 'pg_stat_statements.max unknown' : `pg_stat_statements.max ${pgssMax}`}), ${(queriesBytesPerCpu(keys) / 2 ** 20).toFixed(1)} MB of values per CPU when full`;
       fullBytes = mapsFullBytes(object.maps().map((m) => ({ ...m, maxEntries: entries[m.name] ?? m.maxEntries })), cpus);
     } finally {
       object.close();
@@ -171,13 +179,13 @@ function memoryLimitLine(): CheckLine {
   }
   const needed = `the maps when full (~${megabytes(fullBytes)} MB on ${cpus} CPUs) and the collector (~${megabytes(COLLECTOR_BYTES)} MB)`;
   const limit = ownMemoryLimit();
-  if (!limit) return feature('memory limit', true, `no memory cgroup limit seen from here; ${needed} come out of the host's memory`);
-  if (limit.limitBytes === null) return feature('memory limit', true, `none on cgroup ${limit.cgroup}; ${needed} come out of the host's memory`);
+  if (!limit) return feature('memory limit', true, `no memory cgroup limit seen from here; ${needed} come out of the host's memory${queries}`);
+  if (limit.limitBytes === null) return feature('memory limit', true, `none on cgroup ${limit.cgroup}; ${needed} come out of the host's memory${queries}`);
   const room = limit.limitBytes >= fullBytes + COLLECTOR_BYTES;
   const stated = `cgroup ${limit.cgroup} limit ${megabytes(limit.limitBytes)} MB`;
   return room
-    ? feature('memory limit', true, `${stated}: room for ${needed}`)
-    : feature('memory limit', false, `${stated} is below ${needed}: new statements are refused (health.dropped map_no_memory) before the maps fill; give it ${megabytes(fullBytes + COLLECTOR_BYTES)} MB or more (a unit's MemoryMax=, a container's memory limit)`);
+    ? feature('memory limit', true, `${stated}: room for ${needed}${queries}`)
+    : feature('memory limit', false, `${stated} is below ${needed}: new statements are refused (health.dropped map_no_memory) before the maps fill; give it ${megabytes(fullBytes + COLLECTOR_BYTES)} MB or more (a unit's MemoryMax=, a container's memory limit)${queries}`);
 }
 
 /** The collector's RSS with a full queries map on our 2-CPU VMs was 88-94 MB (bench/README.md, "What a full map holds"). */

@@ -8,7 +8,7 @@ import type { CheckLine } from './probe-capabilities.js';
  * in one transaction, so readers never see a half-written set.
  *
  * @example
- * await writeCapabilities(clientDatabase(client), await probeCapabilities({ support, loaded: true }));
+ * await writeCapabilities(clientDatabase(client), await probeCapabilities({ support, loaded: true, pgStatStatementsMax: null }));
  */
 export async function writeCapabilities(db: Kysely<BpfStatsDatabase>, lines: CheckLine[], host = hostname()): Promise<void> {
   await db.transaction().execute(async (tx) => {

@@ -19,6 +19,7 @@ import { ObjectGlobals } from './object-globals.js';
 import type { PerfEventSpec } from './perf-events.js';
 import { setPrograms, type AttachableSet } from './probe-attachment.js';
 import { ProbeAttachments } from './probe-attachments.js';
+import { queryMapEntries, roleGuardFill } from './query-capacity.js';
 import { statusSpan } from './status-span.js';
 import { markTrackingStart } from './tracking-start.js';
 
@@ -34,10 +35,12 @@ export interface CollectorObjectOptions<Name extends string> {
   preload?: readonly Name[];
   /** Settings the families add to the object's own (e.g. the lock programs' per-version ones). */
   rodata?: Partial<Record<RodataName, number | bigint>>;
-  /** Map capacities: backends tracked at once, distinct query keys. */
+  /** Map capacities: backends tracked at once, distinct query keys (default: from pgStatStatementsMax, query-capacity.ts). */
   maxBackends?: number;
   maxQueries?: number;
-  /** Query keys one role may hold (default half of maxQueries; 0: no limit). */
+  /** The server's pg_stat_statements.max, read before load (null: pgss not loaded); sizes the queries map. */
+  pgStatStatementsMax?: number | null;
+  /** Query keys one role may hold once the map is 7/8 full (default half of maxQueries; 0: no limit). */
   maxQueryKeysPerRole?: number;
   /** Capacity of histograms, (query, kind) pairs held at once (default: histogramCapacity() of this host's CPUs). */
   maxHistograms?: number;
@@ -75,15 +78,21 @@ export function histogramCapacity(cpus: number): number {
   return Math.max(HISTOGRAMS_MIN, Math.min(HISTOGRAMS_MAX, Math.floor(HISTOGRAMS_MEMORY_BYTES / perEntry)));
 }
 
-/** The maps load() sizes, and the capacity each gets unless an option says otherwise. */
-export function defaultMapEntries(cpus: number): Record<SizedMap, number> {
+/**
+ * The maps load() sizes, and the capacity each gets unless an option says otherwise, on a host
+ * with `cpus` possible CPUs and a server whose pg_stat_statements.max is `pgssMax` (null: not loaded).
+ */
+export function defaultMapEntries(cpus: number, pgssMax: number | null = null): Record<SizedMap, number> {
   const histograms = histogramCapacity(cpus);
+  const queries = queryMapEntries(pgssMax);
   return {
     backends: 8192,
     exited_backends: 8192,
-    queries: 8192,
+    queries,
     // Every key of queries can change between two reads: the set of changed ones holds them all.
-    query_changes: 8192,
+    query_changes: queries,
+    // One overflow slot per task at most, as many as backends are tracked (bpf/attribution.bpf.h).
+    query_overflow: 8192,
     excluded_pids: 256,
     histograms,
     // Every histogram can change between two reads: the set of changed ones holds them all.
@@ -94,7 +103,7 @@ export function defaultMapEntries(cpus: number): Record<SizedMap, number> {
 }
 
 /** Names of the object's maps (a misspelt one drops out, and load() using it does not compile). */
-type SizedMap = Extract<MapName, 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits'>;
+type SizedMap = Extract<MapName, 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'query_overflow' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits'>;
 
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
 export interface BpfPostmaster extends PostgresGlobals {
@@ -188,7 +197,8 @@ export class CollectorObject<Name extends string = string> {
     try {
       const { target, layout } = options;
       const span = statusSpan(layout);
-      const entries = defaultMapEntries(loadNative().numPossibleCpus());
+      const entries = defaultMapEntries(loadNative().numPossibleCpus(), options.pgStatStatementsMax ?? null);
+      const maxQueries = options.maxQueries ?? entries.queries;
       const globals = new ObjectGlobals(object);
       globals.writeRodata({
         status_procpid_off: layout.procpidOffset,
@@ -208,15 +218,18 @@ export class CollectorObject<Name extends string = string> {
         status_span_off: span.offset,
         status_span_len: span.length,
         status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
-        // One role may hold half of the queries map: the other half stays for everyone else.
-        max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor((options.maxQueries ?? entries.queries) / 2),
+        // Once the map is 7/8 full, a role holding half of it is refused new keys: the rest
+        // stays for everyone else (bpf/attribution.bpf.h).
+        max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor(maxQueries / 2),
+        query_keys_guard_fill: roleGuardFill(maxQueries),
       });
       disableMissingTracepoints(object, KernelFeatures.host());
       if (options.preload) loadOnly(object, [...OWN_PROGRAMS, ...options.preload.flatMap((set) => setPrograms(options.probeSets[set], target))]);
       object.setMaxEntries('backends', options.maxBackends ?? entries.backends);
       object.setMaxEntries('exited_backends', options.maxBackends ?? entries.exited_backends);
-      object.setMaxEntries('queries', options.maxQueries ?? entries.queries);
+      object.setMaxEntries('queries', maxQueries);
       object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? entries.query_changes);
+      object.setMaxEntries('query_overflow', options.maxBackends ?? entries.query_overflow);
       object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? entries.excluded_pids);
       const histograms = options.maxHistograms ?? entries.histograms;
       object.setMaxEntries('histograms', histograms);

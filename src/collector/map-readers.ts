@@ -8,7 +8,7 @@ import { histogramDecoder, type HistogramSample } from './decode-histograms.js';
 import { KeyedEntries } from './keyed-entries.js';
 import { ChangedKeyReads, HISTOGRAM_CHANGES, QUERY_CHANGES } from './changed-key-reads.js';
 import type { ObjectGlobals } from './object-globals.js';
-import { queryIdentityKey, type Activity, type BackendSample, type MapFill, type QuerySample, type RawMap } from './map-samples.js';
+import { queryIdentityKey, type Activity, type BackendSample, type MapFill, type QueryOverflowSample, type QuerySample, type RawMap } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
 
 
@@ -28,6 +28,11 @@ export class MapReaders {
   private readonly queryValueLayout: RecordLayout<FieldOf<'metrics'>>;
   /** Query keys evicted per role (userid) since load, as role_evicted holds them. */
   private readonly evictedByRole = new Map<number, bigint>();
+  /** Query keys evicted since load, as query_keys_evicted holds it (BPF's view of the map's fill). */
+  private evictedKeys = 0n;
+  private readonly overflowLayout: RecordLayout<FieldOf<'query_overflow'>>;
+  /** Overflow slots taken whose figures no prepared snapshot has passed on yet (in the order taken). */
+  private overflowTaken: QueryOverflowSample[] = [];
   /** The big maps' entries as last decoded: a flush decodes only what changed since. */
   private readonly queryEntries = new KeyedEntries<QuerySample>(withRawKey);
   /** The metric fields the entries above and below were decoded with (other fields: decoded again). */
@@ -42,9 +47,10 @@ export class MapReaders {
 
   constructor(
     private readonly object: CollectorBpfObject,
-    globals: ObjectGlobals,
+    private readonly globals: ObjectGlobals,
     private readonly cpus: number,
   ) {
+    this.overflowLayout = RecordLayout.of('query_overflow', object.mapLayout('query_overflow').value);
     this.queryReads = new ChangedKeyReads(object, globals, QUERY_CHANGES);
     this.histogramReads = new ChangedKeyReads(object, globals, HISTOGRAM_CHANGES);
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
@@ -85,6 +91,10 @@ export class MapReaders {
     }
     const read = this.queryReads.read(() => (counters = this.readCounters()).query_changes_full, this.queryEntries.size);
     const queries = this.decodeQueries(read.batch, read.complete, metricFields);
+    // After the queries map: a slot taken now holds figures that missed the map until now. Kept
+    // here until a snapshot carrying them is prepared, so a flush that fails before that loses nothing.
+    this.overflowTaken.push(...this.takeOverflow(metricFields));
+    const overflow = [...this.overflowTaken];
     // The counters again after this take: an overflow of hist_changes before it shows.
     const histogramRead = this.histogramReads.read(() => (counters = this.readCounters()).hist_changes_full, this.histogramEntries.size);
     const histograms = this.histogramEntries.update(histogramRead.batch, histogramRead.complete, this.decodeHistogram).filter((sample) => sample !== null);
@@ -99,9 +109,11 @@ export class MapReaders {
     const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
     const fill: MapFill[] = FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({ map: name, entries: counts[name]!, maxEntries: capacity.get(name)! }));
     // Not a loss: that read was whole. Shown with its map (map_fill), not among dropped events.
-    const { query_changes_full: queriesOverflowed, hist_changes_full: histogramsOverflowed, ...dropped } = counters!;
+    const { query_changes_full: queriesOverflowed, hist_changes_full: histogramsOverflowed, query_key_held: held, ...dropped } = counters!;
     const overflowed = { query_changes: queriesOverflowed, hist_changes: histogramsOverflowed };
     for (const f of fill) if (f.map === 'query_changes' || f.map === 'hist_changes') f.overflowed = Number(overflowed[f.map]);
+    // Not a loss either: those figures are written under their keys (MetricRows).
+    for (const f of fill) if (f.map === 'queries') f.held = Number(held);
     return new MapSnapshot(
       [...this.decodeBackends(this.exitedBackends, exited, metricFields, true), ...this.decodeBackends(this.liveBackends, backends, metricFields, false)],
       queries,
@@ -113,7 +125,38 @@ export class MapReaders {
       (all) => this.queryReads.written(all),
       histogramRead.complete,
       (all) => this.histogramReads.written(all),
+      overflow,
+      () => {
+        // Passed on by this snapshot: what later reads took stays.
+        if (!overflow.length) return;
+        const passed = new Set(overflow);
+        this.overflowTaken = this.overflowTaken.filter((s) => !passed.has(s));
+      },
     );
+  }
+
+  /**
+   * Takes every overflow slot (bpf/attribution.bpf.h): one BPF_MAP_LOOKUP_AND_DELETE_ELEM each,
+   * so what BPF adds after the take starts a new slot for the next flush. Usually none: a slot is
+   * made only when the queries map refused a key.
+   */
+  private takeOverflow(metricFields: readonly FieldOf<'metrics'>[]): QueryOverflowSample[] {
+    const { keys, count, keySize } = this.object.mapLookupBatch('query_overflow');
+    const layout = this.overflowLayout;
+    const names = metricFields.map((f) => `m.${f}` as const);
+    const taken: QueryOverflowSample[] = [];
+    for (let i = 0; i < count; i++) {
+      const value = this.object.mapLookupAndDelete('query_overflow', keys.subarray(i * keySize, (i + 1) * keySize));
+      if (!value) continue;
+      taken.push({
+        queryid: layout.int(value, 0, 'key.queryid'),
+        userid: layout.intNumber(value, 0, 'key.userid'),
+        dbid: layout.intNumber(value, 0, 'key.dbid'),
+        toplevel: layout.intNumber(value, 0, 'key.toplevel') !== 0,
+        metrics: layout.sumPerCpu(value, 0, 0, 1, names),
+      });
+    }
+    return taken;
   }
 
   /** Every entry of a map with its BTF key/value layout. */
@@ -166,9 +209,12 @@ export class MapReaders {
       if (!value) return null;
       const role = this.queryKeyLayout.intNumber(key, 0, 'userid');
       this.evictedByRole.set(role, (this.evictedByRole.get(role) ?? 0n) + 1n);
+      this.evictedKeys++;
       roles.add(role);
       return this.queryValueLayout.sumPerCpu(value, 0, value.length / this.cpus, this.cpus, metricFields);
     });
+    // The map's fill, as BPF sees it, is what it added minus this (bpf/attribution.bpf.h).
+    if (roles.size) this.globals.writeBss('query_keys_evicted', this.evictedKeys);
     // Each role's share of the map is what BPF added for it minus this (bpf/attribution.bpf.h).
     for (const role of roles) {
       const key = Buffer.alloc(4);

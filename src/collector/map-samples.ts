@@ -72,6 +72,17 @@ export interface MapFill {
   evicted?: number;
   /** Times it was full since load (query_changes: a changed key could not be noted, so that read was whole). */
   overflowed?: number;
+  /** Events of keys it refused at once whose figures were held in a backend's overflow slot and written by a flush (queries), since load. */
+  held?: number;
+}
+
+/** What an overflow slot held (bpf/attribution.bpf.h, query_overflow): a refused key's figures, taken by a flush. */
+export interface QueryOverflowSample {
+  userid: number;
+  dbid: number;
+  toplevel: boolean;
+  queryid: bigint;
+  metrics: ExactInt[];
 }
 
 /** The fields of a map's key or value when it is a struct of bpf/ (never for a plain integer). */

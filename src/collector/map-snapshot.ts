@@ -1,7 +1,7 @@
 import type { MapName } from '../bpf/contract.js';
 import type { DroppedCounterName } from '../bpf/counters.js';
 import type { HistogramSample } from './decode-histograms.js';
-import type { BackendSample, MapFill, QuerySample, RawMap } from './map-samples.js';
+import type { BackendSample, MapFill, QueryOverflowSample, QuerySample, RawMap } from './map-samples.js';
 
 /**
  * What the BPF maps held at one moment: ONE per flush, shared by every part of it, so no map
@@ -39,6 +39,13 @@ export class MapSnapshot {
     readonly histogramsComplete = true,
     /** As queriesWritten, for the histogram rows made from this snapshot. */
     readonly histogramsWritten: (all: boolean) => void = () => undefined,
+    /**
+     * Figures of keys the queries map refused, taken from the overflow slots by this read or an
+     * earlier one whose snapshot was never prepared: owed under their keys until written.
+     */
+    readonly overflow: readonly QueryOverflowSample[] = [],
+    /** To be called once `overflow` is owed elsewhere (MetricRows' remainders): later snapshots leave it out. */
+    readonly overflowOwed: () => void = () => undefined,
   ) {}
 
   /** Every entry of a map with its BTF key/value layout, read at most once per snapshot. */

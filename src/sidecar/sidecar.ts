@@ -6,6 +6,7 @@ import { probeCapabilities } from '../capabilities/probe-capabilities.js';
 import { writeCapabilities } from '../capabilities/write-capabilities.js';
 import { assertHostReady } from '../capabilities/host-checks.js';
 import { CollectorObject, type BpfPostmaster } from '../collector/collector-object.js';
+import { pgStatStatementsMax } from '../collector/query-capacity.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { Activity, MapFill } from '../collector/map-samples.js';
 import type { MapSnapshot } from '../collector/map-snapshot.js';
@@ -72,10 +73,10 @@ export interface SidecarOptions {
   historyPartitionMs?: number;
   /** How often periodic flushes write history rows (default 5 min; 0 or the flush interval: every flush). */
   historyIntervalMs?: number;
-  /** BPF map capacities (default 8192 each); small ones let tests force overflow. */
+  /** BPF map capacities (default 8192 backends; query keys from pg_stat_statements.max, src/collector/query-capacity.ts); small ones let tests force overflow. */
   maxBackends?: number;
   maxQueries?: number;
-  /** Query keys one role may hold in the map (default half of maxQueries; 0: no limit). */
+  /** Query keys one role may hold in the map once it is 7/8 full (default half of maxQueries; 0: no limit). */
   maxQueryKeysPerRole?: number;
   /** Capacity of the set of the collector's own live connections (default 256); small ones let tests prove it never fills. */
   maxExcludedPids?: number;
@@ -232,6 +233,8 @@ export class Sidecar {
           sets.delete(set);
         } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
       }
+      // The queries map is sized from it, and a map's size is fixed when it is created: read first.
+      const pgssMax = await pgStatStatementsMax(control);
       // Load (and so verify) the BPF object before touching the schema: a host that cannot run
       // the programs leaves the database as it found it.
       const loadStartedMs = performance.now();
@@ -244,6 +247,7 @@ export class Sidecar {
         rodata: familyRodata(target),
         maxBackends: options.maxBackends,
         maxQueries: options.maxQueries,
+        pgStatStatementsMax: pgssMax,
         maxExcludedPids: options.maxExcludedPids,
         maxQueryChanges: options.maxQueryChanges,
         maxHistogramChanges: options.maxHistogramChanges,
@@ -337,7 +341,7 @@ export class Sidecar {
       sidecar.timer = setInterval(() => void sidecar.flush({ lazy: true }), options.intervalMs);
       try {
         // The same checks as `pg-bpf-stats check`; the object above passed the verifier.
-        const capabilities = await probeCapabilities({ support, loaded: true });
+        const capabilities = await probeCapabilities({ support, loaded: true, pgStatStatementsMax: pgssMax });
         await writeCapabilities(clientDatabase(store), capabilities);
         // Said where it is seen, not only in a table: keys would be refused long before the maps fill.
         const memory = capabilities.find((line) => line.probe === 'memory limit');
@@ -752,12 +756,12 @@ async function postmasterForBpf(object: CollectorObject<ProbeSetName>, target: P
 
 const COUNTER_MEANING: Record<DroppedCounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
-  queries_full: 'a query key could not be added: queries map full; its time counts per backend only',
+  queries_full: "a query key could not be added: queries map full, and its backend's overflow slot held another key; its time counts per backend only",
   status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
   lock_waits_full: 'a lock wait could not be added: lock_waits map full; its wait counts in lock_wait_ms only',
   lwlock_waits_full: 'an LWLock wait could not be added: lwlock_waits map full; its wait counts in lwlock_wait_ms only',
-  role_quota: "a query key was not added: its role holds half of the queries map (a flood of distinct statements); its time counts per backend only",
+  role_quota: "a query key was not added: the queries map is 7/8 full and its role holds half of it (a flood of distinct statements), and its backend's overflow slot held another key; its time counts per backend only",
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
   io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",

@@ -138,7 +138,9 @@ export class MetricRows {
   private readonly held = new HeldKeys<QuerySample>();
   /** What evicted keys held beyond their written baseline (an increment between read and delete), written by the next flush. */
   private readonly remainders = new Map<string, { identity: QueryIdentity; delta: ExactInt[] }>();
-  /** queries_full + map_no_memory as the last written flush read them. */
+  /** Overflow slots already owed in remainders. */
+  private readonly overflowMerged = new WeakSet<object>();
+  /** queries_full + map_no_memory + role_quota + query_key_held as the last written flush read them. */
   private lastRefusals = 0n;
   /** The collector's own backends whose figures may still be in a snapshot or a written row (see excluded()). */
   private retracting: Retraction[] = [];
@@ -280,6 +282,17 @@ export class MetricRows {
     const changed = new Set<string>();
     // Plain records, committed in one loop: a full map makes 4,096 of them a flush.
     const queryCandidates: QueryCandidate[] = [];
+    // Figures of keys the map refused (overflow slots, taken by the read): owed like an evicted
+    // key's remainder, added to the key's delta when it is in the map, else a row of their own.
+    for (const taken of snapshot.overflow) {
+      // (Two snapshots can carry one slot when the first was not prepared before the second was read.)
+      if (this.overflowMerged.has(taken)) continue;
+      this.overflowMerged.add(taken);
+      const key = queryIdentityKey(taken);
+      const owed = this.remainders.get(key);
+      this.remainders.set(key, { identity: { userid: taken.userid, dbid: taken.dbid, toplevel: taken.toplevel, queryid: taken.queryid }, delta: owed ? owed.delta.map((d, i) => addExact(d, taken.metrics[i] ?? 0)) : taken.metrics });
+    }
+    snapshot.overflowOwed();
     for (const sample of snapshot.queries) {
       const key = queryKey(sample);
       const remainder = this.remainders.get(key);
@@ -321,14 +334,16 @@ export class MetricRows {
     const fill = snapshot.fill.find((f) => f.map === 'queries');
     // A key refused with room left (map_no_memory) is pressure too: the maps are charged to the
     // collector's memory cgroup, and a deleted key gives its memory back there (bpf/maps.bpf.h).
-    const refusals = (snapshot.counters.queries_full ?? 0n) + (snapshot.counters.map_no_memory ?? 0n);
+    // So is a role refused its share (only ever near full) and a key held in an overflow slot.
+    const refusals =
+      (snapshot.counters.queries_full ?? 0n) + (snapshot.counters.map_no_memory ?? 0n) + (snapshot.counters.role_quota ?? 0n) + BigInt(fill?.held ?? 0);
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || refusals > this.lastRefusals;
     queryCommits.push(() => {
       this.lastRefusals = refusals;
       this.held.written(snapshot.queries, changed, snapshot.queriesComplete, queryKey);
       // The reader may stop reading these keys again; a key left for later needs a whole read.
       snapshot.queriesWritten(queriesDeferred === 0);
-      this.evictQuiet(snapshot.backends, pressure);
+      this.evictQuiet(snapshot.backends, pressure, fill?.maxEntries ?? 0);
     });
 
     const backendCommits: Array<() => void> = [];
@@ -458,10 +473,12 @@ export class MetricRows {
    * A statement a live backend of `backends` is still on stays: its end (the call) may come
    * after the delete, when its role's quota could refuse the key again.
    */
-  private evictQuiet(backends: readonly BackendSample[], pressure: boolean): void {
+  private evictQuiet(backends: readonly BackendSample[], pressure: boolean, maxEntries: number): void {
     if (!this.queryEviction.enabled) return;
     let running: Set<string> | null = null;
-    const candidates = this.held.quietest(pressure ? 1 : QUIET_FLUSHES, MAX_EVICTIONS_PER_FLUSH, (key) => !(running ??= runningStatements(backends)).has(key));
+    // A map sized from a large pg_stat_statements.max heals in two flushes too.
+    const max = Math.max(MAX_EVICTIONS_PER_FLUSH, Math.ceil(maxEntries / 2));
+    const candidates = this.held.quietest(pressure ? 1 : QUIET_FLUSHES, max, (key) => !(running ??= runningStatements(backends)).has(key));
     const values = this.queryEviction.delete(candidates.map((s) => s.rawKey));
     if (!values) return;
     candidates.forEach((sample, i) => {
