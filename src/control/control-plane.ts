@@ -9,6 +9,7 @@ import { shorten } from '../shorten.js';
 import { backendPid } from '../storage/backend-pid.js';
 import type { BpfStatsDatabase, BpfStatsDb } from '../storage/database.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest, type CollectionRow } from './collection-request.js';
+import { clientConfig } from '../storage/connection-string.js';
 
 /** Channel bpf_stats.collect/stop ring; its payload is never trusted. */
 export const CONTROL_CHANNEL = 'bpf_stats_control';
@@ -92,7 +93,7 @@ export class ControlPlane {
     const { host } = options;
     const log = options.log ?? (() => undefined);
     // Kept open while idle: a poll every controlPollMs must not open a connection each time.
-    const pool = new pg.Pool({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats control', idleTimeoutMillis: 0 });
+    const pool = new pg.Pool({ ...clientConfig(options.connectionString), max: 1, application_name: 'pg-bpf-stats control', idleTimeoutMillis: 0 });
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
       const pid = backendPid(client);
@@ -107,7 +108,7 @@ export class ControlPlane {
     // pg-listen is CommonJS with an ES-style default export.
     const subscriber = pgListen.default(
       {
-        connectionString: options.connectionString,
+        ...clientConfig(options.connectionString),
         application_name: 'pg-bpf-stats listener',
         // pg calls this as a method of each new Connection: the backend's pid (BackendKeyData)
         // is excluded the moment it arrives, before LISTEN or any other statement runs.

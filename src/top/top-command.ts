@@ -3,6 +3,7 @@ import { oneLine, UserError } from '../errors.js';
 import { renderTop, SORT_KEYS, type TopScreen } from './render-top.js';
 import { readTop, type TopMetric, type TopRead } from './top-read.js';
 import { topRates, type TopRates } from './top-rates.js';
+import { clientConfig } from '../storage/connection-string.js';
 
 export interface TopOptions {
   dsn: string | undefined;
@@ -20,7 +21,7 @@ export interface TopOptions {
  * test) it prints each screen at 80 columns, separated by a blank line.
  */
 export async function topCommand(options: TopOptions, out: NodeJS.WriteStream = process.stdout): Promise<number> {
-  const client = new pg.Client({ connectionString: options.dsn, application_name: 'pg-bpf-stats top' });
+  const client = new pg.Client({ ...clientConfig(options.dsn), application_name: 'pg-bpf-stats top' });
   try {
     await client.connect();
   } catch (error) {

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { oneLine } from '../../errors.js';
 import { backendPid } from '../../storage/backend-pid.js';
+import { clientConfig } from '../../storage/connection-string.js';
 
 const RETRY_MS = 10_000;
 /** Query text is cut here in the info metric: a label, not a document. */
@@ -121,7 +122,7 @@ export class CatalogNames {
 
   private async connection(): Promise<pg.Client> {
     if (this.client) return this.client;
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'pg-bpf-stats metrics' });
+    const client = new pg.Client({ ...clientConfig(this.connectionString), application_name: 'pg-bpf-stats metrics' });
     client.on('error', () => {
       if (this.client === client) this.client = null;
     });
