@@ -146,7 +146,8 @@ function parseConfig(text: string, flag: string): Config {
     case 'uri': {
       let parsed: Config;
       try {
-        new URL(text);
+        // Not new URL(): libpq's postgresql://user@/db?host=/socket/dir has no host, which
+        // WHATWG URLs refuse and pg-connection-string reads.
         parsed = parseIntoClientConfig(text) as Config;
       } catch {
         throw new UserError(`${flag} ${JSON.stringify(redact(text))} is not a valid URI: expected postgresql://user@host:port/database`);
