@@ -65,6 +65,23 @@ describe('basic authentication', () => {
     }
     expect(await new BasicAuth(new Map()).allows(undefined)).toBe(true);
   });
+
+  it('runs at most two bcrypt checks at once; a remembered scraper still gets in during a flood', async () => {
+    const slow = bcrypt.hashSync('right horse', 10);
+    const auth = new BasicAuth(new Map([['prometheus', slow]]));
+    expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
+    const flood = Array.from({ length: 6 }, () => auth.allows(header('prometheus', 'guess')));
+    // While two guesses are being checked, the remembered pair needs no check.
+    expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
+    expect(await Promise.all(flood)).toEqual([false, false, false, false, false, false]);
+    // Not yet remembered: while two checks run, even the right pair is refused unchecked, and
+    // gets in once they are done.
+    const fresh = new BasicAuth(new Map([['prometheus', slow]]));
+    const busy = [fresh.allows(header('prometheus', 'a')), fresh.allows(header('prometheus', 'b'))];
+    expect(await fresh.allows(header('prometheus', 'right horse'))).toBe(false);
+    await Promise.all(busy);
+    expect(await fresh.allows(header('prometheus', 'right horse'))).toBe(true);
+  });
 });
 
 describe('query texts that may hold a password', () => {

@@ -114,15 +114,21 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /** A hash of a password nobody has: an unknown user costs as much as a wrong password. */
 const NOBODY = '$2b$10$Yfet3rGkdpvP/gE2L.ZTT.bjyAN9TfYYSeDikcAAw0tMusUy5goNK'; // of 32 random bytes, thrown away
 const REMEMBERED = 64;
+/** bcrypt checks at once: beyond, a request is refused unchecked (see BasicAuth). */
+const CONCURRENT_CHECKS = 2;
 
 /**
  * Checks `Authorization: Basic` headers against the users' bcrypt hashes. bcrypt costs tens of
  * milliseconds by design; a scraper sends the same credentials every few seconds, so a pair that
  * succeeded is remembered (its SHA-256, never the password) and the next scrape costs a hash.
- * A failure is never remembered: every guess pays bcrypt's price.
+ * A failure is never remembered: every guess pays bcrypt's price. That price is the collector's
+ * CPU (bcryptjs at cost 10: about 0.5 s here), so at most CONCURRENT_CHECKS run at once and a
+ * request beyond them is refused without one: a flood of guesses costs at most that many CPUs'
+ * worth of checking, and a scraper that got in once is not slowed by it (remembered).
  */
 export class BasicAuth {
   private readonly good = new Map<string, Buffer>();
+  private checking = 0;
 
   constructor(private readonly users: Map<string, string>) {}
 
@@ -142,8 +148,15 @@ export class BasicAuth {
     const digest = createHash('sha256').update(decoded).digest();
     const known = this.good.get(user);
     if (known && timingSafeEqual(known, digest)) return true;
+    if (this.checking >= CONCURRENT_CHECKS) return false;
     const hash = this.users.get(user);
-    const ok = await bcrypt.compare(password, hash ?? NOBODY);
+    this.checking++;
+    let ok: boolean;
+    try {
+      ok = await bcrypt.compare(password, hash ?? NOBODY);
+    } finally {
+      this.checking--;
+    }
     if (!ok || hash === undefined) return false;
     if (this.good.size >= REMEMBERED) this.good.clear();
     this.good.set(user, digest);
