@@ -36,6 +36,7 @@ const PGBENCH = '/usr/lib/postgresql/15/bin/pgbench';
 async function pgbench(cluster: ThrowawayCluster, args: string[]): Promise<string> {
   const { stdout } = await run('runuser', ['-u', 'postgres', '--', PGBENCH, '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', ...args, 'postgres'], {
     maxBuffer: 16 * 1024 * 1024,
+    env: cluster.clientEnv(),
   });
   return stdout;
 }

@@ -390,7 +390,7 @@ function runPgbench(cluster: ThrowawayCluster, seconds: number): Promise<number>
   return new Promise((resolve) => {
     const args = ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-S', '-n', '-C', '-c', '4', '-j', '2', '-T', String(seconds), 'postgres'];
     const [file, argv] = process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', `${cluster.pgBin}/pgbench`, ...args]] : [`${cluster.pgBin}/pgbench`, args];
-    const child: ChildProcess = spawn(file, argv, { stdio: ['ignore', 'pipe', 'ignore'] });
+    const child: ChildProcess = spawn(file, argv, { stdio: ['ignore', 'pipe', 'ignore'], env: cluster.clientEnv() });
     let out = '';
     child.stdout!.on('data', (d) => (out += d));
     child.on('exit', () => resolve(Number(/number of transactions actually processed: (\d+)/.exec(out)?.[1] ?? 0)));

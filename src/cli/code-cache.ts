@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { closeSync, fstatSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join } from 'node:path';
 import vm from 'node:vm';
@@ -29,6 +29,8 @@ export interface LoadedBundle {
   readonly exports: Record<string, unknown>;
   /** Whether this start took its compiled functions from the cache. */
   readonly cacheUsed: boolean;
+  /** One line when a file at the cache's path was refused as unsafe (the start goes on without it), else null. */
+  readonly refused: string | null;
   /**
    * Saves what this process compiled so far for the next start, unless the cache was used: a
    * line for the log, or null when there was nothing to save. Never throws (a cache is only
@@ -52,9 +54,9 @@ export function loadBundle(bundlePath: string, cachePath: string): LoadedBundle 
   // Node maps a stack's positions through the source map (--enable-source-maps) for what its own
   // loader loaded, not for a vm script: there the bundle is required, without the cache.
   if (process.sourceMapsEnabled) {
-    return { exports: createRequire(bundlePath)(bundlePath) as Record<string, unknown>, cacheUsed: false, saveCache: () => null };
+    return { exports: createRequire(bundlePath)(bundlePath) as Record<string, unknown>, cacheUsed: false, refused: null, saveCache: () => null };
   }
-  const { cacheUsed, sourceHash, ...compiled } = compile(bundlePath, cachePath);
+  const { cacheUsed, sourceHash, refused, ...compiled } = compile(bundlePath, cachePath);
   let script: vm.Script | null = compiled.script;
   const module = { exports: {} as Record<string, unknown> };
   const wrapper = script.runInThisContext() as (...args: unknown[]) => void;
@@ -63,6 +65,7 @@ export function loadBundle(bundlePath: string, cachePath: string): LoadedBundle 
   return {
     exports: module.exports,
     cacheUsed,
+    refused,
     saveCache() {
       if (!script) return null; // saved already, or the cache was used
       // Everything compiled up to now: the start's functions. Saved once; the script is let go.
@@ -87,28 +90,39 @@ export function loadBundle(bundlePath: string, cachePath: string): LoadedBundle 
  * megabyte is garbage before the bundle runs: still referenced then, it would outlive the start's
  * young-generation collections and stay in an idle process's RSS until a full one (measured).
  */
-function compile(bundlePath: string, cachePath: string): { script: vm.Script; cacheUsed: boolean; sourceHash: Buffer } {
+function compile(bundlePath: string, cachePath: string): { script: vm.Script; cacheUsed: boolean; sourceHash: Buffer; refused: string | null } {
   const source = readFileSync(bundlePath, 'utf8');
   const sourceHash = createHash('sha256').update(source).digest();
-  const cachedData = readTrustedCache(cachePath, sourceHash);
+  const cache = readTrustedCache(cachePath, sourceHash);
+  const cachedData = cache instanceof Buffer ? cache : undefined;
   const script = new vm.Script(`${WRAPPER_HEAD}${source}${WRAPPER_TAIL}`, { filename: bundlePath, lineOffset: -1, cachedData });
-  return { script, cacheUsed: cachedData !== undefined && !script.cachedDataRejected, sourceHash };
+  const refused = typeof cache === 'string' ? `V8's code cache ${cachePath} not used: ${cache}` : null;
+  return { script, cacheUsed: cachedData !== undefined && !script.cachedDataRejected, sourceHash, refused };
 }
 
 /**
  * The cache's V8 data, if the file was made from this source and only its user or root can have
  * written it: code runs from it, so a file another user could plant or change is never read.
+ * A string says why a file that is there was refused; undefined: no file, or not this build's.
+ *
+ * Opened before it is checked, so the open itself must be safe: O_NOFOLLOW refuses a link
+ * (whoever could plant it chose its target), O_NONBLOCK keeps a FIFO or a device from blocking
+ * the start in open(); fstat of what was opened then decides, with no window to swap the file.
  */
-function readTrustedCache(path: string, sourceHash: Buffer): Buffer | undefined {
+function readTrustedCache(path: string, sourceHash: Buffer): Buffer | string | undefined {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
-  } catch {
-    return undefined;
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    return code === 'ELOOP' ? 'a symbolic link' : `cannot open it (${code ?? String(error)})`;
   }
   try {
     const stat = fstatSync(fd);
-    if (!stat.isFile() || (stat.uid !== 0 && stat.uid !== process.geteuid?.()) || (stat.mode & 0o022) !== 0) return undefined;
+    if (!stat.isFile()) return `not a regular file (${fileKind(stat)})`;
+    if (stat.uid !== 0 && stat.uid !== process.geteuid?.()) return `owned by uid ${stat.uid}, not by this user or root`;
+    if ((stat.mode & 0o022) !== 0) return `writable by others (mode ${(stat.mode & 0o777).toString(8)})`;
     const data = readFileSync(fd);
     if (data.length <= SOURCE_HASH_BYTES || !data.subarray(0, SOURCE_HASH_BYTES).equals(sourceHash)) return undefined;
     return data.subarray(SOURCE_HASH_BYTES);
@@ -117,4 +131,12 @@ function readTrustedCache(path: string, sourceHash: Buffer): Buffer | undefined 
   } finally {
     closeSync(fd);
   }
+}
+
+function fileKind(stat: import('node:fs').Stats): string {
+  if (stat.isFIFO()) return 'a FIFO';
+  if (stat.isDirectory()) return 'a directory';
+  if (stat.isSocket()) return 'a socket';
+  if (stat.isCharacterDevice() || stat.isBlockDevice()) return 'a device';
+  return 'not a file';
 }

@@ -14,4 +14,4 @@ import type { runCli } from './main.js';
 
 const bundlePath = join(dirname(fileURLToPath(import.meta.url)), 'pg-bpf-stats.cjs');
 const bundle = loadBundle(bundlePath, codeCachePath(bundlePath));
-(bundle.exports.runCli as typeof runCli)(process.argv.slice(2), { started: () => bundle.saveCache() });
+(bundle.exports.runCli as typeof runCli)(process.argv.slice(2), { started: () => bundle.saveCache(), cacheRefused: bundle.refused });

@@ -24,9 +24,13 @@ const log = logger.info;
 export interface CliHooks {
   /** Called once `run` is collecting, its start's functions compiled: saves V8's code cache (code-cache.ts); a line for the log, or null. */
   started?: () => string | null;
+  /** Why a file at the code cache's path was refused (a FIFO, a link, another user's), or null. */
+  cacheRefused?: string | null;
 }
 
 async function main(argv: string[], hooks: CliHooks): Promise<number> {
+  // Before parsing, so that even --help says it: someone may have planted the file.
+  if (hooks.cacheRefused) logger.warn(hooks.cacheRefused);
   const options = parseCli(argv);
   if (options === 'help') {
     process.stdout.write(`${USAGE}\n`);

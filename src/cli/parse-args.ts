@@ -1,3 +1,4 @@
+import { readFileSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parseProbeSets, PROBE_SETS } from '../families/index.js';
 import type { ProbeSetName } from '../families/index.js';
@@ -7,6 +8,7 @@ import { parseRetention } from './parse-retention.js';
 import { parseMetricsAddress, type MetricsAddress } from '../exporters/prometheus/metrics-address.js';
 import { parseTopOptions, type TopCliOptions } from '../top/top-options.js';
 import { parseNodeName } from '../sink/node-name.js';
+import { clientConfig } from '../storage/connection-string.js';
 
 export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top';
 const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top'];
@@ -24,7 +26,7 @@ export interface CliOptions {
   /** run: --history-interval, how often history rows are written (default 5 min). */
   historyIntervalMs?: number;
   /** run: serve Prometheus /metrics here (--metrics-address), with --metrics-top and --metrics-query-text. */
-  metrics?: { address: MetricsAddress; top?: number; queryText: boolean };
+  metrics?: { address: MetricsAddress; top?: number; queryText: boolean; webConfigFile?: string };
   /** top: --iterations, --sort. */
   top?: TopCliOptions;
   /** run: --postmaster-wait, how long to wait for a restarted postmaster (default 60 s). */
@@ -64,18 +66,18 @@ export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]  
   demo      a throwaway cluster, a workload, the collector and a report
   top       a live view of the busiest statements and backends, from bpf_stats
 options:
-  --dsn DSN            libpq connection string (default: the PG* environment)
+  --dsn DSN | --dsn-file F  connection string, or a file with it (default: PG*)
   --interval TIME      flush period, e.g. 1s, 500ms (default 1s)
   --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME, --row-retention TIME  run: kept (7d), e.g. 12h, off
   --history-interval TIME    run: one history row per key per TIME (5min)
   --postmaster-wait TIME     run: wait for a restarted postmaster (default 60s)
-  --sink DSN --node N  run: write bpf_stats into DSN (standby: its primary) as N
-  --metrics-address HOST:PORT  run: serve Prometheus /metrics (127.0.0.1:9187)
+  --sink DSN|--sink-file F --node N  run: write bpf_stats into DSN as node N
+  --metrics-address [HOST]:PORT  run: serve /metrics (no HOST: 127.0.0.1 only)
+  --web.config.file F  run: TLS and basic auth for /metrics (exporter-toolkit)
   --metrics-top N, --metrics-query-text  run: top N statements (100), their text
-  --iterations N       top: print N screens, then exit (default: until q)
-  --sort KEY           top: cpu, time, runq, io, lock, lwlock, reclaim or calls
+  --sort KEY --iterations N  top: by time|cpu|runq|io|lock|lwlock|reclaim|calls
 exit codes: 0 ok, 2 configuration or environment (one line says what), 1 a bug
 privileges: CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH; the
 uprobe sets (query, locks, lwlock, spinlock) also need CAP_SYS_ADMIN`;
@@ -89,6 +91,9 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
       allowPositionals: true,
       options: {
         dsn: { type: 'string' },
+        'dsn-file': { type: 'string' },
+        'sink-file': { type: 'string' },
+        'web.config.file': { type: 'string' },
         interval: { type: 'string' },
         probes: { type: 'string' },
         duration: { type: 'string' },
@@ -122,25 +127,33 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   if (values['metrics-address'] === undefined && (values['metrics-top'] !== undefined || values['metrics-query-text'])) {
     throw new UserError('--metrics-top and --metrics-query-text need --metrics-address');
   }
-  if (values.sink !== undefined && command !== 'run' && command !== 'check') throw new UserError('--sink is an option of run and check');
+  const dsn = connectionOption(values.dsn, values['dsn-file'], '--dsn');
+  const sink = connectionOption(values.sink, values['sink-file'], '--sink');
+  if (values['web.config.file'] !== undefined && values['metrics-address'] === undefined) throw new UserError('--web.config.file needs --metrics-address');
+  if (sink !== undefined && command !== 'run' && command !== 'check') throw new UserError('--sink is an option of run and check');
   if (values.node !== undefined && command !== 'run' && command !== 'migrate') throw new UserError('--node is an option of run and migrate');
   const metricsTop = values['metrics-top'] === undefined ? undefined : parseCount(values['metrics-top'], '--metrics-top');
   if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top') throw new UserError('--iterations and --sort are options of top');
   return {
     command: command as CommandName,
-    dsn: values.dsn,
+    dsn,
     intervalMs: values.interval === undefined ? 1000 : parseDuration(values.interval, '--interval'),
     probeSets: values.probes === undefined ? [] : parseProbeSets(values.probes),
     durationMs: values.duration === undefined ? undefined : parseDuration(values.duration, '--duration'),
     ...(values['history-retention'] !== undefined && { historyRetentionMs: parseRetention(values['history-retention']) }),
     ...(values['history-interval'] !== undefined && { historyIntervalMs: parseDuration(values['history-interval'], '--history-interval') }),
     ...(values['metrics-address'] !== undefined && {
-      metrics: { address: parseMetricsAddress(values['metrics-address']), ...(metricsTop !== undefined && { top: metricsTop }), queryText: values['metrics-query-text'] ?? false },
+      metrics: {
+        address: parseMetricsAddress(values['metrics-address']),
+        ...(metricsTop !== undefined && { top: metricsTop }),
+        queryText: values['metrics-query-text'] ?? false,
+        ...(values['web.config.file'] !== undefined && { webConfigFile: values['web.config.file'] }),
+      },
     }),
     ...(command === 'top' && { top: parseTopOptions(values.iterations, values.sort) }),
     ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
     ...(values['row-retention'] !== undefined && { rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }) }),
-    ...(values.sink !== undefined && { sink: values.sink }),
+    ...(sink !== undefined && { sink }),
     ...(values.node !== undefined && { node: parseNodeName(values.node) }),
   };
 }
@@ -149,4 +162,31 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
 export function parseCount(text: string, flag: string): number {
   if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text))) throw new UserError(`${flag} '${text}': expected a whole number of at least 1`);
   return Number(text);
+}
+
+/**
+ * --dsn or --dsn-file (--sink or --sink-file): the connection string, checked here so that a bad
+ * one fails before anything starts. A file keeps a password out of the command line, which every
+ * local user can read (ps, /proc/PID/cmdline); one that holds a password must be private to its
+ * owner, as libpq requires of a password file.
+ */
+function connectionOption(text: string | undefined, file: string | undefined, flag: string): string | undefined {
+  if (text !== undefined && file !== undefined) throw new UserError(`${flag} and ${flag}-file: give one of them`);
+  if (file === undefined) {
+    if (text !== undefined) clientConfig(text, flag);
+    return text;
+  }
+  let contents: string;
+  try {
+    contents = readFileSync(file, 'utf8').trim();
+  } catch (error) {
+    throw new UserError(`${flag}-file ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  if (!contents) throw new UserError(`${flag}-file ${file}: the file is empty (expected a connection string)`);
+  const config = clientConfig(contents, `${flag}-file ${file}:`);
+  const mode = statSync(file).mode;
+  if (typeof config.password === 'string' && (mode & 0o077) !== 0) {
+    throw new UserError(`${flag}-file ${file} holds a password and group or others can read it (mode ${(mode & 0o777).toString(8)}): chmod 600 it`);
+  }
+  return contents;
 }

@@ -10,6 +10,7 @@ import { backendPid } from '../storage/backend-pid.js';
 import { pinnedConfig } from '../storage/pinned-session.js';
 import type { BpfStatsDatabase, BpfStatsDb } from '../storage/database.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest, type CollectionRow } from './collection-request.js';
+import { clientConfig } from '../storage/connection-string.js';
 
 /** Channel bpf_stats.collect/stop ring; its payload is never trusted. */
 export const CONTROL_CHANNEL = 'bpf_stats_control';
@@ -97,7 +98,7 @@ export class ControlPlane {
     const { host } = options;
     const log = options.log ?? (() => undefined);
     // Kept open while idle: a poll every controlPollMs must not open a connection each time.
-    const pool = new pg.Pool(pinnedConfig({ connectionString: options.connectionString, max: 1, application_name: 'pg-bpf-stats control', idleTimeoutMillis: 0 }));
+    const pool = new pg.Pool(pinnedConfig({ ...clientConfig(options.connectionString), max: 1, application_name: 'pg-bpf-stats control', idleTimeoutMillis: 0 }));
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
       const pid = backendPid(client);
@@ -113,7 +114,7 @@ export class ControlPlane {
     // Pinned in the startup packet: pg-listen's reconnects open their own clients from this config.
     const subscriber = pgListen.default(
       pinnedConfig({
-        connectionString: options.connectionString,
+        ...clientConfig(options.connectionString),
         application_name: 'pg-bpf-stats listener',
         // pg calls this as a method of each new Connection: the backend's pid (BackendKeyData)
         // is excluded the moment it arrives, before LISTEN or any other statement runs.

@@ -47,6 +47,7 @@ import { QueryTextsPart } from '../sink/query-texts-part.js';
 import { isStandby, openSink, sinkOnNode, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
 import { markVanishedBackends } from '../sink/vanished-backends.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import { clientConfig } from '../storage/connection-string.js';
 
 /** The members of struct metrics every flush reads, in METRIC_COLUMNS order. */
 const METRIC_FIELDS = METRIC_COLUMNS.map((c) => c.field);
@@ -286,7 +287,7 @@ export class Sidecar {
       let checkPostmaster = (): void => undefined;
       let forgetExcluded = (_pid: number, _starts: bigint[]): void => undefined;
       const pool = new pg.Pool(pinnedConfig({
-        connectionString: options.sink ?? options.connectionString,
+        ...clientConfig(options.sink ?? options.connectionString),
         max: 1,
         application_name: 'pg-bpf-stats writer',
         // Kept open while idle (pg-pool closes idle clients after 10 s by default): a server with

@@ -1,14 +1,16 @@
 import pg from 'pg';
 import { UserError, oneLine } from '../errors.js';
+import { clientConfig, redact } from './connection-string.js';
 import { assertPinned, pinnedConfig } from './pinned-session.js';
+
+export { clientConfig, redact };
 
 /**
  * Opens a connection from a DSN, or from the libpq PG* environment variables when the DSN is
  * undefined. A failure is a UserError naming where it tried to connect.
  */
 export async function connect(connectionString: string | undefined, applicationName = 'pg-bpf-stats'): Promise<pg.Client> {
-  if (connectionString !== undefined) checkConnectionString(connectionString);
-  const client = new pg.Client(pinnedConfig({ connectionString, application_name: applicationName }));
+  const client = new pg.Client(pinnedConfig({ ...clientConfig(connectionString), application_name: applicationName }));
   // A socket that breaks (a server shutting down, even while we connect) is reported through the
   // promise of whatever call hits it; without a listener the 'error' event would kill the process.
   client.on('error', () => undefined);
@@ -37,32 +39,11 @@ export async function exemptFromIdleTimeout(client: pg.Client): Promise<void> {
   await client.query(`SELECT set_config(name, '0', false) FROM pg_settings WHERE name = 'idle_session_timeout'`);
 }
 
-/** A DSN without its password, for messages. */
-export function redact(connectionString: string): string {
-  return connectionString.replace(/(\/\/[^:/@]*):[^@]*@/, '$1:***@').replace(/(password=)\S+/i, '$1***');
-}
-
-/** key=value pairs as libpq reads them: a value is a word or single-quoted (with \\ escapes). */
-const KEYWORD_VALUE = /^\s*(?:[A-Za-z_]+\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']+)\s*)+$/;
-
 /**
  * A DSN is a URI (postgresql://, postgres://), libpq key=value pairs, or a socket directory:
  * anything else would be read as a host name ("not a dsn" -> host "base") and fail later with a
- * message about DNS. Throws a UserError naming the forms.
+ * message about DNS. Throws a UserError naming the forms (connection-string.ts parses them).
  */
-export function checkConnectionString(connectionString: string): void {
-  const text = connectionString.trim();
-  if (/^postgres(ql)?:\/\//i.test(text)) {
-    try {
-      new URL(text);
-      return;
-    } catch {
-      throw new UserError(`--dsn ${JSON.stringify(redact(text))} is not a valid URI: expected postgresql://user@host:port/database`);
-    }
-  }
-  if (text.startsWith('/') && !/\s/.test(text)) return;
-  if (KEYWORD_VALUE.test(text)) return;
-  throw new UserError(
-    `--dsn ${JSON.stringify(redact(text))} is not a connection string: expected postgresql://user@host:port/database or key=value pairs (host=... dbname=...)`,
-  );
+export function checkConnectionString(connectionString: string, flag = '--dsn'): void {
+  clientConfig(connectionString, flag);
 }

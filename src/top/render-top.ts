@@ -1,5 +1,6 @@
 import type { TopMetric } from './top-read.js';
 import type { TopRates, RateRow } from './top-rates.js';
+import { terminalSafe } from './terminal-text.js';
 
 /** What `top` sorts by, and the key that picks it. */
 export const SORT_KEYS: Readonly<Record<string, TopMetric>> = { t: 'total', c: 'cpu', r: 'runq', i: 'io', l: 'lock', w: 'lwlock', m: 'reclaim', n: 'calls' };
@@ -76,11 +77,12 @@ export function renderTop(screen: TopScreen, size: { width: number; height: numb
   lines.push(`${pad('PID', 7)} ${'TYPE'.padEnd(12)} ${headings} QUERY`);
   const sortBackends = screen.sort === 'calls' ? 'total' : screen.sort;
   const backends = sorted(screen.rates?.backends ?? [], sortBackends).slice(0, backendRows);
-  for (const b of backends) lines.push(`${pad(String(b.row.pid), 7)} ${cut(SHORT_TYPES[b.row.backendType] ?? b.row.backendType, 12).padEnd(12)} ${numbers(b)} ${text(b.row.text, '')}`);
+  for (const b of backends) lines.push(`${pad(String(b.row.pid), 7)} ${cut(SHORT_TYPES[b.row.backendType] ?? terminalSafe(b.row.backendType), 12).padEnd(12)} ${numbers(b)} ${text(b.row.text, '')}`);
   if (screen.rates && !backends.length) lines.push('  (no backend worked since the last refresh)');
 
-  // Keys last, where a person looks for them; the screen never scrolls.
-  const body = lines.slice(0, height - 1).map((l) => cut(l, width));
+  // Keys last, where a person looks for them; the screen never scrolls. Every line is made safe
+  // for the terminal before it is cut: texts, type names and errors come from other roles.
+  const body = lines.slice(0, height - 1).map((l) => cut(terminalSafe(l), width));
   while (body.length < height - 1) body.push('');
   body.push(cut('keys: t time  c cpu  r runq  i io  l lock  w lwlock  m reclaim  n calls  q quit', width));
   return body;
@@ -113,5 +115,5 @@ function cut(s: string, w: number): string {
 }
 
 function text(query: string | null, key: string): string {
-  return query === null ? (key ? `queryid ${key.split('/').pop()}` : '') : query.replace(/\s+/g, ' ').trim();
+  return query === null ? (key ? `queryid ${key.split('/').pop()}` : '') : terminalSafe(query).replace(/\s+/g, ' ').trim();
 }

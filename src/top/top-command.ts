@@ -4,6 +4,7 @@ import { pinnedConfig } from '../storage/pinned-session.js';
 import { renderTop, SORT_KEYS, type TopScreen } from './render-top.js';
 import { readTop, type TopMetric, type TopRead } from './top-read.js';
 import { topRates, type TopRates } from './top-rates.js';
+import { clientConfig } from '../storage/connection-string.js';
 
 export interface TopOptions {
   dsn: string | undefined;
@@ -21,7 +22,7 @@ export interface TopOptions {
  * test) it prints each screen at 80 columns, separated by a blank line.
  */
 export async function topCommand(options: TopOptions, out: NodeJS.WriteStream = process.stdout): Promise<number> {
-  const client = new pg.Client(pinnedConfig({ connectionString: options.dsn, application_name: 'pg-bpf-stats top' }));
+  const client = new pg.Client(pinnedConfig({ ...clientConfig(options.dsn), application_name: 'pg-bpf-stats top' }));
   try {
     await client.connect();
   } catch (error) {

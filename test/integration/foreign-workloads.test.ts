@@ -29,7 +29,7 @@ describe('workloads written elsewhere, every key against pg_stat_statements', ()
   let cluster: ThrowawayCluster;
   let sidecar: Sidecar;
   let admin: pg.Client;
-  const workloadDsn = () => cluster.connectionString().replace('postgres@', 'workload@');
+  const workloadDsn = (database = 'postgres') => cluster.connectionString(database).replace('postgres@', 'workload@');
 
   async function reset(): Promise<void> {
     await admin.query('SELECT pg_stat_statements_reset()');
@@ -70,7 +70,7 @@ describe('workloads written elsewhere, every key against pg_stat_statements', ()
     await admin.query('CREATE EXTENSION pg_stat_statements');
     await admin.query('CREATE ROLE workload LOGIN');
     await admin.query('CREATE DATABASE workload OWNER workload');
-    await cluster.exec('pgbench', ['-i', '-q', '-s', '2', workloadDsn().replace(/\/postgres$/, '/workload')]);
+    await cluster.exec('pgbench', ['-i', '-q', '-s', '2', workloadDsn('workload')]);
     sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['query'] });
   });
 
@@ -83,7 +83,7 @@ describe('workloads written elsewhere, every key against pg_stat_statements', ()
   for (const protocol of ['simple', 'extended', 'prepared']) {
     it(`pgbench's built-in scripts, ${protocol} protocol`, async () => {
       await reset();
-      const db = workloadDsn().replace(/\/postgres$/, '/workload');
+      const db = workloadDsn('workload');
       for (const script of ['tpcb-like', 'simple-update', 'select-only']) {
         await cluster.exec('pgbench', ['-n', '-M', protocol, '-b', script, '-c', '4', '-j', '2', '-t', '150', db]);
       }
@@ -93,7 +93,7 @@ describe('workloads written elsewhere, every key against pg_stat_statements', ()
 
   it("sysbench's OLTP scripts (pgsql driver)", async () => {
     await reset();
-    const common = ['--db-driver=pgsql', '--pgsql-host=127.0.0.1', `--pgsql-port=${cluster.port}`, '--pgsql-user=workload', '--pgsql-db=workload', '--tables=2', '--table-size=2000'];
+    const common = ['--db-driver=pgsql', `--pgsql-host=${cluster.baseDir}`, `--pgsql-port=${cluster.port}`, '--pgsql-user=workload', '--pgsql-db=workload', '--tables=2', '--table-size=2000'];
     await run('sysbench', [...common, 'oltp_read_write', 'prepare'], { timeout: 120_000 });
     await reset();
     for (const script of ['oltp_read_write', 'oltp_point_select']) {

@@ -138,6 +138,7 @@ describe('statement latency (latency set)', () => {
     // (state active) until the rest arrives 300 ms later.
     const psql = spawn('psql', ['-X', '-q', '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-c', 'COPY copy_target FROM STDIN', 'postgres'], {
       stdio: ['pipe', 'ignore', 'inherit'],
+      env: cluster.clientEnv(),
     });
     const exited = new Promise((resolve) => psql.on('exit', resolve));
     psql.stdin!.write('1\n2\n');

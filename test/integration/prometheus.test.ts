@@ -278,7 +278,7 @@ describe('Prometheus scraping the collector', () => {
   });
 
   it('top needs no root: it runs as nobody, with no capabilities', async () => {
-    const out = await cliRun(['top', '--dsn', cluster.connectionString(), '--iterations', '2'], ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all']);
+    const out = await cliRun(['top', '--dsn', cluster.tcpConnectionString(), '--iterations', '2'], ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all']);
     expect(out.code, out.stderr).toBe(0);
     expect(out.stdout).toContain('pg-bpf-stats top');
   });

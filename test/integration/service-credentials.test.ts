@@ -118,7 +118,7 @@ describe('a non-root user with the unit capabilities', () => {
         const database = `without_${missing}`;
         await admin.query(`CREATE DATABASE ${database}`);
         const [file, ...args] = asServiceUser(unitCapabilities().filter((c) => c !== missing));
-        const outcome = await run(file!, [...args, 'run', '--dsn', cluster.connectionString(database)]).then(
+        const outcome = await run(file!, [...args, 'run', '--dsn', cluster.tcpConnectionString(database)]).then(
           () => ({ code: 0, stderr: '' }),
           (e: { code: number; stderr: string }) => e,
         );
@@ -139,7 +139,7 @@ describe('a non-root user with the unit capabilities', () => {
     await admin.query('CREATE DATABASE uprobe_sets');
     await admin.end();
     const [file, ...args] = asServiceUser(unitCapabilities());
-    const outcome = await run(file!, [...args, 'run', '--probes', 'query,lwlock,sched', '--dsn', cluster.connectionString('uprobe_sets')]).then(
+    const outcome = await run(file!, [...args, 'run', '--probes', 'query,lwlock,sched', '--dsn', cluster.tcpConnectionString('uprobe_sets')]).then(
       () => ({ code: 0, stderr: '' }),
       (e: { code: number; stderr: string }) => e,
     );
@@ -148,7 +148,7 @@ describe('a non-root user with the unit capabilities', () => {
     expect(await schemaExists('uprobe_sets')).toBe(false);
 
     // check says the same, per set, and still exits 0 (they are opt-in).
-    const check = await run(file!, [...args, 'check', '--dsn', cluster.connectionString('uprobe_sets')]);
+    const check = await run(file!, [...args, 'check', '--dsn', cluster.tcpConnectionString('uprobe_sets')]);
     for (const set of ['query', 'locks', 'lwlock', 'spinlock']) {
       expect(check.stdout).toMatch(new RegExp(`^no +probes ${set} +unsupported: probe set ${set} needs CAP_SYS_ADMIN`, 'm'));
     }

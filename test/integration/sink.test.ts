@@ -139,7 +139,7 @@ describe('a standby and a sink', () => {
     // From here on the standby's pg_stat_statements and our calls count the same statements.
     await query(standby.connectionString(), 'SELECT pg_stat_statements_reset()');
     await query(primary.connectionString(), 'SELECT pg_stat_statements_reset()');
-    await standby.exec('pgbench', ['-S', '-n', '-t', '300', '-c', '2', '-h', '127.0.0.1', '-p', String(standby.port), '-U', 'workload', 'postgres']);
+    await standby.exec('pgbench', ['-S', '-n', '-t', '300', '-c', '2', '-h', standby.baseDir, '-p', String(standby.port), '-U', 'workload', 'postgres']);
     // The primary runs statements of its own, which must stay under its node.
     for (let i = 0; i < 7; i++) await query(primary.connectionString().replace('postgres@', 'workload@'), 'SELECT count(*) FROM pgbench_branches WHERE bid > $1', [i]);
     for (const sidecar of sidecars) expect((await sidecar.flush()).error).toBeNull();

@@ -1,10 +1,13 @@
-import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync, execFileSync } from 'node:child_process';
+import { chmodSync, chownSync, closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import vm from 'node:vm';
+import ts from 'typescript';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { codeCachePath, loadBundle } from '../../src/cli/code-cache.js';
+import { packageRoot } from '../../src/package-root.js';
 
 /** A CommonJS module whose answer is in its source; `digits` keeps every version the same length. */
 const bundleSource = (digits: string) => `'use strict';\nfunction answer() { return ${digits}; }\nexports.answer = answer;\nexports.dir = __dirname;\n`;
@@ -77,6 +80,7 @@ describe('V8 code cache for the bundled CLI', () => {
     expect(loadBundle(bundle, cache).cacheUsed).toBe(true);
     chownSync(cache, 65534, 65534);
     expect(loadBundle(bundle, cache).cacheUsed).toBe(false);
+    expect(loadBundle(bundle, cache).refused).toBe(`V8's code cache ${cache} not used: owned by uid 65534, not by this user or root`);
   });
 
   it('starts without it when the file is damaged, and says in one line when it cannot save one', () => {
@@ -89,7 +93,48 @@ describe('V8 code cache for the bundled CLI', () => {
     expect(nowhere.saveCache()).toMatch(/^V8's code cache not saved \(.*missing\/cli\.cjs\.v8-cache: ENOENT\): every start compiles the CLI again/);
   });
 
-  it('lives in systemd\'s CacheDirectory= when the service has one, else beside the bundle', () => {
+  it('refuses a symbolic link at its path in one line, even to a good cache of this build', () => {
+    const real = join(dir, 'elsewhere.v8-cache');
+    loadBundle(bundle, real).saveCache();
+    expect(loadBundle(bundle, real).cacheUsed).toBe(true);
+    symlinkSync(real, cache);
+    const linked = loadBundle(bundle, cache);
+    expect(linked.cacheUsed).toBe(false);
+    expect(linked.refused).toBe(`V8's code cache ${cache} not used: a symbolic link`);
+    expect(answer(linked)).toBe(1111);
+  });
+
+  it('refuses a FIFO at its path in one line (a writer holds it open here, so the old open could not hang this test)', () => {
+    execFileSync('mkfifo', ['-m', '0644', cache]);
+    const writer = openSync(cache, constants.O_RDWR);
+    try {
+      const loaded = loadBundle(bundle, cache);
+      expect(loaded.cacheUsed).toBe(false);
+      expect(loaded.refused).toBe(`V8's code cache ${cache} not used: not a regular file (a FIFO)`);
+      expect(answer(loaded)).toBe(1111);
+    } finally {
+      closeSync(writer);
+    }
+  });
+
+  it('does not block the start on a FIFO that nobody writes (a child process, killed if it hangs)', () => {
+    execFileSync('mkfifo', ['-m', '0644', cache]);
+    // code-cache.ts as plain JavaScript, so that a child node can load it without the build.
+    const source = readFileSync(join(packageRoot(), 'src', 'cli', 'code-cache.ts'), 'utf8');
+    const js = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText;
+    writeFileSync(join(dir, 'code-cache.mjs'), js);
+    const probe = `import { loadBundle } from ${JSON.stringify(join(dir, 'code-cache.mjs'))};
+const b = loadBundle(${JSON.stringify(bundle)}, ${JSON.stringify(cache)});
+process.stdout.write(JSON.stringify({ used: b.cacheUsed, refused: b.refused, answer: b.exports.answer() }));`;
+    const started = Date.now();
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', probe], { encoding: 'utf8', timeout: 10_000 });
+    expect(child.signal, 'the child hung in open() and was killed').toBeNull();
+    expect(child.status, child.stderr).toBe(0);
+    expect(JSON.parse(child.stdout)).toEqual({ used: false, refused: `V8's code cache ${cache} not used: not a regular file (a FIFO)`, answer: 1111 });
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it("lives in systemd's CacheDirectory= when the service has one, else beside the bundle", () => {
     expect(codeCachePath('/usr/lib/node_modules/pg-bpf-stats/dist/pg-bpf-stats.cjs', {})).toBe('/usr/lib/node_modules/pg-bpf-stats/dist/pg-bpf-stats.cjs.v8-cache');
     expect(codeCachePath('/usr/lib/x/dist/pg-bpf-stats.cjs', { CACHE_DIRECTORY: '/var/cache/pg-bpf-stats:/var/cache/other' })).toBe('/var/cache/pg-bpf-stats/pg-bpf-stats.cjs.v8-cache');
   });

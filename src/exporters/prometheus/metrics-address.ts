@@ -1,15 +1,17 @@
 import { isIP } from 'node:net';
 import { UserError } from '../../errors.js';
 
-/** Where /metrics listens; host undefined: every interface. */
+/** Where /metrics listens; host undefined: the loopback address only (DEFAULT_METRICS_HOST). */
 export interface MetricsAddress {
   host: string | undefined;
   port: number;
 }
 
 /**
- * Parses `--metrics-address`: HOST:PORT, [IPv6]:PORT, or :PORT for every interface (as
- * Prometheus exporters write it). Port 0 picks a free port (logged at start).
+ * Parses `--metrics-address`: HOST:PORT, [IPv6]:PORT, or :PORT. Prometheus exporters take :PORT
+ * for every interface; here it is 127.0.0.1 only, since /metrics names databases, roles and
+ * (with --metrics-query-text) statements: every interface takes 0.0.0.0:PORT. Port 0 picks a
+ * free port (logged at start).
  *
  * @example
  * parseMetricsAddress('127.0.0.1:9187'); // { host: '127.0.0.1', port: 9187 }

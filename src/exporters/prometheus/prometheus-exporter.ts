@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { oneLine, UserError } from '../../errors.js';
 import type { FlushReport } from '../../sidecar/sidecar.js';
@@ -6,6 +6,7 @@ import { CatalogNames } from './catalog-names.js';
 import { FlushTotals } from './flush-totals.js';
 import { formatMetricsAddress, type MetricsAddress } from './metrics-address.js';
 import { MetricsRegistry } from './metrics-registry.js';
+import { BasicAuth, type WebConfig } from './web-config.js';
 
 export interface PrometheusExporterOptions {
   address: MetricsAddress;
@@ -15,8 +16,13 @@ export interface PrometheusExporterOptions {
   queryText?: boolean;
   /** For the datname/user labels and query text (the collector's connection). */
   connectionString: string | undefined;
+  /** TLS and basic authentication (--web.config.file); absent: plain HTTP, no authentication. */
+  webConfig?: WebConfig;
   log: (line: string) => void;
 }
+
+/** Where `:PORT` (no host) listens: this host only. Every interface takes an explicit 0.0.0.0 or [::]. */
+export const DEFAULT_METRICS_HOST = '127.0.0.1';
 
 /** What the exporter needs of the collector (Sidecar has it). */
 export interface FlushSource {
@@ -56,8 +62,8 @@ export class PrometheusExporter {
     // Loaded here: a static import of a builtin is hoisted to the bundle's top, and node's http
     // would load at every start (~4 ms, ~0.4 MB) for a listener most runs never open. Not by
     // import(): the bundle runs from V8's code cache, where import() has no loader (code-cache.ts).
-    const { createServer } = process.getBuiltinModule('node:http');
-    const server = createServer((request, response) => {
+    const auth = new BasicAuth(options.webConfig?.users ?? new Map());
+    const handle = (request: IncomingMessage, response: ServerResponse) => {
       const path = (request.url ?? '/').split('?')[0];
       if (request.method !== 'GET' && request.method !== 'HEAD') {
         response.writeHead(405, { Allow: 'GET, HEAD' }).end();
@@ -72,13 +78,35 @@ export class PrometheusExporter {
       } else {
         response.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found: try /metrics\n');
       }
-    });
+    };
+    const listener = (request: IncomingMessage, response: ServerResponse) => {
+      if (!auth.enabled) return handle(request, response);
+      auth.allows(request.headers.authorization).then(
+        (ok) => (ok ? handle(request, response) : response.writeHead(401, { 'WWW-Authenticate': 'Basic realm="pg-bpf-stats"', 'Content-Type': 'text/plain' }).end('Unauthorized\n')),
+        () => response.writeHead(500).end(),
+      );
+    };
+    const tls = options.webConfig?.tls;
+    const server: Server = tls
+      ? process.getBuiltinModule('node:https').createServer(
+          {
+            cert: tls.cert,
+            key: tls.key,
+            ...(tls.ca && { ca: tls.ca }),
+            requestCert: tls.requestCert,
+            rejectUnauthorized: tls.rejectUnauthorized,
+            ...(tls.minVersion && { minVersion: tls.minVersion }),
+            ...(tls.maxVersion && { maxVersion: tls.maxVersion }),
+          },
+          listener,
+        )
+      : process.getBuiltinModule('node:http').createServer(listener);
     // A scraper that never finishes its request must not keep sockets forever.
     server.requestTimeout = 10_000;
     server.headersTimeout = 10_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', (error: NodeJS.ErrnoException) => reject(listenError(options.address, error)));
-      server.listen({ host: options.address.host, port: options.address.port }, resolve);
+      server.listen({ host: options.address.host ?? DEFAULT_METRICS_HOST, port: options.address.port }, resolve);
     });
     server.on('error', (error) => options.log(`metrics: ${oneLine(error)}`));
     const exporter = new PrometheusExporter(server, totals, metrics, names);

@@ -1,0 +1,165 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import bcrypt from 'bcryptjs';
+import { parse as parseYaml } from 'yaml';
+import { oneLine, UserError } from '../../errors.js';
+
+/**
+ * `--web.config.file`: TLS and basic authentication for /metrics, in the format of Prometheus'
+ * exporter-toolkit, so that one file serves node_exporter, postgres_exporter and this:
+ *
+ *     tls_server_config:
+ *       cert_file: server.crt          # relative paths: from the file's directory
+ *       key_file: server.key
+ *       client_auth_type: RequireAndVerifyClientCert   # optional, with client_ca_file
+ *       client_ca_file: ca.crt
+ *       min_version: TLS12             # optional: TLS10 ... TLS13
+ *     basic_auth_users:
+ *       prometheus: $2y$10$...         # bcrypt (htpasswd -nBC 10 prometheus)
+ *
+ * Like the toolkit, an unknown key is an error (a typo must not leave /metrics open), and so is
+ * a password that is not a bcrypt hash.
+ */
+export interface WebConfig {
+  tls: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert: boolean; rejectUnauthorized: boolean; minVersion?: TlsVersion; maxVersion?: TlsVersion } | null;
+  /** user -> bcrypt hash; empty: no authentication. */
+  users: Map<string, string>;
+}
+
+type TlsVersion = 'TLSv1' | 'TLSv1.1' | 'TLSv1.2' | 'TLSv1.3';
+const TLS_VERSIONS: Record<string, TlsVersion> = { TLS10: 'TLSv1', TLS11: 'TLSv1.1', TLS12: 'TLSv1.2', TLS13: 'TLSv1.3' };
+const CLIENT_AUTH: Record<string, { requestCert: boolean; rejectUnauthorized: boolean }> = {
+  NoClientCert: { requestCert: false, rejectUnauthorized: false },
+  RequestClientCert: { requestCert: true, rejectUnauthorized: false },
+  RequireAnyClientCert: { requestCert: true, rejectUnauthorized: false },
+  VerifyClientCertIfGiven: { requestCert: true, rejectUnauthorized: false },
+  RequireAndVerifyClientCert: { requestCert: true, rejectUnauthorized: true },
+};
+const TLS_KEYS = ['cert_file', 'key_file', 'client_auth_type', 'client_ca_file', 'min_version', 'max_version'];
+
+/** Reads and checks the file; every problem is a UserError in one line naming the file. */
+export function readWebConfig(path: string): WebConfig {
+  const bad = (why: string) => new UserError(`--web.config.file ${path}: ${why}`);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw bad(`cannot read it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (error) {
+    throw bad(`not YAML: ${oneLine(error)}`);
+  }
+  doc ??= {};
+  if (!isObject(doc)) throw bad('expected a mapping (tls_server_config, basic_auth_users)');
+  for (const key of Object.keys(doc)) {
+    if (key !== 'tls_server_config' && key !== 'basic_auth_users') throw bad(`unknown key ${JSON.stringify(key)} (supported: tls_server_config, basic_auth_users)`);
+  }
+  const fromDir = (file: unknown, what: string): Buffer => {
+    if (typeof file !== 'string' || !file) throw bad(`tls_server_config.${what} must be a file name`);
+    const full = resolve(dirname(path), file);
+    try {
+      return readFileSync(full);
+    } catch (error) {
+      throw bad(`tls_server_config.${what} ${full}: cannot read it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`);
+    }
+  };
+
+  let tls: WebConfig['tls'] = null;
+  const t = doc.tls_server_config;
+  if (t !== undefined && t !== null) {
+    if (!isObject(t)) throw bad('tls_server_config must be a mapping');
+    for (const key of Object.keys(t)) if (!TLS_KEYS.includes(key)) throw bad(`unknown key tls_server_config.${key} (supported: ${TLS_KEYS.join(', ')})`);
+    if (t.cert_file === undefined || t.key_file === undefined) throw bad('tls_server_config needs cert_file and key_file');
+    const auth = t.client_auth_type ?? 'NoClientCert';
+    if (typeof auth !== 'string' || !CLIENT_AUTH[auth]) throw bad(`tls_server_config.client_auth_type: expected one of ${Object.keys(CLIENT_AUTH).join(', ')}`);
+    if (auth === 'RequireAndVerifyClientCert' || auth === 'VerifyClientCertIfGiven') {
+      if (t.client_ca_file === undefined) throw bad(`tls_server_config.client_auth_type ${auth} needs client_ca_file`);
+    }
+    const version = (key: 'min_version' | 'max_version'): TlsVersion | undefined => {
+      const v = t[key];
+      if (v === undefined) return undefined;
+      if (typeof v !== 'string' || !TLS_VERSIONS[v]) throw bad(`tls_server_config.${key}: expected one of ${Object.keys(TLS_VERSIONS).join(', ')}`);
+      return TLS_VERSIONS[v];
+    };
+    tls = {
+      cert: fromDir(t.cert_file, 'cert_file'),
+      key: fromDir(t.key_file, 'key_file'),
+      ...(t.client_ca_file !== undefined && { ca: fromDir(t.client_ca_file, 'client_ca_file') }),
+      ...CLIENT_AUTH[auth]!,
+      ...(version('min_version') && { minVersion: version('min_version') }),
+      ...(version('max_version') && { maxVersion: version('max_version') }),
+    };
+  }
+
+  const users = new Map<string, string>();
+  const u = doc.basic_auth_users;
+  if (u !== undefined && u !== null) {
+    if (!isObject(u)) throw bad('basic_auth_users must be a mapping of user names to bcrypt hashes');
+    for (const [user, hash] of Object.entries(u)) {
+      if (typeof hash !== 'string' || !/^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/.test(hash)) throw bad(`basic_auth_users.${user}: not a bcrypt hash (make one with htpasswd -nBC 10 ${user})`);
+      users.set(user, hash);
+    }
+  }
+  return { tls, users };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A hash of a password nobody has: an unknown user costs as much as a wrong password. */
+const NOBODY = '$2b$10$Yfet3rGkdpvP/gE2L.ZTT.bjyAN9TfYYSeDikcAAw0tMusUy5goNK'; // of 32 random bytes, thrown away
+const REMEMBERED = 64;
+/** bcrypt checks at once: beyond, a request is refused unchecked (see BasicAuth). */
+const CONCURRENT_CHECKS = 2;
+
+/**
+ * Checks `Authorization: Basic` headers against the users' bcrypt hashes. bcrypt costs tens of
+ * milliseconds by design; a scraper sends the same credentials every few seconds, so a pair that
+ * succeeded is remembered (its SHA-256, never the password) and the next scrape costs a hash.
+ * A failure is never remembered: every guess pays bcrypt's price. That price is the collector's
+ * CPU (bcryptjs at cost 10: about 0.5 s here), so at most CONCURRENT_CHECKS run at once and a
+ * request beyond them is refused without one: a flood of guesses costs at most that many CPUs'
+ * worth of checking, and a scraper that got in once is not slowed by it (remembered).
+ */
+export class BasicAuth {
+  private readonly good = new Map<string, Buffer>();
+  private checking = 0;
+
+  constructor(private readonly users: Map<string, string>) {}
+
+  get enabled(): boolean {
+    return this.users.size > 0;
+  }
+
+  async allows(header: string | undefined): Promise<boolean> {
+    if (!this.enabled) return true;
+    const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
+    if (!match) return false;
+    const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    if (colon < 0) return false;
+    const user = decoded.slice(0, colon);
+    const password = decoded.slice(colon + 1);
+    const digest = createHash('sha256').update(decoded).digest();
+    const known = this.good.get(user);
+    if (known && timingSafeEqual(known, digest)) return true;
+    if (this.checking >= CONCURRENT_CHECKS) return false;
+    const hash = this.users.get(user);
+    this.checking++;
+    let ok: boolean;
+    try {
+      ok = await bcrypt.compare(password, hash ?? NOBODY);
+    } finally {
+      this.checking--;
+    }
+    if (!ok || hash === undefined) return false;
+    if (this.good.size >= REMEMBERED) this.good.clear();
+    this.good.set(user, digest);
+    return true;
+  }
+}
