@@ -43,7 +43,7 @@ import { collectorApplicationName, lockServer } from '../instance/server-lock.js
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import { defaultNodeName, nodeConnectionOptions } from '../sink/node-name.js';
 import { QueryTextsPart } from '../sink/query-texts-part.js';
-import { isStandby, openSink, sinkOnNode, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
+import { isStandby, openSink, sinkOnNode, sinkWriter, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
 import { markVanishedBackends } from '../sink/vanished-backends.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 
@@ -204,6 +204,8 @@ export class Sidecar {
       const node = options.node ?? (await defaultNodeName(control));
       if (!options.sink && (await isStandby(control))) throw new UserError(STANDBY_WITHOUT_SINK);
       sink = options.sink ? await openSink(options.sink, node, 'pg-bpf-stats sink') : null;
+      // A role that is neither the sink's owner nor registered for this node is refused here, before anything is created.
+      const asNode = sink ? (await sinkWriter(sink, node, log)) === 'node' : false;
       const local = sink ? await sinkOnNode(control, sink) : true;
       const store = sink ?? control;
       const target = await discoverPostmaster(control);
@@ -275,7 +277,7 @@ export class Sidecar {
       );
       // How long start-up took and its biggest part (bench/README.md, "Start-up"): a slow start says why.
       log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
-      await migrateSchema(store, undefined, node);
+      await migrateSchema(store, undefined, node, { asNode });
       log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
       const excluder = object;
       const logOnce = rateLimited(log);
@@ -315,12 +317,14 @@ export class Sidecar {
       // Statements sent again and again (every flush's) are parsed and planned once.
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
 
-      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options);
+      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options, asNode);
       forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
       await writing.health.start();
       await writing.retention?.maintain(db);
       log(
-        writing.retention
+        writing.retention?.asNode
+          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (7 d, partitions of the width in use there): a node role cannot drop or create tables of its own`
+          : writing.retention
           ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
           : 'history: off (--history-retention off)',
       );
@@ -788,6 +792,8 @@ function flushParts(
   target: PostmasterTarget,
   layout: StatusLayout,
   options: SidecarOptions,
+  /** Writing into a sink under a node role (src/sink/sink.ts). */
+  asNode: boolean,
 ): FlushWiring {
   const rows = new MetricRows(target.pgPid, (records) => object.deleteBackends(records), {
     evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
@@ -795,7 +801,7 @@ function flushParts(
     version: { majorVersion: target.majorVersion, clientBackendType: layout.clientBackendType },
   });
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
-  const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
+  const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs, asNode);
   // A getter: the postmaster's pid changes when it restarts (target is updated in place).
   const histograms = new HistogramsPart({ evict: (keys) => object.maps.evictHistograms(keys), log: options.log });
   const health = new HealthPart(db, rows, {
