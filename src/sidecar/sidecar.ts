@@ -25,6 +25,7 @@ import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part
 import { pinnedConfig } from '../storage/pinned-session.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
 import { RowRetention } from '../health/row-retention.js';
+import { readHeldQueryKeys } from '../health/held-query-keys.js';
 import { backendPid } from '../storage/backend-pid.js';
 import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
@@ -317,7 +318,8 @@ export class Sidecar {
       // Statements sent again and again (every flush's) are parsed and planned once.
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
 
-      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options, asNode);
+      let nodeClient = async (): Promise<pg.Client> => control;
+      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options, asNode, () => nodeClient());
       forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
       await writing.health.start();
       await writing.retention?.maintain(db);
@@ -330,6 +332,7 @@ export class Sidecar {
       );
       log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
+      nodeClient = () => sidecar.controlClient();
       sidecar.node = node;
       sidecar.sinkOnNode = local;
       sidecar.follow(current);
@@ -541,6 +544,7 @@ export class Sidecar {
       await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       // Texts of queries new to this run, from the node's pg_stat_statements, go with their figures.
       await this.writing.texts.load(rows.prepare(maps, measured).queries, await this.controlClient(), this.options.log ?? (() => undefined));
+      rowRetention.noteNewKeys(this.writing.texts.takeNewKeys());
       const sent = await writer.write({ maps, measured, startedMs: started, lazy });
       // After a restart: rows of the old postmaster's processes this run never tracked (asleep
       // since before it attached) are closed as at start-up.
@@ -794,6 +798,8 @@ function flushParts(
   options: SidecarOptions,
   /** Writing into a sink under a node role (src/sink/sink.ts). */
   asNode: boolean,
+  /** A connection to the node (the control connection, reopened when lost). */
+  nodeClient: () => Promise<pg.Client>,
 ): FlushWiring {
   const rows = new MetricRows(target.pgPid, (records) => object.deleteBackends(records), {
     evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
@@ -830,7 +836,12 @@ function flushParts(
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.
-  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS);
+  // Which query keys the node still holds is read from the node (its pg_stat_statements and
+  // pg_stat_activity), not from the sink, which may be another server.
+  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS, {
+    heldKeys: async () => readHeldQueryKeys(await nodeClient()),
+    forget: (keys) => texts.forget(keys),
+  });
   return { rows, writer, health, retention, rowRetention, histograms, texts };
 }
 

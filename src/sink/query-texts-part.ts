@@ -97,6 +97,20 @@ export class QueryTextsPart implements FlushPart {
   private unavailableUntil = 0;
   /** pg_stat_statements, qualified by its extension's schema (the session's path is pinned to pg_catalog); looked up again after a failure. */
   private relation: string | null = null;
+  /** Keys new to this run since takeNewKeys() (the row retention's burst signal). */
+  private newKeys = 0;
+
+  /** How many query keys this run saw for the first time since the last call. */
+  takeNewKeys(): number {
+    const n = this.newKeys;
+    this.newKeys = 0;
+    return n;
+  }
+
+  /** Keys whose rows the row retention deleted: their texts are looked up again if they come back. */
+  forget(keys: ReadonlyArray<{ userid: number; dbid: number; toplevel: boolean; queryid: string }>): void {
+    for (const key of keys) this.written.delete(queryIdentityKey(key));
+  }
 
   /** Whether a flush has texts to write, or keys to look up again. */
   due(): boolean {
@@ -163,6 +177,7 @@ export class QueryTextsPart implements FlushPart {
       if (this.written.has(key) || this.pending.has(key) || this.missing.has(key)) continue;
       const { userid, dbid, toplevel, queryid } = query;
       const entry = { query: { userid, dbid, toplevel, queryid }, since: now, next: 0, wait: RETRY_MS, queue: 0 };
+      this.newKeys++;
       remember(this.missing, key, entry);
       this.enqueue(key, entry);
     }
