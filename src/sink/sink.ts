@@ -48,7 +48,7 @@ export async function openSink(dsn: string, node: string, applicationName: strin
  * registered for another node. The owner writing for a node is said once: that role can
  * change every node's rows, which a sink of several nodes should not allow.
  */
-export async function sinkWriter(sink: pg.Client, node: string, log: (line: string) => void): Promise<'owner' | 'node'> {
+export async function sinkWriter(sink: pg.Client, node: string | null, log: (line: string) => void): Promise<'owner' | 'node'> {
   const { rows } = await sink.query<{ role: string; owner: boolean | null; registry: boolean }>(
     `SELECT current_user::text AS role,
             (SELECT r.rolsuper OR pg_catalog.pg_has_role(current_user, n.nspowner, 'MEMBER')
@@ -67,11 +67,13 @@ export async function sinkWriter(sink: pg.Client, node: string, log: (line: stri
     return 'owner';
   }
   if (registered === null) {
+    const name = node ?? 'NODE';
     throw new UserError(
-      `sink: role ${role} is not registered as a node there: the sink's owner runs \`pg-bpf-stats sink-node add ${node} --role ${role} --dsn SINK\` (or SELECT bpf_stats.add_node('${node}', '${role}'))`,
+      `sink: role ${role} is not registered as a node there: the sink's owner runs \`pg-bpf-stats sink-node add ${name} --role ${role} --dsn SINK\` (or SELECT bpf_stats.add_node('${name}', '${role}'))`,
     );
   }
-  if (registered !== node) throw new UserError(`sink: role ${role} is registered as node ${registered}, not ${node}: run with --node ${registered}`);
+  // (null: `check`, which has no --node: any registered name will do)
+  if (node !== null && registered !== node) throw new UserError(`sink: role ${role} is registered as node ${registered}, not ${node}: run with --node ${registered}`);
   return 'node';
 }
 
@@ -102,5 +104,13 @@ export async function checkSink(nodeDsn: string | undefined, sinkDsn: string | u
   } finally {
     await node.end().catch(() => undefined);
   }
-  if (sinkDsn) await (await openSink(sinkDsn, 'check', 'pg-bpf-stats check')).end();
+  if (sinkDsn) {
+    const sink = await openSink(sinkDsn, 'check', 'pg-bpf-stats check');
+    try {
+      // A role the sink would refuse at `run` is refused here too.
+      await sinkWriter(sink, null, () => undefined);
+    } finally {
+      await sink.end();
+    }
+  }
 }

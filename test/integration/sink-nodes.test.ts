@@ -95,6 +95,10 @@ describe('a sink of several nodes', () => {
       { node: 'node-b', role: 'node_b' },
     ]);
 
+    const checked = await pgBpfStats(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('stranger')]);
+    expect(checked.code).toBe(2);
+    expect(logMessages(checked.stderr)).toEqual([expect.stringMatching(/^sink: role stranger is not registered as a node there: .*sink-node add NODE --role stranger/)]);
+    expect((await pgBpfStats(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('node_b')])).code).toBe(0);
     const unregistered = Sidecar.start({ connectionString: serverB.connectionString(), sink: sinkAs('stranger'), node: 'node-s', intervalMs: 3_600_000 });
     await expect(unregistered).rejects.toThrow(
       /^sink: role stranger is not registered as a node there: the sink's owner runs `pg-bpf-stats sink-node add node-s --role stranger --dsn SINK`/,
