@@ -110,9 +110,11 @@ describe('a sink of several nodes', () => {
   }, 120_000);
 
   it("keeps node A's role away from node B's rows and requests: every attempt fails, B's figures stay, B starts only what an admin asked", async () => {
-    const onA = await Sidecar.start({ connectionString: serverA.connectionString(), sink: sinkAs('node_a'), node: 'node-a', intervalMs: 3_600_000, historyIntervalMs: 0 });
+    const lines: string[] = [];
+    const log = (line: string) => lines.push(line);
+    const onA = await Sidecar.start({ connectionString: serverA.connectionString(), sink: sinkAs('node_a'), node: 'node-a', intervalMs: 3_600_000, historyIntervalMs: 0, log });
     sidecars.push(onA);
-    const onB = await Sidecar.start({ connectionString: serverB.connectionString(), sink: sinkAs('node_b'), node: 'node-b', intervalMs: 3_600_000, historyIntervalMs: 0, controlPollMs: 500 });
+    const onB = await Sidecar.start({ connectionString: serverB.connectionString(), sink: sinkAs('node_b'), node: 'node-b', intervalMs: 3_600_000, historyIntervalMs: 0, controlPollMs: 500, log });
     sidecars.push(onB);
 
     // An admin's request for B, taken by B's collector under its node role.
@@ -191,6 +193,9 @@ describe('a sink of several nodes', () => {
     // And both nodes go on writing their own.
     expect((await onB.flush()).error).toBeNull();
     expect((await onA.flush()).error).toBeNull();
+    // Under their roles, history partitions, row retention and the control plane ran without a failure.
+    expect(lines.filter((line) => /fail|denied|violates/i.test(line))).toEqual([]);
+    expect(lines.filter((line) => /^history: .* kept as the sink keeps them \(7 d/.test(line))).toHaveLength(2);
     expect((await admin.query("SELECT node, last_error FROM bpf_stats.health WHERE stopped_at IS NULL ORDER BY node")).rows).toEqual([
       { node: 'node-a', last_error: null },
       { node: 'node-b', last_error: null },
