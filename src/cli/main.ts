@@ -6,6 +6,7 @@ import { createLogger } from './logger.js';
 import { migrateCommand } from './migrate-command.js';
 import { parseCli, USAGE } from './parse-args.js';
 import { runCommand } from './run-command.js';
+import { sinkNodeCommand } from './sink-node-command.js';
 import { demoCommand } from '../demo/demo-command.js';
 import { packageVersion } from './version.js';
 import { topCommand } from '../top/top-command.js';
@@ -54,6 +55,8 @@ async function main(argv: string[], hooks: CliHooks): Promise<number> {
       return migrateCommand(options, log);
     case 'top':
       return topCommand({ dsn: options.dsn, intervalMs: options.intervalMs, ...options.top! });
+    case 'sink-node':
+      return sinkNodeCommand(options, log);
   }
 }
 

@@ -10,8 +10,8 @@ import { parseTopOptions, type TopCliOptions } from '../top/top-options.js';
 import { parseNodeName } from '../sink/node-name.js';
 import { clientConfig } from '../storage/connection-string.js';
 
-export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top';
-const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top'];
+export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top' | 'sink-node';
+const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top', 'sink-node'];
 
 export interface CliOptions {
   command: CommandName;
@@ -37,6 +37,8 @@ export interface CliOptions {
   sink?: string;
   /** run, migrate: --node, the node's name in bpf_stats (default: host name and port). */
   node?: string;
+  /** sink-node add|remove NODE [--role ROLE]: register a node of a sink (--dsn: the sink, as its owner). */
+  sinkNode?: { action: 'add' | 'remove'; node: string; role: string };
 }
 
 const OPT_IN_SETS = Object.values(PROBE_SETS)
@@ -62,7 +64,7 @@ function wrapList(items: readonly string[], indent: number, first: number, width
 export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]  (-h help, -V version)
   run       collect into bpf_stats until SIGTERM (SIGUSR1 pause, SIGUSR2 resume)
   check     what this host and this Postgres support; exit 0 when run can work
-  migrate   create or update the bpf_stats schema only
+  migrate   create/update bpf_stats; sink-node add|remove NODE [--role ROLE]
   demo      a throwaway cluster, a workload, the collector and a report
   top       a live view of the busiest statements and backends, from bpf_stats
 options:
@@ -108,6 +110,7 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
         'row-retention': { type: 'string' },
         sink: { type: 'string' },
         node: { type: 'string' },
+        role: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'V' },
       },
@@ -123,7 +126,9 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   if (!COMMANDS.includes(command as CommandName)) {
     throw new UserError(`unknown command '${command}': expected one of ${COMMANDS.join(', ')}`);
   }
-  if (rest.length) throw new UserError(`unexpected argument '${rest[0]}'`);
+  const sinkNode = command === 'sink-node' ? parseSinkNode(rest, values.role) : undefined;
+  if (values.role !== undefined && command !== 'sink-node') throw new UserError('--role is an option of sink-node add');
+  if (rest.length && !sinkNode) throw new UserError(`unexpected argument '${rest[0]}'`);
   if (values['metrics-address'] === undefined && (values['metrics-top'] !== undefined || values['metrics-query-text'])) {
     throw new UserError('--metrics-top and --metrics-query-text need --metrics-address');
   }
@@ -155,7 +160,19 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
     ...(values['row-retention'] !== undefined && { rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }) }),
     ...(sink !== undefined && { sink }),
     ...(values.node !== undefined && { node: parseNodeName(values.node) }),
+    ...(sinkNode && { sinkNode }),
   };
+}
+
+/** `sink-node add NODE [--role ROLE]` / `sink-node remove NODE`: the role defaults to the node's name. */
+function parseSinkNode(args: string[], role: string | undefined): { action: 'add' | 'remove'; node: string; role: string } {
+  const [action, node, ...more] = args;
+  if ((action !== 'add' && action !== 'remove') || node === undefined || more.length) {
+    throw new UserError('usage: pg-bpf-stats sink-node add NODE [--role ROLE] --dsn SINK, or sink-node remove NODE --dsn SINK');
+  }
+  if (action === 'remove' && role !== undefined) throw new UserError('--role is an option of sink-node add');
+  if (role !== undefined && !/^[^\0]{1,63}$/.test(role)) throw new UserError(`--role '${role}': expected a role name of 1 to 63 characters`);
+  return { action, node: parseNodeName(node), role: role ?? node };
 }
 
 /** A positive whole number for a flag. */

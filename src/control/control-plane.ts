@@ -373,7 +373,8 @@ export class ControlPlane {
       .with('changed', (db) =>
         db
           .updateTable('bpf_stats.collections')
-          .set({ status, finished_at: sql<Date>`now()`, error })
+          // A request made for no node is answered under ours: a sink's node role may only leave rows it is named in (sql/95-sink-nodes.sql).
+          .set({ status, finished_at: sql<Date>`now()`, error, ...(this.options.node !== undefined && { node: this.options.node }) })
           .where('id', '=', id)
           .where('status', '=', from)
           .returning('id'),

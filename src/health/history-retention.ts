@@ -25,6 +25,11 @@ export class HistoryRetention {
   constructor(
     readonly retentionMs: number,
     widthMs?: number,
+    /**
+     * Writing into a sink under a node role, which may not create or drop tables: the sink's
+     * bpf_stats.node_maintain_history() makes the partitions, with the sink's retention and width.
+     */
+    readonly asNode = false,
   ) {
     // Whole seconds: partition bounds are epoch seconds.
     this.widthMs = Math.max(1, Math.round((widthMs ?? Math.min(DAY_MS, retentionMs / 7)) / 1000)) * 1000;
@@ -60,7 +65,9 @@ export class HistoryRetention {
     const result = await db.transaction().execute(async (tx) => {
       // DROP and CREATE ... PARTITION OF lock the parent: never queue the flushes behind a long report.
       await sql`SET LOCAL lock_timeout = '2s'`.execute(tx);
-      const { rows } = await sql<{ created: number; dropped: number }>`
+      const { rows } = this.asNode
+        ? await sql<{ created: number; dropped: number }>`SELECT created, dropped FROM bpf_stats.node_maintain_history()`.execute(tx)
+        : await sql<{ created: number; dropped: number }>`
         SELECT created, dropped FROM bpf_stats.maintain_history(
           ${`${this.retentionMs} milliseconds`}::interval, ${`${this.widthMs / 1000} seconds`}::interval)`.execute(tx);
       return rows[0]!;

@@ -1,21 +1,33 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { oneLine } from '../errors.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
-import { STATEMENTS_RELATION_SQL } from '../storage/pinned-session.js';
+import type { HeldQueryKeys } from './held-query-keys.js';
 
 const MAX_CHECK_PERIOD_MS = 5 * 60_000;
-/** Tables with one cumulative row (or a few) per query key and a last_seen. */
-const QUERY_TABLES = ['bpf_stats.query_stats', 'bpf_stats.query_histograms', 'bpf_stats.query_lock_waits', 'bpf_stats.query_lwlock_waits'];
+/** Tables with a few cumulative rows per query key: a key's rows go with its query_stats row. */
+const KEYED_TABLES = ['bpf_stats.query_histograms', 'bpf_stats.query_lock_waits', 'bpf_stats.query_lwlock_waits', 'bpf_stats.query_texts', 'bpf_stats.query_stats_history'];
+/**
+ * The bounds on query keys the node's pg_stat_statements does not hold ("unheld": it deallocated
+ * them, never stores them, or cannot be read), as shares of pg_stat_statements.max (M): per role
+ * and per node, the most recently seen are kept. With the held keys known, unheld rows are what a
+ * flood of distinct statements leaves: M/4 per role, M/2 per node. Without them every key is
+ * unheld, and the bounds are what pg_stat_statements itself could hold: M per role, 2M per node.
+ */
+export function unheldBounds(held: HeldQueryKeys): { perRole: number; perNode: number } {
+  return held.pgss ? { perRole: Math.ceil(held.max / 4), perNode: Math.ceil(held.max / 2) } : { perRole: held.max, perNode: 2 * held.max };
+}
 /** Rows deleted per table per pass at most: a backlog (a first start after months) goes in steps, never one huge transaction. */
 const BATCH = 50_000;
 
 /**
  * Keeps the tables that gain a row per event bounded: backend_stats rows of backends that exited
  * more than `retentionMs` ago, finished collection requests and health rows of stopped collectors
- * as old go; and the per-query tables' rows of statements not seen for as long that
- * pg_stat_statements no longer holds either (it deallocates rare statements; without it, not
- * seen for the retention is enough), so a flood of distinct statements is not kept forever. A row lives at most retention + check period (min(retention / 4, 5 min)) after it is
- * finished; live backends, open requests and running collectors are never touched.
+ * as old go; and this node's query keys that its pg_stat_statements does not hold are kept only
+ * up to bounds per role and per node (unheldBounds) and for the retention at most, so a flood of
+ * distinct statements from one role leaves at most what pg_stat_statements keeps plus M/4 keys of
+ * that role, whatever the retention. A row lives at most retention + check period (min(retention
+ * / 4, 5 min)) after it is finished, and a burst of new keys brings the next pass forward; live
+ * backends, open requests, running collectors and keys pg_stat_statements holds are never touched.
  *
  * @example
  * const retention = new RowRetention(7 * 86_400_000);
@@ -25,11 +37,28 @@ export class RowRetention {
   private nextAt = 0;
   private lastError: string | null = null;
 
+  /** Query keys new to this run since the last pass (QueryTextsPart counts them): a burst makes a pass due. */
+  private newKeys = 0;
+  /** The unheld bound per node at the last pass: more new keys than that make the next pass due at once. */
+  private burst = Infinity;
+
   constructor(
     readonly retentionMs: number,
     /** Finished collection requests (default: retentionMs). */
     readonly collectionsRetentionMs = retentionMs,
+    private readonly options: {
+      /** The keys the node still holds (readHeldQueryKeys on the node's connection); absent: query rows are left alone. */
+      heldKeys?: () => Promise<HeldQueryKeys>;
+      /** Called with the keys whose rows a pass deleted (their texts are looked up again if they come back). */
+      forget?: (keys: Array<{ userid: number; dbid: number; toplevel: boolean; queryid: string }>) => void;
+    } = {},
   ) {}
+
+  /** Counts query keys new to this run (a flood of distinct statements brings the next pass forward). */
+  noteNewKeys(count: number): void {
+    this.newKeys += count;
+    if (this.newKeys > this.burst) this.nextAt = 0;
+  }
 
   get checkPeriodMs(): number {
     return Math.max(1000, Math.min(this.retentionMs / 4, MAX_CHECK_PERIOD_MS));
@@ -56,6 +85,58 @@ export class RowRetention {
     }
   }
 
+  /**
+   * The query keys' rows of this node (never another node's: their pg_stat_statements is not
+   * ours to read) beyond what is kept: unheld keys (see unheldBounds) idle for the retention, or
+   * past the bounds per role and per node, least recently seen first. A key the node's
+   * pg_stat_statements holds, or a statement runs under now, is never deleted. A key goes from
+   * every table at once: query_stats, its histograms, lock waits, text and history rows.
+   * Returns the number of keys deleted.
+   */
+  private async boundQueryRows(db: Kysely<BpfStatsDatabase>, cutoff: RawBuilder<Date>, held: HeldQueryKeys): Promise<number> {
+    const { perRole, perNode } = unheldBounds(held);
+    this.burst = perNode;
+    this.newKeys = 0;
+    const pgss = held.pgss ?? { userid: [], dbid: [], toplevel: [], queryid: [] };
+    const same = (t: string) => sql.raw(`${t}.node = g.node AND ${t}.userid = g.userid AND ${t}.dbid = g.dbid AND ${t}.toplevel = g.toplevel AND ${t}.queryid = g.queryid`);
+    const { rows } = await sql<{ userid: number; dbid: number; toplevel: boolean; queryid: string }>`
+      WITH held AS (
+        SELECT * FROM unnest(${pgss.userid}::oid[], ${pgss.dbid}::oid[], ${pgss.toplevel}::bool[], ${pgss.queryid}::int8[]) AS h(userid, dbid, toplevel, queryid)
+      ), running AS (
+        SELECT * FROM unnest(${held.running.userid}::oid[], ${held.running.dbid}::oid[], ${held.running.queryid}::int8[]) AS r(userid, dbid, queryid)
+      ), unheld AS (
+        SELECT q.ctid AS row_id, q.last_seen,
+               row_number() OVER (PARTITION BY q.userid ORDER BY q.last_seen DESC) AS in_role,
+               row_number() OVER (ORDER BY q.last_seen DESC) AS in_node
+          FROM bpf_stats.query_stats q
+         WHERE q.node = current_setting('bpf_stats.node')
+           AND NOT EXISTS (SELECT 1 FROM held h WHERE h.userid = q.userid AND h.dbid = q.dbid AND h.toplevel = q.toplevel AND h.queryid = q.queryid)
+           AND NOT EXISTS (SELECT 1 FROM running r WHERE r.userid = q.userid AND r.dbid = q.dbid AND r.queryid = q.queryid)
+      ), gone AS (
+        DELETE FROM bpf_stats.query_stats q
+         WHERE q.ctid = ANY (ARRAY(SELECT u.row_id FROM unheld u
+                                    WHERE u.in_role > ${perRole} OR u.in_node > ${perNode} OR u.last_seen < ${cutoff} LIMIT ${BATCH}))
+        RETURNING q.node, q.userid, q.dbid, q.toplevel, q.queryid
+      ), ${sql.join(
+        KEYED_TABLES.map((table, i) => sql`${sql.raw(`keyed_${i}`)} AS (DELETE FROM ${sql.raw(table)} t USING gone g WHERE ${same('t')})`),
+      )}
+      SELECT g.userid, g.dbid, g.toplevel, g.queryid::text AS queryid FROM gone g`.execute(db);
+    // Rows of keys without a query_stats row of this node (left by an older version) go after the retention, unless held.
+    for (const table of KEYED_TABLES.slice(0, 4)) {
+      await sql`
+        DELETE FROM ${sql.raw(table)} WHERE ctid IN (
+          SELECT t.ctid FROM ${sql.raw(table)} t
+           WHERE t.node = current_setting('bpf_stats.node') AND t.last_seen < ${cutoff}
+             AND NOT EXISTS (SELECT 1 FROM bpf_stats.query_stats q
+                              WHERE q.node = t.node AND q.userid = t.userid AND q.dbid = t.dbid AND q.toplevel = t.toplevel AND q.queryid = t.queryid)
+             AND NOT EXISTS (SELECT 1 FROM unnest(${pgss.userid}::oid[], ${pgss.dbid}::oid[], ${pgss.toplevel}::bool[], ${pgss.queryid}::int8[]) AS h(userid, dbid, toplevel, queryid)
+                              WHERE h.userid = t.userid AND h.dbid = t.dbid AND h.toplevel = t.toplevel AND h.queryid = t.queryid)
+           LIMIT ${BATCH})`.execute(db);
+    }
+    if (rows.length) this.options.forget?.(rows.map((r) => ({ ...r, userid: Number(r.userid), dbid: Number(r.dbid) })));
+    return rows.length;
+  }
+
   /** One pass: deletes up to BATCH expired rows of each table. */
   async maintain(db: Kysely<BpfStatsDatabase>): Promise<{ backends: number; collections: number; health: number; queries: number }> {
     // Seconds: PostgreSQL 14 refuses more than 2^31 milliseconds in an interval literal (24.8 days).
@@ -68,26 +149,7 @@ export class RowRetention {
         SELECT id FROM bpf_stats.collections
          WHERE finished_at < now() - ${`${this.collectionsRetentionMs / 1000} seconds`}::interval LIMIT ${BATCH})`.execute(db);
     const health = await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
-    // Qualified by the extension's schema: the session's path is pinned to pg_catalog.
-    const pgss = (await sql.raw<{ name: string }>(STATEMENTS_RELATION_SQL).execute(db)).rows[0]?.name ?? null;
-    let queries = 0;
-    for (const table of QUERY_TABLES) {
-      const forgotten = pgss
-        ? sql`NOT EXISTS (SELECT 1 FROM ${sql.raw(pgss)} s WHERE s.userid = q.userid AND s.dbid = q.dbid AND s.toplevel = q.toplevel AND s.queryid = q.queryid)`
-        : sql`true`;
-      const result = await sql`
-        DELETE FROM ${sql.raw(table)} WHERE ctid IN (
-          SELECT q.ctid FROM ${sql.raw(table)} q WHERE q.last_seen < ${cutoff} AND ${forgotten} LIMIT ${BATCH})`.execute(db);
-      queries = Math.max(queries, Number(result.numAffectedRows ?? 0n));
-    }
-    // A statement's text goes once no figure of its key is left (per node: a sink holds several).
-    await sql`
-      DELETE FROM bpf_stats.query_texts WHERE ctid IN (
-        SELECT t.ctid FROM bpf_stats.query_texts t
-         WHERE t.last_seen < ${cutoff}
-           AND NOT EXISTS (SELECT 1 FROM bpf_stats.query_stats q
-                            WHERE q.node = t.node AND q.userid = t.userid AND q.dbid = t.dbid AND q.toplevel = t.toplevel AND q.queryid = t.queryid)
-         LIMIT ${BATCH})`.execute(db);
+    const queries = this.options.heldKeys ? await this.boundQueryRows(db, cutoff, await this.options.heldKeys()) : 0;
     return {
       backends: Number(backends.numAffectedRows ?? 0n),
       collections: Number(collections.numAffectedRows ?? 0n),

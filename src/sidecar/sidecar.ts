@@ -26,6 +26,7 @@ import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part
 import { pinnedConfig } from '../storage/pinned-session.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
 import { RowRetention } from '../health/row-retention.js';
+import { readHeldQueryKeys } from '../health/held-query-keys.js';
 import { backendPid } from '../storage/backend-pid.js';
 import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
@@ -44,7 +45,7 @@ import { collectorApplicationName, lockServer } from '../instance/server-lock.js
 import { discoverPostmaster } from '../target/discover-postmaster.js';
 import { defaultNodeName, nodeConnectionOptions } from '../sink/node-name.js';
 import { QueryTextsPart } from '../sink/query-texts-part.js';
-import { isStandby, openSink, sinkOnNode, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
+import { isStandby, openSink, sinkOnNode, sinkWriter, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
 import { markVanishedBackends } from '../sink/vanished-backends.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { clientConfig } from '../storage/connection-string.js';
@@ -206,6 +207,8 @@ export class Sidecar {
       const node = options.node ?? (await defaultNodeName(control));
       if (!options.sink && (await isStandby(control))) throw new UserError(STANDBY_WITHOUT_SINK);
       sink = options.sink ? await openSink(options.sink, node, 'pg-bpf-stats sink') : null;
+      // A role that is neither the sink's owner nor registered for this node is refused here, before anything is created.
+      const asNode = sink ? (await sinkWriter(sink, node, log)) === 'node' : false;
       const local = sink ? await sinkOnNode(control, sink) : true;
       const store = sink ?? control;
       const target = await discoverPostmaster(control);
@@ -280,7 +283,7 @@ export class Sidecar {
       );
       // How long start-up took and its biggest part (bench/README.md, "Start-up"): a slow start says why.
       log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
-      await migrateSchema(store, undefined, node);
+      await migrateSchema(store, undefined, node, { asNode });
       log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
       const excluder = object;
       const logOnce = rateLimited(log);
@@ -320,17 +323,21 @@ export class Sidecar {
       // Statements sent again and again (every flush's) are parsed and planned once.
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
 
-      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options);
+      let nodeClient = async (): Promise<pg.Client> => control;
+      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options, asNode, () => nodeClient());
       forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
       await writing.health.start();
       await writing.retention?.maintain(db);
       log(
-        writing.retention
+        writing.retention?.asNode
+          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (7 d, partitions of the width in use there): a node role cannot drop or create tables of its own`
+          : writing.retention
           ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
           : 'history: off (--history-retention off)',
       );
       log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
+      nodeClient = () => sidecar.controlClient();
       sidecar.node = node;
       sidecar.sinkOnNode = local;
       sidecar.follow(current);
@@ -542,6 +549,7 @@ export class Sidecar {
       await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       // Texts of queries new to this run, from the node's pg_stat_statements, go with their figures.
       await this.writing.texts.load(rows.prepare(maps, measured).queries, await this.controlClient(), this.options.log ?? (() => undefined));
+      rowRetention.noteNewKeys(this.writing.texts.takeNewKeys());
       const sent = await writer.write({ maps, measured, startedMs: started, lazy });
       // After a restart: rows of the old postmaster's processes this run never tracked (asleep
       // since before it attached) are closed as at start-up.
@@ -793,6 +801,10 @@ function flushParts(
   target: PostmasterTarget,
   layout: StatusLayout,
   options: SidecarOptions,
+  /** Writing into a sink under a node role (src/sink/sink.ts). */
+  asNode: boolean,
+  /** A connection to the node (the control connection, reopened when lost). */
+  nodeClient: () => Promise<pg.Client>,
 ): FlushWiring {
   const rows = new MetricRows(target.pgPid, (records) => object.deleteBackends(records), {
     evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
@@ -800,7 +812,7 @@ function flushParts(
     version: { majorVersion: target.majorVersion, clientBackendType: layout.clientBackendType },
   });
   const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
-  const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs);
+  const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs, asNode);
   // A getter: the postmaster's pid changes when it restarts (target is updated in place).
   const histograms = new HistogramsPart({ evict: (keys) => object.maps.evictHistograms(keys), log: options.log });
   const health = new HealthPart(db, rows, {
@@ -829,7 +841,12 @@ function flushParts(
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.
-  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS);
+  // Which query keys the node still holds is read from the node (its pg_stat_statements and
+  // pg_stat_activity), not from the sink, which may be another server.
+  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS, {
+    heldKeys: async () => readHeldQueryKeys(await nodeClient()),
+    forget: (keys) => texts.forget(keys),
+  });
   return { rows, writer, health, retention, rowRetention, histograms, texts };
 }
 

@@ -21,6 +21,19 @@ const RETRY_SOON_FOR_MS = 60_000;
 const RETRY_LATE_MS = 60_000;
 /** After pg_stat_statements could not be read (not installed in the node's database), try again after this. */
 const UNAVAILABLE_MS = 60_000;
+/**
+ * A text is cut here, in SQL, before it reaches the collector (as track_activity_query_size's
+ * default cuts pg_stat_activity.query): any role can put megabytes into pg_stat_statements, and
+ * the collector must not hold them. 1024 characters: at most 4 KB on the wire, 2 KB in V8's heap.
+ */
+export const QUERY_TEXT_MAX_CHARS = 1024;
+/** Keys looked up per statement: one answer holds at most this many texts (4 MB on the wire at worst). */
+const LOOKUP_BATCH = 1000;
+/**
+ * Texts found but not written yet (the sink is away): no more are looked up until they are, so
+ * the texts held stay under PENDING_MAX x QUERY_TEXT_MAX_CHARS (4 MB of ASCII, 8 MB at worst).
+ */
+const PENDING_MAX = 4096;
 
 /** A pg_stat_statements key: what a text is looked up and written by. */
 interface TextKey {
@@ -84,6 +97,20 @@ export class QueryTextsPart implements FlushPart {
   private unavailableUntil = 0;
   /** pg_stat_statements, qualified by its extension's schema (the session's path is pinned to pg_catalog); looked up again after a failure. */
   private relation: string | null = null;
+  /** Keys new to this run since takeNewKeys() (the row retention's burst signal). */
+  private newKeys = 0;
+
+  /** How many query keys this run saw for the first time since the last call. */
+  takeNewKeys(): number {
+    const n = this.newKeys;
+    this.newKeys = 0;
+    return n;
+  }
+
+  /** Keys whose rows the row retention deleted: their texts are looked up again if they come back. */
+  forget(keys: ReadonlyArray<{ userid: number; dbid: number; toplevel: boolean; queryid: string }>): void {
+    for (const key of keys) this.written.delete(queryIdentityKey(key));
+  }
 
   /** Whether a flush has texts to write, or keys to look up again. */
   due(): boolean {
@@ -127,11 +154,11 @@ export class QueryTextsPart implements FlushPart {
     for (const [key, entry] of [...this.missing].sort(([, a], [, b]) => a.next - b.next)) this.enqueue(key, entry);
   }
 
-  /** The keys due by `now`, taken from the queues' heads. */
-  private takeDue(now: number): Array<[string, MissingText]> {
+  /** At most `limit` keys due by `now`, taken from the queues' heads (the rest stay due). */
+  private takeDue(now: number, limit: number): Array<[string, MissingText]> {
     const due: Array<[string, MissingText]> = [];
     for (const queue of this.queues.values()) {
-      for (let head = this.liveHead(queue); head && head.entry.next <= now; head = this.liveHead(queue)) {
+      for (let head = this.liveHead(queue); head && head.entry.next <= now && due.length < limit; head = this.liveHead(queue)) {
         queue.shift();
         this.queued--;
         due.push([head.key, head.entry]);
@@ -150,18 +177,25 @@ export class QueryTextsPart implements FlushPart {
       if (this.written.has(key) || this.pending.has(key) || this.missing.has(key)) continue;
       const { userid, dbid, toplevel, queryid } = query;
       const entry = { query: { userid, dbid, toplevel, queryid }, since: now, next: 0, wait: RETRY_MS, queue: 0 };
+      this.newKeys++;
       remember(this.missing, key, entry);
       this.enqueue(key, entry);
     }
-    const due = this.takeDue(now);
-    if (!due.length) return;
+    // In batches, so no one answer holds more than LOOKUP_BATCH texts.
+    while (await this.lookUpDue(now, node, log));
+  }
+
+  /** Looks up one batch of the keys due; returns whether a full batch was looked up (more may be due). */
+  private async lookUpDue(now: number, node: pg.Client, log: (line: string) => void): Promise<boolean> {
+    const due = this.takeDue(now, Math.min(LOOKUP_BATCH, PENDING_MAX - this.pending.size));
+    if (!due.length) return false;
     const wanted = due.map(([, m]) => m.query);
     let rows: TextRow[];
     try {
       this.relation ??= await statementsRelation(node);
       if (!this.relation) throw Object.assign(new Error('extension "pg_stat_statements" is not installed in this database'), { code: '42P01' });
       ({ rows } = await node.query<TextRow>(
-        `SELECT s.userid, s.dbid, s.toplevel, s.queryid::text AS queryid, s.query
+        `SELECT s.userid, s.dbid, s.toplevel, s.queryid::text AS queryid, pg_catalog.left(s.query, ${QUERY_TEXT_MAX_CHARS}) AS query
            FROM ${this.relation} s
           WHERE (s.userid, s.dbid, s.toplevel, s.queryid) IN
                 (SELECT * FROM unnest($1::oid[], $2::oid[], $3::bool[], $4::int8[]))`,
@@ -178,7 +212,7 @@ export class QueryTextsPart implements FlushPart {
       if ((error as { code?: string }).code !== '42P01' && (error as { code?: string }).code !== '42501' && (error as { code?: string }).code !== '55000') throw error;
       if (!this.unavailableUntil) log(`query texts: pg_stat_statements is not readable in the node's database, figures go without texts (tried again every minute): ${oneLine(error)}`);
       this.unavailableUntil = now + UNAVAILABLE_MS;
-      return;
+      return false;
     }
     for (const row of rows) {
       this.pending.set(queryIdentityKey(row), row);
@@ -191,6 +225,7 @@ export class QueryTextsPart implements FlushPart {
       m.wait = now - m.since < RETRY_SOON_FOR_MS ? Math.min(2 * m.wait, RETRY_SOON_MS) : RETRY_LATE_MS;
       this.enqueue(key, m);
     }
+    return due.length === LOOKUP_BATCH;
   }
 
   prepare(): PreparedPart {

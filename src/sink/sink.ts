@@ -41,6 +41,43 @@ export async function openSink(dsn: string, node: string, applicationName: strin
 }
 
 /**
+ * How this collector writes into its sink: 'owner' when its role owns bpf_stats there (or is a
+ * superuser, or bpf_stats does not exist yet and it will create it), writing as it always did;
+ * 'node' when its role is registered for `node` (bpf_stats.nodes: row-level security keeps it
+ * to that node's rows and requests). A UserError in one line when the role is neither, or is
+ * registered for another node. The owner writing for a node is said once: that role can
+ * change every node's rows, which a sink of several nodes should not allow.
+ */
+export async function sinkWriter(sink: pg.Client, node: string | null, log: (line: string) => void): Promise<'owner' | 'node'> {
+  const { rows } = await sink.query<{ role: string; owner: boolean | null; registry: boolean }>(
+    `SELECT current_user::text AS role,
+            (SELECT r.rolsuper OR pg_catalog.pg_has_role(current_user, n.nspowner, 'MEMBER')
+               FROM pg_catalog.pg_namespace n, pg_catalog.pg_roles r
+              WHERE n.nspname = 'bpf_stats' AND r.rolname = current_user) AS owner,
+            EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n WHERE n.nspname = 'bpf_stats' AND pg_catalog.has_schema_privilege(n.oid, 'USAGE'))
+              AND coalesce(pg_catalog.has_function_privilege(pg_catalog.to_regprocedure('bpf_stats.node_of(name)'), 'EXECUTE'), false) AS registry`,
+  );
+  const { role, owner, registry } = rows[0]!;
+  // (a schema from before node roles has no registry: nobody is registered there)
+  const registered = owner === false && registry
+    ? (await sink.query<{ node: string | null }>('SELECT bpf_stats.node_of(current_user) AS node')).rows[0]!.node
+    : null;
+  if (owner !== false) {
+    log(`sink: writing as ${role}, which ${owner === null ? 'creates' : 'owns'} bpf_stats there (or is a superuser): it can change every node's rows; where several nodes write, give each a role of its own (pg-bpf-stats sink-node add)`);
+    return 'owner';
+  }
+  if (registered === null) {
+    const name = node ?? 'NODE';
+    throw new UserError(
+      `sink: role ${role} is not registered as a node there: the sink's owner runs \`pg-bpf-stats sink-node add ${name} --role ${role} --dsn SINK\` (or SELECT bpf_stats.add_node('${name}', '${role}'))`,
+    );
+  }
+  // (null: `check`, which has no --node: any registered name will do)
+  if (node !== null && registered !== node) throw new UserError(`sink: role ${role} is registered as node ${registered}, not ${node}: run with --node ${registered}`);
+  return 'node';
+}
+
+/**
  * Whether the sink is the node's own server (another database of it): then the writer's and the
  * control plane's backends run on the node and must be left out of its figures, as without a
  * sink. Seen from the node: a session of the sink's carries a name nobody else has.
@@ -67,5 +104,13 @@ export async function checkSink(nodeDsn: string | undefined, sinkDsn: string | u
   } finally {
     await node.end().catch(() => undefined);
   }
-  if (sinkDsn) await (await openSink(sinkDsn, 'check', 'pg-bpf-stats check')).end();
+  if (sinkDsn) {
+    const sink = await openSink(sinkDsn, 'check', 'pg-bpf-stats check');
+    try {
+      // A role the sink would refuse at `run` is refused here too.
+      await sinkWriter(sink, null, () => undefined);
+    } finally {
+      await sink.end();
+    }
+  }
 }

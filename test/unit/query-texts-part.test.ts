@@ -5,33 +5,45 @@ import type { QueryRow } from '../../src/storage/metric-row.js';
 
 const row = (queryid: string): QueryRow => ({ userid: 10, dbid: 5, toplevel: true, queryid, values: [] });
 
-/** A node whose pg_stat_statements holds `known` texts (queryid -> text); counts its lookups. */
+/**
+ * A node whose pg_stat_statements holds `known` texts (queryid -> text); counts its lookups:
+ * `statements` one per statement (at most 1000 keys each), `lookups` the keys of each load()
+ * made through `load` that sent any.
+ */
 function node(known: Map<string, string>) {
   const lookups: string[][] = [];
+  const statements: Array<{ sql: string; ids: string[] }> = [];
   const client = {
-    query: async (_sql: string, params: unknown[][]) => {
+    query: async (sql: string, params: unknown[][]) => {
+      // Where the extension lives (looked up once): not a lookup of texts.
+      if (/pg_extension/.test(sql)) return { rows: [{ name: 'public.pg_stat_statements' }] };
       const ids = params[3] as string[];
-      lookups.push(ids);
+      statements.push({ sql, ids });
       return { rows: ids.filter((id) => known.has(id)).map((id) => ({ userid: 10, dbid: 5, toplevel: true, queryid: id, query: known.get(id)! })) };
     },
+  } as unknown as pg.Client;
+  const load = async (part: QueryTextsPart, rows: QueryRow[]) => {
+    const from = statements.length;
+    await part.load(rows, client, () => undefined);
+    if (statements.length > from) lookups.push(statements.slice(from).flatMap((s) => s.ids));
   };
-  return { client: client as unknown as pg.Client, lookups };
+  return { client, lookups, statements, load };
 }
 
 describe('QueryTextsPart', () => {
   it('looks each text up once, writes it with the flush that commits, and not again', async () => {
     const part = new QueryTextsPart();
-    const { client, lookups } = node(new Map([['1', 'SELECT 1'], ['2', 'SELECT 2']]));
-    await part.load([row('1'), row('2')], client, () => undefined);
+    const { load, lookups } = node(new Map([['1', 'SELECT 1'], ['2', 'SELECT 2']]));
+    await load(part, [row('1'), row('2')]);
     const first = part.prepare();
     expect(first.statements).toHaveLength(1);
     // Not committed (the flush failed): the same texts go out with the next flush, without a lookup.
-    await part.load([row('1')], client, () => undefined);
+    await load(part, [row('1')]);
     expect(lookups).toEqual([['1', '2']]);
     const second = part.prepare();
     expect(second.statements).toHaveLength(1);
     second.commit();
-    await part.load([row('1'), row('2')], client, () => undefined);
+    await load(part, [row('1'), row('2')]);
     expect(lookups).toHaveLength(1);
     expect(part.prepare().statements).toHaveLength(0);
   });
@@ -41,13 +53,13 @@ describe('QueryTextsPart', () => {
     try {
       const known = new Map<string, string>();
       const part = new QueryTextsPart();
-      const { client, lookups } = node(known);
-      await part.load([row('7')], client, () => undefined);
-      await part.load([row('7')], client, () => undefined); // too soon: no second lookup
+      const { load, lookups } = node(known);
+      await load(part, [row('7')]);
+      await load(part, [row('7')]); // too soon: no second lookup
       expect(lookups).toHaveLength(1);
       known.set('7', 'SELECT pg_sleep($1)'); // the statement ended
       vi.advanceTimersByTime(600);
-      await part.load([], client, () => undefined);
+      await load(part, []);
       expect(lookups).toHaveLength(2);
       expect(part.prepare().statements).toHaveLength(1);
     } finally {
@@ -59,25 +71,25 @@ describe('QueryTextsPart', () => {
     vi.useFakeTimers({ toFake: ['performance'] });
     try {
       const part = new QueryTextsPart();
-      const { client, lookups } = node(new Map());
+      const { load, lookups } = node(new Map());
       const many = Array.from({ length: 10_000 }, (_, i) => row(String(i)));
-      await part.load(many, client, () => undefined);
+      await load(part, many);
       expect(lookups).toHaveLength(1);
       expect(lookups[0]).toHaveLength(10_000);
       vi.advanceTimersByTime(250);
-      await part.load([row('late')], client, () => undefined); // a new key is due at once, the others are not
+      await load(part, [row('late')]); // a new key is due at once, the others are not
       expect(lookups[1]).toEqual(['late']);
       expect(part.due()).toBe(false);
       vi.advanceTimersByTime(260); // 510 ms: the 10,000 are due (500 ms), 'late' is not (at 750)
       expect(part.due()).toBe(true);
-      await part.load([], client, () => undefined);
+      await load(part, []);
       expect(lookups[2]).toHaveLength(10_000);
       expect(lookups[2]).not.toContain('late');
       vi.advanceTimersByTime(250); // 760 ms: 'late' alone (the 10,000 wait 1 s now)
-      await part.load([], client, () => undefined);
+      await load(part, []);
       expect(lookups[3]).toEqual(['late']);
       vi.advanceTimersByTime(760); // 1,520 ms: the 10,000 again
-      await part.load([], client, () => undefined);
+      await load(part, []);
       expect(lookups[4]).toHaveLength(10_000);
       expect(lookups).toHaveLength(5);
     } finally {
@@ -89,19 +101,19 @@ describe('QueryTextsPart', () => {
     vi.useFakeTimers({ toFake: ['performance'] });
     try {
       const part = new QueryTextsPart();
-      const { client, lookups } = node(new Map());
+      const { load, lookups } = node(new Map());
       const broken = { query: async () => Promise.reject(Object.assign(new Error('Connection terminated unexpectedly'), { code: undefined })) };
       await expect(part.load([row('1'), row('2')], broken as unknown as pg.Client, () => undefined)).rejects.toThrow('Connection terminated');
       expect(part.due()).toBe(true);
-      await part.load([], client, () => undefined);
+      await load(part, []);
       expect(lookups).toEqual([['1', '2']]);
       // A flood of distinct keys pg_stat_statements never holds: the oldest are forgotten.
       for (let round = 0; round < 12; round++) {
         vi.advanceTimersByTime(70_000);
-        await part.load(Array.from({ length: 10_000 }, (_, i) => row(`f${round * 10_000 + i}`)), client, () => undefined);
+        await load(part, Array.from({ length: 10_000 }, (_, i) => row(`f${round * 10_000 + i}`)));
       }
       vi.advanceTimersByTime(70_000);
-      await part.load([], client, () => undefined);
+      await load(part, []);
       const last = lookups.at(-1)!;
       expect(last).toHaveLength(50_000);
       expect(new Set(last).size).toBe(50_000);
@@ -111,12 +123,28 @@ describe('QueryTextsPart', () => {
       const queued = () => (part as unknown as { queued: number }).queued;
       for (let burst = 0; burst < 20; burst++) {
         vi.advanceTimersByTime(1);
-        await part.load(Array.from({ length: 10_000 }, (_, i) => row(`b${burst * 10_000 + i}`)), client, () => undefined);
+        await load(part, Array.from({ length: 10_000 }, (_, i) => row(`b${burst * 10_000 + i}`)));
         expect(queued()).toBeLessThanOrEqual(2 * 50_000 + 1024 + 10_000);
       }
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('reads texts cut to 1024 characters, at most 1000 per statement, and holds at most 4096 unwritten', async () => {
+    const part = new QueryTextsPart();
+    const known = new Map(Array.from({ length: 6000 }, (_, i) => [String(i), `SELECT ${i}`] as [string, string]));
+    const { load, statements } = node(known);
+    await load(part, Array.from({ length: 6000 }, (_, i) => row(String(i))));
+    // The bound is in the SQL: the node's server cuts the text, the collector never receives it whole.
+    expect(statements[0]!.sql).toMatch(/left\(s\.query, 1024\) AS query\s+FROM public\.pg_stat_statements s/);
+    expect(statements.map((s) => s.ids.length)).toEqual([1000, 1000, 1000, 1000, 96]);
+    // The sink is away (nothing committed): no more texts are looked up until those are written.
+    await load(part, [row('x')]);
+    expect(statements).toHaveLength(5);
+    part.prepare().commit();
+    await load(part, []);
+    expect(statements.slice(5).map((s) => s.ids.length)).toEqual([1000, 905]);
   });
 
   it('goes on without texts where pg_stat_statements is not installed, saying so once', async () => {

@@ -1,0 +1,188 @@
+-- Nodes of a sink kept apart (migrations/1764400000000_sink-node-roles.sql). Re-applied when
+-- sql/ changed or a migration ran, so tables added later are covered too.
+--
+-- Why row-level security with a login role per node, rather than an ingestion function: a
+-- flush is ONE statement of data-modifying CTEs over every table (src/flush/flush-writer.ts);
+-- a function taking the rows would need a second encoding of every part and would cost every
+-- collector, also the single-node one, an extra layer. With row-level security the statements
+-- stay what they are, a node's identity is its login role (which it cannot change), and the
+-- schema's owner (a collector writing into its own server, no --sink) bypasses the policies:
+-- the default path plans and runs exactly as before.
+--
+-- A node role sees and writes only rows whose node is the one bpf_stats.nodes registers for
+-- it (reads included: node A cannot read node B's texts), may update and delete only its own
+-- collection requests (and claim those made for no node), and may insert none: requests come
+-- from bpf_stats.collect(), which runs as the owner.
+
+-- The tables of node rows: every table of bpf_stats with a node column, but collections (its
+-- own policies below) and partitions (reached through their parent only: a node role has no
+-- privilege on a partition, and the parent's policies apply to every row routed through it).
+CREATE OR REPLACE FUNCTION bpf_stats.node_tables()
+RETURNS SETOF regclass LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT c.oid::regclass FROM pg_catalog.pg_class c
+   WHERE c.relnamespace = 'bpf_stats'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+     AND c.relname NOT IN ('collections', 'nodes')
+     AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'node' AND NOT a.attisdropped)
+   ORDER BY c.relname
+$$;
+
+-- The node a role writes as (NULL: none). Called with the caller's current_user from the
+-- policies, so that no reader (pg_monitor, bpf_stats_admin) needs a privilege on bpf_stats.nodes.
+CREATE OR REPLACE FUNCTION bpf_stats.node_of(role name)
+RETURNS text LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT n.node FROM bpf_stats.nodes n WHERE n.role = node_of.role
+$$;
+
+DO $policies$
+DECLARE
+  t regclass;
+  mine constant text := '(SELECT bpf_stats.node_of(current_user))';
+BEGIN
+  FOR t IN SELECT * FROM bpf_stats.node_tables() LOOP
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t);
+    -- The subquery is an InitPlan: the node is looked up once per statement, not per row.
+    EXECUTE format('DROP POLICY IF EXISTS node_rows ON %s', t);
+    EXECUTE format('CREATE POLICY node_rows ON %s USING (node = %s) WITH CHECK (node = %s)', t, mine, mine);
+    EXECUTE format('DROP POLICY IF EXISTS readers ON %s', t);
+    EXECUTE format('CREATE POLICY readers ON %s FOR SELECT TO pg_monitor USING (true)', t);
+  END LOOP;
+  ALTER TABLE bpf_stats.collections ENABLE ROW LEVEL SECURITY;
+  DROP POLICY IF EXISTS node_requests ON bpf_stats.collections;
+  EXECUTE format('CREATE POLICY node_requests ON bpf_stats.collections FOR SELECT USING (node = %s OR node IS NULL)', mine);
+  -- Claiming a request made for no node names the claimer (src/control/control-plane.ts).
+  DROP POLICY IF EXISTS node_claims ON bpf_stats.collections;
+  EXECUTE format('CREATE POLICY node_claims ON bpf_stats.collections FOR UPDATE USING (node = %s OR node IS NULL) WITH CHECK (node = %s)', mine, mine);
+  DROP POLICY IF EXISTS node_forgets ON bpf_stats.collections;
+  EXECUTE format('CREATE POLICY node_forgets ON bpf_stats.collections FOR DELETE USING (node = %s)', mine);
+  DROP POLICY IF EXISTS readers ON bpf_stats.collections;
+  CREATE POLICY readers ON bpf_stats.collections FOR SELECT TO pg_monitor, bpf_stats_admin USING (true);
+END
+$policies$;
+
+-- History partitions for a node role, which may not create or drop tables: partitions of the
+-- width in use (one day when none is), and partitions older than the default retention (7
+-- days) dropped. A node cannot choose either: a short retention would drop every node's
+-- history, a tiny width fill the catalog. The owner's collector, if one runs, maintains with
+-- its own settings as before (the shortest retention wins, as it always did).
+CREATE OR REPLACE FUNCTION bpf_stats.node_maintain_history()
+RETURNS TABLE (created integer, dropped integer)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  width interval;
+BEGIN
+  SELECT make_interval(secs => m[2]::bigint - m[1]::bigint) INTO width
+    FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
+         regexp_match(c.relname, '_(\d+)_(\d+)$') AS m
+   WHERE i.inhparent = 'bpf_stats.query_stats_history'::regclass
+     AND m[1]::bigint <= extract(epoch FROM now()) AND extract(epoch FROM now()) < m[2]::bigint
+   LIMIT 1;
+  width := least(greatest(coalesce(width, interval '1 day'), interval '1 hour'), interval '1 day');
+  RETURN QUERY SELECT h.created, h.dropped FROM bpf_stats.maintain_history(interval '7 days', width) h;
+END
+$fn$;
+
+-- What a node role may do: write its rows (policies above), move its requests on, and have
+-- history partitions made.
+CREATE OR REPLACE FUNCTION bpf_stats.grant_node(role name)
+RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  t regclass;
+BEGIN
+  EXECUTE format('GRANT USAGE ON SCHEMA bpf_stats TO %I', role);
+  FOR t IN SELECT * FROM bpf_stats.node_tables() LOOP
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %I', t, role);
+  END LOOP;
+  EXECUTE format('GRANT SELECT, DELETE ON bpf_stats.collections TO %I', role);
+  EXECUTE format('GRANT UPDATE (status, started_at, finished_at, error, node) ON bpf_stats.collections TO %I', role);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION bpf_stats.node_maintain_history() TO %I', role);
+END
+$fn$;
+
+-- Registers `node` as written by login role `role` (run by the schema's owner; `pg-bpf-stats
+-- sink-node add`). The role must exist and must not bypass row-level security.
+CREATE OR REPLACE FUNCTION bpf_stats.add_node(node text, role name)
+RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  r record;
+BEGIN
+  SELECT rolsuper, rolbypassrls INTO r FROM pg_catalog.pg_roles WHERE rolname = add_node.role;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'role % does not exist: create it first, e.g. CREATE ROLE % LOGIN PASSWORD ''...''', quote_ident(add_node.role), quote_ident(add_node.role)
+      USING ERRCODE = 'undefined_object';
+  END IF;
+  IF r.rolsuper OR r.rolbypassrls OR pg_has_role(add_node.role, (SELECT nspowner FROM pg_catalog.pg_namespace WHERE nspname = 'bpf_stats'), 'MEMBER') THEN
+    RAISE EXCEPTION 'role % is a superuser, bypasses row-level security or owns bpf_stats: a node needs a role of its own that does none of these', quote_ident(add_node.role)
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF add_node.node !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,62}$' THEN
+    RAISE EXCEPTION 'node %: expected 1 to 63 characters, letters, digits and . _ : @ - (starting with a letter or digit)', quote_literal(add_node.node)
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF EXISTS (SELECT 1 FROM bpf_stats.nodes n WHERE n.role = add_node.role AND n.node <> add_node.node) THEN
+    RAISE EXCEPTION 'role % is registered for node % already: one role per node', quote_ident(add_node.role),
+      (SELECT n.node FROM bpf_stats.nodes n WHERE n.role = add_node.role) USING ERRCODE = 'unique_violation';
+  END IF;
+  IF EXISTS (SELECT 1 FROM bpf_stats.nodes n WHERE n.node = add_node.node AND n.role <> add_node.role) THEN
+    RAISE EXCEPTION 'node % is registered for role % already: remove it first (bpf_stats.remove_node)', add_node.node,
+      (SELECT quote_ident(n.role) FROM bpf_stats.nodes n WHERE n.node = add_node.node) USING ERRCODE = 'unique_violation';
+  END IF;
+  -- Adding a node again re-grants (a table added since).
+  INSERT INTO bpf_stats.nodes (node, role) VALUES (add_node.node, add_node.role) ON CONFLICT DO NOTHING;
+  PERFORM bpf_stats.grant_node(add_node.role);
+END
+$fn$;
+
+-- Unregisters a node: its role loses every privilege here (its rows stay, for the owner to keep
+-- or delete). Returns false when no such node was registered.
+CREATE OR REPLACE FUNCTION bpf_stats.remove_node(node text)
+RETURNS boolean LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  gone name;
+  t regclass;
+BEGIN
+  DELETE FROM bpf_stats.nodes n WHERE n.node = remove_node.node RETURNING n.role INTO gone;
+  IF gone IS NULL THEN
+    RETURN false;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = gone) THEN
+    RETURN true;
+  END IF;
+  FOR t IN SELECT * FROM bpf_stats.node_tables() LOOP
+    EXECUTE format('REVOKE ALL ON %s FROM %I', t, gone);
+  END LOOP;
+  EXECUTE format('REVOKE ALL ON bpf_stats.nodes, bpf_stats.collections FROM %I', gone);
+  EXECUTE format('REVOKE ALL ON FUNCTION bpf_stats.node_maintain_history() FROM %I', gone);
+  EXECUTE format('REVOKE USAGE ON SCHEMA bpf_stats FROM %I', gone);
+  RETURN true;
+END
+$fn$;
+
+COMMENT ON TABLE bpf_stats.nodes IS
+  'The nodes of a sink that write under login roles of their own (run --sink as that role): row-level security lets each role see and write only its node''s rows, and take only requests made for its node (or for none). Registered by the schema''s owner with bpf_stats.add_node (pg-bpf-stats sink-node add). The owner''s own collector is not listed: owners bypass row-level security.';
+COMMENT ON COLUMN bpf_stats.nodes.node IS 'The node''s name, as its collector''s --node gives it and every row''s node column carries it.';
+COMMENT ON COLUMN bpf_stats.nodes.role IS 'The login role the node''s collector connects to the sink as; one role per node.';
+COMMENT ON COLUMN bpf_stats.nodes.added_at IS 'When the node was registered.';
+COMMENT ON FUNCTION bpf_stats.node_tables() IS 'Internal: the tables of node rows that row-level security keeps apart per node (all with a node column but collections and nodes; partitions through their parent).';
+COMMENT ON FUNCTION bpf_stats.node_of(name) IS 'The node a role is registered for in bpf_stats.nodes (NULL: none); the row-level security policies call it with current_user.';
+COMMENT ON FUNCTION bpf_stats.node_maintain_history() IS 'History partitions for a node role, which may not create or drop tables: partitions of the width in use (1 day when none, at least 1 hour), those older than 7 days dropped.';
+COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security, its requests, history partitions); re-applied for every registered node when sql/ is.';
+COMMENT ON FUNCTION bpf_stats.add_node(text, name) IS 'add_node(node, role): lets login role `role` write node `node`''s rows here, and only those; run by the schema''s owner (pg-bpf-stats sink-node add). Refuses roles that are superusers, bypass row-level security or own bpf_stats.';
+COMMENT ON FUNCTION bpf_stats.remove_node(text) IS 'remove_node(node): takes every privilege here from the node''s role; its rows stay. False when the node was not registered.';
+
+-- Tables added since a node was registered are granted to it now.
+SELECT bpf_stats.grant_node(n.role) FROM bpf_stats.nodes n JOIN pg_catalog.pg_roles r ON r.rolname = n.role;
+
+REVOKE ALL ON FUNCTION bpf_stats.node_tables(), bpf_stats.node_maintain_history(), bpf_stats.grant_node(name),
+  bpf_stats.add_node(text, name), bpf_stats.remove_node(text) FROM PUBLIC;
