@@ -132,10 +132,11 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   if (values['metrics-address'] === undefined && (values['metrics-top'] !== undefined || values['metrics-query-text'])) {
     throw new UserError('--metrics-top and --metrics-query-text need --metrics-address');
   }
+  // Which command takes --sink first: a misplaced option is the clearer error than its value's.
+  if ((values.sink !== undefined || values['sink-file'] !== undefined) && command !== 'run' && command !== 'check') throw new UserError('--sink is an option of run and check');
   const dsn = connectionOption(values.dsn, values['dsn-file'], '--dsn');
   const sink = connectionOption(values.sink, values['sink-file'], '--sink');
   if (values['web.config.file'] !== undefined && values['metrics-address'] === undefined) throw new UserError('--web.config.file needs --metrics-address');
-  if (sink !== undefined && command !== 'run' && command !== 'check') throw new UserError('--sink is an option of run and check');
   if (values.node !== undefined && command !== 'run' && command !== 'migrate') throw new UserError('--node is an option of run and migrate');
   const metricsTop = values['metrics-top'] === undefined ? undefined : parseCount(values['metrics-top'], '--metrics-top');
   if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top') throw new UserError('--iterations and --sort are options of top');

@@ -289,15 +289,17 @@ export class Sidecar {
       const logOnce = rateLimited(log);
       let checkPostmaster = (): void => undefined;
       let forgetExcluded = (_pid: number, _starts: bigint[]): void => undefined;
+      const writerConfig = clientConfig(options.sink ?? options.connectionString);
       const pool = new pg.Pool(pinnedConfig({
-        ...clientConfig(options.sink ?? options.connectionString),
+        ...writerConfig,
         max: 1,
         application_name: 'pg-bpf-stats writer',
         // Kept open while idle (pg-pool closes idle clients after 10 s by default): a server with
         // nothing to write would otherwise see a new connection, and its exclusion, per flush sent.
         idleTimeoutMillis: 0,
         // Rows take their node from the session (the node column's default).
-        options: nodeConnectionOptions(node),
+        // After the DSN's own options (the last -c wins), so neither is lost.
+        options: [writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),
       }));
       // The writer's own backend must not show up in the figures it writes: its pid comes with
       // the connection (BackendKeyData), so it is excluded before it runs anything.
