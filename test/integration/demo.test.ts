@@ -67,9 +67,9 @@ describe('pg-bpf-stats demo', () => {
     expect((Number(cpu.on_cpu_ms) + Number(cpu.runq_wait_ms)) / Number(cpu.pgss_exec_ms)).toBeGreaterThan(0.8);
     const sleep = row(time, /^SELECT pg_sleep/);
     expect(Number(sleep.other_wait_ms) / Number(sleep.total_time_ms)).toBeGreaterThan(0.95);
-    const update = row(time, /^UPDATE demo_accounts/);
+    const update = row(time, /^UPDATE public\.demo_accounts/);
     expect(Number(update.lock_wait_ms) / Number(update.total_time_ms)).toBeGreaterThan(0.9);
-    const point = row(time, /^SELECT balance FROM demo_accounts WHERE id = \$1$/);
+    const point = row(time, /^SELECT balance FROM public\.demo_accounts WHERE id = \$1$/);
     expect(point.pgss_calls).toBe(point.calls); // calls: ours equal pg_stat_statements'
     expect(stdout).toMatch(/^client backend\s/m);
 
@@ -114,7 +114,7 @@ describe('pg-bpf-stats demo', () => {
 
     // Heavyweight locks: the row-lock wait has the lock type and mode pg_locks showed.
     const [, locktype, mode] = printed(/^pg_locks showed the row-lock waiter waiting for: (\S+) (\S+)$/);
-    const lock = row(table('Heavyweight lock waits'), /^UPDATE demo_accounts/);
+    const lock = row(table('Heavyweight lock waits'), /^UPDATE public\.demo_accounts/);
     expect(lock.locktype).toBe(locktype);
     expect(lock.mode).toBe(mode);
     expect(Number(lock.waits)).toBeGreaterThan(0);
@@ -125,7 +125,7 @@ describe('pg-bpf-stats demo', () => {
     // LWLocks: every tranche pg_stat_activity caught the inserts waiting on (3+ samples) has rows.
     const sampled = printed(/^pg_stat_activity samples during the insert burst \(\d+ inserts\): (.*)$/)[1]!;
     const lwlock = table('LWLock waits');
-    const insertRows = lwlock.rows.filter((r) => /^INSERT INTO demo_hot/.test(r.query!));
+    const insertRows = lwlock.rows.filter((r) => /^INSERT INTO public\.demo_hot/.test(r.query!));
     expect(insertRows.length, 'LWLock waits of the insert burst').toBeGreaterThan(0);
     for (const item of sampled.split(', ')) {
       const [, tranche, n] = item.match(/^(\w+) x(\d+)$/) ?? []; // "Lock extend ExclusiveLock x2" is a heavyweight lock
@@ -135,7 +135,7 @@ describe('pg-bpf-stats demo', () => {
     // The burst's relation extension waits are heavyweight locks: in the lock detail when caught often.
     if (Number(sampled.match(/Lock extend x(\d+)/)?.[1] ?? 0) >= 3) {
       const lockDetail = table('Heavyweight lock waits').rows;
-      expect(lockDetail.some((r) => /^INSERT INTO demo_hot/.test(r.query!) && r.locktype === 'extend' && r.relation === 'demo_hot')).toBe(true);
+      expect(lockDetail.some((r) => /^INSERT INTO public\.demo_hot/.test(r.query!) && r.locktype === 'extend' && r.relation === 'public.demo_hot')).toBe(true);
     }
 
     // LLC: figures where the PMU exists, else the reason and NULLs, never zeros.

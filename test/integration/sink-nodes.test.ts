@@ -1,10 +1,8 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { cliPath } from '../../src/package-root.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { runCli } from '../support/run-cli.js';
 import { logMessages } from '../support/log-lines.js';
 
 /*
@@ -14,23 +12,11 @@ import { logMessages } from '../support/log-lines.js';
  * change or take over a collection request for B. Each attempt fails, B's figures stay as they
  * were, and B starts nothing it was not asked for by an admin.
  */
-const cli = cliPath();
-const run = promisify(execFile);
 
 let serverA: ThrowawayCluster;
 let serverB: ThrowawayCluster;
 let admin: pg.Client;
 const sidecars: Sidecar[] = [];
-
-async function pgBpfStats(args: string[]): Promise<{ code: number; stderr: string }> {
-  try {
-    const { stderr } = await run(process.execPath, [cli, ...args], { timeout: 60_000 });
-    return { code: 0, stderr };
-  } catch (error) {
-    const e = error as { code: number; stderr: string };
-    return { code: e.code, stderr: e.stderr };
-  }
-}
 
 /** The sink (database central on server A) as `role`. */
 function sinkAs(role: string): string {
@@ -81,13 +67,13 @@ afterAll(async () => {
 
 describe('a sink of several nodes', () => {
   it('registers nodes with sink-node add, and refuses an unregistered role or another node name in one line, creating nothing', async () => {
-    const added = await pgBpfStats(['sink-node', 'add', 'node-a', '--role', 'node_a', '--dsn', serverA.connectionString('central')]);
+    const added = await runCli(['sink-node', 'add', 'node-a', '--role', 'node_a', '--dsn', serverA.connectionString('central')]);
     expect(added.code, added.stderr).toBe(0);
-    expect((await pgBpfStats(['sink-node', 'add', 'node-b', '--role', 'node_b', '--dsn', serverA.connectionString('central')])).code).toBe(0);
-    const noRole = await pgBpfStats(['sink-node', 'add', 'node-c', '--role', 'nobody_here', '--dsn', serverA.connectionString('central')]);
+    expect((await runCli(['sink-node', 'add', 'node-b', '--role', 'node_b', '--dsn', serverA.connectionString('central')])).code).toBe(0);
+    const noRole = await runCli(['sink-node', 'add', 'node-c', '--role', 'nobody_here', '--dsn', serverA.connectionString('central')]);
     expect(noRole.code).toBe(2);
     expect(logMessages(noRole.stderr)).toEqual([expect.stringMatching(/^sink-node add node-c: role nobody_here does not exist: create it first/)]);
-    const superuser = await pgBpfStats(['sink-node', 'add', 'node-c', '--role', 'postgres', '--dsn', serverA.connectionString('central')]);
+    const superuser = await runCli(['sink-node', 'add', 'node-c', '--role', 'postgres', '--dsn', serverA.connectionString('central')]);
     expect(superuser.code).toBe(2);
     expect(logMessages(superuser.stderr)).toEqual([expect.stringMatching(/role postgres is a superuser, bypasses row-level security or owns bpf_stats/)]);
     expect((await admin.query('SELECT node, role FROM bpf_stats.nodes ORDER BY node')).rows).toEqual([
@@ -95,10 +81,10 @@ describe('a sink of several nodes', () => {
       { node: 'node-b', role: 'node_b' },
     ]);
 
-    const checked = await pgBpfStats(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('stranger')]);
+    const checked = await runCli(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('stranger')]);
     expect(checked.code).toBe(2);
     expect(logMessages(checked.stderr)).toEqual([expect.stringMatching(/^sink: role stranger is not registered as a node there: .*sink-node add NODE --role stranger/)]);
-    expect((await pgBpfStats(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('node_b')])).code).toBe(0);
+    expect((await runCli(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('node_b')])).code).toBe(0);
     const unregistered = Sidecar.start({ connectionString: serverB.connectionString(), sink: sinkAs('stranger'), node: 'node-s', intervalMs: 3_600_000 });
     await expect(unregistered).rejects.toThrow(
       /^sink: role stranger is not registered as a node there: the sink's owner runs `pg-bpf-stats sink-node add node-s --role stranger --dsn SINK`/,

@@ -1,10 +1,8 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { cliPath } from '../../src/package-root.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { runCli } from '../support/run-cli.js';
 import { logMessages } from '../support/log-lines.js';
 
 /*
@@ -12,23 +10,11 @@ import { logMessages } from '../support/log-lines.js';
  * cannot hold bpf_stats: its collector writes into the primary (run --sink) under its own node,
  * and is controlled there. Ground truth: each server's own pg_stat_statements.
  */
-const cli = cliPath();
-const run = promisify(execFile);
 
 let primary: ThrowawayCluster;
 let standby: ThrowawayCluster;
 let admin: pg.Client;
 const sidecars: Sidecar[] = [];
-
-async function pgBpfStats(args: string[]): Promise<{ code: number; stderr: string }> {
-  try {
-    const { stderr } = await run(process.execPath, [cli, ...args], { timeout: 60_000 });
-    return { code: 0, stderr };
-  } catch (error) {
-    const e = error as { code: number; stderr: string };
-    return { code: e.code, stderr: e.stderr };
-  }
-}
 
 async function query<R extends pg.QueryResultRow>(dsn: string, text: string, values: unknown[] = []): Promise<R[]> {
   const client = new pg.Client(dsn);
@@ -97,25 +83,25 @@ afterAll(async () => {
 
 describe('a standby and a sink', () => {
   it('refuses a standby without a sink, and a sink that cannot take writes, in one line each, exit 2, creating nothing', async () => {
-    const checked = await pgBpfStats(['check', '--dsn', standby.connectionString()]);
+    const checked = await runCli(['check', '--dsn', standby.connectionString()]);
     expect(checked.code).toBe(2);
     expect(logMessages(checked.stderr)).toEqual([expect.stringMatching(/hot standby \(read-only\).*--sink DSN of the primary/)]);
 
-    const ran = await pgBpfStats(['run', '--dsn', standby.connectionString(), '--duration', '1s']);
+    const ran = await runCli(['run', '--dsn', standby.connectionString(), '--duration', '1s']);
     expect(ran.code).toBe(2);
     expect(logMessages(ran.stderr)).toEqual([expect.stringMatching(/hot standby \(read-only\).*--sink/)]);
 
-    const toStandby = await pgBpfStats(['run', '--dsn', standby.connectionString(), '--sink', standby.connectionString(), '--duration', '1s']);
+    const toStandby = await runCli(['run', '--dsn', standby.connectionString(), '--sink', standby.connectionString(), '--duration', '1s']);
     expect(toStandby.code).toBe(2);
     expect(logMessages(toStandby.stderr)).toEqual([expect.stringMatching(/^sink .* is a hot standby \(read-only\): give the primary's DSN to --sink$/)]);
 
-    const readOnly = await pgBpfStats(['run', '--dsn', standby.connectionString(), '--sink', primary.connectionString('readonly'), '--duration', '1s']);
+    const readOnly = await runCli(['run', '--dsn', standby.connectionString(), '--sink', primary.connectionString('readonly'), '--duration', '1s']);
     expect(readOnly.code).toBe(2);
     expect(logMessages(readOnly.stderr)).toEqual([expect.stringMatching(/^sink .* is read-only \(default_transaction_read_only = on\)/)]);
-    const checkedReadOnly = await pgBpfStats(['check', '--dsn', standby.connectionString(), '--sink', primary.connectionString('readonly')]);
+    const checkedReadOnly = await runCli(['check', '--dsn', standby.connectionString(), '--sink', primary.connectionString('readonly')]);
     expect(checkedReadOnly.code).toBe(2);
 
-    const away = await pgBpfStats(['run', '--dsn', standby.connectionString(), '--sink', 'postgresql://postgres@127.0.0.1:1/postgres', '--duration', '1s']);
+    const away = await runCli(['run', '--dsn', standby.connectionString(), '--sink', 'postgresql://postgres@127.0.0.1:1/postgres', '--duration', '1s']);
     expect(away.code).toBe(2);
     expect(logMessages(away.stderr)).toEqual([expect.stringMatching(/^sink: cannot connect to PostgreSQL at postgresql:\/\/postgres@127\.0\.0\.1:1\/postgres/)]);
 
