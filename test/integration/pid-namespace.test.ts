@@ -55,8 +55,8 @@ interface Collector {
 }
 
 async function startCollector(prefix: string[]): Promise<Collector> {
-  const [file, ...argv] = [...prefix, process.execPath, cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms', '--probes', 'query'];
-  const child = spawn(file!, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const [file, ...argv] = [...prefix, process.execPath, cli, 'run', '--dsn', cluster.childConnectionString(), '--interval', '200ms', '--probes', 'query'];
+  const child = spawn(file!, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: cluster.childEnv() });
   let stderr = '';
   child.stderr!.on('data', (chunk) => (stderr += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

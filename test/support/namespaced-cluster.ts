@@ -1,5 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chownSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, chownSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -10,7 +11,7 @@ import { findPgBin } from '../../src/cluster/throwaway-cluster.js';
  * mount namespaces (unshare --pid --fork --mount --mount-proc), where its binaries and its data
  * directory are bind-mounted at paths that do not exist on the host (/srv/pginst, /srv/pgdata).
  * The namespace's pid 1 stays and reaps, like a container's init; the postmaster is started by
- * pg_ctl inside. Connections go over TCP on 127.0.0.1 (the network is shared).
+ * pg_ctl inside. Connections go over TCP on 127.0.0.1 (the network is shared), with a random password.
  */
 export const INSIDE_BIN = '/srv/pginst/bin';
 export const INSIDE_DATA = '/srv/pgdata/data';
@@ -58,6 +59,8 @@ export class NamespacedCluster {
     private readonly init: ChildProcess,
     /** The namespace's pid 1 (the shell), as the host sees it. */
     readonly initHostPid: number,
+    /** The superuser's password (random, per cluster): in-process clients only, children get it in PGPASSWORD. */
+    private readonly password: string,
   ) {}
 
   /** The data directory as the host sees it. */
@@ -73,7 +76,18 @@ export class NamespacedCluster {
     const gid = Number(execFileSync('id', ['-g', 'postgres']).toString());
     chownSync(baseDir, uid, gid);
     const port = await freePort();
-    execFileSync('runuser', ['-u', 'postgres', '--', join(pgBin, 'initdb'), '-D', join(baseDir, 'data'), '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale', 'C'], { stdio: 'ignore' });
+    // As ThrowawayCluster: TCP (the network is shared with every local user) needs a random
+    // password, read by initdb from a file that lives only until it is done; the socket is in the
+    // cluster's own directory.
+    const password = randomBytes(24).toString('base64url');
+    const pwfile = join(baseDir, 'pwfile');
+    writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
+    chownSync(pwfile, uid, gid);
+    try {
+      execFileSync('runuser', ['-u', 'postgres', '--', join(pgBin, 'initdb'), '-D', join(baseDir, 'data'), '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${pwfile}`, '--no-sync', '-E', 'UTF8', '--locale', 'C'], { stdio: 'ignore' });
+    } finally {
+      rmSync(pwfile, { force: true });
+    }
     const conf = {
       listen_addresses: "'127.0.0.1'",
       port,
@@ -111,11 +125,22 @@ export class NamespacedCluster {
     }
     // unshare forks the namespace's pid 1: the child of the unshare process.
     const initHostPid = Number(readFileSync(`/proc/${init.pid}/task/${init.pid}/children`, 'utf8').trim().split(' ')[0]);
-    return new NamespacedCluster(baseDir, port, init, initHostPid);
+    return new NamespacedCluster(baseDir, port, init, initHostPid, password);
   }
 
+  /** For clients in this process: over TCP on 127.0.0.1, with the password. */
   connectionString(database = 'postgres'): string {
+    return `postgresql://postgres:${this.password}@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** For a child process (the collector): no password in its command line, which every local user can read; see childEnv(). */
+  childConnectionString(database = 'postgres'): string {
     return `postgresql://postgres@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** The environment for a child process: the password in PGPASSWORD (readable by its owner and root only). */
+  childEnv(): NodeJS.ProcessEnv {
+    return { ...process.env, PGPASSWORD: this.password };
   }
 
   /** The postmaster's pid on the host (its pid inside is postmasterNsPid). */
