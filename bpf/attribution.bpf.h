@@ -284,15 +284,21 @@ static __always_inline __u64 query_keys_held(void)
 }
 
 /*
- * `key` was refused for `reason`: its figures go to the current task's slot when the slot is
- * free or already holds that key (*held set, counted as query_key_held), else nowhere (counted
- * as `reason`).
+ * `key` was refused for `reason`: its figures go to the slot of the task `pid` whose figures they
+ * are (0: the current task; a block IO completion runs in whatever task it interrupted, and names
+ * the request's owner) when the slot is free or already holds that key (*held set, counted as
+ * query_key_held), else nowhere (counted as `reason`). The collector may take a new slot before
+ * its key is written (it skips one without a key, src/collector/map-readers.ts): the addition
+ * that made it is then lost, as one made during an eviction's read is.
  */
-static __always_inline struct metrics *hold_refused(const struct query_key *key, enum counter_index reason, bool *held)
+static __always_inline struct metrics *hold_refused(const struct query_key *key, enum counter_index reason, bool *held,
+						    __u32 pid)
 {
-	__u32 pid = (__u32)bpf_get_current_pid_tgid();
-	struct query_overflow *o = bpf_map_lookup_elem(&query_overflow, &pid);
+	struct query_overflow *o;
 
+	if (!pid)
+		pid = (__u32)bpf_get_current_pid_tgid();
+	o = bpf_map_lookup_elem(&query_overflow, &pid);
 	if (!o) {
 		if (bpf_map_update_elem(&query_overflow, &pid, &empty_overflow, BPF_NOEXIST) ||
 		    !(o = bpf_map_lookup_elem(&query_overflow, &pid))) {
@@ -316,7 +322,7 @@ static __always_inline struct metrics *hold_refused(const struct query_key *key,
  * whatever its query id: the collector counts each key it evicts against its role, so a key
  * added past role_added would leave the role owing keys it never had.
  */
-static __always_inline struct metrics *query_key_entry(const struct query_key *key, bool *held)
+static __always_inline struct metrics *query_key_entry(const struct query_key *key, bool *held, __u32 pid)
 {
 	struct metrics *m;
 	__u64 *added, *evicted;
@@ -332,14 +338,14 @@ static __always_inline struct metrics *query_key_entry(const struct query_key *k
 		/* More evicted than added (keys added while role_added was full): no debt, never a refusal for good. */
 		if (added && *added > (evicted ? *evicted : 0) && *added - (evicted ? *evicted : 0) >= max_query_keys_per_role &&
 		    query_keys_held() >= query_keys_guard_fill)
-			return hold_refused(key, COUNTER_ROLE_QUOTA, held);
+			return hold_refused(key, COUNTER_ROLE_QUOTA, held, pid);
 	}
 	err = bpf_map_update_elem(&queries, key, &empty_metrics, BPF_NOEXIST);
 	if (err) {
 		m = bpf_map_lookup_elem(&queries, key); /* another CPU added it first */
 		if (m)
 			return m;
-		return hold_refused(key, err == -E2BIG ? COUNTER_QUERIES_FULL : COUNTER_MAP_NO_MEMORY, held);
+		return hold_refused(key, err == -E2BIG ? COUNTER_QUERIES_FULL : COUNTER_MAP_NO_MEMORY, held, pid);
 	}
 	__sync_fetch_and_add(&query_keys_added, 1);
 	if (added)
@@ -351,10 +357,10 @@ static __always_inline struct metrics *query_key_entry(const struct query_key *k
  * The figures of `key` for the caller to add to (see query_key_entry): a change of the queries
  * map, or of an overflow slot (not a key of the queries map: not noted as one).
  */
-static __always_inline struct metrics *query_key_metrics(const struct query_key *key)
+static __always_inline struct metrics *query_key_metrics_of(const struct query_key *key, __u32 pid)
 {
 	bool held = false;
-	struct metrics *m = query_key_entry(key, &held);
+	struct metrics *m = query_key_entry(key, &held, pid);
 
 	if (m) {
 		note_change();
@@ -364,10 +370,22 @@ static __always_inline struct metrics *query_key_metrics(const struct query_key 
 	return m;
 }
 
+/* The same, for the current task's figures. */
+static __always_inline struct metrics *query_key_metrics(const struct query_key *key)
+{
+	return query_key_metrics_of(key, 0);
+}
+
 /* A statement's figures; none for queryid 0 (no statement yet, or compute_query_id off). */
 static __always_inline struct metrics *query_metrics(const struct query_key *key)
 {
 	return key->queryid ? query_key_metrics(key) : NULL;
+}
+
+/* A statement's figures that the task `pid` (kernel pid) caused, charged from another context. */
+static __always_inline struct metrics *query_metrics_of(const struct query_key *key, __u32 pid)
+{
+	return key->queryid ? query_key_metrics_of(key, pid) : NULL;
 }
 
 /*

@@ -148,10 +148,14 @@ export class MapReaders {
     for (let i = 0; i < count; i++) {
       const value = this.object.mapLookupAndDelete('query_overflow', keys.subarray(i * keySize, (i + 1) * keySize));
       if (!value) continue;
+      const userid = layout.intNumber(value, 0, 'key.userid');
+      const dbid = layout.intNumber(value, 0, 'key.dbid');
+      // Taken between BPF's insert and its write of the key: no key, nothing worth a row.
+      if (!userid && !dbid) continue;
       taken.push({
         queryid: layout.int(value, 0, 'key.queryid'),
-        userid: layout.intNumber(value, 0, 'key.userid'),
-        dbid: layout.intNumber(value, 0, 'key.dbid'),
+        userid,
+        dbid,
         toplevel: layout.intNumber(value, 0, 'key.toplevel') !== 0,
         metrics: layout.sumPerCpu(value, 0, 0, 1, names),
       });

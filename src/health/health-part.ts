@@ -206,7 +206,7 @@ export class HealthPart implements FlushPart {
     const fill = Object.fromEntries(
       flush.fill.map((m) => [
         m.map,
-        { entries: m.entries, max_entries: m.maxEntries, ...(m.evicted === undefined ? {} : { evicted: m.evicted }), ...(m.overflowed === undefined ? {} : { overflowed: m.overflowed }) },
+        { entries: m.entries, max_entries: m.maxEntries, ...(m.evicted === undefined ? {} : { evicted: m.evicted }), ...(m.overflowed === undefined ? {} : { overflowed: m.overflowed }), ...(m.held === undefined ? {} : { held: m.held }) },
       ]),
     );
     const fillPct = Math.max(0, ...flush.fill.map((m) => (100 * m.entries) / m.maxEntries));
