@@ -88,7 +88,13 @@ END
 $fn$;
 
 -- What a node role may do: write its rows (policies above), move its requests on, and have
--- history partitions made.
+-- history partitions made. The history tables (the partitioned ones) take SELECT and INSERT
+-- only: UPDATE or DELETE there would let a node role LOCK them in any mode (LOCK TABLE needs
+-- only UPDATE, DELETE or TRUNCATE, and on 17+ MAINTAIN, for the strong modes), and an open
+-- transaction holding SHARE UPDATE EXCLUSIVE stopped maintain_history on every pass: no
+-- partitions, every node's flushes failing. With INSERT a role may take ROW EXCLUSIVE at most,
+-- which conflicts with nothing maintain_history waits for. Revoked first: a role registered by
+-- an older version holds them (this runs again for every registered node when sql/ is applied).
 CREATE OR REPLACE FUNCTION bpf_stats.grant_node(role name)
 RETURNS void LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -98,7 +104,12 @@ DECLARE
 BEGIN
   EXECUTE format('GRANT USAGE ON SCHEMA bpf_stats TO %I', role);
   FOR t IN SELECT * FROM bpf_stats.node_tables() LOOP
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %I', t, role);
+    IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = t) = 'p' THEN
+      EXECUTE format('REVOKE ALL ON %s FROM %I', t, role);
+      EXECUTE format('GRANT SELECT, INSERT ON %s TO %I', t, role);
+    ELSE
+      EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %I', t, role);
+    END IF;
   END LOOP;
   EXECUTE format('GRANT SELECT, DELETE ON bpf_stats.collections TO %I', role);
   EXECUTE format('GRANT UPDATE (status, started_at, finished_at, error, node) ON bpf_stats.collections TO %I', role);
