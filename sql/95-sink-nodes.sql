@@ -64,10 +64,10 @@ END
 $policies$;
 
 -- History partitions for a node role, which may not create or drop tables: partitions of the
--- width in use (one day when none is), and partitions older than the default retention (7
--- days) dropped. A node cannot choose either: a short retention would drop every node's
--- history, a tiny width fill the catalog. The owner's collector, if one runs, maintains with
--- its own settings as before (the shortest retention wins, as it always did).
+-- width in use (one day when none is) are created, and nothing is ever dropped. A node cannot
+-- choose either: a retention of its own would drop every node's history (the owner's 30 days
+-- cut to the node's 7), a tiny width fill the catalog. Old partitions are dropped by the
+-- owner's collector, with the owner's retention (or by the owner calling maintain_history).
 CREATE OR REPLACE FUNCTION bpf_stats.node_maintain_history()
 RETURNS TABLE (created integer, dropped integer)
 LANGUAGE plpgsql SECURITY DEFINER
@@ -83,7 +83,8 @@ BEGIN
      AND m[1]::bigint <= extract(epoch FROM now()) AND extract(epoch FROM now()) < m[2]::bigint
    LIMIT 1;
   width := least(greatest(coalesce(width, interval '1 day'), interval '1 hour'), interval '1 day');
-  RETURN QUERY SELECT h.created, h.dropped FROM bpf_stats.maintain_history(interval '7 days', width) h;
+  -- Retention NULL: only the missing partitions are made.
+  RETURN QUERY SELECT h.created, h.dropped FROM bpf_stats.maintain_history(NULL, width) h;
 END
 $fn$;
 

@@ -340,7 +340,7 @@ export class Sidecar {
       await writing.retention?.maintain(db);
       log(
         writing.retention?.asNode
-          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (7 d, partitions of the width in use there): a node role cannot drop or create tables of its own`
+          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (the owner's collector drops old partitions; partitions of the width in use there are made): a node role cannot drop or create tables of its own`
           : writing.retention
           ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
           : 'history: off (--history-retention off)',
