@@ -47,8 +47,10 @@ BEGIN
     -- The subquery is an InitPlan: the node is looked up once per statement, not per row.
     EXECUTE format('DROP POLICY IF EXISTS node_rows ON %s', t);
     EXECUTE format('CREATE POLICY node_rows ON %s USING (node = %s) WITH CHECK (node = %s)', t, mine, mine);
+    -- Permissive policies are OR'd: a node role that is also a member of pg_monitor would read
+    -- every node's rows through this one, so it reads for roles that are no node only.
     EXECUTE format('DROP POLICY IF EXISTS readers ON %s', t);
-    EXECUTE format('CREATE POLICY readers ON %s FOR SELECT TO pg_monitor USING (true)', t);
+    EXECUTE format('CREATE POLICY readers ON %s FOR SELECT TO pg_monitor USING (%s IS NULL)', t, mine);
   END LOOP;
   ALTER TABLE bpf_stats.collections ENABLE ROW LEVEL SECURITY;
   DROP POLICY IF EXISTS node_requests ON bpf_stats.collections;
@@ -59,7 +61,7 @@ BEGIN
   DROP POLICY IF EXISTS node_forgets ON bpf_stats.collections;
   EXECUTE format('CREATE POLICY node_forgets ON bpf_stats.collections FOR DELETE USING (node = %s)', mine);
   DROP POLICY IF EXISTS readers ON bpf_stats.collections;
-  CREATE POLICY readers ON bpf_stats.collections FOR SELECT TO pg_monitor, bpf_stats_admin USING (true);
+  EXECUTE format('CREATE POLICY readers ON bpf_stats.collections FOR SELECT TO pg_monitor, bpf_stats_admin USING (%s IS NULL)', mine);
 END
 $policies$;
 
@@ -136,6 +138,13 @@ BEGIN
     RAISE EXCEPTION 'role % is a superuser, bypasses row-level security or owns bpf_stats: a node needs a role of its own that does none of these', quote_ident(add_node.role)
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  -- Policies keep a node role to its node's rows; a reader's or an admin's role would reach
+  -- every node's requests (collect() for any node) and whatever else those roles are granted.
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles g
+              WHERE g.rolname IN ('pg_monitor', 'bpf_stats_admin') AND pg_has_role(add_node.role, g.oid, 'MEMBER')) THEN
+    RAISE EXCEPTION 'role % is a member of pg_monitor or bpf_stats_admin: a node''s role must be neither (REVOKE pg_monitor, bpf_stats_admin FROM %)', quote_ident(add_node.role), quote_ident(add_node.role)
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
   IF add_node.node !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,62}$' THEN
     RAISE EXCEPTION 'node %: expected 1 to 63 characters, letters, digits and . _ : @ - (starting with a letter or digit)', quote_literal(add_node.node)
       USING ERRCODE = 'invalid_parameter_value';
@@ -188,9 +197,9 @@ COMMENT ON COLUMN bpf_stats.nodes.role IS 'The login role the node''s collector 
 COMMENT ON COLUMN bpf_stats.nodes.added_at IS 'When the node was registered.';
 COMMENT ON FUNCTION bpf_stats.node_tables() IS 'Internal: the tables of node rows that row-level security keeps apart per node (all with a node column but collections and nodes; partitions through their parent).';
 COMMENT ON FUNCTION bpf_stats.node_of(name) IS 'The node a role is registered for in bpf_stats.nodes (NULL: none); the row-level security policies call it with current_user.';
-COMMENT ON FUNCTION bpf_stats.node_maintain_history() IS 'History partitions for a node role, which may not create or drop tables: partitions of the width in use (1 day when none, at least 1 hour), those older than 7 days dropped.';
-COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security, its requests, history partitions); re-applied for every registered node when sql/ is.';
-COMMENT ON FUNCTION bpf_stats.add_node(text, name) IS 'add_node(node, role): lets login role `role` write node `node`''s rows here, and only those; run by the schema''s owner (pg-bpf-stats sink-node add). Refuses roles that are superusers, bypass row-level security or own bpf_stats.';
+COMMENT ON FUNCTION bpf_stats.node_maintain_history() IS 'History partitions for a node role, which may not create or drop tables: partitions of the width in use (1 day when none, at least 1 hour) are created; none is dropped (the owner''s collector drops them, with the owner''s retention).';
+COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security, SELECT and INSERT only on the history tables, its requests, history partitions); re-applied for every registered node when sql/ is.';
+COMMENT ON FUNCTION bpf_stats.add_node(text, name) IS 'add_node(node, role): lets login role `role` write node `node`''s rows here, and only those; run by the schema''s owner (pg-bpf-stats sink-node add). Refuses roles that are superusers, bypass row-level security, own bpf_stats or are members of pg_monitor or bpf_stats_admin.';
 COMMENT ON FUNCTION bpf_stats.remove_node(text) IS 'remove_node(node): takes every privilege here from the node''s role; its rows stay. False when the node was not registered.';
 
 -- Tables added since a node was registered are granted to it now.
