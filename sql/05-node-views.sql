@@ -19,7 +19,10 @@ $drop$;
 -- The nodes whose collector measures this very server: it holds a session here (its control
 -- connection, named as src/instance/server-lock.ts names it). Views that join live
 -- pg_stat_activity show only their rows. On a standby, whose bpf_stats is its primary's, that
--- is the standby's own node.
+-- is the standby's own node. Only sessions of a role trusted with bpf_stats count (the schema's
+-- owner, a superuser, or a role with the owner's privileges; as src/instance/server-lock.ts
+-- counts collectors): a node role writes a health row of its own, and with a session named
+-- after it its forged backend_stats were joined to this server's real backends.
 CREATE OR REPLACE FUNCTION bpf_stats.local_nodes()
 RETURNS SETOF text LANGUAGE sql STABLE
 -- Pinned: every reader of the activity view runs this with their own path; format() and = must be
@@ -28,5 +31,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT DISTINCT h.node FROM bpf_stats.health h
    WHERE EXISTS (SELECT 1 FROM pg_stat_activity a
-                  WHERE a.application_name = format('pg-bpf-stats (pid %s on %s)', h.pid, h.host))
+                  WHERE a.application_name = format('pg-bpf-stats (pid %s on %s)', h.pid, h.host)
+                    AND coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.oid = a.usesysid)
+                                 OR pg_has_role(a.usesysid, (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = 'bpf_stats'), 'USAGE'),
+                                 false))
 $$;

@@ -61,6 +61,9 @@ $fn$;
 --   kept a little longer, never lost), so a queued drop never holds up a flush for long.
 -- No DEFAULT partition: attaching next to one needs ACCESS EXCLUSIVE on it, which any reader of
 -- the whole table holds, so a reader could again stop partitions being made.
+-- `retention` NULL drops nothing (neither expired partitions nor empty ones made ahead under
+-- another width) and only fills the gaps: a sink node's pass (bpf_stats.node_maintain_history),
+-- which must not impose a retention on the owner's history.
 CREATE OR REPLACE FUNCTION bpf_stats.maintain_history(retention interval, width interval)
 RETURNS TABLE (created integer, dropped integer)
 LANGUAGE plpgsql
@@ -97,11 +100,11 @@ BEGIN
        WHERE i.inhparent = format('bpf_stats.%I', parent)::regclass AND m IS NOT NULL
        ORDER BY m[1]::bigint
     LOOP
-      IF part.hi <= keep_from THEN
+      IF retention IS NOT NULL AND part.hi <= keep_from THEN
         doomed := doomed || part.relname::text;
         CONTINUE;
       END IF;
-      IF part.lo > now_s AND part.hi - part.lo <> w THEN
+      IF retention IS NOT NULL AND part.lo > now_s AND part.hi - part.lo <> w THEN
         -- Made ahead under another width (the retention changed): replace it while it is empty.
         EXECUTE format('SELECT NOT EXISTS (SELECT FROM bpf_stats.%I)', part.relname) INTO empty;
         IF empty AND bpf_stats.drop_history_partition(part.relname) THEN

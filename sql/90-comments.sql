@@ -278,9 +278,9 @@ COMMENT ON FUNCTION bpf_stats.create_view_with_query_text(text) IS
 COMMENT ON FUNCTION bpf_stats.drop_history_partition(text) IS
   'Internal: drops one history partition unless a reader holds it off for more than 100 ms; returns whether it did (bpf_stats.maintain_history retries it at its next pass).';
 COMMENT ON FUNCTION bpf_stats.maintain_history(interval, interval) IS
-  'Internal, called by the collector: drops history partitions whose rows are all older than retention and creates partitions width wide up to two widths ahead. Returns how many it created and dropped.';
+  'Internal, called by the collector: drops history partitions whose rows are all older than retention and creates partitions width wide up to two widths ahead; retention NULL drops nothing and only fills the gaps (a sink node''s pass). Returns how many it created and dropped.';
 COMMENT ON FUNCTION bpf_stats.local_nodes() IS
-  'Internal: the nodes whose collector measures this very server (it holds a session here); the activity view shows their rows only. On a standby, whose bpf_stats is its primary''s, the standby''s own node.';
+  'Internal: the nodes whose collector measures this very server (it holds a session here, as the schema''s owner, a superuser or a role with the owner''s privileges); the activity view shows their rows only. On a standby, whose bpf_stats is its primary''s, the standby''s own node.';
 COMMENT ON FUNCTION bpf_stats.require_admin() IS
   'Internal: raises insufficient_privilege unless the session user is a member of bpf_stats_admin.';
 COMMENT ON FUNCTION bpf_stats.collect(text[], interval, text) IS

@@ -47,8 +47,10 @@ BEGIN
     -- The subquery is an InitPlan: the node is looked up once per statement, not per row.
     EXECUTE format('DROP POLICY IF EXISTS node_rows ON %s', t);
     EXECUTE format('CREATE POLICY node_rows ON %s USING (node = %s) WITH CHECK (node = %s)', t, mine, mine);
+    -- Permissive policies are OR'd: a node role that is also a member of pg_monitor would read
+    -- every node's rows through this one, so it reads for roles that are no node only.
     EXECUTE format('DROP POLICY IF EXISTS readers ON %s', t);
-    EXECUTE format('CREATE POLICY readers ON %s FOR SELECT TO pg_monitor USING (true)', t);
+    EXECUTE format('CREATE POLICY readers ON %s FOR SELECT TO pg_monitor USING (%s IS NULL)', t, mine);
   END LOOP;
   ALTER TABLE bpf_stats.collections ENABLE ROW LEVEL SECURITY;
   DROP POLICY IF EXISTS node_requests ON bpf_stats.collections;
@@ -59,15 +61,15 @@ BEGIN
   DROP POLICY IF EXISTS node_forgets ON bpf_stats.collections;
   EXECUTE format('CREATE POLICY node_forgets ON bpf_stats.collections FOR DELETE USING (node = %s)', mine);
   DROP POLICY IF EXISTS readers ON bpf_stats.collections;
-  CREATE POLICY readers ON bpf_stats.collections FOR SELECT TO pg_monitor, bpf_stats_admin USING (true);
+  EXECUTE format('CREATE POLICY readers ON bpf_stats.collections FOR SELECT TO pg_monitor, bpf_stats_admin USING (%s IS NULL)', mine);
 END
 $policies$;
 
 -- History partitions for a node role, which may not create or drop tables: partitions of the
--- width in use (one day when none is), and partitions older than the default retention (7
--- days) dropped. A node cannot choose either: a short retention would drop every node's
--- history, a tiny width fill the catalog. The owner's collector, if one runs, maintains with
--- its own settings as before (the shortest retention wins, as it always did).
+-- width in use (one day when none is) are created, and nothing is ever dropped. A node cannot
+-- choose either: a retention of its own would drop every node's history (the owner's 30 days
+-- cut to the node's 7), a tiny width fill the catalog. Old partitions are dropped by the
+-- owner's collector, with the owner's retention (or by the owner calling maintain_history).
 CREATE OR REPLACE FUNCTION bpf_stats.node_maintain_history()
 RETURNS TABLE (created integer, dropped integer)
 LANGUAGE plpgsql SECURITY DEFINER
@@ -83,12 +85,19 @@ BEGIN
      AND m[1]::bigint <= extract(epoch FROM now()) AND extract(epoch FROM now()) < m[2]::bigint
    LIMIT 1;
   width := least(greatest(coalesce(width, interval '1 day'), interval '1 hour'), interval '1 day');
-  RETURN QUERY SELECT h.created, h.dropped FROM bpf_stats.maintain_history(interval '7 days', width) h;
+  -- Retention NULL: only the missing partitions are made.
+  RETURN QUERY SELECT h.created, h.dropped FROM bpf_stats.maintain_history(NULL, width) h;
 END
 $fn$;
 
 -- What a node role may do: write its rows (policies above), move its requests on, and have
--- history partitions made.
+-- history partitions made. The history tables (the partitioned ones) take SELECT and INSERT
+-- only: UPDATE or DELETE there would let a node role LOCK them in any mode (LOCK TABLE needs
+-- only UPDATE, DELETE or TRUNCATE, and on 17+ MAINTAIN, for the strong modes), and an open
+-- transaction holding SHARE UPDATE EXCLUSIVE stopped maintain_history on every pass: no
+-- partitions, every node's flushes failing. With INSERT a role may take ROW EXCLUSIVE at most,
+-- which conflicts with nothing maintain_history waits for. Revoked first: a role registered by
+-- an older version holds them (this runs again for every registered node when sql/ is applied).
 CREATE OR REPLACE FUNCTION bpf_stats.grant_node(role name)
 RETURNS void LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -98,7 +107,12 @@ DECLARE
 BEGIN
   EXECUTE format('GRANT USAGE ON SCHEMA bpf_stats TO %I', role);
   FOR t IN SELECT * FROM bpf_stats.node_tables() LOOP
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %I', t, role);
+    IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = t) = 'p' THEN
+      EXECUTE format('REVOKE ALL ON %s FROM %I', t, role);
+      EXECUTE format('GRANT SELECT, INSERT ON %s TO %I', t, role);
+    ELSE
+      EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %I', t, role);
+    END IF;
   END LOOP;
   EXECUTE format('GRANT SELECT, DELETE ON bpf_stats.collections TO %I', role);
   EXECUTE format('GRANT UPDATE (status, started_at, finished_at, error, node) ON bpf_stats.collections TO %I', role);
@@ -122,6 +136,13 @@ BEGIN
   END IF;
   IF r.rolsuper OR r.rolbypassrls OR pg_has_role(add_node.role, (SELECT nspowner FROM pg_catalog.pg_namespace WHERE nspname = 'bpf_stats'), 'MEMBER') THEN
     RAISE EXCEPTION 'role % is a superuser, bypasses row-level security or owns bpf_stats: a node needs a role of its own that does none of these', quote_ident(add_node.role)
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Policies keep a node role to its node's rows; a reader's or an admin's role would reach
+  -- every node's requests (collect() for any node) and whatever else those roles are granted.
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles g
+              WHERE g.rolname IN ('pg_monitor', 'bpf_stats_admin') AND pg_has_role(add_node.role, g.oid, 'MEMBER')) THEN
+    RAISE EXCEPTION 'role % is a member of pg_monitor or bpf_stats_admin: a node''s role must be neither (REVOKE pg_monitor, bpf_stats_admin FROM %)', quote_ident(add_node.role), quote_ident(add_node.role)
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   IF add_node.node !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,62}$' THEN
@@ -176,9 +197,9 @@ COMMENT ON COLUMN bpf_stats.nodes.role IS 'The login role the node''s collector 
 COMMENT ON COLUMN bpf_stats.nodes.added_at IS 'When the node was registered.';
 COMMENT ON FUNCTION bpf_stats.node_tables() IS 'Internal: the tables of node rows that row-level security keeps apart per node (all with a node column but collections and nodes; partitions through their parent).';
 COMMENT ON FUNCTION bpf_stats.node_of(name) IS 'The node a role is registered for in bpf_stats.nodes (NULL: none); the row-level security policies call it with current_user.';
-COMMENT ON FUNCTION bpf_stats.node_maintain_history() IS 'History partitions for a node role, which may not create or drop tables: partitions of the width in use (1 day when none, at least 1 hour), those older than 7 days dropped.';
-COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security, its requests, history partitions); re-applied for every registered node when sql/ is.';
-COMMENT ON FUNCTION bpf_stats.add_node(text, name) IS 'add_node(node, role): lets login role `role` write node `node`''s rows here, and only those; run by the schema''s owner (pg-bpf-stats sink-node add). Refuses roles that are superusers, bypass row-level security or own bpf_stats.';
+COMMENT ON FUNCTION bpf_stats.node_maintain_history() IS 'History partitions for a node role, which may not create or drop tables: partitions of the width in use (1 day when none, at least 1 hour) are created; none is dropped (the owner''s collector drops them, with the owner''s retention).';
+COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security, SELECT and INSERT only on the history tables, its requests, history partitions); re-applied for every registered node when sql/ is.';
+COMMENT ON FUNCTION bpf_stats.add_node(text, name) IS 'add_node(node, role): lets login role `role` write node `node`''s rows here, and only those; run by the schema''s owner (pg-bpf-stats sink-node add). Refuses roles that are superusers, bypass row-level security, own bpf_stats or are members of pg_monitor or bpf_stats_admin.';
 COMMENT ON FUNCTION bpf_stats.remove_node(text) IS 'remove_node(node): takes every privilege here from the node''s role; its rows stay. False when the node was not registered.';
 
 -- Tables added since a node was registered are granted to it now.

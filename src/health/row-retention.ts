@@ -51,6 +51,12 @@ export class RowRetention {
       heldKeys?: () => Promise<HeldQueryKeys>;
       /** Called with the keys whose rows a pass deleted (their texts are looked up again if they come back). */
       forget?: (keys: Array<{ userid: number; dbid: number; toplevel: boolean; queryid: string }>) => void;
+      /**
+       * Writing into a sink under a node role, which may only append to the history tables (so
+       * that it cannot lock them against partition upkeep): a key's history rows are left to
+       * the owner's partition drops.
+       */
+      asNode?: boolean;
     } = {},
   ) {}
 
@@ -90,7 +96,8 @@ export class RowRetention {
    * ours to read) beyond what is kept: unheld keys (see unheldBounds) idle for the retention, or
    * past the bounds per role and per node, least recently seen first. A key the node's
    * pg_stat_statements holds, or a statement runs under now, is never deleted. A key goes from
-   * every table at once: query_stats, its histograms, lock waits, text and history rows.
+   * every table at once: query_stats, its histograms, lock waits, text and history rows (but
+   * under a node role, whose history rows go only with their partitions).
    * Returns the number of keys deleted.
    */
   private async boundQueryRows(db: Kysely<BpfStatsDatabase>, cutoff: RawBuilder<Date>, held: HeldQueryKeys): Promise<number> {
@@ -98,6 +105,8 @@ export class RowRetention {
     this.burst = perNode;
     this.newKeys = 0;
     const pgss = held.pgss ?? { userid: [], dbid: [], toplevel: [], queryid: [] };
+    // A node role's history rows go with their partitions (it may not delete there).
+    const keyed = this.options.asNode ? KEYED_TABLES.filter((table) => !table.endsWith('_history')) : KEYED_TABLES;
     const same = (t: string) => sql.raw(`${t}.node = g.node AND ${t}.userid = g.userid AND ${t}.dbid = g.dbid AND ${t}.toplevel = g.toplevel AND ${t}.queryid = g.queryid`);
     const { rows } = await sql<{ userid: number; dbid: number; toplevel: boolean; queryid: string }>`
       WITH held AS (
@@ -118,7 +127,7 @@ export class RowRetention {
                                     WHERE u.in_role > ${perRole} OR u.in_node > ${perNode} OR u.last_seen < ${cutoff} LIMIT ${BATCH}))
         RETURNING q.node, q.userid, q.dbid, q.toplevel, q.queryid
       ), ${sql.join(
-        KEYED_TABLES.map((table, i) => sql`${sql.raw(`keyed_${i}`)} AS (DELETE FROM ${sql.raw(table)} t USING gone g WHERE ${same('t')})`),
+        keyed.map((table, i) => sql`${sql.raw(`keyed_${i}`)} AS (DELETE FROM ${sql.raw(table)} t USING gone g WHERE ${same('t')})`),
       )}
       SELECT g.userid, g.dbid, g.toplevel, g.queryid::text AS queryid FROM gone g`.execute(db);
     // Rows of keys without a query_stats row of this node (left by an older version) go after the retention, unless held.

@@ -50,6 +50,9 @@ import { markVanishedBackends } from '../sink/vanished-backends.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 import { clientConfig } from '../storage/connection-string.js';
 
+/** The writer session's lock_timeout (see the writer pool). */
+const WRITER_LOCK_TIMEOUT = '-c lock_timeout=5s';
+
 /** The members of struct metrics every flush reads, in METRIC_COLUMNS order. */
 const METRIC_FIELDS = METRIC_COLUMNS.map((c) => c.field);
 
@@ -299,7 +302,12 @@ export class Sidecar {
         idleTimeoutMillis: 0,
         // Rows take their node from the session (the node column's default).
         // After the DSN's own options (the last -c wins), so neither is lost.
-        options: [writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),
+        // A lock wait is bounded: a role that may update a table (a sink's node role, on the
+        // cumulative tables its upserts need) can LOCK it and keep the lock in an open
+        // transaction; the flush then fails with a lock timeout and goes out again with the next
+        // one (the increments stay in the maps), instead of hanging every flush, health row and
+        // retention pass behind it. Ahead of the DSN's options, which may set another.
+        options: [WRITER_LOCK_TIMEOUT, writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),
       }));
       // The writer's own backend must not show up in the figures it writes: its pid comes with
       // the connection (BackendKeyData), so it is excluded before it runs anything.
@@ -332,7 +340,7 @@ export class Sidecar {
       await writing.retention?.maintain(db);
       log(
         writing.retention?.asNode
-          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (7 d, partitions of the width in use there): a node role cannot drop or create tables of its own`
+          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (the owner's collector drops old partitions; partitions of the width in use there are made): a node role cannot drop or create tables of its own`
           : writing.retention
           ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
           : 'history: off (--history-retention off)',
@@ -831,7 +839,7 @@ function flushParts(
   const writer = new FlushWriter(db, [
     new QueryStatsPart(db, rows, increments),
     texts,
-    new BackendStatsPart(db, rows),
+    new BackendStatsPart(db, rows, asNode),
     histograms,
     ...familyFlushParts({
       target,
@@ -848,6 +856,7 @@ function flushParts(
   const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS, {
     heldKeys: async () => readHeldQueryKeys(await nodeClient()),
     forget: (keys) => texts.forget(keys),
+    asNode,
   });
   return { rows, writer, health, retention, rowRetention, histograms, texts };
 }

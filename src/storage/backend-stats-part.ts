@@ -24,6 +24,12 @@ export class BackendStatsPart implements FlushPart {
   constructor(
     db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
+    /**
+     * Writing into a sink under a node role, which may only append to the history tables (so
+     * that it cannot lock them against partition upkeep): its own backends' rows are retracted
+     * from backend_stats only, and the history keeps their first increments.
+     */
+    private readonly asNode = false,
   ) {
     this.upsert = compiledAround((rows) =>
       db
@@ -57,7 +63,7 @@ export class BackendStatsPart implements FlushPart {
     // reused later is another row.
     const retracted = prepared.retracted;
     const retract = retracted.length
-      ? (['backend_stats', 'backend_stats_history'] as const).map(
+      ? (this.asNode ? (['backend_stats'] as const) : (['backend_stats', 'backend_stats_history'] as const)).map(
           (table) =>
             sql`DELETE FROM ${sql.table(`bpf_stats.${table}`)} b
                  USING unnest(${retracted.map((r) => r.pid)}::int4[], ${retracted.map((r) => r.fromUs.toString())}::int8[],

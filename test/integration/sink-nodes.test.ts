@@ -52,7 +52,7 @@ beforeAll(async () => {
   admin = new pg.Client(serverA.connectionString());
   await admin.connect();
   await admin.query('CREATE DATABASE central');
-  await admin.query('CREATE ROLE node_a LOGIN; CREATE ROLE node_b LOGIN; CREATE ROLE stranger LOGIN');
+  await admin.query('CREATE ROLE node_a LOGIN; CREATE ROLE node_b LOGIN; CREATE ROLE stranger LOGIN; CREATE ROLE watcher LOGIN IN ROLE pg_monitor; CREATE ROLE node_f LOGIN');
   await admin.end();
   admin = new pg.Client(serverA.connectionString('central'));
   await admin.connect();
@@ -76,6 +76,10 @@ describe('a sink of several nodes', () => {
     const superuser = await runCli(['sink-node', 'add', 'node-c', '--role', 'postgres', '--dsn', serverA.connectionString('central')]);
     expect(superuser.code).toBe(2);
     expect(logMessages(superuser.stderr)).toEqual([expect.stringMatching(/role postgres is a superuser, bypasses row-level security or owns bpf_stats/)]);
+    // A reader's role would read every node's rows through the views, which run as the owner.
+    const reader = await runCli(['sink-node', 'add', 'node-w', '--role', 'watcher', '--dsn', serverA.connectionString('central')]);
+    expect(reader.code).toBe(2);
+    expect(logMessages(reader.stderr)).toEqual([expect.stringMatching(/role watcher is a member of pg_monitor or bpf_stats_admin: a node's role must be neither/)]);
     expect((await admin.query('SELECT node, role FROM bpf_stats.nodes ORDER BY node')).rows).toEqual([
       { node: 'node-a', role: 'node_a' },
       { node: 'node-b', role: 'node_b' },
@@ -132,7 +136,9 @@ describe('a sink of several nodes', () => {
       // Invisible: B's rows can be neither read, nor changed, nor deleted.
       for (const table of ['query_stats', 'backend_stats', 'health', 'query_texts', 'capabilities', 'query_stats_history', 'backend_stats_history', 'collections']) {
         expect((await a.query(`SELECT count(*)::int AS n FROM bpf_stats.${table} WHERE node = 'node-b'`)).rows, table).toEqual([{ n: 0 }]);
-        expect(await affected(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).toBe(0);
+        // (the history tables take no DELETE from a node role at all)
+        if (table.endsWith('_history')) await expect(a.query(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).rejects.toThrow(/permission denied/);
+        else expect(await affected(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).toBe(0);
       }
       expect(await affected("UPDATE bpf_stats.query_stats SET total_time_ms = 1e9 WHERE node = 'node-b'")).toBe(0);
       expect(await affected("UPDATE bpf_stats.health SET last_error = 'forged' WHERE node = 'node-b'")).toBe(0);
@@ -181,10 +187,124 @@ describe('a sink of several nodes', () => {
     expect((await onA.flush()).error).toBeNull();
     // Under their roles, history partitions, row retention and the control plane ran without a failure.
     expect(lines.filter((line) => /fail|denied|violates/i.test(line))).toEqual([]);
-    expect(lines.filter((line) => /^history: .* kept as the sink keeps them \(7 d/.test(line))).toHaveLength(2);
+    expect(lines.filter((line) => /^history: .* kept as the sink keeps them \(the owner's collector drops old partitions/.test(line))).toHaveLength(2);
     expect((await admin.query("SELECT node, last_error FROM bpf_stats.health WHERE stopped_at IS NULL ORDER BY node")).rows).toEqual([
       { node: 'node-a', last_error: null },
       { node: 'node-b', last_error: null },
     ]);
   }, 180_000);
+
+  it('lets a node role take no lock on the history tables that stops partition upkeep, and a flush it holds up fails with a lock timeout and goes out later', async () => {
+    const [onA, onB] = sidecars as [Sidecar, Sidecar];
+    const a = new pg.Client({ connectionString: sinkAs('node_a'), options: '-c bpf_stats.node=node-a' });
+    await a.connect();
+    try {
+      // Appending is all a node role may do to history: any mode stronger than ROW EXCLUSIVE is refused.
+      for (const table of ['query_stats_history', 'backend_stats_history']) {
+        for (const mode of ['SHARE UPDATE EXCLUSIVE', 'SHARE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE']) {
+          await a.query('BEGIN');
+          await expect(a.query(`LOCK TABLE bpf_stats.${table} IN ${mode} MODE`), `${table} ${mode}`).rejects.toThrow(/permission denied/);
+          await a.query('ROLLBACK');
+        }
+        await expect(a.query(`DELETE FROM bpf_stats.${table}`)).rejects.toThrow(/permission denied/);
+        await expect(a.query(`UPDATE bpf_stats.${table} SET node = node`)).rejects.toThrow(/permission denied/);
+      }
+      // So the owner's upkeep runs whatever a node role holds.
+      await a.query('BEGIN');
+      await a.query('LOCK TABLE bpf_stats.query_stats_history IN ROW EXCLUSIVE MODE');
+      await admin.query("SET lock_timeout = '2s'");
+      await admin.query("SELECT * FROM bpf_stats.maintain_history(interval '7 days', interval '1 day')");
+      await admin.query('RESET lock_timeout');
+      await a.query('ROLLBACK');
+
+      // The cumulative tables need UPDATE (upserts), so a node role can lock those: B's flush
+      // then ends with a lock timeout, and the same increments go out with the next.
+      const b = new pg.Client(serverB.connectionString());
+      await b.connect();
+      for (let i = 0; i < 7; i++) await b.query('SELECT 1 AS held_up_424242, $1::int', [i]);
+      await b.end();
+      await a.query('BEGIN');
+      await a.query('LOCK TABLE bpf_stats.query_stats IN ACCESS EXCLUSIVE MODE');
+      const held = await onB.flush();
+      expect(held.error).toMatch(/lock timeout/);
+      await a.query('ROLLBACK');
+      expect((await onB.flush()).error).toBeNull();
+      const { rows } = await admin.query(
+        `SELECT q.calls FROM bpf_stats.query_stats q JOIN bpf_stats.query_texts t USING (node, userid, dbid, toplevel, queryid)
+          WHERE q.node = 'node-b' AND t.query LIKE '%held_up_424242%'`,
+      );
+      expect(rows).toEqual([{ calls: '7' }]);
+    } finally {
+      await a.end();
+    }
+    expect((await onA.flush()).error).toBeNull();
+  }, 120_000);
+
+  it('keeps a node role that is also a reader (registered before add_node refused it) to its own rows, and refuses to run as it', async () => {
+    // As an older version let it be: registered, then made a member of pg_monitor.
+    await admin.query("INSERT INTO bpf_stats.nodes (node, role) VALUES ('node-w', 'watcher')");
+    await admin.query("SELECT bpf_stats.grant_node('watcher')");
+    const w = new pg.Client({ connectionString: sinkAs('watcher'), options: '-c bpf_stats.node=node-w' });
+    await w.connect();
+    try {
+      for (const table of ['query_stats', 'backend_stats', 'health', 'query_texts', 'query_stats_history', 'collections']) {
+        expect((await w.query(`SELECT count(*)::int AS n FROM bpf_stats.${table} WHERE node <> 'node-w'`)).rows, table).toEqual([{ n: 0 }]);
+      }
+    } finally {
+      await w.end();
+    }
+    const checked = await runCli(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('watcher')]);
+    expect(checked.code).toBe(2);
+    expect(logMessages(checked.stderr)).toEqual([
+      expect.stringMatching(/^sink: role watcher \(node node-w\) is a member of pg_monitor, which would let it read or request for every node there: .*REVOKE pg_monitor FROM watcher$/),
+    ]);
+    await admin.query("SELECT bpf_stats.remove_node('node-w')");
+  }, 60_000);
+
+  it("never drops history as a node: the owner's retention is kept, and only missing partitions are made", async () => {
+    // A partition of 20 days ago, as an owner keeping 30 days has.
+    const day = 86_400;
+    const lo = (Math.floor(Date.now() / 1000 / day) - 20) * day;
+    const name = `query_stats_history_${lo}_${lo + day}`;
+    await admin.query(
+      `CREATE TABLE bpf_stats.${name} (LIKE bpf_stats.query_stats_history INCLUDING DEFAULTS);
+       ALTER TABLE bpf_stats.query_stats_history ATTACH PARTITION bpf_stats.${name} FOR VALUES FROM (to_timestamp(${lo})) TO (to_timestamp(${lo + day}))`,
+    );
+    const a = new pg.Client({ connectionString: sinkAs('node_a'), options: '-c bpf_stats.node=node-a' });
+    await a.connect();
+    try {
+      expect((await a.query('SELECT * FROM bpf_stats.node_maintain_history()')).rows).toEqual([{ created: 0, dropped: 0 }]);
+    } finally {
+      await a.end();
+    }
+    expect((await admin.query('SELECT to_regclass($1) IS NOT NULL AS kept', [`bpf_stats.${name}`])).rows).toEqual([{ kept: true }]);
+    await admin.query(`DROP TABLE bpf_stats.${name}`);
+  }, 60_000);
+
+  it("counts a node as local only for a collector's session of a trusted role, not for one a node role names after its health row", async () => {
+    // A node's role (no collector of its own runs) writes a health row and opens a session named
+    // as its collector's control connection would be.
+    await admin.query("SELECT bpf_stats.add_node('node-f', 'node_f')");
+    const a = new pg.Client({ connectionString: sinkAs('node_f'), options: '-c bpf_stats.node=node-f' });
+    await a.connect();
+    try {
+      await a.query(`INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms)
+                     VALUES ('forged-host', 4242, '0', 1, '{cpu}', now(), 1000)`);
+      await a.query("SET application_name = 'pg-bpf-stats (pid 4242 on forged-host)'");
+      const local = async () => (await admin.query<{ n: string }>('SELECT n FROM bpf_stats.local_nodes() AS n')).rows.map((r) => r.n);
+      expect(await local()).not.toContain('node-f');
+      // The same name on a session of the owner's (here a superuser's) counts.
+      const owner = new pg.Client({ connectionString: serverA.connectionString('central'), application_name: 'pg-bpf-stats (pid 4242 on forged-host)' });
+      await owner.connect();
+      try {
+        expect(await local()).toContain('node-f');
+      } finally {
+        await owner.end();
+      }
+    } finally {
+      await a.end();
+    }
+    await admin.query("DELETE FROM bpf_stats.health WHERE node = 'node-f'");
+    await admin.query("SELECT bpf_stats.remove_node('node-f')");
+  }, 60_000);
 });
