@@ -22,14 +22,21 @@ import { oneLine, UserError } from '../../errors.js';
  * a password that is not a bcrypt hash.
  */
 export interface WebConfig {
-  tls: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert: boolean; rejectUnauthorized: boolean; minVersion?: TlsVersion; maxVersion?: TlsVersion } | null;
+  tls: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert: boolean; rejectUnauthorized: boolean; clientAuth: ClientAuthType; minVersion?: TlsVersion; maxVersion?: TlsVersion } | null;
   /** user -> bcrypt hash; empty: no authentication. */
   users: Map<string, string>;
 }
 
+export type ClientAuthType = 'NoClientCert' | 'RequestClientCert' | 'RequireAnyClientCert' | 'VerifyClientCertIfGiven' | 'RequireAndVerifyClientCert';
 type TlsVersion = 'TLSv1' | 'TLSv1.1' | 'TLSv1.2' | 'TLSv1.3';
 const TLS_VERSIONS: Record<string, TlsVersion> = { TLS10: 'TLSv1', TLS11: 'TLSv1.1', TLS12: 'TLSv1.2', TLS13: 'TLSv1.3' };
-const CLIENT_AUTH: Record<string, { requestCert: boolean; rejectUnauthorized: boolean }> = {
+/*
+ * What node's TLS options can say. Two of the toolkit's types they cannot: RequireAnyClientCert
+ * (a certificate, verified or not) and VerifyClientCertIfGiven (none, or one that verifies) both
+ * need rejectUnauthorized false, which lets in a client without a certificate or with one that
+ * fails verification: clientCertRefusal() checks each request's connection for them.
+ */
+const CLIENT_AUTH: Record<ClientAuthType, { requestCert: boolean; rejectUnauthorized: boolean }> = {
   NoClientCert: { requestCert: false, rejectUnauthorized: false },
   RequestClientCert: { requestCert: true, rejectUnauthorized: false },
   RequireAnyClientCert: { requestCert: true, rejectUnauthorized: false },
@@ -75,7 +82,7 @@ export function readWebConfig(path: string): WebConfig {
     for (const key of Object.keys(t)) if (!TLS_KEYS.includes(key)) throw bad(`unknown key tls_server_config.${key} (supported: ${TLS_KEYS.join(', ')})`);
     if (t.cert_file === undefined || t.key_file === undefined) throw bad('tls_server_config needs cert_file and key_file');
     const auth = t.client_auth_type ?? 'NoClientCert';
-    if (typeof auth !== 'string' || !CLIENT_AUTH[auth]) throw bad(`tls_server_config.client_auth_type: expected one of ${Object.keys(CLIENT_AUTH).join(', ')}`);
+    if (typeof auth !== 'string' || !Object.hasOwn(CLIENT_AUTH, auth)) throw bad(`tls_server_config.client_auth_type: expected one of ${Object.keys(CLIENT_AUTH).join(', ')}`);
     if (auth === 'RequireAndVerifyClientCert' || auth === 'VerifyClientCertIfGiven') {
       if (t.client_ca_file === undefined) throw bad(`tls_server_config.client_auth_type ${auth} needs client_ca_file`);
     }
@@ -89,7 +96,8 @@ export function readWebConfig(path: string): WebConfig {
       cert: fromDir(t.cert_file, 'cert_file'),
       key: fromDir(t.key_file, 'key_file'),
       ...(t.client_ca_file !== undefined && { ca: fromDir(t.client_ca_file, 'client_ca_file') }),
-      ...CLIENT_AUTH[auth]!,
+      ...CLIENT_AUTH[auth as ClientAuthType],
+      clientAuth: auth as ClientAuthType,
       ...(version('min_version') && { minVersion: version('min_version') }),
       ...(version('max_version') && { maxVersion: version('max_version') }),
     };
@@ -105,6 +113,26 @@ export function readWebConfig(path: string): WebConfig {
     }
   }
   return { tls, users };
+}
+
+/** The connection's side of a request: what node's TLSSocket tells of the client's certificate. */
+export interface PeerCertificateSocket {
+  authorized: boolean;
+  getPeerCertificate(): object | null;
+}
+
+/**
+ * Why a request's connection does not meet client_auth_type (null: it does), for the two types
+ * node's TLS options leave to the server: RequireAnyClientCert refuses a client without a
+ * certificate, VerifyClientCertIfGiven one whose certificate did not verify against client_ca_file.
+ */
+export function clientCertRefusal(clientAuth: ClientAuthType, socket: PeerCertificateSocket): string | null {
+  // node: an empty object when the client sent no certificate.
+  const peer = socket.getPeerCertificate();
+  const given = peer !== null && Object.keys(peer).length > 0;
+  if (clientAuth === 'RequireAnyClientCert' && !given) return 'a client certificate is required';
+  if (clientAuth === 'VerifyClientCertIfGiven' && given && !socket.authorized) return 'the client certificate does not verify';
+  return null;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
