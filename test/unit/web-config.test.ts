@@ -74,13 +74,14 @@ describe('basic authentication', () => {
     // While two guesses are being checked, the remembered pair needs no check.
     expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
     expect(await Promise.all(flood)).toEqual([false, false, false, false, false, false]);
-    // Not yet remembered: while two checks run, even the right pair is refused unchecked, and
-    // gets in once they are done.
+    // Not yet remembered: while two checks run, even the right pair is not checked ('busy', not
+    // 'refused': the exporter answers 503 with Retry-After, not 401), and gets in once they are done.
     const fresh = new BasicAuth(new Map([['prometheus', slow]]));
-    const busy = [fresh.allows(header('prometheus', 'a')), fresh.allows(header('prometheus', 'b'))];
+    const busy = [fresh.check(header('prometheus', 'a')), fresh.check(header('prometheus', 'b'))];
+    expect(await fresh.check(header('prometheus', 'right horse'))).toBe('busy');
     expect(await fresh.allows(header('prometheus', 'right horse'))).toBe(false);
-    await Promise.all(busy);
-    expect(await fresh.allows(header('prometheus', 'right horse'))).toBe(true);
+    expect(await Promise.all(busy)).toEqual(['refused', 'refused']);
+    expect(await fresh.check(header('prometheus', 'right horse'))).toBe('allowed');
   });
 });
 

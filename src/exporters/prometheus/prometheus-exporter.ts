@@ -88,8 +88,13 @@ export class PrometheusExporter {
         return;
       }
       if (!auth.enabled) return handle(request, response);
-      auth.allows(request.headers.authorization).then(
-        (ok) => (ok ? handle(request, response) : response.writeHead(401, { 'WWW-Authenticate': 'Basic realm="pg-bpf-stats"', 'Content-Type': 'text/plain' }).end('Unauthorized\n')),
+      auth.check(request.headers.authorization).then(
+        (verdict) => {
+          if (verdict === 'allowed') handle(request, response);
+          // Not checked (every bcrypt check in use): not a wrong password, so not 401.
+          else if (verdict === 'busy') response.writeHead(503, { 'Retry-After': '1', 'Content-Type': 'text/plain' }).end('Busy checking passwords: try again\n');
+          else response.writeHead(401, { 'WWW-Authenticate': 'Basic realm="pg-bpf-stats"', 'Content-Type': 'text/plain' }).end('Unauthorized\n');
+        },
         () => response.writeHead(500).end(),
       );
     };

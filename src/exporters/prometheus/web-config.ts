@@ -142,17 +142,19 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /** A hash of a password nobody has: an unknown user costs as much as a wrong password. */
 const NOBODY = '$2b$10$Yfet3rGkdpvP/gE2L.ZTT.bjyAN9TfYYSeDikcAAw0tMusUy5goNK'; // of 32 random bytes, thrown away
 const REMEMBERED = 64;
-/** bcrypt checks at once: beyond, a request is refused unchecked (see BasicAuth). */
+/** bcrypt checks at once: beyond, a request is answered 'busy' unchecked (see BasicAuth). */
 const CONCURRENT_CHECKS = 2;
 
 /**
  * Checks `Authorization: Basic` headers against the users' bcrypt hashes. bcrypt costs tens of
  * milliseconds by design; a scraper sends the same credentials every few seconds, so a pair that
  * succeeded is remembered (its SHA-256, never the password) and the next scrape costs a hash.
- * A failure is never remembered: every guess pays bcrypt's price. That price is the collector's
- * CPU (bcryptjs at cost 10: about 0.5 s here), so at most CONCURRENT_CHECKS run at once and a
- * request beyond them is refused without one: a flood of guesses costs at most that many CPUs'
- * worth of checking, and a scraper that got in once is not slowed by it (remembered).
+ * A failure is never remembered: every guess pays bcrypt's price. bcryptjs computes on the main
+ * thread, between other work, in slices (at cost 10: about 0.5 s of CPU here), so at most
+ * CONCURRENT_CHECKS run at once and a request beyond them gets no check: 'busy' (503 with
+ * Retry-After, so a scraper not remembered yet tries again rather than seeing a wrong password).
+ * A flood of guesses costs at most that many checks in progress, and a scraper that got in once
+ * is not slowed by it (remembered).
  */
 export class BasicAuth {
   private readonly good = new Map<string, Buffer>();
@@ -164,19 +166,20 @@ export class BasicAuth {
     return this.users.size > 0;
   }
 
-  async allows(header: string | undefined): Promise<boolean> {
-    if (!this.enabled) return true;
+  /** Whether the header's credentials are allowed ('busy': too many checks running, not checked). */
+  async check(header: string | undefined): Promise<'allowed' | 'refused' | 'busy'> {
+    if (!this.enabled) return 'allowed';
     const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
-    if (!match) return false;
+    if (!match) return 'refused';
     const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
-    if (colon < 0) return false;
+    if (colon < 0) return 'refused';
     const user = decoded.slice(0, colon);
     const password = decoded.slice(colon + 1);
     const digest = createHash('sha256').update(decoded).digest();
     const known = this.good.get(user);
-    if (known && timingSafeEqual(known, digest)) return true;
-    if (this.checking >= CONCURRENT_CHECKS) return false;
+    if (known && timingSafeEqual(known, digest)) return 'allowed';
+    if (this.checking >= CONCURRENT_CHECKS) return 'busy';
     const hash = this.users.get(user);
     this.checking++;
     let ok: boolean;
@@ -185,9 +188,14 @@ export class BasicAuth {
     } finally {
       this.checking--;
     }
-    if (!ok || hash === undefined) return false;
+    if (!ok || hash === undefined) return 'refused';
     if (this.good.size >= REMEMBERED) this.good.clear();
     this.good.set(user, digest);
-    return true;
+    return 'allowed';
+  }
+
+  /** Whether the header's credentials are allowed now (false when refused or not checked). */
+  async allows(header: string | undefined): Promise<boolean> {
+    return (await this.check(header)) === 'allowed';
   }
 }

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import bcrypt from 'bcryptjs';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -8,7 +9,7 @@ import { PrometheusExporter } from '../../src/exporters/prometheus/prometheus-ex
 import { readWebConfig } from '../../src/exporters/prometheus/web-config.js';
 
 /*
- * client_auth_type over real TLS on 127.0.0.1: the two types node's TLS options cannot express
+ * --web.config.file over real HTTP(S) on 127.0.0.1, without a database. client_auth_type over real TLS on 127.0.0.1: the two types node's TLS options cannot express
  * (RequireAnyClientCert, VerifyClientCertIfGiven) must refuse what they refuse in the exporter
  * toolkit. Certificates made here with openssl: a CA, a client certificate it signed, and a
  * self-signed client certificate it did not.
@@ -79,6 +80,26 @@ describe('client_auth_type', () => {
       expect(await status(e.address.port)).not.toBe(200);
       expect(await status(e.address.port, 'rogue')).not.toBe(200);
       expect(await status(e.address.port, 'client')).toBe(200);
+    } finally {
+      await e.close();
+    }
+  });
+});
+
+describe('basic authentication while every bcrypt check is in use', () => {
+  it('answers 503 with Retry-After to credentials it did not check, not 401', async () => {
+    writeFileSync(file('auth.yml'), `basic_auth_users:\n  prometheus: ${bcrypt.hashSync('right horse', 12)}\n`);
+    const e = await PrometheusExporter.listen({ address: { host: '127.0.0.1', port: 0 }, connectionString: undefined, webConfig: readWebConfig(file('auth.yml')), log: () => undefined });
+    const get = (password: string) => fetch(`http://127.0.0.1:${e.address.port}/metrics`, { headers: { Authorization: `Basic ${Buffer.from(`prometheus:${password}`).toString('base64')}` } });
+    try {
+      // Two guesses take both checks (cost 12: long enough to still run when the third arrives).
+      const guesses = [get('guess 1'), get('guess 2')];
+      await new Promise((r) => setTimeout(r, 300));
+      const busy = await get('right horse');
+      expect(busy.status).toBe(503);
+      expect(busy.headers.get('retry-after')).toBe('1');
+      expect((await Promise.all(guesses)).map((r) => r.status)).toEqual([401, 401]);
+      expect((await get('right horse')).status).toBe(200);
     } finally {
       await e.close();
     }
