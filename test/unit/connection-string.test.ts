@@ -73,6 +73,13 @@ describe('key=value connection strings, as libpq reads them', () => {
     expect(message("host=h password='s3cret")).not.toContain('s3cret');
     expect(message('host=h s3cret')).toMatch(/missing "=" after a keyword/);
     expect(message('host=h s3cret')).not.toContain('s3cret');
+    // A socket directory takes a database name and nothing else: no key=value, no third word.
+    for (const dsn of ['/run/pg password=s3cret', '/run/pg dbname=d password=s3cret', '/run/pg db s3cret', '/run/pg\tpassword=s3cret']) {
+      expect(message(dsn), dsn).toMatch(/a socket directory and a database name, nothing more/);
+      expect(message(dsn)).not.toContain('s3cret');
+      expect(message(dsn)).not.toContain('\n');
+    }
+    expect(clientConfig('/run/pg  db')).toMatchObject({ host: '/run/pg', database: 'db' });
   });
 });
 
@@ -101,6 +108,8 @@ describe('redact', () => {
       ["host=h password='s3cret", '(not shown: it cannot be parsed)'],
       ['s3cret host=h', '(not shown: it cannot be parsed)'],
       ['pasword=s3cret host=h', 'pasword=*** host=h'],
+      ['/run/pg password=s3cret', '(not shown: it cannot be parsed)'],
+      ['/run/pg db s3cret', '(not shown: it cannot be parsed)'],
     ];
     for (const [dsn, shown] of cases) {
       expect(redact(dsn), dsn).toBe(shown);
