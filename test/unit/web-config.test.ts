@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mayHoldPassword } from '../../src/exporters/prometheus/catalog-names.js';
+import { mayHoldPassword } from '../../src/password-text.js';
 import { BasicAuth, readWebConfig } from '../../src/exporters/prometheus/web-config.js';
 import { UserError } from '../../src/errors.js';
 
