@@ -43,9 +43,12 @@ describe('--web.config.file (exporter-toolkit format)', () => {
 
   it('refuses what would leave /metrics open by mistake, in one line', () => {
     expect(refusal(config('typo.yml', `basic_auth_user:\n  p: ${hash}\n`))).toMatch(/unknown key "basic_auth_user"/);
-    expect(refusal(config('plain.yml', 'basic_auth_users:\n  p: secret\n'))).toMatch(/basic_auth_users\.p: not a bcrypt hash/);
+    expect(refusal(config('plain.yml', 'basic_auth_users:\n  p: secret\n'))).toMatch(/basic_auth_users\."p": not a bcrypt hash/);
+    // Names from the file are shown as JSON strings: a newline in one cannot break the line.
+    expect(refusal(config('newline.yml', 'basic_auth_users:\n  "p\\nforged: line": secret\n'))).toContain('basic_auth_users."p\\nforged: line": not a bcrypt hash');
+    expect(refusal(config('newkey.yml', 'tls_server_config:\n  "x\\ny": 1\n'))).toContain('unknown key tls_server_config."x\\ny"');
     expect(refusal(config('half.yml', 'tls_server_config:\n  cert_file: c.pem\n'))).toMatch(/needs cert_file and key_file/);
-    expect(refusal(config('gone.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: nope.pem\n'))).toMatch(/key_file .*nope\.pem: cannot read it \(ENOENT\)/);
+    expect(refusal(config('gone.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: nope.pem\n'))).toMatch(/key_file ".*nope\.pem": cannot read it \(ENOENT\)/);
     expect(refusal(config('mtls.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAndVerifyClientCert\n'))).toMatch(/needs client_ca_file/);
     expect(refusal(config('bad.yml', 'a: [\n'))).toMatch(/not YAML/);
     expect(refusal(join(dir, 'missing.yml'))).toMatch(/cannot read it \(ENOENT\)/);

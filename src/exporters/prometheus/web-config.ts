@@ -45,7 +45,7 @@ const CLIENT_AUTH: Record<ClientAuthType, { requestCert: boolean; rejectUnauthor
 };
 const TLS_KEYS = ['cert_file', 'key_file', 'client_auth_type', 'client_ca_file', 'min_version', 'max_version'];
 
-/** Reads and checks the file; every problem is a UserError in one line naming the file. */
+/** Reads and checks the file; every problem is a UserError in one line naming the file (its own names and paths as JSON strings: they may hold a newline). */
 export function readWebConfig(path: string): WebConfig {
   const bad = (why: string) => new UserError(`--web.config.file ${path}: ${why}`);
   let text: string;
@@ -71,7 +71,7 @@ export function readWebConfig(path: string): WebConfig {
     try {
       return readFileSync(full);
     } catch (error) {
-      throw bad(`tls_server_config.${what} ${full}: cannot read it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`);
+      throw bad(`tls_server_config.${what} ${JSON.stringify(full)}: cannot read it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`);
     }
   };
 
@@ -79,7 +79,7 @@ export function readWebConfig(path: string): WebConfig {
   const t = doc.tls_server_config;
   if (t !== undefined && t !== null) {
     if (!isObject(t)) throw bad('tls_server_config must be a mapping');
-    for (const key of Object.keys(t)) if (!TLS_KEYS.includes(key)) throw bad(`unknown key tls_server_config.${key} (supported: ${TLS_KEYS.join(', ')})`);
+    for (const key of Object.keys(t)) if (!TLS_KEYS.includes(key)) throw bad(`unknown key tls_server_config.${JSON.stringify(key)} (supported: ${TLS_KEYS.join(', ')})`);
     if (t.cert_file === undefined || t.key_file === undefined) throw bad('tls_server_config needs cert_file and key_file');
     const auth = t.client_auth_type ?? 'NoClientCert';
     if (typeof auth !== 'string' || !Object.hasOwn(CLIENT_AUTH, auth)) throw bad(`tls_server_config.client_auth_type: expected one of ${Object.keys(CLIENT_AUTH).join(', ')}`);
@@ -108,7 +108,7 @@ export function readWebConfig(path: string): WebConfig {
   if (u !== undefined && u !== null) {
     if (!isObject(u)) throw bad('basic_auth_users must be a mapping of user names to bcrypt hashes');
     for (const [user, hash] of Object.entries(u)) {
-      if (typeof hash !== 'string' || !/^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/.test(hash)) throw bad(`basic_auth_users.${user}: not a bcrypt hash (make one with htpasswd -nBC 10 ${user})`);
+      if (typeof hash !== 'string' || !/^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/.test(hash)) throw bad(`basic_auth_users.${JSON.stringify(user)}: not a bcrypt hash (make one with htpasswd -nBC 10 USER)`);
       users.set(user, hash);
     }
   }
