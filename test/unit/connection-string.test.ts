@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { UserError } from '../../src/errors.js';
-import { checkConnectionString } from '../../src/storage/connect.js';
 import { clientConfig, parseKeywordValue, redact } from '../../src/storage/connection-string.js';
 
-describe('checkConnectionString', () => {
+describe('connection string forms', () => {
   it('accepts URIs, key=value pairs and socket directories', () => {
     for (const dsn of [
       'postgresql://postgres@127.0.0.1:5432/postgres',
@@ -17,7 +16,7 @@ describe('checkConnectionString', () => {
       // libpq takes an empty value as the keyword's default
       'host=',
     ]) {
-      expect(() => checkConnectionString(dsn), dsn).not.toThrow();
+      expect(() => clientConfig(dsn), dsn).not.toThrow();
     }
   });
 
@@ -25,7 +24,7 @@ describe('checkConnectionString', () => {
     for (const dsn of ['not a dsn', 'localhost', 'postgresql://u:pw@[bad/x', "password='pw@unterminated", 'pasword=pw@x host=h', 'host=a port=x password=pw@x']) {
       let error: unknown;
       try {
-        checkConnectionString(dsn);
+        clientConfig(dsn);
       } catch (e) {
         error = e;
       }
