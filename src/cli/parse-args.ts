@@ -172,7 +172,7 @@ function parseSinkNode(args: string[], role: string | undefined): { action: 'add
     throw new UserError('usage: pg-bpf-stats sink-node add NODE [--role ROLE] --dsn SINK, or sink-node remove NODE --dsn SINK');
   }
   if (action === 'remove' && role !== undefined) throw new UserError('--role is an option of sink-node add');
-  if (role !== undefined && !/^[^\0]{1,63}$/.test(role)) throw new UserError(`--role '${role}': expected a role name of 1 to 63 characters`);
+  if (role !== undefined && !/^[^\0]{1,63}$/.test(role)) throw new UserError(`--role ${JSON.stringify(role)}: expected a role name of 1 to 63 characters`);
   return { action, node: parseNodeName(node), role: role ?? node };
 }
 

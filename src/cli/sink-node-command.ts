@@ -17,7 +17,9 @@ export async function sinkNodeCommand(options: CliOptions, log: (line: string) =
     try {
       if (action === 'add') {
         await client.query('SELECT bpf_stats.add_node($1, $2)', [node, role]);
-        log(`node ${node} may write into this sink as role ${role}: run its collector with --sink DSN-as-${role} --node ${node}`);
+        // A role name may hold any character but NUL (a newline too): shown as a JSON string unless plain.
+        const shown = /^[\w.@:-]+$/.test(role) ? role : JSON.stringify(role);
+        log(`node ${node} may write into this sink as role ${shown}: run its collector with --sink DSN-as-${shown} --node ${node}`);
       } else {
         const { rows } = await client.query<{ removed: boolean }>('SELECT bpf_stats.remove_node($1) AS removed', [node]);
         log(rows[0]!.removed ? `node ${node} removed: its role may no longer write here (its rows stay)` : `node ${node} was not registered here`);

@@ -3,11 +3,11 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import pgListen, { type Subscriber } from 'pg-listen';
 import type { ProbeSetName } from '../families/index.js';
-import { LOG_PERIOD_MS } from '../rate-limited-log.js';
+import { LOG_PERIOD_MS, rateLimited } from '../rate-limited-log.js';
 import { oneLine } from '../errors.js';
 import { shorten } from '../shorten.js';
 import { backendPid } from '../storage/backend-pid.js';
-import { pinnedConfig } from '../storage/pinned-session.js';
+import { pinnedConfig, pinnedOnConnect } from '../storage/pinned-session.js';
 import type { BpfStatsDatabase, BpfStatsDb } from '../storage/database.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest, type CollectionRow } from './collection-request.js';
 import { clientConfig } from '../storage/connection-string.js';
@@ -98,16 +98,25 @@ export class ControlPlane {
     const { host } = options;
     const log = options.log ?? (() => undefined);
     // Kept open while idle: a poll every controlPollMs must not open a connection each time.
-    const pool = new pg.Pool(pinnedConfig({ ...clientConfig(options.connectionString), max: 1, application_name: 'pg-bpf-stats control', idleTimeoutMillis: 0 }));
-    pool.on('connect', (client) => {
-      client.on('error', () => undefined);
-      const pid = backendPid(client);
-      try {
-        host.excludeBackend(pid);
-      } catch (error) {
-        log(`control connection: cannot exclude backend ${pid}: ${oneLine(error)}`);
-      }
-    });
+    // Before a new connection is used: its backend excluded, then its search_path checked (see
+    // pinnedOnConnect: a session without the pinned path is ended, never used).
+    const pool = new pg.Pool(
+      pinnedConfig({
+        ...clientConfig(options.connectionString),
+        max: 1,
+        application_name: 'pg-bpf-stats control',
+        idleTimeoutMillis: 0,
+        onConnect: pinnedOnConnect('control', rateLimited(log), (client) => {
+          client.on('error', () => undefined);
+          const pid = backendPid(client);
+          try {
+            host.excludeBackend(pid);
+          } catch (error) {
+            log(`control connection: cannot exclude backend ${pid}: ${oneLine(error)}`);
+          }
+        }),
+      }),
+    );
     pool.on('error', (error) => log(`control connection lost: ${oneLine(error)}`));
     let plane: ControlPlane | undefined;
     // pg-listen is CommonJS with an ES-style default export.

@@ -23,7 +23,7 @@ import { HistogramsPart } from '../flush/histograms-part.js';
 import { IdleGate } from '../flush/idle-gate.js';
 import { HealthPart } from '../health/health-part.js';
 import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part.js';
-import { pinnedConfig } from '../storage/pinned-session.js';
+import { pinnedConfig, pinnedOnConnect } from '../storage/pinned-session.js';
 import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
 import { RowRetention } from '../health/row-retention.js';
 import { readHeldQueryKeys } from '../health/held-query-keys.js';
@@ -308,27 +308,28 @@ export class Sidecar {
         // one (the increments stay in the maps), instead of hanging every flush, health row and
         // retention pass behind it. Ahead of the DSN's options, which may set another.
         options: [WRITER_LOCK_TIMEOUT, writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),
+        // Before the pool hands a new connection out: its backend excluded, then its search_path
+        // checked (a pooler that drops startup options must not get the writer's statements).
+        // A failure ends it, one line is logged, and the flush fails; the next opens another.
+        onConnect: pinnedOnConnect('writer', logOnce, (client) => {
+          // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
+          // must fail that transaction (it does, through its promise), not kill the process.
+          client.on('error', () => undefined);
+          // A sink on another server: the writer's backend is none of the node's.
+          if (!local) return;
+          // The writer's own backend must not show up in the figures it writes: its pid comes with
+          // the connection (BackendKeyData), so it is excluded before it runs anything.
+          try {
+            const pid = backendPid(client);
+            // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
+            checkPostmaster();
+            forgetExcluded(pid, excluder.exclude(pid));
+          } catch (error) {
+            // Not excluded, it must not write.
+            throw new Error(`cannot exclude its backend: ${oneLine(error)}`);
+          }
+        }),
       }));
-      // The writer's own backend must not show up in the figures it writes: its pid comes with
-      // the connection (BackendKeyData), so it is excluded before it runs anything.
-      pool.on('connect', (client) => {
-        // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
-        // must fail that transaction (it does, through its promise), not kill the process.
-        client.on('error', () => undefined);
-        // A sink on another server: the writer's backend is none of the node's.
-        if (!local) return;
-        // An exception here would be uncaught (an event handler): it must never end the process.
-        try {
-          const pid = backendPid(client);
-          // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
-          checkPostmaster();
-          forgetExcluded(pid, excluder.exclude(pid));
-        } catch (error) {
-          logOnce(`writer connection: cannot exclude its backend, closing it: ${oneLine(error)}`);
-          // Not excluded, it must not write: end it, the pool opens another at the next flush.
-          (client as unknown as { end?: () => Promise<void> }).end?.().catch(() => undefined);
-        }
-      });
       pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
       // Statements sent again and again (every flush's) are parsed and planned once.
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });

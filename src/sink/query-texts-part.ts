@@ -5,6 +5,7 @@ import type { FlushPart, PreparedPart } from '../flush/flush-part.js';
 import type { QueryRow } from '../storage/metric-row.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
 import { statementsRelation } from '../storage/pinned-session.js';
+import { holdsPasswordSql, mayHoldPassword, WITHHELD_TEXT } from '../password-text.js';
 
 /** Keys whose text was written, remembered so it is not looked up again (oldest forgotten first). */
 const WRITTEN_MAX = 50_000;
@@ -44,7 +45,8 @@ interface TextKey {
 }
 
 interface TextRow extends TextKey {
-  query: string;
+  /** null: read as NULL, for a text that may hold a password (replaced by WITHHELD_TEXT). */
+  query: string | null;
 }
 
 /** A key without a text yet: when it is looked up next, and how long it waits after that. */
@@ -195,7 +197,9 @@ export class QueryTextsPart implements FlushPart {
       this.relation ??= await statementsRelation(node);
       if (!this.relation) throw Object.assign(new Error('extension "pg_stat_statements" is not installed in this database'), { code: '42P01' });
       ({ rows } = await node.query<TextRow>(
-        `SELECT s.userid, s.dbid, s.toplevel, s.queryid::text AS queryid, pg_catalog.left(s.query, ${QUERY_TEXT_MAX_CHARS}) AS query
+        // A text that may hold a password is not read (tested on the whole text, before the cut).
+        `SELECT s.userid, s.dbid, s.toplevel, s.queryid::text AS queryid,
+                CASE WHEN ${holdsPasswordSql('s.query')} THEN NULL ELSE pg_catalog.left(s.query, ${QUERY_TEXT_MAX_CHARS}) END AS query
            FROM ${this.relation} s
           WHERE (s.userid, s.dbid, s.toplevel, s.queryid) IN
                 (SELECT * FROM unnest($1::oid[], $2::oid[], $3::bool[], $4::int8[]))`,
@@ -215,6 +219,8 @@ export class QueryTextsPart implements FlushPart {
       return false;
     }
     for (const row of rows) {
+      // Stored as a placeholder, as /metrics shows it: the figures stay, the secret does not.
+      if (row.query === null || mayHoldPassword(row.query)) row.query = WITHHELD_TEXT;
       this.pending.set(queryIdentityKey(row), row);
       this.missing.delete(queryIdentityKey(row));
     }

@@ -38,12 +38,3 @@ export async function exemptFromIdleTimeout(client: pg.Client): Promise<void> {
   // pg_settings: a server without the setting (before 14) is refused later, with its version.
   await client.query(`SELECT set_config(name, '0', false) FROM pg_settings WHERE name = 'idle_session_timeout'`);
 }
-
-/**
- * A DSN is a URI (postgresql://, postgres://), libpq key=value pairs, or a socket directory:
- * anything else would be read as a host name ("not a dsn" -> host "base") and fail later with a
- * message about DNS. Throws a UserError naming the forms (connection-string.ts parses them).
- */
-export function checkConnectionString(connectionString: string, flag = '--dsn'): void {
-  clientConfig(connectionString, flag);
-}

@@ -117,6 +117,17 @@ function formOf(text: string): Form {
 }
 
 /**
+ * A socket-directory string's directory and database name (as libpq and pg read it), or null when
+ * it is more than that: a third word, or an "=" anywhere ("/run/pg password=x" would otherwise
+ * connect to a database named "password=x", and put the password into the error).
+ */
+function socketParts(text: string): [string, string | undefined] | null {
+  if (text.includes('=')) return null;
+  const words = text.split(/\s+/);
+  return words.length <= 2 ? [words[0]!, words[1]] : null;
+}
+
+/**
  * node-postgres' ClientConfig for a connection string (undefined: the PG* environment alone), with
  * the password function that reads PGPASSWORD or a password file when the string has none.
  * Throws a UserError naming `flag` and what is wrong, never a value.
@@ -166,9 +177,9 @@ function parseConfig(text: string, flag: string): Config {
       return parsed;
     }
     case 'socket': {
-      // As libpq and pg: a socket directory, then optionally a database name.
-      if (/\s\S+\s+\S/.test(text)) throw refuse('a socket directory and a database name, nothing more');
-      const [host, database] = text.split(/\s+/);
+      const parts = socketParts(text);
+      if (!parts) throw refuse('a socket directory and a database name, nothing more, and no "=": key=value pairs start with host=');
+      const [host, database] = parts;
       return { host, ...(database && { database }) };
     }
     case 'keywords': {
@@ -303,7 +314,7 @@ export function redact(connectionString: string): string {
       return `${out.slice(0, q + 1)}${query}${out.slice(hash)}`;
     }
     case 'socket':
-      return text;
+      return socketParts(text) ? text : '(not shown: it cannot be parsed)';
     case 'keywords': {
       try {
         const pairs = parseKeywordValue(text);

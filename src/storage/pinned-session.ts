@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { UserError } from '../errors.js';
+import { oneLine, UserError } from '../errors.js';
 
 /**
  * The search_path of every session the collector opens. pg_catalog first and nothing any other
@@ -55,7 +55,7 @@ export function pinnedConfig<T extends pg.ClientConfig>(config: T): T {
  * drops startup options): the collector's statements would otherwise resolve names through a
  * path other roles can write to.
  */
-export async function assertPinned(client: pg.Client): Promise<void> {
+export async function assertPinned(client: Pick<pg.ClientBase, 'query'>): Promise<void> {
   const { rows } = await client.query<{ path: string }>("SELECT pg_catalog.current_setting('search_path') AS path");
   // As the startup option gave it (no space), or as SET would show it.
   if (rows[0]?.path.replace(/\s+/g, '') !== PINNED_SEARCH_PATH.replace(/\s+/g, '')) {
@@ -63,6 +63,31 @@ export async function assertPinned(client: pg.Client): Promise<void> {
       `the server did not apply the collector's search_path (${PINNED_SEARCH_PATH}) from the connection's startup options: it has ${JSON.stringify(rows[0]?.path)}; connect to PostgreSQL directly, not through a pooler that drops startup options`,
     );
   }
+}
+
+/**
+ * pg-pool's `onConnect` for a pool of the collector's (pg-pool waits for it before a new client
+ * is used): `first` (excluding its backend, before it runs anything), then assertPinned(). A
+ * failure is logged in one line and makes the pool end the client and fail the checkout that
+ * opened it, so no statement of the caller runs in a session without the pinned path.
+ *
+ * @example
+ * new pg.Pool(pinnedConfig({ ...config, onConnect: pinnedOnConnect('writer', log, (c) => exclude(c)) }));
+ */
+export function pinnedOnConnect(
+  what: string,
+  log: (line: string, topic?: string) => void,
+  first?: (client: pg.ClientBase) => void,
+): (client: pg.ClientBase) => Promise<void> {
+  return async (client) => {
+    try {
+      first?.(client);
+      await assertPinned(client);
+    } catch (error) {
+      log(`${what} connection: closing it: ${oneLine(error)}`, `${what} connection refused`);
+      throw error;
+    }
+  };
 }
 
 /**

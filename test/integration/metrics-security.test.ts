@@ -174,4 +174,24 @@ scrape_configs:
       await admin.end();
     }
   });
+
+  it('stores a placeholder, never the password, as the text of such a statement in bpf_stats.query_texts', async () => {
+    const admin = new pg.Client(cluster.connectionString());
+    await admin.connect();
+    try {
+      await admin.query(`ALTER ROLE app PASSWORD '${ROLE_PASSWORD}'`);
+      const { rows } = await admin.query<{ queryid: string }>("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE 'ALTER ROLE app PASSWORD%'");
+      expect(rows).toHaveLength(1);
+      // The collector's flushes write the texts of the statements they have figures for.
+      const stored = await until('the statement in bpf_stats.query_texts', async () => {
+        const { rows: texts } = await admin.query<{ query: string }>('SELECT query FROM bpf_stats.query_texts WHERE queryid = $1::int8', [rows[0]!.queryid]);
+        return texts.length > 0 && texts;
+      });
+      expect(stored.map((t) => t.query)).toEqual(['(not shown: it may contain a password)']);
+      const { rows: leaked } = await admin.query('SELECT query FROM bpf_stats.query_texts WHERE strpos(query, $1) > 0', [ROLE_PASSWORD]);
+      expect(leaked).toEqual([]);
+    } finally {
+      await admin.end();
+    }
+  });
 });

@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { UserError } from '../../src/errors.js';
-import { checkConnectionString } from '../../src/storage/connect.js';
 import { clientConfig, parseKeywordValue, redact } from '../../src/storage/connection-string.js';
 
-describe('checkConnectionString', () => {
+describe('connection string forms', () => {
   it('accepts URIs, key=value pairs and socket directories', () => {
     for (const dsn of [
       'postgresql://postgres@127.0.0.1:5432/postgres',
@@ -17,7 +16,7 @@ describe('checkConnectionString', () => {
       // libpq takes an empty value as the keyword's default
       'host=',
     ]) {
-      expect(() => checkConnectionString(dsn), dsn).not.toThrow();
+      expect(() => clientConfig(dsn), dsn).not.toThrow();
     }
   });
 
@@ -25,7 +24,7 @@ describe('checkConnectionString', () => {
     for (const dsn of ['not a dsn', 'localhost', 'postgresql://u:pw@[bad/x', "password='pw@unterminated", 'pasword=pw@x host=h', 'host=a port=x password=pw@x']) {
       let error: unknown;
       try {
-        checkConnectionString(dsn);
+        clientConfig(dsn);
       } catch (e) {
         error = e;
       }
@@ -73,6 +72,13 @@ describe('key=value connection strings, as libpq reads them', () => {
     expect(message("host=h password='s3cret")).not.toContain('s3cret');
     expect(message('host=h s3cret')).toMatch(/missing "=" after a keyword/);
     expect(message('host=h s3cret')).not.toContain('s3cret');
+    // A socket directory takes a database name and nothing else: no key=value, no third word.
+    for (const dsn of ['/run/pg password=s3cret', '/run/pg dbname=d password=s3cret', '/run/pg db s3cret', '/run/pg\tpassword=s3cret']) {
+      expect(message(dsn), dsn).toMatch(/a socket directory and a database name, nothing more/);
+      expect(message(dsn)).not.toContain('s3cret');
+      expect(message(dsn)).not.toContain('\n');
+    }
+    expect(clientConfig('/run/pg  db')).toMatchObject({ host: '/run/pg', database: 'db' });
   });
 });
 
@@ -101,6 +107,8 @@ describe('redact', () => {
       ["host=h password='s3cret", '(not shown: it cannot be parsed)'],
       ['s3cret host=h', '(not shown: it cannot be parsed)'],
       ['pasword=s3cret host=h', 'pasword=*** host=h'],
+      ['/run/pg password=s3cret', '(not shown: it cannot be parsed)'],
+      ['/run/pg db s3cret', '(not shown: it cannot be parsed)'],
     ];
     for (const [dsn, shown] of cases) {
       expect(redact(dsn), dsn).toBe(shown);

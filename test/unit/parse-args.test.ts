@@ -58,6 +58,8 @@ describe('parseCli', () => {
     expect(() => parseCli(['run', '--bogus'])).toThrow(UserError);
     expect(() => parseCli(['run', '--probes', 'query,llamas'])).toThrow(/unknown probe set llamas: known sets are cpu, sched, query/);
     expect(() => parseCli(['run', 'extra'])).toThrow(/unexpected argument 'extra'/);
+    // A role name may hold a newline: the message shows it as a JSON string, on one line.
+    expect(() => parseCli(['sink-node', 'add', 'n', '--role', `x\n${'y'.repeat(70)}`])).toThrow(/^--role "x\\ny+": expected a role name of 1 to 63 characters$/);
   });
 
   it('reads every duration option with the same units and refuses negatives in one line', () => {

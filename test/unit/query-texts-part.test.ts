@@ -1,7 +1,10 @@
+import { Kysely } from 'kysely';
 import type pg from 'pg';
 import { describe, expect, it, vi } from 'vitest';
 import { QueryTextsPart } from '../../src/sink/query-texts-part.js';
 import type { QueryRow } from '../../src/storage/metric-row.js';
+import { WITHHELD_TEXT } from '../../src/password-text.js';
+import { compileOnlyDialect } from '../support/compile-only-dialect.js';
 
 const row = (queryid: string): QueryRow => ({ userid: 10, dbid: 5, toplevel: true, queryid, values: [] });
 
@@ -137,7 +140,7 @@ describe('QueryTextsPart', () => {
     const { load, statements } = node(known);
     await load(part, Array.from({ length: 6000 }, (_, i) => row(String(i))));
     // The bound is in the SQL: the node's server cuts the text, the collector never receives it whole.
-    expect(statements[0]!.sql).toMatch(/left\(s\.query, 1024\) AS query\s+FROM public\.pg_stat_statements s/);
+    expect(statements[0]!.sql).toMatch(/left\(s\.query, 1024\) END AS query\s+FROM public\.pg_stat_statements s/);
     expect(statements.map((s) => s.ids.length)).toEqual([1000, 1000, 1000, 1000, 96]);
     // The sink is away (nothing committed): no more texts are looked up until those are written.
     await load(part, [row('x')]);
@@ -145,6 +148,24 @@ describe('QueryTextsPart', () => {
     part.prepare().commit();
     await load(part, []);
     expect(statements.slice(5).map((s) => s.ids.length)).toEqual([1000, 905]);
+  });
+
+  it('stores a placeholder for a text that may hold a password, as /metrics shows it', async () => {
+    const part = new QueryTextsPart();
+    const { load, statements } = node(
+      new Map([
+        ['1', "ALTER ROLE app PASSWORD 'hunter2'"],
+        ['2', "SELECT dblink_connect('postgresql://u:hunter2@h/db')"],
+        ['3', 'SELECT 1'],
+      ]),
+    );
+    await load(part, [row('1'), row('2'), row('3')]);
+    // Tested in SQL on the whole text too, before it is cut.
+    expect(statements[0]!.sql).toMatch(/CASE WHEN \(s\.query ~\* 'passw\(or\)\?d\|pwd' OR s\.query ~\* '[^']+'\) THEN NULL/);
+    const compiled = part.prepare().statements[0]!.compile(new Kysely<unknown>({ dialect: compileOnlyDialect() }));
+    const texts = compiled.parameters.find((p) => Array.isArray(p) && p.includes('SELECT 1')) as string[];
+    expect(texts).toEqual([WITHHELD_TEXT, WITHHELD_TEXT, 'SELECT 1']);
+    expect(JSON.stringify(compiled.parameters)).not.toContain('hunter2');
   });
 
   it('goes on without texts where pg_stat_statements is not installed, saying so once', async () => {

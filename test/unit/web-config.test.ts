@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mayHoldPassword } from '../../src/exporters/prometheus/catalog-names.js';
+import { mayHoldPassword } from '../../src/password-text.js';
 import { BasicAuth, readWebConfig } from '../../src/exporters/prometheus/web-config.js';
 import { UserError } from '../../src/errors.js';
 
@@ -43,9 +43,12 @@ describe('--web.config.file (exporter-toolkit format)', () => {
 
   it('refuses what would leave /metrics open by mistake, in one line', () => {
     expect(refusal(config('typo.yml', `basic_auth_user:\n  p: ${hash}\n`))).toMatch(/unknown key "basic_auth_user"/);
-    expect(refusal(config('plain.yml', 'basic_auth_users:\n  p: secret\n'))).toMatch(/basic_auth_users\.p: not a bcrypt hash/);
+    expect(refusal(config('plain.yml', 'basic_auth_users:\n  p: secret\n'))).toMatch(/basic_auth_users\."p": not a bcrypt hash/);
+    // Names from the file are shown as JSON strings: a newline in one cannot break the line.
+    expect(refusal(config('newline.yml', 'basic_auth_users:\n  "p\\nforged: line": secret\n'))).toContain('basic_auth_users."p\\nforged: line": not a bcrypt hash');
+    expect(refusal(config('newkey.yml', 'tls_server_config:\n  "x\\ny": 1\n'))).toContain('unknown key tls_server_config."x\\ny"');
     expect(refusal(config('half.yml', 'tls_server_config:\n  cert_file: c.pem\n'))).toMatch(/needs cert_file and key_file/);
-    expect(refusal(config('gone.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: nope.pem\n'))).toMatch(/key_file .*nope\.pem: cannot read it \(ENOENT\)/);
+    expect(refusal(config('gone.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: nope.pem\n'))).toMatch(/key_file ".*nope\.pem": cannot read it \(ENOENT\)/);
     expect(refusal(config('mtls.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAndVerifyClientCert\n'))).toMatch(/needs client_ca_file/);
     expect(refusal(config('bad.yml', 'a: [\n'))).toMatch(/not YAML/);
     expect(refusal(join(dir, 'missing.yml'))).toMatch(/cannot read it \(ENOENT\)/);
@@ -74,13 +77,14 @@ describe('basic authentication', () => {
     // While two guesses are being checked, the remembered pair needs no check.
     expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
     expect(await Promise.all(flood)).toEqual([false, false, false, false, false, false]);
-    // Not yet remembered: while two checks run, even the right pair is refused unchecked, and
-    // gets in once they are done.
+    // Not yet remembered: while two checks run, even the right pair is not checked ('busy', not
+    // 'refused': the exporter answers 503 with Retry-After, not 401), and gets in once they are done.
     const fresh = new BasicAuth(new Map([['prometheus', slow]]));
-    const busy = [fresh.allows(header('prometheus', 'a')), fresh.allows(header('prometheus', 'b'))];
+    const busy = [fresh.check(header('prometheus', 'a')), fresh.check(header('prometheus', 'b'))];
+    expect(await fresh.check(header('prometheus', 'right horse'))).toBe('busy');
     expect(await fresh.allows(header('prometheus', 'right horse'))).toBe(false);
-    await Promise.all(busy);
-    expect(await fresh.allows(header('prometheus', 'right horse'))).toBe(true);
+    expect(await Promise.all(busy)).toEqual(['refused', 'refused']);
+    expect(await fresh.check(header('prometheus', 'right horse'))).toBe('allowed');
   });
 });
 

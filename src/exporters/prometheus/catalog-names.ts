@@ -3,32 +3,11 @@ import { oneLine } from '../../errors.js';
 import { backendPid } from '../../storage/backend-pid.js';
 import { clientConfig } from '../../storage/connection-string.js';
 import { pinnedConfig, statementsRelation } from '../../storage/pinned-session.js';
+import { holdsPasswordSql, mayHoldPassword, WITHHELD_TEXT } from '../../password-text.js';
 
 const RETRY_MS = 10_000;
 /** Query text is cut here in the info metric: a label, not a document. */
 export const QUERY_TEXT_MAX = 200;
-/** What the info metric says in place of a text that may hold a password. */
-export const WITHHELD_TEXT = '(not shown: it may contain a password)';
-
-/*
- * A statement that may carry a password is never exported as text, --metrics-query-text or not:
- * ALTER/CREATE ROLE|USER ... PASSWORD '...' (and psql's \password, which sends one), user
- * mappings' and servers' OPTIONS (password ...), conninfo strings (CREATE SUBSCRIPTION,
- * dblink) with password= or a URI's user:password@. PASSWORD is a keyword: no comment or quoting
- * can split or spell it differently, so looking for the word anywhere (case-insensitive) finds
- * every such statement; a statement that merely names a password column is withheld too, a
- * price worth a label. Checked on the whole text, before it is cut: a cut could keep a secret
- * and lose the word after it.
- */
-// POSIX classes: the same pattern in PostgreSQL's regular expressions and JavaScript's ([[:space:]] -> \s).
-const PASSWORD_WORDS = 'passw(or)?d|pwd';
-const URI_USERINFO = '[a-z][a-z0-9+.-]*://[^/@[:space:]]*:[^/@[:space:]]*@';
-const HOLDS_PASSWORD = new RegExp(`${PASSWORD_WORDS}|${URI_USERINFO.replaceAll('[:space:]', '\\s')}`, 'i');
-
-/** Whether a statement's text may hold a password (the same test as the SQL below, for texts in hand). */
-export function mayHoldPassword(text: string): boolean {
-  return HOLDS_PASSWORD.test(text);
-}
 
 /**
  * Database and role names for the `datname` and `user` labels, and (only when asked for) query
@@ -131,7 +110,7 @@ export class CatalogNames {
       if (relation) {
         const { rows } = await client.query<{ key: string; query: string | null }>(
           `SELECT DISTINCT ON (userid, dbid, queryid) userid || '/' || dbid || '/' || queryid AS key,
-                  CASE WHEN query ~* '${PASSWORD_WORDS}' OR query ~* '${URI_USERINFO}' THEN NULL ELSE left(query, ${QUERY_TEXT_MAX}) END AS query
+                  CASE WHEN ${holdsPasswordSql('query')} THEN NULL ELSE left(query, ${QUERY_TEXT_MAX}) END AS query
              FROM ${relation} WHERE queryid = ANY($1::int8[])`,
           [texts.map((t) => t.queryid)],
         );

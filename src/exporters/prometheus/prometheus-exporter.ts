@@ -1,12 +1,13 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { oneLine, UserError } from '../../errors.js';
 import type { FlushReport } from '../../sidecar/sidecar.js';
 import { CatalogNames } from './catalog-names.js';
 import { FlushTotals } from './flush-totals.js';
 import { formatMetricsAddress, type MetricsAddress } from './metrics-address.js';
 import { MetricsRegistry } from './metrics-registry.js';
-import { BasicAuth, type WebConfig } from './web-config.js';
+import { BasicAuth, clientCertRefusal, type WebConfig } from './web-config.js';
 
 export interface PrometheusExporterOptions {
   address: MetricsAddress;
@@ -79,14 +80,24 @@ export class PrometheusExporter {
         response.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found: try /metrics\n');
       }
     };
+    const tls = options.webConfig?.tls;
     const listener = (request: IncomingMessage, response: ServerResponse) => {
+      const refusal = tls ? clientCertRefusal(tls.clientAuth, request.socket as TLSSocket) : null;
+      if (refusal) {
+        response.writeHead(401, { 'Content-Type': 'text/plain', Connection: 'close' }).end(`${refusal}\n`);
+        return;
+      }
       if (!auth.enabled) return handle(request, response);
-      auth.allows(request.headers.authorization).then(
-        (ok) => (ok ? handle(request, response) : response.writeHead(401, { 'WWW-Authenticate': 'Basic realm="pg-bpf-stats"', 'Content-Type': 'text/plain' }).end('Unauthorized\n')),
+      auth.check(request.headers.authorization).then(
+        (verdict) => {
+          if (verdict === 'allowed') handle(request, response);
+          // Not checked (every bcrypt check in use): not a wrong password, so not 401.
+          else if (verdict === 'busy') response.writeHead(503, { 'Retry-After': '1', 'Content-Type': 'text/plain' }).end('Busy checking passwords: try again\n');
+          else response.writeHead(401, { 'WWW-Authenticate': 'Basic realm="pg-bpf-stats"', 'Content-Type': 'text/plain' }).end('Unauthorized\n');
+        },
         () => response.writeHead(500).end(),
       );
     };
-    const tls = options.webConfig?.tls;
     const server: Server = tls
       ? process.getBuiltinModule('node:https').createServer(
           {

@@ -22,14 +22,21 @@ import { oneLine, UserError } from '../../errors.js';
  * a password that is not a bcrypt hash.
  */
 export interface WebConfig {
-  tls: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert: boolean; rejectUnauthorized: boolean; minVersion?: TlsVersion; maxVersion?: TlsVersion } | null;
+  tls: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert: boolean; rejectUnauthorized: boolean; clientAuth: ClientAuthType; minVersion?: TlsVersion; maxVersion?: TlsVersion } | null;
   /** user -> bcrypt hash; empty: no authentication. */
   users: Map<string, string>;
 }
 
+export type ClientAuthType = 'NoClientCert' | 'RequestClientCert' | 'RequireAnyClientCert' | 'VerifyClientCertIfGiven' | 'RequireAndVerifyClientCert';
 type TlsVersion = 'TLSv1' | 'TLSv1.1' | 'TLSv1.2' | 'TLSv1.3';
 const TLS_VERSIONS: Record<string, TlsVersion> = { TLS10: 'TLSv1', TLS11: 'TLSv1.1', TLS12: 'TLSv1.2', TLS13: 'TLSv1.3' };
-const CLIENT_AUTH: Record<string, { requestCert: boolean; rejectUnauthorized: boolean }> = {
+/*
+ * What node's TLS options can say. Two of the toolkit's types they cannot: RequireAnyClientCert
+ * (a certificate, verified or not) and VerifyClientCertIfGiven (none, or one that verifies) both
+ * need rejectUnauthorized false, which lets in a client without a certificate or with one that
+ * fails verification: clientCertRefusal() checks each request's connection for them.
+ */
+const CLIENT_AUTH: Record<ClientAuthType, { requestCert: boolean; rejectUnauthorized: boolean }> = {
   NoClientCert: { requestCert: false, rejectUnauthorized: false },
   RequestClientCert: { requestCert: true, rejectUnauthorized: false },
   RequireAnyClientCert: { requestCert: true, rejectUnauthorized: false },
@@ -38,7 +45,7 @@ const CLIENT_AUTH: Record<string, { requestCert: boolean; rejectUnauthorized: bo
 };
 const TLS_KEYS = ['cert_file', 'key_file', 'client_auth_type', 'client_ca_file', 'min_version', 'max_version'];
 
-/** Reads and checks the file; every problem is a UserError in one line naming the file. */
+/** Reads and checks the file; every problem is a UserError in one line naming the file (its own names and paths as JSON strings: they may hold a newline). */
 export function readWebConfig(path: string): WebConfig {
   const bad = (why: string) => new UserError(`--web.config.file ${path}: ${why}`);
   let text: string;
@@ -64,7 +71,7 @@ export function readWebConfig(path: string): WebConfig {
     try {
       return readFileSync(full);
     } catch (error) {
-      throw bad(`tls_server_config.${what} ${full}: cannot read it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`);
+      throw bad(`tls_server_config.${what} ${JSON.stringify(full)}: cannot read it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`);
     }
   };
 
@@ -72,10 +79,10 @@ export function readWebConfig(path: string): WebConfig {
   const t = doc.tls_server_config;
   if (t !== undefined && t !== null) {
     if (!isObject(t)) throw bad('tls_server_config must be a mapping');
-    for (const key of Object.keys(t)) if (!TLS_KEYS.includes(key)) throw bad(`unknown key tls_server_config.${key} (supported: ${TLS_KEYS.join(', ')})`);
+    for (const key of Object.keys(t)) if (!TLS_KEYS.includes(key)) throw bad(`unknown key tls_server_config.${JSON.stringify(key)} (supported: ${TLS_KEYS.join(', ')})`);
     if (t.cert_file === undefined || t.key_file === undefined) throw bad('tls_server_config needs cert_file and key_file');
     const auth = t.client_auth_type ?? 'NoClientCert';
-    if (typeof auth !== 'string' || !CLIENT_AUTH[auth]) throw bad(`tls_server_config.client_auth_type: expected one of ${Object.keys(CLIENT_AUTH).join(', ')}`);
+    if (typeof auth !== 'string' || !Object.hasOwn(CLIENT_AUTH, auth)) throw bad(`tls_server_config.client_auth_type: expected one of ${Object.keys(CLIENT_AUTH).join(', ')}`);
     if (auth === 'RequireAndVerifyClientCert' || auth === 'VerifyClientCertIfGiven') {
       if (t.client_ca_file === undefined) throw bad(`tls_server_config.client_auth_type ${auth} needs client_ca_file`);
     }
@@ -89,7 +96,8 @@ export function readWebConfig(path: string): WebConfig {
       cert: fromDir(t.cert_file, 'cert_file'),
       key: fromDir(t.key_file, 'key_file'),
       ...(t.client_ca_file !== undefined && { ca: fromDir(t.client_ca_file, 'client_ca_file') }),
-      ...CLIENT_AUTH[auth]!,
+      ...CLIENT_AUTH[auth as ClientAuthType],
+      clientAuth: auth as ClientAuthType,
       ...(version('min_version') && { minVersion: version('min_version') }),
       ...(version('max_version') && { maxVersion: version('max_version') }),
     };
@@ -100,11 +108,31 @@ export function readWebConfig(path: string): WebConfig {
   if (u !== undefined && u !== null) {
     if (!isObject(u)) throw bad('basic_auth_users must be a mapping of user names to bcrypt hashes');
     for (const [user, hash] of Object.entries(u)) {
-      if (typeof hash !== 'string' || !/^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/.test(hash)) throw bad(`basic_auth_users.${user}: not a bcrypt hash (make one with htpasswd -nBC 10 ${user})`);
+      if (typeof hash !== 'string' || !/^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/.test(hash)) throw bad(`basic_auth_users.${JSON.stringify(user)}: not a bcrypt hash (make one with htpasswd -nBC 10 USER)`);
       users.set(user, hash);
     }
   }
   return { tls, users };
+}
+
+/** The connection's side of a request: what node's TLSSocket tells of the client's certificate. */
+export interface PeerCertificateSocket {
+  authorized: boolean;
+  getPeerCertificate(): object | null;
+}
+
+/**
+ * Why a request's connection does not meet client_auth_type (null: it does), for the two types
+ * node's TLS options leave to the server: RequireAnyClientCert refuses a client without a
+ * certificate, VerifyClientCertIfGiven one whose certificate did not verify against client_ca_file.
+ */
+export function clientCertRefusal(clientAuth: ClientAuthType, socket: PeerCertificateSocket): string | null {
+  // node: an empty object when the client sent no certificate.
+  const peer = socket.getPeerCertificate();
+  const given = peer !== null && Object.keys(peer).length > 0;
+  if (clientAuth === 'RequireAnyClientCert' && !given) return 'a client certificate is required';
+  if (clientAuth === 'VerifyClientCertIfGiven' && given && !socket.authorized) return 'the client certificate does not verify';
+  return null;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -114,17 +142,19 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /** A hash of a password nobody has: an unknown user costs as much as a wrong password. */
 const NOBODY = '$2b$10$Yfet3rGkdpvP/gE2L.ZTT.bjyAN9TfYYSeDikcAAw0tMusUy5goNK'; // of 32 random bytes, thrown away
 const REMEMBERED = 64;
-/** bcrypt checks at once: beyond, a request is refused unchecked (see BasicAuth). */
+/** bcrypt checks at once: beyond, a request is answered 'busy' unchecked (see BasicAuth). */
 const CONCURRENT_CHECKS = 2;
 
 /**
  * Checks `Authorization: Basic` headers against the users' bcrypt hashes. bcrypt costs tens of
  * milliseconds by design; a scraper sends the same credentials every few seconds, so a pair that
  * succeeded is remembered (its SHA-256, never the password) and the next scrape costs a hash.
- * A failure is never remembered: every guess pays bcrypt's price. That price is the collector's
- * CPU (bcryptjs at cost 10: about 0.5 s here), so at most CONCURRENT_CHECKS run at once and a
- * request beyond them is refused without one: a flood of guesses costs at most that many CPUs'
- * worth of checking, and a scraper that got in once is not slowed by it (remembered).
+ * A failure is never remembered: every guess pays bcrypt's price. bcryptjs computes on the main
+ * thread, between other work, in slices (at cost 10: about 0.5 s of CPU here), so at most
+ * CONCURRENT_CHECKS run at once and a request beyond them gets no check: 'busy' (503 with
+ * Retry-After, so a scraper not remembered yet tries again rather than seeing a wrong password).
+ * A flood of guesses costs at most that many checks in progress, and a scraper that got in once
+ * is not slowed by it (remembered).
  */
 export class BasicAuth {
   private readonly good = new Map<string, Buffer>();
@@ -136,19 +166,20 @@ export class BasicAuth {
     return this.users.size > 0;
   }
 
-  async allows(header: string | undefined): Promise<boolean> {
-    if (!this.enabled) return true;
+  /** Whether the header's credentials are allowed ('busy': too many checks running, not checked). */
+  async check(header: string | undefined): Promise<'allowed' | 'refused' | 'busy'> {
+    if (!this.enabled) return 'allowed';
     const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
-    if (!match) return false;
+    if (!match) return 'refused';
     const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
-    if (colon < 0) return false;
+    if (colon < 0) return 'refused';
     const user = decoded.slice(0, colon);
     const password = decoded.slice(colon + 1);
     const digest = createHash('sha256').update(decoded).digest();
     const known = this.good.get(user);
-    if (known && timingSafeEqual(known, digest)) return true;
-    if (this.checking >= CONCURRENT_CHECKS) return false;
+    if (known && timingSafeEqual(known, digest)) return 'allowed';
+    if (this.checking >= CONCURRENT_CHECKS) return 'busy';
     const hash = this.users.get(user);
     this.checking++;
     let ok: boolean;
@@ -157,9 +188,14 @@ export class BasicAuth {
     } finally {
       this.checking--;
     }
-    if (!ok || hash === undefined) return false;
+    if (!ok || hash === undefined) return 'refused';
     if (this.good.size >= REMEMBERED) this.good.clear();
     this.good.set(user, digest);
-    return true;
+    return 'allowed';
+  }
+
+  /** Whether the header's credentials are allowed now (false when refused or not checked). */
+  async allows(header: string | undefined): Promise<boolean> {
+    return (await this.check(header)) === 'allowed';
   }
 }
