@@ -68,7 +68,10 @@ for (const target of TARGETS) {
     async function idle(pid: number): Promise<void> {
       for (let i = 0; i < 300; i++) {
         const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'idle'", [pid]);
-        if (rows.length) return sleep(50);
+        if (rows.length) {
+          await sleep(50);
+          return;
+        }
         await sleep(10);
       }
       throw new Error(`backend ${pid} never went idle`);

@@ -30,7 +30,7 @@ afterAll(async () => {
 /** The server's text of `values` sent as a binary `type[]` parameter. */
 async function asServerSees(type: ArrayElementType, values: readonly ArrayElement[]): Promise<string> {
   const { rows } = await client.query<{ text: string }>(`SELECT $1::${type}[]::text AS text`, [binaryArray(type, values)]);
-  return rows[0].text;
+  return rows[0]!.text;
 }
 
 describe('binaryArray', () => {

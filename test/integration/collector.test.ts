@@ -31,7 +31,7 @@ async function timedQuery(sql: string): Promise<number> {
  * execution time (wall time: on a busy host part of it is spent waiting for a CPU; on an idle
  * one on_cpu_ms alone is within 15% of it).
  */
-function expectCpuBound(row: Record<string, number>, kernelCpuMs: number): void {
+function expectCpuBound(row: { on_cpu_ms: number; runq_wait_ms: number; total_exec_time: number }, kernelCpuMs: number): void {
   expect(row.on_cpu_ms / kernelCpuMs).toBeGreaterThan(0.85);
   expect(row.on_cpu_ms / kernelCpuMs).toBeLessThan(1.15);
   expect((row.on_cpu_ms + row.runq_wait_ms) / row.total_exec_time).toBeGreaterThan(0.85);

@@ -68,20 +68,30 @@ async function startCollector(prefix: string[]): Promise<Collector> {
   return { child, stderr: () => stderr, exited };
 }
 
+/** A statement's row beside pg_stat_statements' (numbers as float8). */
+interface StatsRow {
+  pgss_calls: number;
+  total_exec_time: number;
+  calls: number;
+  on_cpu_ms: number;
+  runq_wait_ms: number;
+  blk_read_bytes: number;
+}
+
 /** The query_stats row of the one statement matching `pattern`, beside pg_stat_statements', once a flush wrote `until`. */
-async function statsFor(pattern: string, until: (row: Record<string, number>) => boolean) {
-  let row: Record<string, number> | undefined;
+async function statsFor(pattern: string, until: (row: StatsRow) => boolean) {
+  let row: StatsRow | undefined;
   await expect
     .poll(
       async () => {
-        const { rows } = await admin.query(
+        const { rows } = await admin.query<StatsRow>(
           `SELECT s.calls::float8 AS pgss_calls, s.total_exec_time, q.calls::float8 AS calls, q.on_cpu_ms, q.runq_wait_ms, q.blk_read_bytes::float8 AS blk_read_bytes
              FROM pg_stat_statements s JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
             WHERE s.query LIKE $1`,
           [pattern],
         );
         row = rows[0];
-        return rows.length === 1 && until(rows[0]);
+        return rows.length === 1 && until(rows[0]!);
       },
       { timeout: 10_000, interval: 200 },
     )

@@ -7,7 +7,7 @@ import { compileOnlyDialect } from '../support/compile-only-dialect.js';
 /** A kysely that executes nothing and records every statement it was asked to send. */
 function recordingDb(): { db: Kysely<unknown>; sent: string[] } {
   const sent: string[] = [];
-  const db = new Kysely<unknown>({ dialect: compileOnlyDialect(), log: (event) => sent.push(event.query.sql) });
+  const db = new Kysely<unknown>({ dialect: compileOnlyDialect(), log: (event) => void sent.push(event.query.sql) });
   return { db, sent };
 }
 

@@ -88,7 +88,7 @@ describe('FlushTotals', () => {
     expect(q!.values[col('calls')]).toBe(6);
     // Not measured is not 0.
     expect(q!.values[col('llc_misses')]).toBeNull();
-    totals.observe(report({ backendRows: [{ pid: 1, backendStartUs: 0n, backendType: 'checkpointer', datid: null, usesysid: null, queryid: null, values: values({ io_wait_ms: 250 }), exitedAtUs: null }] }));
+    totals.observe(report({ backendRows: [{ pid: 1, backendStartUs: 0n, backendType: 'checkpointer', datid: null, usesysid: null, queryid: null, cgroup: null, values: values({ io_wait_ms: 250 }), exitedAtUs: null }] }));
     expect(totals.backendTypes.get('checkpointer')![col('io_wait_ms')]).toBe(0.25);
   });
 
