@@ -74,15 +74,23 @@ describe('disk bpf_stats takes', () => {
     expect(burst.held).toBeLessThanOrEqual(PGSS_MAX);
 
     // The burst of new keys brings the next pass forward: the next flush bounds them.
+    const deallocs = async () => Number((await admin.query<{ n: string }>('SELECT dealloc::text AS n FROM pg_stat_statements_info')).rows[0]!.n);
+    const deallocsBefore = await deallocs();
     expect((await sidecar.flush()).error).toBeNull();
     const after = await keysOf('flooder');
-    expect(after.rows - after.held).toBeLessThanOrEqual(PGSS_MAX / 4);
-    expect(after.rows).toBeLessThanOrEqual(PGSS_MAX + PGSS_MAX / 4);
     const { rows: unheld } = await admin.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM bpf_stats.query_stats q
         WHERE NOT EXISTS (SELECT 1 FROM pg_stat_statements s WHERE (s.userid, s.dbid, s.toplevel, s.queryid) = (q.userid, q.dbid, q.toplevel, q.queryid))`,
     );
-    expect(unheld[0]!.n).toBeLessThanOrEqual(PGSS_MAX / 2);
+    // Held is judged by pg_stat_statements now, the pass by what it held during the flush: each
+    // deallocation since (the flush's and these statements' own new entries, a full
+    // pg_stat_statements evicting its least-used) turned at least 10 once-called flood keys
+    // (pg_stat_statements' minimum a deallocation) from held to unheld after the pass.
+    const lateUnheld = 10 * ((await deallocs()) - deallocsBefore);
+    console.log(`flooder after the pass: ${after.rows} rows, ${after.held} held; unheld in all ${unheld[0]!.n}; deallocations since the pass began ${lateUnheld / 10}`);
+    expect(after.rows - after.held).toBeLessThanOrEqual(PGSS_MAX / 4 + lateUnheld);
+    expect(after.rows).toBeLessThanOrEqual(PGSS_MAX + PGSS_MAX / 4);
+    expect(unheld[0]!.n).toBeLessThanOrEqual(PGSS_MAX / 2 + lateUnheld);
     // Every key pg_stat_statements holds that bpf_stats had is still there: the application's all.
     const appAfter = await admin.query<{ key: string }>(
       "SELECT userid || '/' || dbid || '/' || toplevel || '/' || queryid AS key FROM bpf_stats.query_stats WHERE userid = 'app'::regrole ORDER BY 1",
