@@ -61,7 +61,10 @@ async function startCollector(prefix: string[]): Promise<Collector> {
   child.stderr!.on('data', (chunk) => (stderr += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const deadline = Date.now() + 30_000;
-  while (!/attached probe sets: .*query/.test(stderr)) {
+  // Started means past Sidecar.start (run logs "collecting every" then), not just attached: a
+  // test that crashes the postmaster while start is still writing its first rows would end the
+  // start, not test the following (seen under two CPU hogs).
+  while (!/attached probe sets: .*query/.test(stderr) || !/collecting every \d+ ms/.test(stderr)) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the collector did not start: ${stderr}`);
     await new Promise((r) => setTimeout(r, 100));
   }
