@@ -49,6 +49,12 @@ int BPF_KPROBE(on_query_done)
 	if (r->flags & BACKEND_EXCLUDED)
 		return 0;
 	/*
+	 * The slice running until now is the ending statement's. A single statement's last slice
+	 * ends in the ClientRead sleep that follows it, still under its id; in a multi-statement
+	 * query string the next statement follows without a sleep, and the slice would go to it.
+	 */
+	account_switch_out(task, true, TASK_RUNNING, true);
+	/*
 	 * A PortalRun inside another one's (EXECUTE running its prepared statement) restores the
 	 * outer portal as active before it ends: the outer one's end counts the statement, once.
 	 */

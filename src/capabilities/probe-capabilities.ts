@@ -81,6 +81,7 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
       ),
     );
     lines.push(statementUserLine(target));
+    if (support.layout?.perStatementQueryIds != null) lines.push(multiStatementLine(support.layout.perStatementQueryIds));
   } catch (error) {
     lines.push(requirement('postmaster', false, oneLine(error)));
   }
@@ -121,6 +122,17 @@ function statementUserLine(target: SupportContext['target']): CheckLine {
     currentUserId
       ? 'keyed by the user a statement ran as (OuterUserId; CurrentUserId inside SECURITY DEFINER functions, nested set)'
       : 'keyed by the user a statement ran as (OuterUserId); nested statements of SECURITY DEFINER functions by the caller (GetUserId() is not one load here)',
+  );
+}
+
+/** Whether each statement of a multi-statement query string has its own key, as in pg_stat_statements. */
+function multiStatementLine(perStatement: boolean): CheckLine {
+  return feature(
+    'multi-statement strings',
+    perStatement,
+    perStatement
+      ? 'each statement of a multi-statement query string is keyed by its own query id'
+      : 'this PostgreSQL shows the first statement\'s query id for a whole multi-statement query string: the later statements\' figures land on the first one\'s key (update to the latest minor release)',
   );
 }
 

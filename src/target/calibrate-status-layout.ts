@@ -98,7 +98,9 @@ export async function calibrateStatusLayout(
   // Before stateOffset() runs BEGIN and COMMIT, which replace the text.
   const activityRaw = activityRawOffset(memory, window);
   const state = await stateOffset(probe, memory, status, window, [procpidOffset, procStartOffset, dbidOffset], activityStart);
+  const perStatementQueryIds = queryIdOffset === null ? null : await reportsEachStatementsId(probe);
   return {
+    perStatementQueryIds,
     stateOffset: state.stateOffset,
     stateIdle: state.stateIdle,
     xactStartBeforeActivity: state.xactStartBeforeActivity,
@@ -186,6 +188,22 @@ async function stateOffset(
     inTransaction.readBigInt64LE(activityStart - 8) === inTransaction.readBigInt64LE(activityStart);
   const state = candidates.length === 1 ? { stateOffset: candidates[0]!.at, stateIdle: candidates[0]!.value } : { stateOffset: null, stateIdle: 0 };
   return { ...state, xactStartBeforeActivity };
+}
+
+/*
+ * The backend's own query id, read by a statement alone and again as the second statement of a
+ * multi-statement query string: equal when the backend reports each statement's id (PostgreSQL
+ * resets it per statement in current minor releases), the first statement's when it keeps that
+ * one for the whole string, as older releases did. Read after stateOffset(), whose BEGIN and
+ * COMMIT are the probe's last statements otherwise.
+ */
+async function reportsEachStatementsId(probe: pg.Client): Promise<boolean> {
+  const ownId = 'SELECT query_id::text AS id FROM pg_catalog.pg_stat_activity WHERE pid = pg_catalog.pg_backend_pid()';
+  const alone = (await probe.query<{ id: string | null }>(ownId)).rows[0]?.id ?? null;
+  // A text without parameters goes out as one simple-protocol message: pg answers with one result per statement.
+  const results = (await probe.query(`SELECT 1; ${ownId}`)) as unknown as Array<pg.QueryResult<{ id: string | null }>>;
+  const second = Array.isArray(results) ? (results[1]?.rows[0]?.id ?? null) : null;
+  return alone !== null && second === alone;
 }
 
 /**

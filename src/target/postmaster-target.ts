@@ -88,6 +88,13 @@ export interface StatusLayout {
   stateIdle: number;
   /** st_xact_start_timestamp sits right before st_activity_start_timestamp (0 outside a transaction). */
   xactStartBeforeActivity: boolean;
+  /**
+   * Each statement of a multi-statement query string shows its own query id while it runs, as
+   * pg_stat_statements keys it (current minor releases reset the id per statement); false: the
+   * first statement's id stays for the whole string, and so do the later statements' figures.
+   * null: no query ids (compute_query_id off).
+   */
+  perStatementQueryIds: boolean | null;
 }
 
 /** The /proc pid of a process Postgres knows as `pgPid` (a child of the target's postmaster); null when gone. */

@@ -35,7 +35,9 @@ for (const target of TARGETS) {
     async function reset(): Promise<void> {
       await admin.query('SELECT pg_stat_statements_reset()');
       await sidecar.flush();
-      await admin.query('DROP TABLE IF EXISTS calls_before; CREATE TEMP TABLE calls_before AS SELECT userid, dbid, toplevel, queryid, calls FROM bpf_stats.query_stats');
+      await admin.query(
+        'DROP TABLE IF EXISTS calls_before; CREATE TEMP TABLE calls_before AS SELECT userid, dbid, toplevel, queryid, calls, total_time_ms FROM bpf_stats.query_stats',
+      );
     }
 
     /** Every statement pg_stat_statements keeps for the test's roles, next to our calls of the same key since reset(). */
@@ -130,6 +132,70 @@ for (const target of TARGETS) {
       has('app', true, /^SELECT definer_count/, 4);
       // Every key pg_stat_statements keeps for these roles is ours, with equal calls.
       for (const row of rows) expect(row.calls, `${row.rolname} ${row.toplevel} ${row.query}\n${table}`).toBe(row.pgss_calls);
+    });
+
+    // One simple-protocol message, three statements: pg_stat_statements keys each apart, and so
+    // does the backend's query id while each runs (current minor releases reset it per statement;
+    // calibration says whether this one does). Each statement's time stays its own: the slice
+    // that runs across a statement's end is split there (the query set's end probe).
+    it('keys each statement of a multi-statement query string apart, with its own time', async () => {
+      await reset();
+      const sleepSeconds = 0.04;
+      const multi = `SELECT count(*) FROM tenant_rows WHERE id > 5 /* multi_first */; SELECT pg_sleep(${sleepSeconds}) /* multi_sleep */; SELECT max(id) FROM tenant_rows /* multi_third */`;
+      // Ground truth for calibration's answer: what pg_stat_activity shows during the second statement.
+      const observed = await (async () => {
+        const session = new pg.Client(cluster.connectionString().replace('postgres@', 'app@'));
+        await session.connect();
+        try {
+          const pid = (await session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+          const running = session.query('SELECT 1 /* multi_probe_first */; SELECT pg_sleep(0.5) /* multi_probe_sleep */');
+          let seen: string | null = null;
+          for (let i = 0; i < 40 && seen === null; i++) {
+            await new Promise((resolve) => setTimeout(resolve, 20));
+            const { rows } = await admin.query<{ query_id: string | null }>(
+              "SELECT query_id::text FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'",
+              [pid],
+            );
+            seen = rows[0]?.query_id ?? null;
+          }
+          await running;
+          return seen;
+        } finally {
+          await session.end();
+        }
+      })();
+      const { rows: sleepIds } = await admin.query<{ queryid: string }>("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%multi_probe_sleep%'");
+      expect(observed).not.toBeNull();
+      expect(sidecar.layout.perStatementQueryIds).toBe(observed === sleepIds[0]?.queryid);
+      expect(sidecar.layout.perStatementQueryIds, 'every minor release this suite runs resets the id per statement').toBe(true);
+
+      await reset();
+      const runs = 10;
+      await asApp(async (s) => {
+        for (let i = 0; i < runs; i++) await s.query(multi);
+      });
+      await sidecar.flush();
+      const rows = await keys();
+      const { rows: times } = await admin.query<{ query: string; pgss_ms: number; ms: number | null }>(
+        `SELECT s.query, s.total_exec_time AS pgss_ms, q.total_time_ms - coalesce(b.total_time_ms, 0) AS ms
+           FROM pg_stat_statements s
+           LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+           LEFT JOIN calls_before b USING (userid, dbid, toplevel, queryid)
+          WHERE s.query LIKE '%multi_%' AND s.toplevel`,
+      );
+      const table = times.map((t) => `${(t.ms ?? NaN).toFixed(1)} ms (pgss ${t.pgss_ms.toFixed(1)})  ${t.query.slice(0, 70)}`).join('\n');
+      console.log(table);
+      for (const part of ['multi_first', 'multi_sleep', 'multi_third']) {
+        const row = rows.find((r) => r.query.includes(part) && r.toplevel);
+        expect(row?.pgss_calls, `${part}\n${table}`).toBe(runs);
+        expect(row?.calls, `${part}\n${table}`).toBe(runs);
+      }
+      const time = (part: string) => times.find((t) => t.query.includes(part))!;
+      // The sleep's time is the sleep's (pg_stat_statements' within a few ms), not the neighbours'.
+      const sleep = time('multi_sleep');
+      expect(sleep.ms!, table).toBeGreaterThanOrEqual(sleep.pgss_ms * 0.98);
+      expect(sleep.ms!, table).toBeLessThan(sleep.pgss_ms + runs * 5);
+      for (const part of ['multi_first', 'multi_third']) expect(time(part).ms!, table).toBeLessThan(runs * sleepSeconds * 1000 * 0.25);
     });
 
     // track_utility on (the default): pg_stat_statements clears the EXECUTE's id and the prepared
