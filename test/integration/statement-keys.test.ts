@@ -196,6 +196,13 @@ for (const target of TARGETS) {
       expect(sleep.ms!, table).toBeGreaterThanOrEqual(sleep.pgss_ms * 0.98);
       expect(sleep.ms!, table).toBeLessThan(sleep.pgss_ms + runs * 5);
       for (const part of ['multi_first', 'multi_third']) expect(time(part).ms!, table).toBeLessThan(runs * sleepSeconds * 1000 * 0.25);
+      // None of the three is taken for a nested statement (the nested set is attached).
+      const { rows: nested } = await admin.query(
+        `SELECT q.queryid::text FROM bpf_stats.query_stats q JOIN pg_roles r ON r.oid = q.userid
+           LEFT JOIN calls_before b USING (userid, dbid, toplevel, queryid)
+          WHERE r.rolname = 'app' AND NOT q.toplevel AND q.calls > coalesce(b.calls, 0)`,
+      );
+      expect(nested, table).toEqual([]);
     });
 
     // track_utility on (the default): pg_stat_statements clears the EXECUTE's id and the prepared
