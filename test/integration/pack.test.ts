@@ -68,7 +68,7 @@ describe('the npm package', () => {
 
     const outcome = await collectCpuBurn(cluster, [bin], env);
     expect(outcome.code, outcome.stderr).toBe(0);
-    // The bin's first line caps V8's heap (README, "Bounded memory"): node got the flag.
+    // The bin's first line caps V8's heap (docs/endurance.md#bounded-memory-visible-overflow): node got the flag.
     expect(outcome.argv.slice(0, 2)).toEqual(['node', `--max-old-space-size=${HEAP_LIMIT_MB}`]);
     expect(outcome.oursMs, outcome.stderr).not.toBeNull();
     expect(Math.abs(outcome.oursMs! - outcome.truthMs)).toBeLessThanOrEqual(0.1 * outcome.truthMs + 20);

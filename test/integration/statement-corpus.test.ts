@@ -12,7 +12,7 @@ import { embeddedPostgresBin } from '../support/embedded-postgres.js';
  * key pg_stat_statements keeps for those roles is ours with equal calls; a statement of ≥ 1 ms
  * has at least its total_exec_time. Not in it: multi-statement query strings, whose second and
  * later statements pg_stat_statements keys apart while the backend shows the first one's id
- * (README, "What a query's figures include").
+ * (docs/how-it-works.md#what-a-querys-figures-include).
  */
 const SESSIONS = 20;
 const ROUNDS = 3;
