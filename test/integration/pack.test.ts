@@ -46,7 +46,7 @@ afterAll(async () => {
 describe('the npm package', () => {
   it('holds what runs and nothing of the sources, tests or benches', () => {
     const top = readdirSync(installed).sort();
-    expect(top.filter((f) => f !== 'node_modules')).toEqual(['README.md', 'build', 'dist', 'migrations', 'package.json', 'prebuilds', 'sql']);
+    expect(top.filter((f) => f !== 'node_modules')).toEqual(['README.md', 'build', 'dist', 'docs', 'migrations', 'package.json', 'prebuilds', 'sql']);
     expect(readdirSync(join(installed, 'build'))).toEqual(['bpf']);
     expect(readdirSync(join(installed, 'build', 'bpf'))).toEqual(['pgstats.bpf.o']);
     // One bundled file runs (minified; its source map beside it, read only with node's
