@@ -1,5 +1,5 @@
 /*
- * Overhead of each probe set, side by side: the cost table of the README.
+ * Overhead of each probe set, side by side: the cost table of docs/measured.md#cost-of-each-probe-set.
  *
  * One throwaway cluster; ROUNDS rounds, each with one pgbench -S run without the sidecar and
  * one run per variant (the default sets plus one opt-in set, or the defaults alone), in an

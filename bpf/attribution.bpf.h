@@ -51,7 +51,7 @@ __u32 tracking_epoch = 0;
 /*
  * The maps every context switch touches are not preallocated. Preallocated, they made the
  * links cost pgbench -S ~1 us more CPU per transaction than the handler's own run time
- * (bench/cpu-by-process.ts; bench/README.md, "Where the cost went"). Our reading, unconfirmed without a
+ * (bench/cpu-by-process.ts; bench/journal/preallocated-maps.md#preallocated-hash-maps-were-for-the-links). Our reading, unconfirmed without a
  * PMU: a preallocated hash keeps its elements on scattered 4 KiB vmalloc pages, each one more
  * TLB entry to walk on a VM, while elements allocated on demand come from the linear map.
  * max_entries still bounds them (user space sets it before load); a failed allocation is

@@ -133,7 +133,7 @@ static __always_inline void add_slice(struct metrics *m, const struct slice *s)
 /*
  * The query side of a switch-out, as global functions: the verifier checks each once per
  * program, where inlined it walked the key's insert (the role's share, the race with another
- * CPU, the change notes) again on every path that reached one of the calls (bench/README.md, "Start-up").
+ * CPU, the change notes) again on every path that reached one of the calls (bench/journal/start-up.md#six-cuts-to-the-start).
  * The pointers they take are checked for NULL, as the verifier requires of a global function.
  */
 __noinline int query_add_wait(const struct query_key *key, __u32 sleep_class, __u64 ns)

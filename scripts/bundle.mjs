@@ -1,7 +1,7 @@
 // Bundles the compiled CLI (dist/src/cli/main.js) and its dependencies into the one file the
 // npm package runs, dist/pg-bpf-stats.cjs. Node then reads and compiles one script at start
 // instead of ~400 ES modules (kysely alone is 279 files): start-up and the memory that module
-// records keep both shrink (bench/README.md, "Start-up"). It is CommonJS so that V8's code cache can
+// records keep both shrink (bench/journal/start-up.md#start-up). It is CommonJS so that V8's code cache can
 // hold it (node 20 caches no ES module): the package's command, dist/pg-bpf-stats.js, is the
 // launcher (src/cli/launcher.ts, bundled too) that compiles it with the cache.
 //
@@ -60,7 +60,7 @@ const bundle = await rolldown({
 // V8 keeps a script's source for its whole life (functions are compiled when first called), so
 // the source is kept small: ASCII (one character past Latin-1 makes it two bytes a character),
 // no comments but the bundled packages' licence notices, and minified (1.18 MB -> 0.71 MB, 0.7 MB
-// less RSS; bench/README.md, "Memory after start"). Function and class names are kept, so an internal
+// less RSS; bench/journal/memory.md#a-minified-bundle). Function and class names are kept, so an internal
 // error's stack still names where it was; the source map beside the bundle maps its positions
 // back to dist/src (`node --enable-source-maps dist/pg-bpf-stats.js ...`).
 await bundle.write({

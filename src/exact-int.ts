@@ -2,7 +2,7 @@
  * An integer as exact as BPF's 64-bit counters: a number while it is a safe integer, a bigint
  * beyond. A flush handles tens of thousands of counters, nearly all far below 2^53 (104 days of
  * nanoseconds): as numbers they cost no allocation, where a bigint each was most of a 10,000-row
- * flush's garbage (bench/README.md, "Numbers while exact"). A counter past 2^53 stays exact as a bigint.
+ * flush's garbage (bench/journal/flush-cost.md#numbers-while-exact-reads-without-copies-history-that-waits). A counter past 2^53 stays exact as a bigint.
  *
  * Made by exactInt() or the functions here, a value is a number whenever it is safe, so zero is
  * always 0; values made elsewhere may be bigints of any size, which every function here takes.

@@ -88,7 +88,7 @@ Napi::Value ReleaseFreeMemory(const Napi::CallbackInfo& info) {
 // trim threshold to twice that. After loading freed the kernel's BTF, later large blocks (a
 // flush's map reads and statements, V8's compiler zones) came from the heap and stayed there:
 // 27 MB of heap in an idle collector, 4 MB with the thresholds fixed at glibc's defaults (fixing
-// them turns the moving off). Large blocks are mapped and unmapped instead (bench/README.md, "Large blocks leave the heap").
+// them turns the moving off). Large blocks are mapped and unmapped instead (bench/journal/memory.md#large-blocks-leave-the-heap).
 void KeepLargeBlocksOutOfTheHeap() {
   constexpr int kThreshold = 128 * 1024;
   mallopt(M_MMAP_THRESHOLD, kThreshold);

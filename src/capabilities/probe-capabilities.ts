@@ -200,7 +200,7 @@ function memoryLimitLine(pgssMax: number | null): CheckLine {
     : feature('memory limit', false, `${stated} is below ${needed}: new statements are refused (health.dropped map_no_memory) before the maps fill; give it ${megabytes(fullBytes + COLLECTOR_BYTES)} MB or more (a unit's MemoryMax=, a container's memory limit)${queries}`);
 }
 
-/** The collector's RSS with a full queries map on our 2-CPU VMs was 88-94 MB (bench/README.md, "What a full map holds"). */
+/** The collector's RSS with a full queries map on our 2-CPU VMs was 88-94 MB (bench/journal/memory.md#what-a-full-map-holds-and-the-semi-space-again). */
 const COLLECTOR_BYTES = 100 * 2 ** 20;
 
 function megabytes(bytes: number): number {

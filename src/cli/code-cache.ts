@@ -7,7 +7,7 @@ import vm from 'node:vm';
 /*
  * The bundled CLI run through V8's code cache. Without it every start parses the 0.7 MB bundle
  * and compiles each function the start calls: ~25 ms of an idle start, ~100 ms of one on a busy
- * host (bench/README.md, "Start-up"). A start that found no usable cache saves one once it is running,
+ * host (bench/journal/start-up.md#v8s-code-cache). A start that found no usable cache saves one once it is running,
  * and the next start takes the compiled functions from it.
  *
  * V8 checks a cache against its own version and flags, and the source only by its length: the

@@ -3,10 +3,10 @@
 // (dist/pg-bpf-stats.cjs) through V8's code cache (code-cache.ts).
 //
 // The heap cap: with the default limit (a quarter of RAM) V8 let the heap grow to 430 MB over a
-// 35-minute soak whose live heap stayed at 40-60 MB; capped, RSS stayed at 145-180 MB (README, "Soak").
+// 35-minute soak whose live heap stayed at 40-60 MB; capped, RSS stayed at 145-180 MB (docs/endurance.md#soak-benchsoakts).
 // The young generation's cap: under load V8 grows both semi-spaces to it and keeps them. 8 MB
 // took the peak RSS at 1,000 connections from ~150 to ~130 MB, 4 MB the steady RSS there from
-// ~90 to ~79 MB, neither at a CPU cost the benches could see (bench/connection-scaling.ts; bench/README.md, "The bin now uses 4").
+// ~90 to ~79 MB, neither at a CPU cost the benches could see (bench/connection-scaling.ts; bench/journal/memory.md#the-bin-now-uses-4-mb-semi-spaces).
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { codeCachePath, loadBundle } from './code-cache.js';

@@ -60,7 +60,7 @@ function wrapList(items: readonly string[], indent: number, first: number, width
   return lines.join(`\n${' '.repeat(indent)}`);
 }
 
-// Fits an 80x24 terminal (test/unit/parse-args.test.ts checks it); details live in the README.
+// Fits an 80x24 terminal (test/unit/parse-args.test.ts checks it); details live in docs/operations.md#commands.
 export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]  (-h help, -V version)
   run       collect into bpf_stats until SIGTERM (SIGUSR1 pause, SIGUSR2 resume)
   check     what this host and this Postgres support; exit 0 when run can work

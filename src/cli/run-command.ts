@@ -9,7 +9,7 @@ import { Sidecar } from '../sidecar/sidecar.js';
 export async function runCommand(options: CliOptions, log: (line: string) => void, started: () => void = () => undefined): Promise<number> {
   // The metrics port is bound first: an address in use fails before anything is created. The
   // exporter (prom-client, node's http and cluster modules) is loaded only when asked for: a
-  // start without it skips their loading (bench/README.md, "Start-up").
+  // start without it skips their loading (bench/journal/start-up.md#the-probes-before-the-schema-the-first-rows-at-once).
   const metrics = options.metrics ? await (await import('../exporters/prometheus/start-metrics.js')).startMetrics(options.metrics, options.dsn, log) : null;
   // Signals are taken from here on: the probes attach early in the start, and a SIGUSR1 or a
   // SIGTERM sent once they are (a supervisor, a script) must not kill the process. What arrives

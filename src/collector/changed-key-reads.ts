@@ -93,7 +93,7 @@ export class ChangedKeyReads {
     this.overflowsSeen = overflowed;
     const takenKeys = taken ? { packed: taken.keys, count: taken.count } : NO_KEYS;
     // Past half the map, one batch read of every key is cheaper than a lookup per key
-    // (bench/README.md, "Flush cost by what changed");
+    // (bench/journal/flush-cost.md#arrays-in-binary);
     // the union is never smaller than what was taken, so that alone can decide it.
     const keys = whole || takenKeys.count * 2 > held ? null : union(takenKeys, this.again, taken!.keySize);
     if (!keys || keys.count * 2 > held) {

@@ -62,7 +62,7 @@ export interface CollectorObjectOptions<Name extends string> {
 
 /*
  * The histograms map is preallocated (allocated on demand it once lost a COPY's only latency
- * observation: bench/README.md, "Where the cost went: preallocated maps") and per-CPU: each
+ * observation: bench/journal/preallocated-maps.md#refusals-a-full-map-or-no-memory-with-room-left) and per-CPU: each
  * entry costs sizeof(struct hist) on every possible CPU,
  * 17.0 kB on 64 CPUs. Its capacity is what fits in this much kernel memory, within bounds: the
  * map holds the histograms active in the last few flushes (quiet ones are evicted), not every
@@ -186,7 +186,7 @@ export class CollectorObject<Name extends string = string> {
     this.programs = new LoadedPrograms(object, openCollectorObject, (more) => {
       loadInterruptible(more);
       // The load parsed the kernel's BTF into memory it has freed: give it back (RSS;
-      // bench/README.md, "Memory after start").
+      // bench/journal/memory.md#memory-after-start).
       loadNative().releaseFreeMemory();
     });
     this.probes = new ProbeAttachments(object, this.programs, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});

@@ -13,7 +13,7 @@ const PER_OBJECT_MAP = /^__bpf_usdt_/;
 
 /**
  * The collector's programs wherever they were loaded. The object is loaded with the programs
- * that start needs (the verifier's time is most of a start: bench/README.md, "Start-up"); an opt-in set's
+ * that start needs (the verifier's time is most of a start: bench/journal/start-up.md#start-up); an opt-in set's
  * programs are loaded when the set is first attached, into a second instance of the same object
  * file that shares every map of the first (its .bss, .rodata and .kconfig included), so they
  * read and write the same figures, settings and globals. Each such load is kept for the

@@ -265,7 +265,7 @@ export class Sidecar {
       });
       const loadedMs = performance.now() - loadStartedMs;
       // Attached before the schema is looked at: figures count from the retarget below, while the
-      // schema work runs (bench/README.md, "Start-up"). Attaching creates nothing in the database; a
+      // schema work runs (bench/journal/start-up.md#the-probes-before-the-schema-the-first-rows-at-once). Attaching creates nothing in the database; a
       // failure from here on detaches everything as the process ends. The collector's own
       // connections to this server are left out of the figures first.
       object.exclude(backendPid(control));
@@ -284,7 +284,7 @@ export class Sidecar {
         `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
           `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
       );
-      // How long start-up took and its biggest part (bench/README.md, "Start-up"): a slow start says why.
+      // How long start-up took and its biggest part (bench/journal/start-up.md#start-up): a slow start says why.
       log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
       await migrateSchema(store, undefined, node, { asNode });
       log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
@@ -378,7 +378,7 @@ export class Sidecar {
         throw error;
       }
       // Loading parsed the kernel's BTF into memory freed since: give it back (RSS;
-      // bench/README.md, "Memory after start").
+      // bench/journal/memory.md#memory-after-start).
       loadNative().releaseFreeMemory();
       return sidecar;
     } catch (error) {
@@ -746,7 +746,7 @@ const FINAL_FLUSH_ATTEMPTS = 3;
 /**
  * Rows written by one flush from which freed malloc memory is given back after it: at 1,000
  * busy connections it took ~2 MB off the collector's RSS, at no CPU the benches could see
- * (bench/README.md, "Freed malloc memory given back after a large flush").
+ * (bench/journal/memory.md#freed-malloc-memory-given-back-after-a-large-flush).
  */
 const TRIM_AFTER_ROWS = 512;
 const COLLECTIONS_RETENTION_MS = 30 * 86_400_000;

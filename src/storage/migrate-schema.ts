@@ -28,7 +28,7 @@ export const MIGRATE_LOCK_TIMEOUT_MS = 10_000;
  * comment. Every version's sql/ rewrites that comment, so a start of an older version clears
  * it; `reapply` (`pg-bpf-stats migrate`) applies everything whatever it says. Applying sql/
  * took 25 ms of an idle start and 70-110 ms under load, node-pg-migrate's check of an
- * up-to-date schema another eight round trips (bench/README.md, "Start-up").
+ * up-to-date schema another eight round trips (bench/journal/start-up.md#six-cuts-to-the-start).
  *
  * @example
  * await migrateSchema(client);

@@ -20,7 +20,7 @@ const UNUSABLE = new Set(['26000', '42P05', '0A000']);
  * prepared statement: the server parses and plans it once per connection instead of every time.
  * A flush is one statement of the same text flush after flush (the parts present decide it, the
  * rows are array parameters): parsing its 15 kB took 1.3–1.8 ms of the server's 4.5 for 100
- * changed rows (bench/README.md, "Flush cost by what changed").
+ * changed rows (bench/journal/flush-cost.md#flush-cost-by-what-changed).
  *
  * Bounded: at most MAX_NAMED texts are named, and the counts of texts seen stop at MAX_COUNTED.
  * Where the server cannot take named statements (a pooler in transaction mode before PgBouncer

@@ -51,7 +51,7 @@ type ReadAt = (offset: number, length: number) => Buffer;
  * Only the headers, the symbol tables and the notes are read from the file (~0.5 MB of
  * Debian's 9 MB postgres), and a symbol is found by searching those bytes for its name rather
  * than by decoding all ~10,000 of them into objects: both were most of the start's time
- * between connecting and loading the BPF programs (bench/README.md, "Start-up").
+ * between connecting and loading the BPF programs (bench/journal/start-up.md#six-cuts-to-the-start).
  *
  * @example
  * const elf = ElfFile.read('/usr/lib/postgresql/15/bin/postgres');

@@ -199,7 +199,7 @@ for (const target of TARGETS) {
         const ofText = (text: string) => `q.queryid IN (SELECT queryid FROM pg_stat_statements WHERE query = '${text}')`;
         // queryid 0 has its key before (a wait held for a statement that fails in analysis), so the
         // release is not the switch's second new key, which the queries map's per-CPU cache refuses
-        // (bench/README.md, "Where the cost went: preallocated maps").
+        // (bench/journal/preallocated-maps.md#refusals-a-full-map-or-no-memory-with-room-left).
         const failing = await connect();
         const failingPid = await pidOf(failing);
         await holder.query('BEGIN');

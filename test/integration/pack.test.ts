@@ -46,7 +46,7 @@ afterAll(async () => {
 describe('the npm package', () => {
   it('holds what runs and nothing of the sources, tests or benches', () => {
     const top = readdirSync(installed).sort();
-    expect(top.filter((f) => f !== 'node_modules')).toEqual(['README.md', 'build', 'dist', 'migrations', 'package.json', 'prebuilds', 'sql']);
+    expect(top.filter((f) => f !== 'node_modules')).toEqual(['README.md', 'build', 'dist', 'docs', 'migrations', 'package.json', 'prebuilds', 'sql']);
     expect(readdirSync(join(installed, 'build'))).toEqual(['bpf']);
     expect(readdirSync(join(installed, 'build', 'bpf'))).toEqual(['pgstats.bpf.o']);
     // One bundled file runs (minified; its source map beside it, read only with node's
@@ -68,7 +68,7 @@ describe('the npm package', () => {
 
     const outcome = await collectCpuBurn(cluster, [bin], env);
     expect(outcome.code, outcome.stderr).toBe(0);
-    // The bin's first line caps V8's heap (README, "Bounded memory"): node got the flag.
+    // The bin's first line caps V8's heap (docs/endurance.md#bounded-memory-visible-overflow): node got the flag.
     expect(outcome.argv.slice(0, 2)).toEqual(['node', `--max-old-space-size=${HEAP_LIMIT_MB}`]);
     expect(outcome.oursMs, outcome.stderr).not.toBeNull();
     expect(Math.abs(outcome.oursMs! - outcome.truthMs)).toBeLessThanOrEqual(0.1 * outcome.truthMs + 20);
