@@ -1,7 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
+import { UserError } from '../../src/errors.js';
 import { migrateSchema } from '../../src/storage/migrate-schema.js';
+import { queryIncrementsAttributes } from '../../src/storage/metric-schema.js';
 
 /*
  * migrations/ and sql/ (views, functions, grants, comments) are applied again only when they
@@ -71,5 +73,105 @@ describe('migrateSchema', () => {
     } finally {
       await client.query('RESET ROLE');
     }
+  });
+
+  it('re-creates the views when an installed one has columns CREATE OR REPLACE cannot change, keeping a DBA\'s grants', async () => {
+    await migrateSchema(client);
+    const { rows: wanted } = await client.query<{ attname: string }>("SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attnum > 0 ORDER BY attnum");
+    // As an older version left it: a column where the head has another (query_locks depends on
+    // query_lock_detail, so views depend on each other too).
+    await client.query(`DROP VIEW bpf_stats.query_time;
+      CREATE VIEW bpf_stats.query_time AS SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, q.calls AS older_column FROM bpf_stats.query_stats q;
+      CREATE ROLE dashboard_reader NOLOGIN;
+      GRANT SELECT ON bpf_stats.query_time, bpf_stats.query_locks TO dashboard_reader;
+      COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
+    const said: string[] = [];
+    await migrateSchema(client, (line) => said.push(line));
+    expect(said.join('\n')).toMatch(/re-creating the bpf_stats views: cannot change name of view column "older_column"/);
+    const { rows: columns } = await client.query<{ attname: string }>("SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attnum > 0 ORDER BY attnum");
+    expect(columns).toEqual(wanted);
+    const { rows: grants } = await client.query<{ view: string; reader: boolean; monitor: boolean; public: boolean }>(
+      `SELECT v AS view, has_table_privilege('dashboard_reader', 'bpf_stats.' || v, 'SELECT') AS reader,
+              has_table_privilege('pg_monitor', 'bpf_stats.' || v, 'SELECT') AS monitor,
+              EXISTS (SELECT 1 FROM aclexplode((SELECT relacl FROM pg_class WHERE oid = ('bpf_stats.' || v)::regclass)) x WHERE x.grantee = 0) AS public
+         FROM unnest(ARRAY['query_time', 'query_locks', 'query_io']) v`,
+    );
+    expect(grants).toEqual([
+      { view: 'query_time', reader: true, monitor: true, public: false },
+      { view: 'query_locks', reader: true, monitor: true, public: false },
+      { view: 'query_io', reader: false, monitor: true, public: false },
+    ]);
+  });
+
+  it('stops with one line when an object outside bpf_stats depends on a view it must re-create, and changes nothing', async () => {
+    await migrateSchema(client);
+    await client.query(`DROP VIEW bpf_stats.query_io;
+      CREATE VIEW bpf_stats.query_io AS SELECT q.node, q.calls AS older_column FROM bpf_stats.query_stats q;
+      CREATE VIEW public.my_io AS SELECT * FROM bpf_stats.query_io;
+      COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
+    try {
+      const error = await migrateSchema(client).then(() => null, (e: unknown) => e);
+      expect(error).toBeInstanceOf(UserError);
+      expect((error as Error).message).toMatch(/^cannot re-create the bpf_stats views whose columns change in this version: .*view my_io depends on view bpf_stats.query_io.*; drop it, run `pg-bpf-stats migrate`, then create it again$/);
+      expect((error as Error).message).not.toContain('\n');
+      // Rolled back: the older view and the comment are as they were.
+      const { rows } = await client.query("SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_io'::regclass AND attnum > 0 ORDER BY attnum");
+      expect(rows.map((r) => r.attname)).toEqual(['node', 'older_column']);
+      expect(await schemaComment()).toBe('pg-bpf-stats: an older version');
+    } finally {
+      await client.query('DROP VIEW public.my_io');
+    }
+    await migrateSchema(client);
+    const { rows } = await client.query("SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = 'bpf_stats.query_io'::regclass AND attname = 'older_column'");
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('rebuilds bpf_stats.query_increments from the metric column list when an older migration left another order', async () => {
+    await migrateSchema(client);
+    const attributes = async () =>
+      (
+        await client.query<{ name: string; type: string }>(
+          `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a
+            WHERE a.attrelid = (SELECT typrelid FROM pg_type WHERE oid = 'bpf_stats.query_increments'::regtype) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+        )
+      ).rows;
+    const wanted = queryIncrementsAttributes();
+    expect(await attributes()).toEqual(wanted);
+    const typeOid = async () => (await client.query("SELECT 'bpf_stats.query_increments'::regtype::oid::int AS oid")).rows[0].oid as number;
+    const unchanged = await typeOid();
+    // ALTER TYPE ... ADD ATTRIBUTE appends: the last metric column of the list where an added
+    // one lands, after the others.
+    const moved = wanted[5]!;
+    await client.query(`ALTER TYPE bpf_stats.query_increments DROP ATTRIBUTE ${moved.name}, ADD ATTRIBUTE ${moved.name} ${moved.type};
+      COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
+    expect((await attributes()).at(-1)).toEqual(moved);
+    const said: string[] = [];
+    await migrateSchema(client, (line) => said.push(line));
+    expect(await attributes()).toEqual(wanted);
+    expect(said).toContain("rebuilt bpf_stats.query_increments for this version's metric columns");
+    expect(await typeOid()).not.toBe(unchanged);
+    // And left alone (same oid) when it fits, even by `migrate`.
+    const rebuilt = await typeOid();
+    await migrateSchema(client, undefined, undefined, { reapply: true });
+    expect(await typeOid()).toBe(rebuilt);
+  });
+
+  it('refuses, in one line, tables without a metric column or with one NOT NULL that a flush leaves NULL', async () => {
+    await migrateSchema(client);
+    await client.query(`ALTER TABLE bpf_stats.query_stats_history RENAME COLUMN blk_read_ios TO blk_read_ios_renamed;
+      ALTER TABLE bpf_stats.backend_stats ALTER COLUMN reclaim_ms SET NOT NULL;
+      COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
+    try {
+      const error = await migrateSchema(client).then(() => null, (e: unknown) => e);
+      expect(error).toBeInstanceOf(UserError);
+      expect((error as Error).message).toBe(
+        'cannot bring the bpf_stats schema up to date: bpf_stats.backend_stats.reclaim_ms is NOT NULL, but a flush writes NULL while memory is off; ' +
+          'bpf_stats.query_stats_history.blk_read_ios is missing (a migration adds it: bigint, nullable, no default) (CONTRIBUTING.md, "add a metric column")',
+      );
+    } finally {
+      await client.query(`ALTER TABLE bpf_stats.query_stats_history RENAME COLUMN blk_read_ios_renamed TO blk_read_ios;
+        ALTER TABLE bpf_stats.backend_stats ALTER COLUMN reclaim_ms DROP NOT NULL`);
+    }
+    await migrateSchema(client);
   });
 });
