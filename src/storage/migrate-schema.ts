@@ -152,7 +152,8 @@ async function applySqlFiles(client: pg.Client, files: Array<{ name: string; tex
        FROM pg_catalog.pg_class c
        LEFT JOIN LATERAL pg_catalog.aclexplode(c.relacl) x ON true
       WHERE c.relnamespace = 'bpf_stats'::pg_catalog.regnamespace AND c.relkind = 'v'
-      GROUP BY c.relname`,
+      GROUP BY c.relname
+      ORDER BY c.relname`,
   );
   try {
     if (views.length) await client.query(`DROP VIEW ${views.map((v) => `bpf_stats.${client.escapeIdentifier(v.name)}`).join(', ')}`);

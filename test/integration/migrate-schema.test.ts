@@ -174,4 +174,49 @@ describe('migrateSchema', () => {
     }
     await migrateSchema(client);
   });
+
+  it('lets a reader queued behind the views\' rebuild read the new view, never an error', async () => {
+    await migrateSchema(client);
+    await client.query(`DROP VIEW bpf_stats.query_time;
+      CREATE VIEW bpf_stats.query_time AS SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, q.calls AS older_column FROM bpf_stats.query_stats q;
+      COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
+    const activityOid = async () => (await client.query("SELECT 'bpf_stats.activity'::regclass::oid::int AS oid")).rows[0].oid as number;
+    const before = await activityOid();
+    const session = async () => {
+      const c = new pg.Client(cluster.connectionString());
+      await c.connect();
+      return c;
+    };
+    const [holder, reader] = [await session(), await session()];
+    const pidOf = (c: pg.Client) => (c as unknown as { processID: number }).processID;
+    const waiting = async (c: pg.Client) =>
+      (await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_locks WHERE pid = $1 AND NOT granted', [pidOf(c)])).rows[0]!.n;
+    try {
+      // A long read of query_io: the views are dropped in name order, so the rebuild holds
+      // activity's lock while it waits for query_io, and a reader of activity queues behind it.
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM bpf_stats.query_io');
+      const rebuilder = new pg.Client(cluster.connectionString());
+      await rebuilder.connect();
+      try {
+        const migrating = migrateSchema(rebuilder);
+        await expect.poll(() => waiting(rebuilder), { timeout: 5_000 }).toBeGreaterThan(0);
+        const read = reader.query('SELECT * FROM bpf_stats.activity LIMIT 1');
+        await expect.poll(() => waiting(reader), { timeout: 5_000 }).toBeGreaterThan(0);
+        await holder.query('COMMIT');
+        await migrating;
+        const result = await read;
+        expect(result.fields.map((f) => f.name)).toContain('on_cpu_ms');
+      } finally {
+        await rebuilder.end();
+      }
+      // The reader read the view created while it waited, not the one it had found.
+      expect(await activityOid()).not.toBe(before);
+      const { rows } = await client.query("SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attname = 'on_cpu_share'");
+      expect(rows[0].n).toBe(1);
+    } finally {
+      await holder.end();
+      await reader.end();
+    }
+  });
 });
