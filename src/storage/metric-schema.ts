@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { UserError } from '../errors.js';
+import { oneLine, UserError } from '../errors.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { QUERY_INCREMENTS_TYPE } from './query-increments.js';
 
@@ -91,7 +91,8 @@ export async function rebuildQueryIncrementsType(client: pg.ClientBase): Promise
     await client.query(`DROP TYPE IF EXISTS ${QUERY_INCREMENTS_TYPE}`);
   } catch (error) {
     if ((error as { code?: string }).code === '2BP01') {
-      throw new UserError(`cannot rebuild ${QUERY_INCREMENTS_TYPE} for this version's metric columns: ${(error as Error).message} (${(error as { detail?: string }).detail ?? ''}); drop what depends on it and start again`);
+      const detail = (error as { detail?: string }).detail;
+      throw new UserError(`cannot rebuild ${QUERY_INCREMENTS_TYPE} for this version's metric columns: ${oneLine(error)}${detail ? ` (${oneLine(detail)})` : ''}; drop what depends on it and start again`);
     }
     throw error;
   }

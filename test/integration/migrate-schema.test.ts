@@ -156,6 +156,24 @@ describe('migrateSchema', () => {
     expect(await typeOid()).toBe(rebuilt);
   });
 
+  it('stops with one line when something outside bpf_stats uses the row type it must rebuild, and changes nothing', async () => {
+    await migrateSchema(client);
+    await client.query(`ALTER TYPE bpf_stats.query_increments DROP ATTRIBUTE calls, ADD ATTRIBUTE calls int8;
+      CREATE TABLE public.kept_increments (row bpf_stats.query_increments);
+      CREATE FUNCTION public.sum_increments(bpf_stats.query_increments) RETURNS float8 LANGUAGE sql AS 'SELECT $1.total_time_ms';
+      COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
+    try {
+      const error = await migrateSchema(client).then(() => null, (e: unknown) => e);
+      expect(error).toBeInstanceOf(UserError);
+      expect((error as Error).message).toMatch(/^cannot rebuild bpf_stats.query_increments for this version's metric columns: .*(column row of table kept_increments|function sum_increments\(bpf_stats.query_increments\)) depends on type bpf_stats.query_increments.*; drop what depends on it and start again$/);
+      expect((error as Error).message).not.toContain('\n');
+      expect(await schemaComment()).toBe('pg-bpf-stats: an older version');
+    } finally {
+      await client.query('DROP TABLE public.kept_increments; DROP FUNCTION public.sum_increments(bpf_stats.query_increments)');
+    }
+    await migrateSchema(client);
+  });
+
   it('refuses, in one line, tables without a metric column or with one NOT NULL that a flush leaves NULL', async () => {
     await migrateSchema(client);
     await client.query(`ALTER TABLE bpf_stats.query_stats_history RENAME COLUMN blk_read_ios TO blk_read_ios_renamed;
