@@ -7,6 +7,7 @@ import { databaseFailure, oneLine, UserError } from '../errors.js';
 import { packageRoot } from '../package-root.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { commentMetricColumns } from './metric-column-comments.js';
+import { checkMetricColumns, queryIncrementsAttributes, rebuildQueryIncrementsType } from './metric-schema.js';
 import { defaultNodeName, nameNode } from '../sink/node-name.js';
 import { lockMigrations, unlockMigrations } from '../instance/server-lock.js';
 
@@ -20,6 +21,11 @@ export const MIGRATE_LOCK_TIMEOUT_MS = 10_000;
  * Brings the bpf_stats schema up to date: node-pg-migrate applies migrations/ (the tables),
  * then every file of sql/ (views and functions, all CREATE OR REPLACE) is applied in name
  * order in one transaction, with the metric columns' comments from their families. Safe to run on every start and from several hosts at once.
+ * What follows the metric column list is made to fit it in that transaction (metric-schema.ts):
+ * the tables are checked for every column, and bpf_stats.query_increments is rebuilt when its
+ * attributes differ; a view whose columns CREATE OR REPLACE cannot change (one added in the
+ * middle, renamed, retyped) gets every bpf_stats view dropped and created again, their grants
+ * kept.
  * The session names `node` first (default: this server's default node name): rows that exist
  * before the node column does belong to it.
  *
@@ -109,7 +115,9 @@ async function applyDefinitions(
   try {
     // Other sidecars re-creating the same views wait on lockMigrations (an advisory lock here was
     // one any role could hold, and the start waited for it forever).
-    for (const file of files) await client.query(file.text);
+    await checkMetricColumns(client);
+    if (await rebuildQueryIncrementsType(client)) log('rebuilt bpf_stats.query_increments for this version\'s metric columns');
+    await applySqlFiles(client, files, log);
     await commentMetricColumns(client);
     await markApplied(client, fingerprint);
     await client.query('COMMIT');
@@ -117,6 +125,60 @@ async function applyDefinitions(
     await client.query('ROLLBACK');
     throw error;
   }
+}
+
+/**
+ * Runs sql/'s files. CREATE OR REPLACE VIEW keeps a view's columns as they were and may only
+ * append: when a file adds a column in the middle, renames or retypes one (42P16), every
+ * bpf_stats view is dropped at once (ours depend on each other) and the files run again, in
+ * the same transaction, so readers wait on the lock and then see the new views, never none.
+ * The grants on them that sql/ does not make (a DBA's) are given again; objects of other schemas
+ * built on them stop it with one line rather than being dropped (no CASCADE).
+ */
+async function applySqlFiles(client: pg.Client, files: Array<{ name: string; text: string }>, log: (line: string) => void): Promise<void> {
+  await client.query('SAVEPOINT sql_files');
+  try {
+    for (const file of files) await client.query(file.text);
+    return;
+  } catch (error) {
+    if ((error as { code?: string }).code !== '42P16') throw error;
+    await client.query('ROLLBACK TO SAVEPOINT sql_files');
+    log(`re-creating the bpf_stats views: ${oneLine(error)}`);
+  }
+  const { rows: views } = await client.query<{ name: string; grants: Array<{ grantee: string; privilege: string; grantable: boolean }> }>(
+    `SELECT c.relname AS name,
+            coalesce(pg_catalog.json_agg(pg_catalog.json_build_object('grantee', pg_catalog.pg_get_userbyid(x.grantee), 'privilege', x.privilege_type, 'grantable', x.is_grantable))
+                       FILTER (WHERE x.grantee <> 0 AND x.grantee <> c.relowner), '[]') AS grants
+       FROM pg_catalog.pg_class c
+       LEFT JOIN LATERAL pg_catalog.aclexplode(c.relacl) x ON true
+      WHERE c.relnamespace = 'bpf_stats'::pg_catalog.regnamespace AND c.relkind = 'v'
+      GROUP BY c.relname
+      ORDER BY c.relname`,
+  );
+  try {
+    if (views.length) await client.query(`DROP VIEW ${views.map((v) => `bpf_stats.${client.escapeIdentifier(v.name)}`).join(', ')}`);
+  } catch (error) {
+    if ((error as { code?: string }).code !== '2BP01') throw error;
+    const detail = (error as { detail?: string }).detail ?? '';
+    throw new UserError(`cannot re-create the bpf_stats views whose columns change in this version: ${oneLine(error)}${detail ? ` (${oneLine(detail)})` : ''}; drop it, run \`pg-bpf-stats migrate\`, then create it again`);
+  }
+  for (const file of files) await client.query(file.text);
+  const { rows: present } = await client.query<{ name: string }>(
+    "SELECT c.relname AS name FROM pg_catalog.pg_class c WHERE c.relnamespace = 'bpf_stats'::pg_catalog.regnamespace AND c.relkind = 'v'",
+  );
+  const exists = new Set(present.map((r) => r.name));
+  const grants = views.flatMap((v) =>
+    exists.has(v.name)
+      ? v.grants.map((g) => `GRANT ${privilegeName(g.privilege)} ON bpf_stats.${client.escapeIdentifier(v.name)} TO ${client.escapeIdentifier(g.grantee)}${g.grantable ? ' WITH GRANT OPTION' : ''}`)
+      : [],
+  );
+  if (grants.length) await client.query(grants.join(';\n'));
+}
+
+/** A privilege aclexplode() named, checked before it is written into a GRANT. */
+function privilegeName(privilege: string): string {
+  if (!/^[A-Z ]+$/.test(privilege)) throw new Error(`unexpected privilege ${privilege}`);
+  return privilege;
 }
 
 /** The files of `dir` in name order, with their text. */
@@ -133,7 +195,9 @@ const APPLIED_MARK = ' Definitions applied: ';
 function definitionsFingerprint(files: Array<{ name: string; text: string }>, role: string): string {
   const hash = createHash('sha256');
   for (const file of files) hash.update(`${file.name}\0${file.text}\0`);
-  for (const column of METRIC_COLUMNS) hash.update(`${column.column}\0${column.description}\0`);
+  for (const column of METRIC_COLUMNS) hash.update(`${column.column}\0${column.description}\0${column.unit}\0${column.measuredBy.join(',')}\0`);
+  // The row type follows the list in code (metric-schema.ts), not a file: its shape is part of what is applied.
+  for (const attribute of queryIncrementsAttributes()) hash.update(`${attribute.name}\0${attribute.type}\0`);
   hash.update(role);
   return hash.digest('hex').slice(0, 16);
 }

@@ -3,7 +3,7 @@ import { binaryRecordArray, type ArrayElement, type ArrayElementType } from './b
 import { METRIC_COLUMN_TYPES } from './metric-arrays.js';
 import type { QueryRow } from './metric-row.js';
 
-/** The row type (migrations/1764200000000_query-increments.sql) a flush sends query rows as. */
+/** The row type a flush sends query rows as: created by migrations/1764200000000_query-increments.sql, kept to the metric column list by metric-schema.ts. */
 export const QUERY_INCREMENTS_TYPE = 'bpf_stats.query_increments';
 
 /** Its columns' types, in order: the key, then the metric columns in METRIC_COLUMNS order. */

@@ -127,6 +127,32 @@ describe('objects a plain role creates on the search path', () => {
     await reader.end();
     expect(await hijacks()).toEqual([]);
   }, 60_000);
+
+  it('rebuilding the row type and the views at an upgrade uses none of them', async () => {
+    // oid <> integer: the catalog has only oid <> oid, so this exact match would win where the
+    // view rebuild reads which grants to give back.
+    const mallory = await connectAs('mallory');
+    await mallory.query(`CREATE FUNCTION public.oid_ne(oid, integer) RETURNS boolean LANGUAGE plpgsql AS $$
+      BEGIN INSERT INTO public.hijacked (what) VALUES ('oid <> integer'); RETURN $1 <> $2::oid; END $$`);
+    await mallory.query('CREATE OPERATOR public.<> (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.oid_ne)');
+    await mallory.query("CREATE DOMAIN public.int8 AS numeric CHECK (VALUE > 0)");
+    await mallory.end();
+    // As an older version left them: a view column where the head has another, the row type in
+    // another order.
+    await admin.query(`DROP VIEW bpf_stats.query_io;
+      CREATE VIEW bpf_stats.query_io AS SELECT q.node, q.calls AS older_column FROM bpf_stats.query_stats q;
+      ALTER TYPE bpf_stats.query_increments DROP ATTRIBUTE calls, ADD ATTRIBUTE calls int8;
+      COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
+    const result = await cliRun(['migrate', '--dsn', cluster.connectionString()], 60_000);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/re-creating the bpf_stats views/);
+    expect(await hijacks()).toEqual([]);
+    const { rows } = await admin.query(
+      `SELECT DISTINCT pg_catalog.format_type(a.atttypid, a.atttypmod) AS type FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = (SELECT typrelid FROM pg_catalog.pg_type WHERE oid = 'bpf_stats.query_increments'::regtype) AND a.attnum > 0 ORDER BY 1`,
+    );
+    expect(rows.map((r) => r.type)).toEqual(['bigint', 'boolean', 'double precision', 'oid']);
+  }, 90_000);
 });
 
 describe('locks and long transactions another role holds', () => {
