@@ -49,6 +49,8 @@ function mergedTable(names: Record<string, string>): DataTransformerConfig[] {
 }
 
 const REF_IDS = 'ABCDEFGHIJKLMNOP';
+/** The 20 statements with the most time in the range: the rows of the top table (each component's query keeps only them). */
+const TOP_20 = `topk(20, ${statementMs('pg_bpf_query_total_time_seconds_total')})`;
 const STATEMENT_COLUMNS = { queryid: 'string', query: 'string', datname: 'string', user: 'string' };
 
 function topBy(component: RankedComponent): PanelQueries {
@@ -69,12 +71,10 @@ const QUERIES: Record<PanelKey, PanelQueries> = {
   },
   top_total: {
     targets: [
-      instant(withText(`topk(20, ${statementMs('pg_bpf_query_total_time_seconds_total')})`), 'A'),
-      ...COMPONENTS.map((c, i) => instant(statementMs(`pg_bpf_query_${c.key}_seconds_total`), REF_IDS[i + 1]!)),
-      instant(`sum by (${KEY}) (increase(pg_bpf_query_calls_total{${STATEMENT}}[$__range]))`, REF_IDS[COMPONENTS.length + 1]!),
+      instant(withText(TOP_20), 'A'),
+      ...COMPONENTS.map((c, i) => instant(`${statementMs(`pg_bpf_query_${c.key}_seconds_total`)} and on (${KEY}) ${TOP_20}`, REF_IDS[i + 1]!)),
+      instant(`sum by (${KEY}) (increase(pg_bpf_query_calls_total{${STATEMENT}}[$__range])) and on (${KEY}) ${TOP_20}`, REF_IDS[COMPONENTS.length + 1]!),
     ],
-    // merge keeps every statement of B.. too; Grafana's "filter by value" would hide them, the
-    // sort by total time puts the top 20 first.
     transformations: [
       ...mergedTable({ A: 'total time', ...Object.fromEntries(COMPONENTS.map((c, i) => [REF_IDS[i + 1]!, c.label])), [REF_IDS[COMPONENTS.length + 1]!]: 'calls' }),
       { id: 'sortBy', options: { sort: [{ field: 'total time', desc: true }] } },
@@ -149,7 +149,7 @@ export const PROM_VARIABLES = {
 
 export function prometheusDashboard(): Dashboard {
   const variable = (name: keyof typeof PROM_VARIABLES, label: string) =>
-    new QueryVariableBuilder(name).label(label).datasource(PROM_DATASOURCE).query({ query: PROM_VARIABLES[name], refId: 'PrometheusVariableQueryEditor-VariableQuery' }).definition(PROM_VARIABLES[name]).refresh(VariableRefresh.OnTimeRangeChanged);
+    new QueryVariableBuilder(name).label(label).datasource(PROM_DATASOURCE).query(PROM_VARIABLES[name]).definition(PROM_VARIABLES[name]).refresh(VariableRefresh.OnTimeRangeChanged);
   const builder = new DashboardBuilder('pg-bpf-stats: where the time went (Prometheus)')
     .uid('pg-bpf-stats-prometheus')
     .description("pg-bpf-stats' /metrics on Prometheus: where each statement's time went, top statements by component, reclaim, IO and lock detail, backend types and the collector's health.")

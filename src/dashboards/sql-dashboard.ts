@@ -43,10 +43,11 @@ const WINDOW_SUMS = `w AS (
    WHERE ${HISTORY_FILTER}
    GROUP BY h.userid, h.dbid, h.toplevel, h.queryid
 )`;
-/** The text beside the id, and pg_stat_statements' own figures when the node is this server. */
-const TEXT_AND_PGSS = `LEFT JOIN bpf_stats.query_texts t
-    ON t.node = '$node' AND t.userid = w.userid AND t.dbid = w.dbid AND t.toplevel = w.toplevel AND t.queryid = w.queryid
-  LEFT JOIN $pgss.pg_stat_statements s
+/** The text beside the id (the collector's copy, so a sink has it too). */
+const TEXT = `LEFT JOIN bpf_stats.query_texts t
+    ON t.node = '$node' AND t.userid = w.userid AND t.dbid = w.dbid AND t.toplevel = w.toplevel AND t.queryid = w.queryid`;
+/** pg_stat_statements' own figures, when the node is the server Grafana reads (in the extension's schema, $pgss). */
+const PGSS = `LEFT JOIN $pgss.pg_stat_statements s
     ON s.userid = w.userid AND s.dbid = w.dbid AND s.toplevel = w.toplevel AND s.queryid = w.queryid
    AND '$node' IN (SELECT bpf_stats.local_nodes())`;
 
@@ -58,7 +59,7 @@ function topBy(component: RankedComponent): PanelQueries {
         `WITH ${WINDOW_SUMS}
 SELECT w.queryid::text AS "query id", t.query AS "query", w.${component}_ms AS "${label}",
        w.${component}_ms / nullif(w.total_time_ms, 0) AS "share of its time", w.total_time_ms AS "total time", w.calls AS "calls"
-  FROM w ${TEXT_AND_PGSS}
+  FROM w ${TEXT}
  WHERE w.${component}_ms > 0
  ORDER BY w.${component}_ms DESC
  LIMIT 10`,
@@ -102,7 +103,8 @@ const QUERIES: Record<PanelKey, PanelQueries> = {
 SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "total time", w.calls AS "calls",
        ${[...COMPONENTS, { key: 'reclaim', label: 'of which reclaim' }].map((c) => `w.${c.key}_ms AS "${c.label}"`).join(', ')},
        s.calls AS "calls (pg_stat_statements)", s.mean_exec_time AS "mean time (pg_stat_statements)", s.rows AS "rows (pg_stat_statements)"
-  FROM w ${TEXT_AND_PGSS}
+  FROM w ${TEXT}
+  ${PGSS}
  ORDER BY w.total_time_ms DESC NULLS LAST
  LIMIT 20`,
         'table',

@@ -140,8 +140,9 @@ async function coldScans(path: string, times: number): Promise<void> {
     }
     coldPeakBytes = Number(readFileSync(join(cgroup.dir, 'memory.max_usage_in_bytes'), 'utf8'));
   } finally {
-    await client.end();
+    // Moved back while the backend lives: an exiting process can hold the cgroup a moment (EBUSY).
     cgroup.remove();
+    await client.end();
   }
 }
 
