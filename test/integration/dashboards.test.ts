@@ -295,6 +295,13 @@ describe('SQL panels, with Grafana macros and variables expanded', () => {
     for (const [i, panel] of panels.entries()) {
       const rows = await runPanel(panel.targets[0]!, panel.interval);
       results.set(keys[i]!, rows);
+      if (panel.targets[0]!.format === 'time_series') {
+        // Grafana's time series format: a "time" column (epoch seconds here), inside the range.
+        for (const row of rows) {
+          expect(Number(row.time) * 1000, panel.title).toBeGreaterThanOrEqual(context.from.getTime() - 60_000);
+          expect(Number(row.time) * 1000, panel.title).toBeLessThanOrEqual(context.to.getTime());
+        }
+      }
       if (!MAY_BE_EMPTY.has(keys[i]!) || (keys[i]!.includes('lwlock') && lwlockSeen)) expect(rows.length, panel.title).toBeGreaterThan(0);
       console.log(`SQL  ${panel.title}: ${rows.length} rows`);
     }
