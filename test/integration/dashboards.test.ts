@@ -343,7 +343,9 @@ describe('PromQL panels, evaluated by Prometheus after real scrapes', () => {
       scrapeIntervalMs: 1000,
       variables: { instance: { values: [instance] }, datname: { ...ALL, allValue: '.*' }, queryid: { ...ALL, allValue: '.*' } },
     };
-    const lwlockSeen = (await promApi('/api/v1/query', { query: `sum(pg_bpf_query_lwlock_wait_seconds_total{instance="${instance}"}) > 0` })).length > 0;
+    // LWLock waits are not provoked: their panels must show them when Prometheus saw them grow.
+    const rangeS = Math.round((to.getTime() - windowStart.getTime()) / 1000);
+    const lwlockSeen = (await promApi('/api/v1/query', { query: `sum(increase(pg_bpf_query_lwlock_wait_seconds_total{instance="${instance}"}[${rangeS}s])) > 0`, time: to.getTime() / 1000 })).length > 0;
     const step = Math.max(1, Math.ceil((to.getTime() - windowStart.getTime()) / 100 / 1000));
     const results = new Map<string, Array<{ metric: Record<string, string>; value?: [number, string]; values?: Array<[number, string]> }>>();
     for (const [key, targets] of panelTargets(prometheusDashboard())) {
