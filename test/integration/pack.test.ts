@@ -46,8 +46,11 @@ afterAll(async () => {
 describe('the npm package', () => {
   it('holds what runs and nothing of the sources, tests or benches', () => {
     const top = readdirSync(installed).sort();
-    expect(top.filter((f) => f !== 'node_modules')).toEqual(['README.md', 'build', 'dist', 'docs', 'migrations', 'package.json', 'prebuilds', 'sql']);
+    expect(top.filter((f) => f !== 'node_modules')).toEqual(['README.md', 'build', 'dashboards', 'deploy', 'dist', 'docs', 'migrations', 'package.json', 'prebuilds', 'sql']);
     expect(readdirSync(join(installed, 'build'))).toEqual(['bpf']);
+    // The Grafana dashboards and the Prometheus rules (with their promtool tests) ship as files to import.
+    expect(readdirSync(join(installed, 'dashboards')).sort()).toEqual(['pg-bpf-stats-postgresql.json', 'pg-bpf-stats-prometheus.json']);
+    expect(readdirSync(join(installed, 'deploy', 'prometheus')).sort()).toEqual(['pg-bpf-stats.rules.test.yml', 'pg-bpf-stats.rules.yml', 'pg-bpf-stats.statements.rules.test.yml']);
     expect(readdirSync(join(installed, 'build', 'bpf'))).toEqual(['pgstats.bpf.o']);
     // One bundled file runs (minified; its source map beside it, read only with node's
     // --enable-source-maps), through its launcher; of the dependencies only the addon's finder
