@@ -71,13 +71,15 @@ async function bothAtOnce(a: ThrowawayCluster, b: ThrowawayCluster, s: Settings)
 async function pair(n: number, clusters: Record<'A' | 'B', ThrowawayCluster>, s: Settings): Promise<ConcurrentPair> {
   const watched = n % 2 === 1 ? 'B' : 'A';
   const { sidecar } = await SidecarProcess.start({ dsn: clusters[watched].connectionString(), probes: s.probes });
+  let result: ConcurrentPair;
+  let code: number | null;
   try {
     await new Promise((resolve) => setTimeout(resolve, SIDECAR_SETTLE_MS));
     const cpuBefore = sidecar.cpuSeconds();
     const [a, b] = await bothAtOnce(clusters.A, clusters.B, s);
     const cpu = sidecar.cpuSeconds() - cpuBefore;
     const [on, off] = watched === 'A' ? [a, b] : [b, a];
-    return {
+    result = {
       pair: n,
       watched,
       watchedTps: on.tps,
@@ -86,9 +88,11 @@ async function pair(n: number, clusters: Record<'A' | 'B', ThrowawayCluster>, s:
       sidecarUsPerWatchedTransaction: (cpu * 1e6) / on.transactions,
     };
   } finally {
-    const code = await sidecar.stop();
-    if (code !== 0) throw new Error(`sidecar exited with ${sidecar.exitDescription()}:\n${sidecar.log()}`);
+    // A throw here would replace the error that ended the pair: the exit is judged after it.
+    code = await sidecar.stop();
   }
+  if (code !== 0) throw new Error(`sidecar exited with ${sidecar.exitDescription()}:\n${sidecar.log()}`);
+  return result;
 }
 
 async function main(): Promise<void> {

@@ -179,7 +179,9 @@ export function runBenchmark(name: string, body: (resources: Resources) => Promi
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
     // If we die anyway, do not leave a sidecar attached to nothing.
-    process.once('exit', () => SidecarProcess.live.forEach((s) => s.killNow()));
+    process.once('exit', () => {
+      for (const s of SidecarProcess.live) s.killNow();
+    });
     try {
       await body(resources);
     } finally {

@@ -120,7 +120,7 @@ async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) 
   }
   const code = await sidecar.stop();
   if (code !== 0) throw new Error(`sidecar exited with ${sidecar.exitDescription()} after SIGTERM:\n${log}`);
-  run.ratios.forEach((r, i) => print(`on-block ${i + 1}: on ${r.tpsOn.toFixed(0)} tps, off around it ${r.tpsOff.toFixed(0)} tps, on/off ${r.ratio.toFixed(3)}`));
+  for (const [i, r] of run.ratios.entries()) print(`on-block ${i + 1}: on ${r.tpsOn.toFixed(0)} tps, off around it ${r.tpsOff.toFixed(0)} tps, on/off ${r.ratio.toFixed(3)}`);
   if (run.ratios.length < settings.pairs) print(`(${settings.pairs - run.ratios.length} on-blocks had no usable second: pgbench progress was late)`);
   return {
     throughput: { ratios: run.ratios.map((r) => r.ratio), tpsOff: run.ratios.map((r) => r.tpsOff), tpsOn: run.ratios.map((r) => r.tpsOn) },

@@ -61,6 +61,7 @@ const CONFIGS: Config[] = [
 function ensurePeers(): void {
   const missing = PACKAGES.filter((p) => {
     try {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format, not a template
       return !execFileSync('dpkg-query', ['-W', '-f', '${Status}', p], { encoding: 'utf8' }).includes('install ok installed');
     } catch {
       return true;

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config bpftool binutils make g++ python3 gdb
+packages=(clang clang-format llvm libbpf-dev libelf-dev zlib1g-dev pkg-config bpftool binutils make g++ python3 gdb
           postgresql postgresql-contrib util-linux util-linux-extra systemd prometheus sysbench)
 missing=()
 for p in "${packages[@]}"; do

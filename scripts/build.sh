@@ -30,11 +30,16 @@ for src in bpf/*.bpf.c; do
   fi
 done
 
-# The TypeScript side's names for the object's programs, maps, globals, enums and records.
+# The TypeScript side's names for the object's programs, maps, globals, enums and records. The
+# contract is committed (a clone type-checks before any build); the stamp records when it was
+# last checked against the object, and gen-contract.mjs rewrites it only when its text changes,
+# so a rebuilt but identical object leaves it (and its mtime) alone.
 contract=src/bpf/contract.ts
-if [[ ! -e $contract || build/bpf/pgstats.bpf.o -nt $contract || scripts/gen-contract.mjs -nt $contract ]]; then
+stamp=build/contract.stamp
+if [[ ! -e $stamp || ! -e $contract || build/bpf/pgstats.bpf.o -nt $stamp || scripts/gen-contract.mjs -nt $stamp || $contract -nt $stamp ]]; then
   echo "build: $contract from build/bpf/pgstats.bpf.o"
   node scripts/gen-contract.mjs build/bpf/pgstats.bpf.o bpf "$contract"
+  touch "$stamp"
 fi
 
 # The addon is built as the npm package ships it: one N-API build (any Node >= the engines

@@ -10,7 +10,7 @@ export function packageRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   while (!existsSync(join(dir, 'package.json'))) {
     const parent = dirname(dir);
-    if (parent === dir) throw new Error('pg-bpf-stats: package.json not found above ' + fileURLToPath(import.meta.url));
+    if (parent === dir) throw new Error(`pg-bpf-stats: package.json not found above ${fileURLToPath(import.meta.url)}`);
     dir = parent;
   }
   cached = dir;

@@ -49,7 +49,7 @@ export function effectiveCapabilities(status?: string): bigint {
  * kernel asked for CAP_SYS_ADMIN instead, and it still accepts CAP_SYS_ADMIN for both.
  */
 export function hasCapability(effective: bigint, name: CapabilityName): boolean {
-  const has = (n: CapabilityName) => (effective >> BigInt(CAPABILITY_BITS[n])) & 1n ? true : false;
+  const has = (n: CapabilityName) => ((effective >> BigInt(CAPABILITY_BITS[n])) & 1n) === 1n;
   if (name === 'CAP_BPF' || name === 'CAP_PERFMON') return has(name) || has('CAP_SYS_ADMIN');
   return has(name);
 }

@@ -316,7 +316,9 @@ export class CollectorObject<Name extends string = string> {
     this.globals.writeBss('follow_start_code', like.startCode);
     this.globals.writeBss('follow_exe_ino', like.startCode ? like.exe.ino : 0n);
     const links = [this.object.attach('on_postmaster_exit'), this.object.attach('adopt_postmaster')];
-    return () => links.forEach((link) => link.destroy());
+    return () => {
+      for (const link of links) link.destroy();
+    };
   }
 
   /** Our connections went with the old postmaster; their pids will be reused by its successor's backends. */

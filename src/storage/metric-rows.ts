@@ -190,6 +190,7 @@ export class MetricRows {
    */
   excluded(pid: number, starts: readonly bigint[] = []): void {
     const toNs = process.hrtime.bigint();
+    // biome-ignore lint/complexity/useMathMinMax: bigints, which Math.min does not take
     const fromNs = starts.length ? starts.reduce((a, b) => (b < a ? b : a)) : toNs - UNSEEN_START_WINDOW_NS;
     const nowUs = BigInt(Date.now()) * 1000n;
     const retraction: Retraction = { pid, fromNs, toNs, fromUs: nowUs - (toNs - fromNs) / 1000n - ROW_START_SLACK_US, toUs: nowUs + ROW_START_SLACK_US };
@@ -438,7 +439,7 @@ export class MetricRows {
         this.busyEnough(busyNs),
       commitQueries: () => {
         written();
-        queryCommits.forEach((commit) => commit());
+        for (const commit of queryCommits) commit();
       },
       commitBackends: () => {
         written();
@@ -446,7 +447,7 @@ export class MetricRows {
           this.backendsWrittenNs = process.hrtime.bigint();
           this.waiting = { ...this.waiting, busyNs: 0n };
         }
-        backendCommits.forEach((commit) => commit());
+        for (const commit of backendCommits) commit();
         this.forgetBackends(exited);
       },
     };

@@ -43,9 +43,9 @@ export class LwlockTrancheNames {
       // 14-16 keep the individual locks apart and number the built-in tranches after them;
       // 17+ have one table indexed by tranche id.
       const individual = readTable('IndividualLWLockNames') ?? [];
-      individual.forEach((n, id) => n && names.set(id, n));
+      for (const [id, n] of individual.entries()) if (n) names.set(id, n);
       const builtin = readTable('BuiltinTrancheNames') ?? [];
-      builtin.forEach((n, i) => n && names.set(individual.length + i, n));
+      for (const [i, n] of builtin.entries()) if (n) names.set(individual.length + i, n);
       if (builtin.length) this.readRegistered(elf, memory, individual.length + builtin.length, names);
     } catch {
       // Unreadable memory or an unexpected layout: ids stay ids.

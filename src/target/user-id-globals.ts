@@ -13,7 +13,7 @@ import type { ElfFile } from './elf-file.js';
  */
 export function accessorGlobal(elf: ElfFile, accessor: string): bigint | null {
   const fn = elf.symbol(accessor);
-  if (!fn || fn.type !== 2) return null;
+  if (fn?.type !== 2) return null;
   const body = elf.functionBody({ ...fn, size: fn.size > 0n && fn.size < 16n ? fn.size : 16n });
   const endbr = body.length >= 4 && body[0] === 0xf3 && body[1] === 0x0f && body[2] === 0x1e && body[3] === 0xfa ? 4 : 0;
   const at = endbr;

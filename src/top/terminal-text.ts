@@ -11,6 +11,7 @@
  * terminalSafe('SELECT 1 /* \x1b]0;pwned\x07 *\/'); // 'SELECT 1 /*  *\/'
  */
 export function terminalSafe(text: string): string {
+  // biome-ignore-start lint/suspicious/noControlCharactersInRegex: matching control characters is what this function is for
   return (
     text
       // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (ESC \ or the 8-bit ST); unterminated, to the end.
@@ -22,4 +23,5 @@ export function terminalSafe(text: string): string {
       .replace(/[\t\n\v\f\r]/g, ' ')
       .replace(/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '')
   );
+  // biome-ignore-end lint/suspicious/noControlCharactersInRegex: the range above
 }

@@ -90,8 +90,8 @@ describe('PostgreSQL 18 io workers (io_method = worker, the default)', () => {
   });
 
   it('finds both functions in the 18 build, and names them where a build lacks them', () => {
-    const pg18 = embeddedPostgresBin(18) + '/postgres';
-    const pg17 = embeddedPostgresBin(17) + '/postgres';
+    const pg18 = `${embeddedPostgresBin(18)}/postgres`;
+    const pg17 = `${embeddedPostgresBin(17)}/postgres`;
     expect(aioUnsupportedReason({ majorVersion: 18, ioMethod: 'worker', binaryPath: pg18 })).toBeNull();
     expect(aioUnsupportedReason({ majorVersion: 18, ioMethod: 'worker', binaryPath: pg17 })).toBe(
       `${pg17} has no pgaio_worker_submit, no one direct call of pgaio_io_perform_synchronously in IoWorkerMain`,

@@ -71,7 +71,7 @@ describe("the collector's own connections", () => {
     for (let round = 0; round < 40; round++) {
       for (let i = 0; i < 5; i++, calls++) await workload.query('SELECT balance FROM accounts WHERE id = 7');
       const pids = await collectorPids();
-      pids.forEach((pid) => seen.add(pid));
+      for (const pid of pids) seen.add(pid);
       await admin.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid', [pids]);
       await sleep(250); // a flush reconnects the writer; the control plane reconnects on its own
     }
@@ -80,7 +80,7 @@ describe("the collector's own connections", () => {
     let status = await sidecar!.flush();
     for (let i = 0; i < 20 && status.error; i++) status = await (sleep(250).then(() => sidecar!.flush()));
     expect(status.error).toBeNull();
-    (await collectorPids()).forEach((pid) => seen.add(pid));
+    for (const pid of await collectorPids()) seen.add(pid);
     expect(seen.size).toBeGreaterThan(40);
     // Only live connections are in the set.
     const live = (await collectorPids()).length;

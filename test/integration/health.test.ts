@@ -72,7 +72,7 @@ describe('bpf_stats.capabilities', () => {
     const cli = cliPath();
     const { stdout } = await run(process.execPath, [cli, 'check', '--dsn', cluster.connectionString()], { timeout: 60_000 });
     const printed = stdout.trim().split('\n').map((line) => {
-      const match = /^(ok  |FAIL|no  ) (.+?)\s{2,}(.*)$/.exec(line);
+      const match = /^(ok {2}|FAIL|no {2}) (.+?)\s{2,}(.*)$/.exec(line);
       expect(match, line).not.toBeNull();
       return { ok: match![1] === 'ok  ', name: match![2]!.trim(), detail: match![3]! };
     });

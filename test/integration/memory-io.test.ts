@@ -356,8 +356,8 @@ describe('memory and IO families on a real cluster', () => {
       }
     } finally {
       // Writing a ratio resets the bytes form and vice versa: restore whichever was in force.
-      writeFileSync('/proc/sys/vm/' + (dirtyBytes !== '0' ? 'dirty_bytes' : 'dirty_ratio'), dirtyBytes !== '0' ? dirtyBytes : dirtyRatio);
-      writeFileSync('/proc/sys/vm/' + (backgroundBytes !== '0' ? 'dirty_background_bytes' : 'dirty_background_ratio'), backgroundBytes !== '0' ? backgroundBytes : backgroundRatio);
+      writeFileSync(`/proc/sys/vm/${dirtyBytes !== '0' ? 'dirty_bytes' : 'dirty_ratio'}`, dirtyBytes !== '0' ? dirtyBytes : dirtyRatio);
+      writeFileSync(`/proc/sys/vm/${backgroundBytes !== '0' ? 'dirty_background_bytes' : 'dirty_background_ratio'}`, backgroundBytes !== '0' ? backgroundBytes : backgroundRatio);
       events = trace.stop();
       await client.end();
     }

@@ -164,7 +164,7 @@ scrape_configs:
       const { rows: plain } = await admin.query<{ queryid: string }>("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%metrics_security_workload%' AND query NOT LIKE '%pg_stat_statements%'");
       const body = await until('both statements in the info metric', async () => {
         const s = (await scrape(`prometheus:${SCRAPE_PASSWORD}`)).body;
-        return s.includes(`queryid="${rows[0]!.queryid}"`) && s.includes(`pg_bpf_query_info{queryid="${plain[0]!.queryid}"`) && s.includes('pg_bpf_query_info{queryid="' + rows[0]!.queryid) && s;
+        return s.includes(`queryid="${rows[0]!.queryid}"`) && s.includes(`pg_bpf_query_info{queryid="${plain[0]!.queryid}"`) && s.includes(`pg_bpf_query_info{queryid="${rows[0]!.queryid}`) && s;
       });
       const info = body.split('\n').filter((l) => l.startsWith('pg_bpf_query_info{'));
       expect(info.find((l) => l.includes(`queryid="${rows[0]!.queryid}"`))).toContain('query="(not shown: it may contain a password)"');

@@ -150,7 +150,9 @@ describe('reading the histograms map', () => {
     return k;
   }
   const histogram = (queryid: number) => object.mapUpdate('histograms', histKey(queryid), Buffer.alloc(Math.ceil(Structs.hist.size / 8) * 8 * cpus));
-  const noteHistograms = (...queryids: number[]) => queryids.forEach((id) => object.mapUpdate('hist_changes', histKey(id), Buffer.from([1])));
+  const noteHistograms = (...queryids: number[]) => {
+    for (const id of queryids) object.mapUpdate('hist_changes', histKey(id), Buffer.from([1]));
+  };
   const histogramQueryids = ({ batch }: ReturnType<ChangedKeyReads['read']>) =>
     Array.from({ length: batch.count }, (_, i) => Number(batch.keys.readBigUInt64LE(i * batch.keySize + Structs.hist_key.fields['q.queryid'].offset))).sort((a, b) => a - b);
 

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import pg from 'pg';
+import type pg from 'pg';
 import type { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cpuTimeMs } from './cpu-time.js';
 import { withSession } from './session.js';

@@ -36,7 +36,7 @@ function batch(kind: number, cpu0: number[], cpu1: number[], max: [number, numbe
   keys.writeUInt32LE(kind, key.kind.offset);
   const values = Buffer.alloc(2 * STRIDE);
   [cpu0, cpu1].forEach((slots, cpu) => {
-    slots.forEach((c, i) => values.writeBigUInt64LE(BigInt(c), cpu * STRIDE + Structs.hist.fields.slots.offset + i * 8));
+    for (const [i, c] of slots.entries()) values.writeBigUInt64LE(BigInt(c), cpu * STRIDE + Structs.hist.fields.slots.offset + i * 8);
     values.writeBigUInt64LE(BigInt(max[cpu]!), cpu * STRIDE + Structs.hist.fields.max_ns.offset);
   });
   return { keys, values, count: 1, keySize: KEY_SIZE, valueSize: 2 * STRIDE };

@@ -58,7 +58,7 @@ describe('rows per flush after failed flushes', () => {
 
     // A live process left out until now is written with its whole delta since the last written one.
     let remaining = left.slice(256 + 512);
-    let seen = new Map<number, number>();
+    const seen = new Map<number, number>();
     for (let i = 0; i < 10 && (remaining.length || seen.size < live.length); i++) {
       const prepared = rows.prepare(snapshot([...live, ...remaining]), MEASURED);
       for (const b of prepared.backends) if (b.exitedAtUs === null) seen.set(b.pid, Number(b.values[ON_CPU]));

@@ -11,6 +11,7 @@ import { topRates } from '../../src/top/top-rates.js';
  * worker's type name, an error quoting an object name. Nothing in them may act on the terminal.
  */
 // C0 (but none survives: top shows one line), DEL, C1, and the bidi overrides.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what the test looks for
 const CONTROL = /[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 const HOSTILE = [
@@ -54,7 +55,7 @@ describe('top with hostile texts', () => {
     const dir = join(import.meta.dirname, '../fixtures/top');
     const [first, second] = JSON.parse(readFileSync(join(dir, 'reads.json'), 'utf8')) as [TopRead, TopRead];
     const hostile = structuredClone(second);
-    hostile.queries.forEach((q, i) => (q.text = HOSTILE[i % HOSTILE.length]!));
+    for (const [i, q] of hostile.queries.entries()) q.text = HOSTILE[i % HOSTILE.length]!;
     hostile.backends.forEach((b, i) => {
       b.text = HOSTILE[(i + 3) % HOSTILE.length]!;
       b.backendType = '\x1b[8mhidden\x1b[0m worker';
