@@ -219,6 +219,10 @@ describe('pg-bpf-stats report', () => {
     expect(stdout).toContain(`baseline ${iso(Math.floor(periods.window[0] / 1000) * 1000 - shiftSeconds * 1000).replace(/\.\d{3}Z$/, 'Z')}`);
     grewMs(lineOf(stdout, ids[LOCKED]!), 'lock');
     grewMs(lineOf(stdout, ids[CPU_BOUND]!), 'run queue');
+    // Without a baseline: the window's calls and time per call alone.
+    const alone = await runCli(['report', '--dsn', cluster.connectionString(), '--since', iso(periods.window[0]), '--until', iso(periods.window[1])]);
+    expect(alone.code, alone.stderr).toBe(0);
+    expect(lineOf(alone.stdout, ids[LOCKED]!).split(/\s+/)[1]).toBe(String(truthCalls.window.get(LOCKED)));
   });
 
   it('writes one self-contained HTML file that headless Chromium renders with its charts', async () => {

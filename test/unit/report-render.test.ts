@@ -39,6 +39,15 @@ describe('report rendering', () => {
     expect(html).toContain('lock +250 ms/call');
   });
 
+  it('draws one timeline and one bar per statement without a baseline', () => {
+    const alone = { ...data(), windows: { ...data().windows, baseline: null }, totals: { window: sums({}), baseline: null } };
+    alone.statements = alone.statements.map((st) => ({ ...st, baseline: null }));
+    const html = renderReportHtml(alone, compareStatements(alone), Date.UTC(2026, 10, 27));
+    expect(html.match(/class="chart timeline-chart"/g)).toHaveLength(1);
+    expect(html).not.toContain('>baseline</text>');
+    expect(renderReportText(alone, compareStatements(alone)).find((l) => l.startsWith('-42 '))).toMatch(/^-42\s+10\s+300 /);
+  });
+
   it('keeps escape sequences out of the terminal table', () => {
     const lines = renderReportText(data(), compareStatements(data()));
     expect(lines.join('\n')).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/);
