@@ -10,6 +10,7 @@ import { sinkNodeCommand } from './sink-node-command.js';
 import { demoCommand } from '../demo/demo-command.js';
 import { packageVersion } from './version.js';
 import { topCommand } from '../top/top-command.js';
+import { reportCommand } from '../report/report-command.js';
 
 /*
  * Exit codes, for a service manager (the systemd unit's RestartPreventExitStatus=2):
@@ -55,6 +56,8 @@ async function main(argv: string[], hooks: CliHooks): Promise<number> {
       return migrateCommand(options, log);
     case 'top':
       return topCommand({ dsn: options.dsn, intervalMs: options.intervalMs, ...options.top! });
+    case 'report':
+      return reportCommand(options.dsn, options.report!, (line) => process.stdout.write(`${line}\n`));
     case 'sink-node':
       return sinkNodeCommand(options, log);
   }

@@ -7,11 +7,12 @@ import { joinNegativeValues, parseDuration } from './parse-duration.js';
 import { parseRetention } from './parse-retention.js';
 import { parseMetricsAddress, type MetricsAddress } from '../exporters/prometheus/metrics-address.js';
 import { parseTopOptions, type TopCliOptions } from '../top/top-options.js';
+import { DEFAULT_REPORT_LIMIT, type ReportOptions } from '../report/report-command.js';
 import { parseNodeName } from '../sink/node-name.js';
 import { clientConfig } from '../storage/connection-string.js';
 
-export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top' | 'sink-node';
-const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top', 'sink-node'];
+export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top' | 'report' | 'sink-node';
+const COMMANDS: readonly CommandName[] = ['run', 'demo', 'check', 'migrate', 'top', 'report', 'sink-node'];
 
 export interface CliOptions {
   command: CommandName;
@@ -29,6 +30,8 @@ export interface CliOptions {
   metrics?: { address: MetricsAddress; top?: number; queryText: boolean; webConfigFile?: string };
   /** top: --iterations, --sort. */
   top?: TopCliOptions;
+  /** report: the window, the baseline, --limit, --html. */
+  report?: ReportOptions;
   /** run: --postmaster-wait, how long to wait for a restarted postmaster (default 60 s). */
   postmasterWaitMs?: number;
   /** run: --row-retention; absent: the history retention (7 days when history is off). */
@@ -61,12 +64,13 @@ function wrapList(items: readonly string[], indent: number, first: number, width
 }
 
 // Fits an 80x24 terminal (test/unit/parse-args.test.ts checks it); details live in docs/operations.md#commands.
-export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top [options]  (-h help, -V version)
+export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top|report [options] (-h, -V)
   run       collect into bpf_stats until SIGTERM (SIGUSR1 pause, SIGUSR2 resume)
   check     what this host and this Postgres support; exit 0 when run can work
   migrate   create/update bpf_stats; sink-node add|remove NODE [--role ROLE]
   demo      a throwaway cluster, a workload, the collector and a report
   top       a live view of the busiest statements and backends, from bpf_stats
+  report    --since T|--window A..B --baseline S|--baseline-window C..D --html F
 options:
   --dsn DSN | --dsn-file F  connection string, or a file with it (default: PG*)
   --interval TIME      flush period, e.g. 1s, 500ms (default 1s)
@@ -74,10 +78,9 @@ options:
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
   --history-retention TIME, --row-retention TIME  run: kept (7d), e.g. 12h, off
   --history-interval TIME    run: one history row per key per TIME (5min)
-  --postmaster-wait TIME     run: wait for a restarted postmaster (default 60s)
+  --postmaster-wait TIME     run: wait for a restarted postmaster (60s)
   --sink DSN|--sink-file F --node N  run: write bpf_stats into DSN as node N
-  --metrics-address [HOST]:PORT  run: serve /metrics (no HOST: 127.0.0.1 only)
-  --web.config.file F  run: TLS and basic auth for /metrics (exporter-toolkit)
+  --metrics-address [HOST]:PORT (127.0.0.1) --web.config.file F (TLS, auth)  run
   --metrics-top N, --metrics-query-text  run: top N statements (100), their text
   --sort KEY --iterations N  top: by time|cpu|runq|io|lock|lwlock|reclaim|calls
 exit codes: 0 ok, 2 configuration or environment (one line says what), 1 a bug
@@ -111,6 +114,13 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
         sink: { type: 'string' },
         node: { type: 'string' },
         role: { type: 'string' },
+        since: { type: 'string' },
+        until: { type: 'string' },
+        window: { type: 'string' },
+        baseline: { type: 'string' },
+        'baseline-window': { type: 'string' },
+        limit: { type: 'string' },
+        html: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'V' },
       },
@@ -140,6 +150,8 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
   if (values.node !== undefined && command !== 'run' && command !== 'migrate') throw new UserError('--node is an option of run and migrate');
   const metricsTop = values['metrics-top'] === undefined ? undefined : parseCount(values['metrics-top'], '--metrics-top');
   if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top') throw new UserError('--iterations and --sort are options of top');
+  const reportFlags = (['since', 'until', 'window', 'baseline', 'baseline-window', 'limit', 'html'] as const).filter((f) => values[f] !== undefined);
+  if (reportFlags.length && command !== 'report') throw new UserError(`--${reportFlags[0]} is an option of report`);
   return {
     command: command as CommandName,
     dsn,
@@ -157,6 +169,17 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
       },
     }),
     ...(command === 'top' && { top: parseTopOptions(values.iterations, values.sort) }),
+    ...(command === 'report' && {
+      report: {
+        limit: values.limit === undefined ? DEFAULT_REPORT_LIMIT : parseCount(values.limit, '--limit'),
+        ...(values.since !== undefined && { since: values.since }),
+        ...(values.until !== undefined && { until: values.until }),
+        ...(values.window !== undefined && { window: values.window }),
+        ...(values.baseline !== undefined && { baseline: values.baseline }),
+        ...(values['baseline-window'] !== undefined && { baselineWindow: values['baseline-window'] }),
+        ...(values.html !== undefined && { html: values.html }),
+      },
+    }),
     ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
     ...(values['row-retention'] !== undefined && { rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }) }),
     ...(sink !== undefined && { sink }),

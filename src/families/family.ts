@@ -60,6 +60,11 @@ export interface MetricColumn<Set extends string = string> {
   field: FieldOf<'metrics'>;
   /** ns fields become milliseconds (float8); counts stay integers (int8). */
   unit: 'ns' | 'count';
+  /**
+   * ns columns only: the time is a detail already counted in one of the parts of total_time_ms
+   * ("of which"), so it is never added to them; `report` names it as the cause of the part that grew.
+   */
+  alreadyCounted?: true;
   /** The column is NULL unless one of these sets was attached during the flush's interval. */
   measuredBy: readonly Set[];
   /**

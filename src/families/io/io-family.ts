@@ -28,7 +28,7 @@ export const ioFamily = defineFamily({
   },
   columns: [
     {
-      column: 'writeback_throttle_ms', field: 'writeback_throttle_ns', unit: 'ns', measuredBy: ['io'],
+      column: 'writeback_throttle_ms', field: 'writeback_throttle_ns', unit: 'ns', measuredBy: ['io'], alreadyCounted: true,
       description: 'Of which, never add to the partition: milliseconds paused by writeback throttling (balance_dirty_pages), already counted in io_wait_ms. Probe set `io`; NULL: not measured.',
     },
     {

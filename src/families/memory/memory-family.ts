@@ -23,7 +23,7 @@ export const memoryFamily = defineFamily({
   },
   columns: [
     {
-      column: 'reclaim_ms', field: 'reclaim_ns', unit: 'ns', measuredBy: ['memory'],
+      column: 'reclaim_ms', field: 'reclaim_ns', unit: 'ns', measuredBy: ['memory'], alreadyCounted: true,
       description: 'Of which, never add to the partition: milliseconds inside direct or memory-cgroup reclaim, already counted in the partition (mostly as on_cpu_ms). Probe set `memory`; NULL: not measured.',
     },
     {
@@ -31,7 +31,7 @@ export const memoryFamily = defineFamily({
       description: 'Pages reclaimed by this process\'s direct or memory-cgroup reclaim (count). Probe set `memory`; NULL: not measured.',
     },
     {
-      column: 'compaction_stall_ms', field: 'compaction_ns', unit: 'ns', measuredBy: ['memory'],
+      column: 'compaction_stall_ms', field: 'compaction_ns', unit: 'ns', measuredBy: ['memory'], alreadyCounted: true,
       description: 'Of which, never add to the partition: milliseconds stalled in direct memory compaction, already counted in the partition. Probe set `memory`; NULL: not measured.',
     },
   ],

@@ -1,0 +1,174 @@
+import type pg from 'pg';
+import { METRIC_COLUMNS } from '../families/index.js';
+import { UserError } from '../errors.js';
+import { statementsRelation } from '../storage/pinned-session.js';
+import { iso, type ReportWindows, type TimeRange } from './report-window.js';
+
+/** The one column every part of the time adds up to. */
+export const TOTAL_COLUMN = 'total_time_ms';
+
+/** A metric column the report reads, as its family declared it. */
+export interface ReportColumn {
+  column: string;
+  unit: 'ns' | 'count';
+  /** A detail already counted in a part of total_time_ms (reclaim, compaction, writeback throttling). */
+  alreadyCounted: boolean;
+  description: string;
+}
+
+/** Sums of each metric column over one period (null: not measured then). */
+export type PeriodSums = Record<string, number | null>;
+
+export interface ReportStatement {
+  node: string;
+  userid: number;
+  dbid: number;
+  toplevel: boolean;
+  queryid: string;
+  text: string | null;
+  window: PeriodSums;
+  /** null: no baseline asked for; sums all null: the statement did not run then. */
+  baseline: PeriodSums | null;
+}
+
+/** Statement time of all statements per time bucket, for the charts. */
+export interface ReportBucket {
+  /** Offset of the bucket's start from its period's start (ms). */
+  offsetMs: number;
+  period: 'window' | 'baseline';
+  sums: PeriodSums;
+}
+
+export interface ReportData {
+  windows: ReportWindows;
+  columns: ReportColumn[];
+  /** Sums over every statement in each period (not only those listed). */
+  totals: { window: PeriodSums; baseline: PeriodSums | null };
+  statementsInWindow: number;
+  statements: ReportStatement[];
+  buckets: ReportBucket[];
+  bucketMs: number;
+  nodes: string[];
+  textSource: string;
+}
+
+/** At most this many time buckets per period in the charts. */
+const BUCKETS_PER_PERIOD = 60;
+
+/**
+ * The metric columns both the code (METRIC_COLUMNS, so a new family's column appears here
+ * without touching the report) and this database's history table have: a database migrated by
+ * an older release lacks the newest.
+ */
+async function historyColumns(client: pg.ClientBase): Promise<ReportColumn[]> {
+  const { rows } = await client.query<{ name: string }>(
+    `SELECT a.attname AS name FROM pg_catalog.pg_attribute a
+      WHERE a.attrelid = 'bpf_stats.query_stats_history'::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped`,
+  );
+  const present = new Set(rows.map((r) => r.name));
+  return METRIC_COLUMNS.filter((c) => present.has(c.column)).map((c) => ({
+    column: c.column,
+    unit: c.unit,
+    alreadyCounted: 'alreadyCounted' in c && c.alreadyCounted === true,
+    description: c.description,
+  }));
+}
+
+const quoted = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+function sums(row: Record<string, unknown>, prefix: string, columns: ReportColumn[]): PeriodSums {
+  return Object.fromEntries(columns.map((c) => [c.column, row[prefix + c.column] === null || row[prefix + c.column] === undefined ? null : Number(row[prefix + c.column])]));
+}
+
+/**
+ * Reads what `report` shows from bpf_stats alone, in three statements over the history
+ * tables' increments: per statement (the `limit` with the most time in the window), the totals,
+ * and the time per bucket. A history row counts in the period its `ts` (the flush that wrote
+ * it) falls in, so the periods' edges are as fine as `run --history-interval`.
+ */
+export async function readReport(client: pg.ClientBase, windows: ReportWindows, limit: number): Promise<ReportData> {
+  const { rows: ready } = await client.query<{ ok: boolean }>(
+    "SELECT pg_catalog.to_regclass('bpf_stats.query_stats_history') IS NOT NULL AND pg_catalog.has_schema_privilege('bpf_stats', 'USAGE') AS ok",
+  );
+  if (!ready[0]?.ok) throw new UserError('no bpf_stats history here: run `pg-bpf-stats run` against this database, or point --dsn where it writes');
+  const { rows: any } = await client.query<{ some: boolean }>('SELECT EXISTS (SELECT 1 FROM bpf_stats.query_stats_history) AS some');
+  if (!any[0]!.some) throw new UserError('bpf_stats.query_stats_history is empty: the collector writes it every --history-interval (default 5 min) unless --history-retention off');
+  const columns = await historyColumns(client);
+  const pgss = await statementsRelation(client);
+  const { window, baseline } = windows;
+  const params = [new Date(window.fromMs), new Date(window.toMs), baseline ? new Date(baseline.fromMs) : null, baseline ? new Date(baseline.toMs) : null];
+  const inWindow = 'ts >= $1 AND ts < $2';
+  const inBaseline = '$3::timestamptz IS NOT NULL AND ts >= $3 AND ts < $4';
+  const aggregates = columns
+    .flatMap((c) => [
+      `pg_catalog.sum(${quoted(c.column)}) FILTER (WHERE in_window) AS ${quoted('w_' + c.column)}`,
+      `pg_catalog.sum(${quoted(c.column)}) FILTER (WHERE NOT in_window) AS ${quoted('b_' + c.column)}`,
+    ])
+    .join(',\n           ');
+  const periodRows = `SELECT *, (${inWindow}) AS in_window FROM bpf_stats.query_stats_history WHERE (${inWindow}) OR (${inBaseline})`;
+  // The text: the collector's copy per node first (a sink's nodes each have their own), then
+  // this database's pg_stat_statements for a statement whose text was not copied (yet).
+  const text = pgss
+    ? `pg_catalog.left(coalesce(t.query, s.query), 1024)`
+    : 'pg_catalog.left(t.query, 1024)';
+  const pgssJoin = pgss ? `LEFT JOIN ${pgss} s ON s.userid = k.userid AND s.dbid = k.dbid AND s.toplevel = k.toplevel AND s.queryid = k.queryid` : '';
+  const perStatement = await client.query(
+    `WITH h AS (${periodRows}),
+     k AS (SELECT node, userid, dbid, toplevel, queryid,
+           ${aggregates}
+           FROM h GROUP BY node, userid, dbid, toplevel, queryid
+           HAVING pg_catalog.bool_or(in_window)
+           ORDER BY ${quoted('w_' + TOTAL_COLUMN)} DESC NULLS LAST LIMIT $5)
+     SELECT k.*, k.queryid::text AS queryid_text, ${text} AS text
+       FROM k LEFT JOIN bpf_stats.query_texts t ON t.node = k.node AND t.userid = k.userid AND t.dbid = k.dbid AND t.toplevel = k.toplevel AND t.queryid = k.queryid
+       ${pgssJoin}
+      ORDER BY ${quoted('w_' + TOTAL_COLUMN)} DESC NULLS LAST`,
+    [...params, limit],
+  );
+  const totals = await client.query(
+    `WITH h AS (${periodRows})
+     SELECT ${aggregates},
+            pg_catalog.count(DISTINCT (node, userid, dbid, toplevel, queryid)) FILTER (WHERE in_window) AS statements,
+            pg_catalog.count(*) FILTER (WHERE NOT in_window) AS baseline_rows,
+            pg_catalog.array_agg(DISTINCT node) AS nodes
+       FROM h`,
+    params,
+  );
+  const total = totals.rows[0]!;
+  const statementsInWindow = Number(total.statements);
+  const span = (r: TimeRange) => `${iso(r.fromMs)}..${iso(r.toMs)}`;
+  if (statementsInWindow === 0) throw new UserError(`no history in the window ${span(window)}: nothing ran then, or it is older than the history retention (default 7 days)`);
+  if (baseline && Number(total.baseline_rows) === 0) throw new UserError(`no history in the baseline ${span(baseline)}: nothing ran then, or it is older than the history retention (default 7 days)`);
+  // Buckets as wide as the longer period / BUCKETS_PER_PERIOD, whole seconds, so both periods chart on one scale.
+  const longest = Math.max(window.toMs - window.fromMs, baseline ? baseline.toMs - baseline.fromMs : 0);
+  const bucketMs = Math.max(1000, Math.ceil(longest / BUCKETS_PER_PERIOD / 1000) * 1000);
+  const timeColumns = columns.filter((c) => c.unit === 'ns');
+  const bucketed = await client.query(
+    `WITH h AS (${periodRows})
+     SELECT in_window,
+            pg_catalog.floor(pg_catalog.date_part('epoch', ts - CASE WHEN in_window THEN $1::timestamptz ELSE $3::timestamptz END) * 1000 / $5) AS bucket,
+            ${timeColumns.map((c) => `pg_catalog.sum(${quoted(c.column)}) AS ${quoted(c.column)}`).join(', ')}
+       FROM h GROUP BY 1, 2 ORDER BY 1, 2`,
+    [...params, bucketMs],
+  );
+  return {
+    windows,
+    columns,
+    totals: { window: sums(total, 'w_', columns), baseline: baseline ? sums(total, 'b_', columns) : null },
+    statementsInWindow,
+    statements: perStatement.rows.map((r) => ({
+      node: r.node,
+      userid: Number(r.userid),
+      dbid: Number(r.dbid),
+      toplevel: r.toplevel,
+      queryid: r.queryid_text,
+      text: r.text,
+      window: sums(r, 'w_', columns),
+      baseline: baseline ? sums(r, 'b_', columns) : null,
+    })),
+    buckets: bucketed.rows.map((r) => ({ offsetMs: Number(r.bucket) * bucketMs, period: r.in_window ? 'window' : 'baseline', sums: sums(r, '', timeColumns) })),
+    bucketMs,
+    nodes: (total.nodes as string[] | null) ?? [],
+    textSource: pgss ? `bpf_stats.query_texts, else ${pgss}` : 'bpf_stats.query_texts (pg_stat_statements is not installed here)',
+  };
+}
