@@ -174,12 +174,15 @@ describe('bpf_stats.health', () => {
       // A statement is written by the next periodic flush, without waiting for the heartbeat.
       const marker = await session(async (c) => (await c.query('SELECT 4242 AS idle_marker')).rows);
       expect(marker).toHaveLength(1);
-      await new Promise((resolve) => setTimeout(resolve, 600));
-      const { rows } = await admin.query(
-        `SELECT q.calls FROM bpf_stats.query_stats q JOIN pg_stat_statements p USING (userid, dbid, toplevel, queryid)
-          WHERE p.query LIKE '%idle_marker%'`,
-      );
-      expect(rows.map((r) => Number(r.calls))).toEqual([1]);
+      // Within the heartbeat's 1.5 s: a periodic flush every 200 ms, given room for a loaded machine.
+      const markerCalls = async () =>
+        (
+          await admin.query(
+            `SELECT q.calls FROM bpf_stats.query_stats q JOIN pg_stat_statements p USING (userid, dbid, toplevel, queryid)
+              WHERE p.query LIKE '%idle_marker%'`,
+          )
+        ).rows.map((r) => Number(r.calls));
+      await expect.poll(markerCalls, { timeout: 1400, interval: 100 }).toEqual([1]);
     } finally {
       await admin.query('ALTER SYSTEM RESET autovacuum');
       await admin.query('SELECT pg_reload_conf()');
