@@ -181,7 +181,7 @@ struct backend_record {
 	__u32 nested_current_userid; /* the user the innermost nested statement runs as, 0: the top level's */
 	__u32 nested_sleep_userid;   /* nested_current_userid when the task last left the CPU */
 	__u32 nested_depth;      /* executors started in the current statement and not ended */
-	__u32 pad2;
+	__u32 sleep_wait_event;  /* wait_event_info when the task last went to sleep, 0: none or not read (bpf/wait-events.bpf.h) */
 	__u64 run_user_queryid;  /* st_query_id when run_userid was read */
 	__u64 execute_queryid;   /* st_query_id of the last SQL-level EXECUTE (the query set, bpf/query.bpf.h) */
 	__u64 prepared_queryid;  /* the id of the prepared statement it ran: its figures go there */
@@ -249,7 +249,9 @@ enum counter_index {
 	COUNTER_HIST_CHANGES_FULL = 16, /* a changed histogram could not be noted: the collector reads the whole map once (bpf/hist.bpf.h) */
 	COUNTER_MAP_NO_MEMORY = 17,  /* an insert was refused with room left: no memory at hand (bpf/maps.bpf.h, count_refusal) */
 	COUNTER_QUERY_KEY_HELD = 18, /* a query key the map refused at once: its figures were held for the next flush, not dropped (bpf/attribution.bpf.h) */
-	COUNTER_MAX = 19,            /* room for the families' own counters */
+	COUNTER_WAIT_EVENTS_FULL = 19, /* a (query, wait event) key could not be added: query_wait_events map full (bpf/wait-events.bpf.h) */
+	COUNTER_BACKEND_WAIT_EVENTS_FULL = 20, /* a (backend, wait event) key could not be added: backend_wait_events map full */
+	COUNTER_MAX = 21,            /* room for the families' own counters */
 };
 
 #endif /* RECORDS_H */

@@ -93,6 +93,8 @@ export interface SidecarOptions {
   maxHistograms?: number;
   /** Capacity of each lock-wait map (default 4096); tests shrink it. */
   maxLockWaits?: number;
+  /** Capacity of each wait-event map (default 8192); tests shrink it. */
+  maxWaitEvents?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
@@ -260,6 +262,7 @@ export class Sidecar {
         maxHistogramChanges: options.maxHistogramChanges,
         maxHistograms: options.maxHistograms,
         maxLockWaits: options.maxLockWaits,
+        maxWaitEvents: options.maxWaitEvents,
         maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
@@ -781,6 +784,8 @@ const COUNTER_MEANING: Record<DroppedCounterName, string> = {
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
   lock_waits_full: 'a lock wait could not be added: lock_waits map full; its wait counts in lock_wait_ms only',
   lwlock_waits_full: 'an LWLock wait could not be added: lwlock_waits map full; its wait counts in lwlock_wait_ms only',
+  wait_events_full: "a (query, wait event) key could not be added: query_wait_events map full; that sleep counts in its query's wait columns and in backend_wait_events only",
+  backend_wait_events_full: "a (backend, wait event) key could not be added: backend_wait_events map full; that sleep counts in its backend's wait columns only",
   role_quota: "a query key was not added: the queries map is 7/8 full and its role holds half of it (a flood of distinct statements), and its backend's overflow slot held another key; its time counts per backend only",
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
@@ -846,6 +851,7 @@ function flushParts(
       target,
       trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath),
       lookupAndDelete: (map, keys) => object.maps.lookupAndDelete(map, keys),
+      backendRowKey: (sample) => rows.backendRowKey(sample),
       log: options.log,
     }),
     ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
