@@ -112,6 +112,8 @@ class WaitEventMap<Row extends QueryWaitEventRow | BackendWaitEventRow> {
  */
 export class WaitEventsPart implements FlushPart {
   readonly name = 'wait_events';
+  /** The query rows the last written flush wrote (for the Prometheus exporter). */
+  lastCommitted: readonly QueryWaitEventRow[] = [];
   private readonly queries: WaitEventMap<QueryWaitEventRow>;
   private readonly backends: WaitEventMap<BackendWaitEventRow>;
 
@@ -166,7 +168,7 @@ export class WaitEventsPart implements FlushPart {
   }
 
   prepare({ maps, measured }: FlushInput): PreparedPart {
-    if (!measured.has('cpu')) return { statements: [], commit: () => undefined };
+    if (!measured.has('cpu')) return { statements: [], commit: () => (this.lastCommitted = []) };
     const queries = this.queries.prepare(maps, (raw, keys, at) => this.queryRow(raw, keys, at));
     const backends = this.backends.prepare(maps, this.backendRows(maps));
     return {
@@ -174,6 +176,7 @@ export class WaitEventsPart implements FlushPart {
       commit: () => {
         queries.commit();
         backends.commit();
+        this.lastCommitted = queries.rows;
       },
     };
   }
