@@ -316,10 +316,19 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 			query_add_wait(&nested, r->sleep_class, sleep_ns);
 		}
 	}
-	/* The same sleep by its wait event: a statement's to its query too, idle time to the backend only. */
-	if (sleep_ns)
-		wait_events_add(r, pid, sleep_ns,
-				r->sleep_class != SLEEP_CLIENT && (r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD)));
+	/*
+	 * The same sleep by its wait event: waiting for the client in the record (no query's), any other
+	 * to the backend's and the statement's (bpf/wait-events.bpf.h). A runnable task's remainder
+	 * (SLEEP_NONE: interrupt time of a preempted slice) has no event: the record keeps it too.
+	 */
+	if (sleep_ns && r->sleep_class == SLEEP_CLIENT) {
+		r->client_waits++;
+		r->client_wait_ns += sleep_ns;
+	} else if (sleep_ns && r->sleep_class != SLEEP_NONE) {
+		wait_events_add(r, pid, sleep_ns, r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD));
+	} else if (sleep_ns) {
+		r->unclassed_ns += sleep_ns;
+	}
 	/* The run-queue wait and the CPU slice. */
 	add_slice(&r->m, &s);
 	note_busy(s.on_cpu_ns + (sleep_ns && is_busy_sleep(r->sleep_class) ? sleep_ns : 0));

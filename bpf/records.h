@@ -189,6 +189,15 @@ struct backend_record {
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 	__u64 memory_cgroup;       /* memory cgroup id (kernfs inode) when first tracked: a container's processes are born in theirs */
 	/*
+	 * Its sleeps waiting for the client (ClientRead: idle between statements, SLEEP_CLIENT), and their
+	 * time: counted here rather than in backend_wait_events, as the most common sleep of a backend
+	 * (bpf/wait-events.bpf.h).
+	 */
+	__u64 client_waits;
+	__u64 client_wait_ns;
+	/* The remainder of its runnable intervals (SLEEP_NONE: a preempted slice's interrupt time), which other_wait_ns holds: no wait event. */
+	__u64 unclassed_ns;
+	/*
 	 * What a running statement did before it had a query id (parse analysis, its relation
 	 * locks): charged to the id it gets, or to queryid 0 if it ends without one
 	 * (bpf/attribution.bpf.h). Only the cpu family's time and counters are held.

@@ -6,10 +6,13 @@
  * at that switch-out from *my_wait_event_info): per query key and per backend. User space names
  * the ids per PostgreSQL version (src/families/waits/).
  *
- * Per query: the sleeps the query's wait columns hold (io, lock, lwlock, other wait), so they
- * sum to io_wait_ms + lock_wait_ms + lwlock_wait_ms + other_wait_ms; waits before the statement
- * had its query id stay under queryid 0. Per backend: those, and its idle time waiting for the
- * client (Client:ClientRead), which is in no column.
+ * Per query: the sleeps the query's wait columns hold (io, lock, lwlock, other wait); waits
+ * before the statement had its query id stay under queryid 0. Per backend: the same sleeps; its
+ * sleeps waiting for the client (ClientRead, mostly idle between statements, in no column) are
+ * counted in its record instead (client_waits, client_wait_ns): one per transaction of an OLTP
+ * backend, two adds there instead of a map update. So is the remainder of a preempted task's
+ * interval (interrupt time the scheduler's clocks tell apart, in other_wait, with no wait
+ * event): per backend only (unclassed_ns), no query's.
  *
  * Both maps are bounded hashes, allocated on demand like the queries map; a full map refuses
  * the key (counted), and the collector evicts quiet keys after each written flush so the map heals.
@@ -57,29 +60,25 @@ struct {
 } backend_wait_events SEC(".maps");
 
 /*
- * The sleep of `r` that just ended, `ns` long: to its backend and, when `to_query` (the cpu family
- * charged it to the query's wait columns), to its query. A sleep the scheduler did not call one
- * (a preempted task's rounding, class SLEEP_NONE) adds its time without a wait. A global function,
- * verified once per program (see query_add_wait in bpf/cpu.bpf.h).
+ * The sleep of `r` that just ended, `ns` long: to its backend and, when `to_query` (in a statement),
+ * to its query. A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
  */
 __noinline int wait_events_add(const struct backend_record *r, __u32 pid, __u64 ns, __u32 to_query)
 {
 	struct backend_wait_key bk = {};
 	struct wait_event_key qk = {};
-	__u64 waits;
 
 	if (!r)
 		return 0;
-	waits = r->sleep_class != SLEEP_NONE;
 	bk.pid = pid;
 	bk.wait_event_info = r->sleep_wait_event;
 	bk.task_start_ns = r->task_start_ns;
-	add_totals(&backend_wait_events, &bk, waits, ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
+	add_totals(&backend_wait_events, &bk, 1, ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
 	if (!to_query)
 		return 0;
 	qk.q = r->sleep_key;
 	qk.wait_event_info = r->sleep_wait_event;
-	add_totals(&query_wait_events, &qk, waits, ns, COUNTER_WAIT_EVENTS_FULL);
+	add_totals(&query_wait_events, &qk, 1, ns, COUNTER_WAIT_EVENTS_FULL);
 	return 1;
 }
 

@@ -13,6 +13,12 @@ import type { WaitEventNames } from './wait-event-names.js';
 /** A process without PgBackendStatus is keyed as backend_stats keys it: boot time + its task's start (src/storage/metric-rows.ts). */
 const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
 
+/** ClientRead's wait_event_info (class Client, id 0 in every version): BPF counts those sleeps in the process's record. */
+const CLIENT_READ = 0x06000000;
+
+/** A record's client_waits, client_wait_ns and unclassed_ns. */
+type RecordCounts = [bigint, bigint, bigint];
+
 /** The two maps of bpf/wait-events.bpf.h. */
 type WaitMap = 'query_wait_events' | 'backend_wait_events';
 
@@ -116,6 +122,8 @@ export class WaitEventsPart implements FlushPart {
   lastCommitted: readonly QueryWaitEventRow[] = [];
   private readonly queries: WaitEventMap<QueryWaitEventRow>;
   private readonly backends: WaitEventMap<BackendWaitEventRow>;
+  /** Per process (`<kernel pid>:<task start>`): its record's counts (RecordCounts) as last written. */
+  private recordWritten = new Map<string, RecordCounts>();
 
   constructor(
     private readonly names: WaitEventNames,
@@ -163,6 +171,34 @@ export class WaitEventsPart implements FlushPart {
     };
   }
 
+  /**
+   * What BPF counts in each process's record rather than in backend_wait_events (its sleeps
+   * waiting for the client, ClientRead, and the remainder of its runnable intervals, with no wait
+   * event): increments since the last written flush, as rows of backend_wait_event_stats. A
+   * record gone from the snapshot (written after its exit, forgotten) is forgotten here too.
+   */
+  private recordRows(snapshot: MapSnapshot): { rows: BackendWaitEventRow[]; commit: () => void } {
+    const client = this.names.name(CLIENT_READ);
+    const rows: BackendWaitEventRow[] = [];
+    const next = new Map<string, RecordCounts>();
+    for (const sample of snapshot.backends) {
+      const id = `${sample.key}:${sample.taskStartNs}`;
+      const now: RecordCounts = [sample.clientWaits, sample.clientWaitNs, sample.unclassedNs];
+      const was = this.recordWritten.get(id) ?? [0n, 0n, 0n];
+      const row = now.some((v, i) => v !== was[i]) ? this.backendRowKey(sample) : null;
+      if (!row) {
+        if (this.recordWritten.has(id)) next.set(id, was);
+        continue;
+      }
+      if (now[0] !== was[0] || now[1] !== was[1]) {
+        rows.push({ ...row, waitEventType: client.type, waitEvent: client.name, waits: now[0] - was[0], waitMs: Number(now[1] - was[1]) / 1e6 });
+      }
+      if (now[2] !== was[2]) rows.push({ ...row, waitEventType: '', waitEvent: '', waits: 0, waitMs: Number(now[2] - was[2]) / 1e6 });
+      next.set(id, now);
+    }
+    return { rows, commit: () => (this.recordWritten = next) };
+  }
+
   wouldWriteNothing(): boolean {
     return this.queries.settled() && this.backends.settled();
   }
@@ -171,11 +207,13 @@ export class WaitEventsPart implements FlushPart {
     if (!measured.has('cpu')) return { statements: [], commit: () => (this.lastCommitted = []) };
     const queries = this.queries.prepare(maps, (raw, keys, at) => this.queryRow(raw, keys, at));
     const backends = this.backends.prepare(maps, this.backendRows(maps));
+    const client = this.recordRows(maps);
     return {
-      statements: waitEventUpserts(queries.rows, backends.rows),
+      statements: waitEventUpserts(queries.rows, [...backends.rows, ...client.rows]),
       commit: () => {
         queries.commit();
         backends.commit();
+        client.commit();
         this.lastCommitted = queries.rows;
       },
     };
