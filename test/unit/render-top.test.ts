@@ -57,7 +57,7 @@ describe('renderTop', () => {
     const lines = renderTop(screen('lock'), { width: 80, height: 24 });
     golden('screen-lock-80x24.txt', lines);
     const firstQuery = lines[4]!;
-    expect(firstQuery).toContain('LOCK TABLE t');
+    expect(firstQuery).toContain('LOCK TABLE'); // the statement's text, cut after TOP WAIT at 80 columns
     expect(lines[3]).toContain('lock*');
   });
 
