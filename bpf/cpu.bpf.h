@@ -325,7 +325,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		r->client_waits++;
 		r->client_wait_ns += sleep_ns;
 	} else if (sleep_ns && r->sleep_class != SLEEP_NONE) {
-		wait_events_add(r, pid, sleep_ns, r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD));
+		wait_events_add(r, pid, sleep_ns, s.runq_ns, r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD));
 	} else if (sleep_ns) {
 		r->unclassed_ns += sleep_ns;
 	}

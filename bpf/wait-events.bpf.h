@@ -24,7 +24,6 @@
 #include <bpf/bpf_helpers.h>
 #include "records.h"
 #include "maps.bpf.h"
-#include "lock-waits.bpf.h"
 
 /* A query and a wait event: pg_wait_sampling's profile key. */
 struct wait_event_key {
@@ -43,12 +42,23 @@ struct backend_wait_key {
 	__u64 task_start_ns;    /* the task's start (CLOCK_MONOTONIC): a pid given again is another key */
 };
 
+/*
+ * Sleeps in one event and their time, and the run-queue wait after each wake-up until the task
+ * ran again: the event was still set meanwhile (pg_stat_activity, and a sampler, see it), though
+ * the cpu family counts that time as run-queue wait.
+ */
+struct wait_event_totals {
+	__u64 waits;
+	__u64 wait_ns;
+	__u64 runq_ns;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct wait_event_key);
-	__type(value, struct wait_totals);
+	__type(value, struct wait_event_totals);
 } query_wait_events SEC(".maps");
 
 struct {
@@ -56,14 +66,28 @@ struct {
 	__uint(max_entries, 8192);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct backend_wait_key);
-	__type(value, struct wait_totals);
+	__type(value, struct wait_event_totals);
 } backend_wait_events SEC(".maps");
 
+static __always_inline void add_wait_event(void *map, const void *key, __u64 ns, __u64 runq_ns, enum counter_index full_counter)
+{
+	static const struct wait_event_totals zero = {};
+	struct wait_event_totals *t = map_lookup_or_init(map, key, &zero, full_counter);
+
+	if (!t)
+		return;
+	note_change();
+	__sync_fetch_and_add(&t->waits, 1);
+	__sync_fetch_and_add(&t->wait_ns, ns);
+	__sync_fetch_and_add(&t->runq_ns, runq_ns);
+}
+
 /*
- * The sleep of `r` that just ended, `ns` long: to its backend and, when `to_query` (in a statement),
- * to its query. A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
+ * The sleep of `r` that just ended, `ns` long, and the run-queue wait after it (`runq_ns`: the
+ * task's run delay since its last switch-out, from its wake-up on): to its backend and, when
+ * `to_query` (in a statement), to its query. A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
  */
-__noinline int wait_events_add(const struct backend_record *r, __u32 pid, __u64 ns, __u32 to_query)
+__noinline int wait_events_add(const struct backend_record *r, __u32 pid, __u64 ns, __u64 runq_ns, __u32 to_query)
 {
 	struct backend_wait_key bk = {};
 	struct wait_event_key qk = {};
@@ -73,12 +97,12 @@ __noinline int wait_events_add(const struct backend_record *r, __u32 pid, __u64 
 	bk.pid = pid;
 	bk.wait_event_info = r->sleep_wait_event;
 	bk.task_start_ns = r->task_start_ns;
-	add_totals(&backend_wait_events, &bk, 1, ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
+	add_wait_event(&backend_wait_events, &bk, ns, runq_ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
 	if (!to_query)
 		return 0;
 	qk.q = r->sleep_key;
 	qk.wait_event_info = r->sleep_wait_event;
-	add_totals(&query_wait_events, &qk, 1, ns, COUNTER_WAIT_EVENTS_FULL);
+	add_wait_event(&query_wait_events, &qk, ns, runq_ns, COUNTER_WAIT_EVENTS_FULL);
 	return 1;
 }
 

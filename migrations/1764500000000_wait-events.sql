@@ -17,6 +17,7 @@ CREATE TABLE bpf_stats.query_wait_event_stats (
   wait_event      text             NOT NULL,
   waits           bigint           NOT NULL DEFAULT 0,
   wait_time_ms    double precision NOT NULL DEFAULT 0,
+  runq_after_ms   double precision NOT NULL DEFAULT 0,
   stats_since     timestamptz      NOT NULL DEFAULT now(),
   last_seen       timestamptz      NOT NULL DEFAULT now(),
   PRIMARY KEY (node, userid, dbid, toplevel, queryid, wait_event_type, wait_event)
@@ -32,6 +33,7 @@ CREATE TABLE bpf_stats.backend_wait_event_stats (
   wait_event      text             NOT NULL,
   waits           bigint           NOT NULL DEFAULT 0,
   wait_time_ms    double precision NOT NULL DEFAULT 0,
+  runq_after_ms   double precision NOT NULL DEFAULT 0,
   stats_since     timestamptz      NOT NULL DEFAULT now(),
   last_seen       timestamptz      NOT NULL DEFAULT now(),
   PRIMARY KEY (node, pid, backend_start, wait_event_type, wait_event)

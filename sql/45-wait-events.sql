@@ -10,12 +10,12 @@
 
 CREATE OR REPLACE VIEW bpf_stats.query_wait_events AS
 SELECT w.node, w.userid, w.dbid, w.toplevel, w.queryid, w.wait_event_type, w.wait_event,
-       w.waits, w.wait_time_ms, w.stats_since, w.last_seen
+       w.waits, w.wait_time_ms, w.runq_after_ms, w.stats_since, w.last_seen
   FROM bpf_stats.query_wait_event_stats w
  WHERE w.wait_event_type <> ''
 UNION ALL
 SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, NULL::text, NULL::text,
-       coalesce(n.waits, 0), q.on_cpu_ms + q.runq_wait_ms + coalesce(n.wait_time_ms, 0),
+       coalesce(n.waits, 0), q.on_cpu_ms + q.runq_wait_ms + coalesce(n.wait_time_ms, 0), NULL::float8,
        q.stats_since, q.last_seen
   FROM bpf_stats.query_stats q
   LEFT JOIN bpf_stats.query_wait_event_stats n
@@ -24,13 +24,13 @@ SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, NULL::text, NULL::text,
 
 CREATE OR REPLACE VIEW bpf_stats.backend_wait_events AS
 SELECT w.node, w.pid, w.backend_start, b.backend_type, w.wait_event_type, w.wait_event,
-       w.waits, w.wait_time_ms, w.stats_since, w.last_seen
+       w.waits, w.wait_time_ms, w.runq_after_ms, w.stats_since, w.last_seen
   FROM bpf_stats.backend_wait_event_stats w
   LEFT JOIN bpf_stats.backend_stats b ON (b.node, b.pid, b.backend_start) = (w.node, w.pid, w.backend_start)
  WHERE w.wait_event_type <> ''
 UNION ALL
 SELECT b.node, b.pid, b.backend_start, b.backend_type, NULL::text, NULL::text,
-       coalesce(n.waits, 0), b.on_cpu_ms + b.runq_wait_ms + coalesce(n.wait_time_ms, 0),
+       coalesce(n.waits, 0), b.on_cpu_ms + b.runq_wait_ms + coalesce(n.wait_time_ms, 0), NULL::float8,
        coalesce(n.stats_since, b.last_seen), b.last_seen
   FROM bpf_stats.backend_stats b
   LEFT JOIN bpf_stats.backend_wait_event_stats n

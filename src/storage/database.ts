@@ -105,6 +105,7 @@ export interface QueryWaitEventsTable extends QueryKey {
   wait_event: string;
   waits: DefaultedInt8;
   wait_time_ms: Defaulted<number>;
+  runq_after_ms: Defaulted<number>;
   stats_since: Generated<Date>;
   last_seen: Defaulted<Date>;
 }
@@ -117,6 +118,7 @@ export interface BackendWaitEventsTable extends NodeKey {
   wait_event: string;
   waits: DefaultedInt8;
   wait_time_ms: Defaulted<number>;
+  runq_after_ms: Defaulted<number>;
   stats_since: Generated<Date>;
   last_seen: Defaulted<Date>;
 }

@@ -150,7 +150,7 @@ describe('the /metrics text', () => {
   it('sums wait event time per database over statements and flushes, bounded, without the no-event rows', async () => {
     const totals = new FlushTotals(2);
     const row = (queryid: string, type: string, event: string, waits: bigint, waitMs: number) =>
-      ({ userid: 10, dbid: 5, toplevel: true, queryid, waitEventType: type, waitEvent: event, waits, waitMs });
+      ({ userid: 10, dbid: 5, toplevel: true, queryid, waitEventType: type, waitEvent: event, waits, waitMs, runqMs: 0 });
     totals.observe(report({ waitEventRows: [row('1', 'Lock', 'transactionid', 1n, 700), row('2', 'Lock', 'transactionid', 2n, 300), row('1', '', '', 3n, 5)] }));
     totals.observe(report({ waitEventRows: [row('1', 'IPC', 'SyncRep', 4n, 1000), row('2', 'Lock', 'transactionid', 1n, 500)] }));
     const metrics = new MetricsRegistry(totals, knownNames(), { top: 2, queryText: false });

@@ -36,6 +36,8 @@ export interface QueryWaitEventRow {
   waitEvent: string;
   waits: ExactInt;
   waitMs: number;
+  /** The run-queue wait after each wake-up, with the event still set (bpf/wait-events.bpf.h). */
+  runqMs: number;
 }
 
 /** One bpf_stats.backend_wait_event_stats row's increments. */
@@ -47,10 +49,14 @@ export interface BackendWaitEventRow {
   waitEvent: string;
   waits: ExactInt;
   waitMs: number;
+  runqMs: number;
 }
 
+/** What an entry's row is, apart from its figures. */
+type RowKey<Row> = Omit<Row, 'waits' | 'waitMs' | 'runqMs'>;
+
 interface WaitEntry<Row> extends CumulativeEntry {
-  readonly row: Omit<Row, 'waits' | 'waitMs'>;
+  readonly row: RowKey<Row>;
 }
 
 /**
@@ -79,20 +85,20 @@ class WaitEventMap<Row extends QueryWaitEventRow | BackendWaitEventRow> {
   }
 
   /** `decodeRow`: the row an entry is written as; null while that is not known yet (the entry waits, cumulative, in the map). */
-  prepare(snapshot: MapSnapshot, decodeRow: (raw: RawMap<WaitMap>, keys: Buffer, at: number) => Omit<Row, 'waits' | 'waitMs'> | null): { rows: Row[]; commit: () => void } {
+  prepare(snapshot: MapSnapshot, decodeRow: (raw: RawMap<WaitMap>, keys: Buffer, at: number) => RowKey<Row> | null): { rows: Row[]; commit: () => void } {
     const raw = snapshot.map(this.map) as RawMap<WaitMap>;
     const { batch } = raw;
     const decode = (keys: Buffer, k: number, values: Buffer, v: number): WaitEntry<Row> | null => {
       const row = decodeRow(raw, keys, k);
       if (!row) return null;
       const rawKey = keys.subarray(k, k + batch.keySize);
-      return { id: rawKey.toString('hex'), rawKey, counts: [raw.value.int(values, v, 'waits'), raw.value.int(values, v, 'wait_ns')], row };
+      return { id: rawKey.toString('hex'), rawKey, counts: [raw.value.int(values, v, 'waits'), raw.value.int(values, v, 'wait_ns'), raw.value.int(values, v, 'runq_ns')], row };
     };
     const entries = Array.from({ length: batch.count }, (_, i) => decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize)).filter(
       (entry): entry is WaitEntry<Row> => entry !== null,
     );
     const { increments, commit } = this.deltas.prepare(entries);
-    const rows = increments.map(({ entry, delta }) => ({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6 }) as Row);
+    const rows = increments.map(({ entry, delta }) => ({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6, runqMs: Number(delta[2]) / 1e6 }) as Row);
     const refused = snapshot.counters[this.counter] ?? 0n;
     return {
       rows,
@@ -143,7 +149,7 @@ export class WaitEventsPart implements FlushPart {
     return { waitEventType: event.type, waitEvent: event.name };
   }
 
-  private queryRow(raw: RawMap<WaitMap>, keys: Buffer, at: number): Omit<QueryWaitEventRow, 'waits' | 'waitMs'> {
+  private queryRow(raw: RawMap<WaitMap>, keys: Buffer, at: number): RowKey<QueryWaitEventRow> {
     const key = (raw as RawMap<'query_wait_events'>).key;
     return {
       userid: key.intNumber(keys, at, 'q.userid'),
@@ -159,7 +165,7 @@ export class WaitEventsPart implements FlushPart {
    * snapshot (live or exited); one with no record there (gone before the collector saw it) under
    * the key its row would have had, its kernel pid and task start.
    */
-  private backendRows(snapshot: MapSnapshot): (raw: RawMap<WaitMap>, keys: Buffer, at: number) => Omit<BackendWaitEventRow, 'waits' | 'waitMs'> | null {
+  private backendRows(snapshot: MapSnapshot): (raw: RawMap<WaitMap>, keys: Buffer, at: number) => RowKey<BackendWaitEventRow> | null {
     const records = new Map(snapshot.backends.map((sample) => [`${sample.key}:${sample.taskStartNs}`, sample]));
     return (raw, keys, at) => {
       const key = (raw as RawMap<'backend_wait_events'>).key;
@@ -191,9 +197,9 @@ export class WaitEventsPart implements FlushPart {
         continue;
       }
       if (now[0] !== was[0] || now[1] !== was[1]) {
-        rows.push({ ...row, waitEventType: client.type, waitEvent: client.name, waits: now[0] - was[0], waitMs: Number(now[1] - was[1]) / 1e6 });
+        rows.push({ ...row, waitEventType: client.type, waitEvent: client.name, waits: now[0] - was[0], waitMs: Number(now[1] - was[1]) / 1e6, runqMs: 0 });
       }
-      if (now[2] !== was[2]) rows.push({ ...row, waitEventType: '', waitEvent: '', waits: 0, waitMs: Number(now[2] - was[2]) / 1e6 });
+      if (now[2] !== was[2]) rows.push({ ...row, waitEventType: '', waitEvent: '', waits: 0, waitMs: Number(now[2] - was[2]) / 1e6, runqMs: 0 });
       next.set(id, now);
     }
     return { rows, commit: () => (this.recordWritten = next) };
@@ -228,28 +234,31 @@ function waitEventUpserts(queryRows: QueryWaitEventRow[], backendRows: BackendWa
   if (queries.length) {
     statements.push(sql`
       INSERT INTO bpf_stats.query_wait_event_stats AS t
-             (userid, dbid, toplevel, queryid, wait_event_type, wait_event, waits, wait_time_ms, last_seen)
+             (userid, dbid, toplevel, queryid, wait_event_type, wait_event, waits, wait_time_ms, runq_after_ms, last_seen)
       SELECT u.*, now() FROM unnest(
              ${queries.map((r) => r.userid)}::oid[], ${queries.map((r) => r.dbid)}::oid[],
              ${queries.map((r) => r.toplevel)}::bool[], ${queries.map((r) => r.queryid)}::int8[],
              ${queries.map((r) => r.waitEventType)}::text[], ${queries.map((r) => r.waitEvent)}::text[],
-             ${queries.map((r) => r.waits.toString())}::int8[], ${queries.map((r) => r.waitMs)}::float8[]) AS u
+             ${queries.map((r) => r.waits.toString())}::int8[], ${queries.map((r) => r.waitMs)}::float8[],
+             ${queries.map((r) => r.runqMs)}::float8[]) AS u
       ON CONFLICT (node, userid, dbid, toplevel, queryid, wait_event_type, wait_event) DO UPDATE
          SET waits = t.waits + excluded.waits, wait_time_ms = t.wait_time_ms + excluded.wait_time_ms,
-             last_seen = excluded.last_seen`);
+             runq_after_ms = t.runq_after_ms + excluded.runq_after_ms, last_seen = excluded.last_seen`);
   }
   if (backends.length) {
     statements.push(sql`
       INSERT INTO bpf_stats.backend_wait_event_stats AS t
-             (pid, backend_start, wait_event_type, wait_event, waits, wait_time_ms, last_seen)
-      SELECT u.pid, timestamptz 'epoch' + u.start_us * interval '1 microsecond', u.wait_event_type, u.wait_event, u.waits, u.wait_time_ms, now() FROM unnest(
+             (pid, backend_start, wait_event_type, wait_event, waits, wait_time_ms, runq_after_ms, last_seen)
+      SELECT u.pid, timestamptz 'epoch' + u.start_us * interval '1 microsecond', u.wait_event_type, u.wait_event, u.waits, u.wait_time_ms,
+             u.runq_after_ms, now() FROM unnest(
              ${backends.map((r) => r.pid)}::int4[], ${backends.map((r) => r.backendStartUs.toString())}::int8[],
              ${backends.map((r) => r.waitEventType)}::text[], ${backends.map((r) => r.waitEvent)}::text[],
-             ${backends.map((r) => r.waits.toString())}::int8[], ${backends.map((r) => r.waitMs)}::float8[])
-             AS u(pid, start_us, wait_event_type, wait_event, waits, wait_time_ms)
+             ${backends.map((r) => r.waits.toString())}::int8[], ${backends.map((r) => r.waitMs)}::float8[],
+             ${backends.map((r) => r.runqMs)}::float8[])
+             AS u(pid, start_us, wait_event_type, wait_event, waits, wait_time_ms, runq_after_ms)
       ON CONFLICT (node, pid, backend_start, wait_event_type, wait_event) DO UPDATE
          SET waits = t.waits + excluded.waits, wait_time_ms = t.wait_time_ms + excluded.wait_time_ms,
-             last_seen = excluded.last_seen`);
+             runq_after_ms = t.runq_after_ms + excluded.runq_after_ms, last_seen = excluded.last_seen`);
   }
   return statements;
 }
@@ -260,7 +269,7 @@ function merge<R extends QueryWaitEventRow | BackendWaitEventRow>(rows: R[], key
   for (const r of rows) {
     const id = JSON.stringify(key(r));
     const seen = byKey.get(id);
-    if (seen) byKey.set(id, { ...seen, waits: addExact(seen.waits, r.waits), waitMs: seen.waitMs + r.waitMs });
+    if (seen) byKey.set(id, { ...seen, waits: addExact(seen.waits, r.waits), waitMs: seen.waitMs + r.waitMs, runqMs: seen.runqMs + r.runqMs });
     else byKey.set(id, r);
   }
   return [...byKey.values()];
