@@ -9,7 +9,8 @@
  * One tp_btf program on sched_switch, filtered to the postmaster and its children in two
  * loads, and a CPU-clock sample for backends that never leave their CPU. At each switch-out
  * the backend's query and wait event are read from its PgBackendStatus (bpf/pg-status.bpf.h)
- * and the scheduler's own cumulative counters from task_struct: a few loads, no uprobe.
+ * and the scheduler's own cumulative counters from task_struct: a few loads, no uprobe. Each
+ * sleep is also charged to its wait event (bpf/wait-events.bpf.h).
  */
 #ifndef CPU_BPF_H
 #define CPU_BPF_H
@@ -24,6 +25,7 @@
 #include "attribution.bpf.h"
 #include "latency.bpf.h"
 #include "nested.bpf.h"
+#include "wait-events.bpf.h"
 
 #define TASK_RUNNING 0x0000
 #define TASK_DEAD    0x0080
@@ -314,6 +316,19 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 			query_add_wait(&nested, r->sleep_class, sleep_ns);
 		}
 	}
+	/*
+	 * The same sleep by its wait event: waiting for the client in the record (no query's), any other
+	 * to the backend's and the statement's (bpf/wait-events.bpf.h). A runnable task's remainder
+	 * (SLEEP_NONE: interrupt time of a preempted slice) has no event: the record keeps it too.
+	 */
+	if (sleep_ns && r->sleep_class == SLEEP_CLIENT) {
+		r->client_waits++;
+		r->client_wait_ns += sleep_ns;
+	} else if (sleep_ns && r->sleep_class != SLEEP_NONE) {
+		wait_events_add(r, pid, sleep_ns, s.runq_ns, r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD));
+	} else if (sleep_ns) {
+		r->unclassed_ns += sleep_ns;
+	}
 	/* The run-queue wait and the CPU slice. */
 	add_slice(&r->m, &s);
 	note_busy(s.on_cpu_ns + (sleep_ns && is_busy_sleep(r->sleep_class) ? sleep_ns : 0));
@@ -344,6 +359,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	hist_on_switch_out(r, &key, s.runq_ns, next_class);
 	nested_on_switch_out(r, status_state);
 	r->sleep_class = next_class;
+	r->sleep_wait_event = wait_event;
 	r->sleep_key = key;
 	if (key.queryid)
 		r->queryid = key.queryid;

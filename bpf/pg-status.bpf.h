@@ -217,8 +217,9 @@ static __always_inline __u32 statement_user(struct backend_record *r, __u64 quer
  * The query the backend is on now; false when it has none. With `wait_event` (a task going to
  * sleep), also why it sleeps: a backend pg_stat_activity shows idle waits for its client
  * whatever its wait event (ClientRead, or ClientWrite while ReadyForQuery goes out), so it gets
- * client_read_event without reading the wait event; a task in IO sleep needs none (the kernel's
- * iowait flag decides, see classify_sleep in bpf/cpu.bpf.h). With `state`, st_state when it
+ * client_read_event without reading the wait event. A task in IO sleep is classed by the kernel's
+ * iowait flag (classify_sleep in bpf/cpu.bpf.h), but its event is read all the same: the time per
+ * wait event names it (bpf/wait-events.bpf.h). With `state`, st_state when it
  * was read with the query id (0 when unknown).
  */
 static __always_inline bool read_current_state(struct task_struct *task, struct backend_record *r, __u32 pid,
@@ -258,7 +259,7 @@ static __always_inline bool read_current_state(struct task_struct *task, struct 
 	if (wait_event) {
 		if (state_known && is_idle_state(state))
 			*wait_event = client_read_event;
-		else if (r->wait_event_ptr && !BPF_CORE_READ_BITFIELD(task, in_iowait))
+		else if (r->wait_event_ptr)
 			bpf_probe_read_user(wait_event, sizeof(*wait_event), (void *)r->wait_event_ptr);
 	}
 	if (queryid && !identity_complete(r))

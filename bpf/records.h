@@ -181,13 +181,22 @@ struct backend_record {
 	__u32 nested_current_userid; /* the user the innermost nested statement runs as, 0: the top level's */
 	__u32 nested_sleep_userid;   /* nested_current_userid when the task last left the CPU */
 	__u32 nested_depth;      /* executors started in the current statement and not ended */
-	__u32 pad2;
+	__u32 sleep_wait_event;  /* wait_event_info when the task last went to sleep, 0: none or not read (bpf/wait-events.bpf.h) */
 	__u64 run_user_queryid;  /* st_query_id when run_userid was read */
 	__u64 execute_queryid;   /* st_query_id of the last SQL-level EXECUTE (the query set, bpf/query.bpf.h) */
 	__u64 prepared_queryid;  /* the id of the prepared statement it ran: its figures go there */
 	__u64 uncounted_queryid; /* st_query_id of a PREPARE that has not ended: no call, as pg_stat_statements */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 	__u64 memory_cgroup;       /* memory cgroup id (kernfs inode) when first tracked: a container's processes are born in theirs */
+	/*
+	 * Its sleeps waiting for the client (ClientRead: idle between statements, SLEEP_CLIENT), and their
+	 * time: counted here rather than in backend_wait_events, as the most common sleep of a backend
+	 * (bpf/wait-events.bpf.h).
+	 */
+	__u64 client_waits;
+	__u64 client_wait_ns;
+	/* The remainder of its runnable intervals (SLEEP_NONE: a preempted slice's interrupt time), which other_wait_ns holds: no wait event. */
+	__u64 unclassed_ns;
 	/*
 	 * What a running statement did before it had a query id (parse analysis, its relation
 	 * locks): charged to the id it gets, or to queryid 0 if it ends without one
@@ -249,7 +258,9 @@ enum counter_index {
 	COUNTER_HIST_CHANGES_FULL = 16, /* a changed histogram could not be noted: the collector reads the whole map once (bpf/hist.bpf.h) */
 	COUNTER_MAP_NO_MEMORY = 17,  /* an insert was refused with room left: no memory at hand (bpf/maps.bpf.h, count_refusal) */
 	COUNTER_QUERY_KEY_HELD = 18, /* a query key the map refused at once: its figures were held for the next flush, not dropped (bpf/attribution.bpf.h) */
-	COUNTER_MAX = 19,            /* room for the families' own counters */
+	COUNTER_WAIT_EVENTS_FULL = 19, /* a (query, wait event) key could not be added: query_wait_events map full (bpf/wait-events.bpf.h) */
+	COUNTER_BACKEND_WAIT_EVENTS_FULL = 20, /* a (backend, wait event) key could not be added: backend_wait_events map full */
+	COUNTER_MAX = 21,            /* room for the families' own counters */
 };
 
 #endif /* RECORDS_H */

@@ -236,6 +236,44 @@ COMMENT ON COLUMN bpf_stats.query_lock_detail.waits IS 'Waits that ended without
 COMMENT ON COLUMN bpf_stats.query_lock_detail.wait_time_ms IS 'Milliseconds from each wait''s start to its end, summed.';
 COMMENT ON COLUMN bpf_stats.query_lock_detail.mean_wait_ms IS 'wait_time_ms / waits (milliseconds).';
 
+COMMENT ON TABLE bpf_stats.query_wait_event_stats IS
+  'Off-CPU time per query and PostgreSQL wait event (probe set `cpu`, always on), cumulative since stats_since: every sleep counted in the query''s io_wait_ms, lock_wait_ms, lwlock_wait_ms and other_wait_ms, charged to the wait event the backend had set when it went to sleep, so per query they sum to those four columns. Read it through query_wait_events.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats.queryid IS 'Query id of the top-level statement, as pg_stat_statements.queryid; 0: waits before the statement had a query id (parse analysis and the relation locks it waits for), which query_stats counts under the id the statement then gets.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats.wait_event_type IS 'pg_stat_activity.wait_event_type as this server''s version names it; '''' for a sleep without a wait event (a page fault''s read, reclaim); ''#<n>'' for a class the version''s table does not know.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats.wait_event IS 'pg_stat_activity.wait_event as this server''s version names it; ''#<id>'' for an id its table does not know (an extension''s custom event, an unregistered LWLock tranche), never a guessed name; '''' for a sleep without one.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats.waits IS 'Sleeps in this wait event (count): each time the backend left its CPU to sleep with it set.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats.wait_time_ms IS 'Milliseconds asleep in this wait event, summed: from leaving the CPU to being woken (the run-queue wait after the wake-up is in runq_wait_ms).';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats.runq_after_ms IS 'Milliseconds from each wake-up until the backend ran again (in the run queue, the event still set), summed; counted in runq_wait_ms, not in wait_time_ms. wait_time_ms + runq_after_ms is the time pg_stat_activity showed the event, what a sampler such as pg_wait_sampling sees.';
+
+COMMENT ON TABLE bpf_stats.backend_wait_event_stats IS
+  'Off-CPU time per postmaster child (its backend_stats row) and wait event (probe set `cpu`), cumulative since stats_since: every sleep, the idle time waiting for the client (Client:ClientRead) included. Read it through backend_wait_events.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.pid IS 'Process id; with backend_start, its backend_stats row.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.backend_start IS 'As backend_stats.backend_start.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.wait_event_type IS 'As query_wait_event_stats.wait_event_type.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.wait_event IS 'As query_wait_event_stats.wait_event; an idle backend (pg_stat_activity.state idle or idle in transaction) counts as Client:ClientRead.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.waits IS 'Sleeps in this wait event (count).';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.wait_time_ms IS 'Milliseconds asleep in this wait event, summed.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.runq_after_ms IS 'As query_wait_event_stats.runq_after_ms; 0 for ClientRead and the row without a wait event (kept in the process record, without it).';
+
+COMMENT ON VIEW bpf_stats.query_wait_events IS
+  'Time per query and wait event, shaped like pg_wait_sampling''s profile but exact: one row per wait event the query slept in, and one row with wait_event_type and wait_event NULL for the time without a wait event (on CPU, in the run queue, asleep without one). Per query the rows sum to query_stats.total_time_ms (waits before the statement had its query id are under queryid 0). Idle time between statements is in no row (see backend_wait_events).';
+COMMENT ON COLUMN bpf_stats.query_wait_events.wait_event_type IS 'pg_stat_activity.wait_event_type as this server''s version names it; NULL: the time without a wait event.';
+COMMENT ON COLUMN bpf_stats.query_wait_events.wait_event IS 'pg_stat_activity.wait_event as this server''s version names it; ''#<id>'' for an id the version''s table does not know; NULL: the time without a wait event.';
+COMMENT ON COLUMN bpf_stats.query_wait_events.waits IS 'Sleeps in this wait event (count); for the NULL row, sleeps without a wait event.';
+COMMENT ON COLUMN bpf_stats.query_wait_events.wait_time_ms IS 'Milliseconds asleep in this wait event; for the NULL row on_cpu_ms + runq_wait_ms + the sleeps without a wait event.';
+COMMENT ON COLUMN bpf_stats.query_wait_events.runq_after_ms IS 'Milliseconds in the run queue after each wake-up, the event still set (in runq_wait_ms); NULL for the row without a wait event.';
+
+COMMENT ON VIEW bpf_stats.backend_wait_events IS
+  'Time per postmaster child and wait event, idle time waiting for the client (Client:ClientRead) included, and a row with wait_event_type and wait_event NULL for its time on CPU, in the run queue and asleep without a wait event.';
+COMMENT ON COLUMN bpf_stats.backend_wait_events.pid IS 'Process id.';
+COMMENT ON COLUMN bpf_stats.backend_wait_events.backend_start IS 'As backend_stats.backend_start; with pid, the process.';
+COMMENT ON COLUMN bpf_stats.backend_wait_events.backend_type IS 'Process type as pg_stat_activity.backend_type names it; NULL until its backend_stats row is written.';
+COMMENT ON COLUMN bpf_stats.backend_wait_events.wait_event_type IS 'As query_wait_events.wait_event_type.';
+COMMENT ON COLUMN bpf_stats.backend_wait_events.wait_event IS 'As query_wait_events.wait_event; an idle backend counts as Client:ClientRead.';
+COMMENT ON COLUMN bpf_stats.backend_wait_events.waits IS 'Sleeps in this wait event (count); for the NULL row, sleeps without a wait event.';
+COMMENT ON COLUMN bpf_stats.backend_wait_events.wait_time_ms IS 'Milliseconds asleep in this wait event; for the NULL row on_cpu_ms + runq_wait_ms + the sleeps without a wait event.';
+COMMENT ON COLUMN bpf_stats.backend_wait_events.runq_after_ms IS 'As query_wait_events.runq_after_ms.';
+
 COMMENT ON VIEW bpf_stats.query_lwlock_detail IS
   'LWLock waits per query by tranche and mode (probe set `lwlock`); see query_lwlock_waits.';
 COMMENT ON COLUMN bpf_stats.query_lwlock_detail.queryid IS 'Query id of the top-level statement; 0: waits before it had a query id.';

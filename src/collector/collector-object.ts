@@ -44,6 +44,8 @@ export interface CollectorObjectOptions<Name extends string> {
   maxQueryKeysPerRole?: number;
   /** Capacity of histograms, (query, kind) pairs held at once (default: histogramCapacity() of this host's CPUs). */
   maxHistograms?: number;
+  /** Capacity of query_wait_events and of backend_wait_events (default 8192 each; tests shrink it). */
+  maxWaitEvents?: number;
   /** Capacity of lock_waits and of lwlock_waits, (query, lock) pairs held at once (default 4096; tests shrink it). */
   maxLockWaits?: number;
   /** Capacity of excluded_pids, the collector's own live connections (default 256; tests shrink it). */
@@ -99,11 +101,15 @@ export function defaultMapEntries(cpus: number, pgssMax: number | null = null): 
     hist_changes: histograms,
     lock_waits: 4096,
     lwlock_waits: 4096,
+    // A query has a few wait events at a time (src/families/waits/); quiet keys are evicted.
+    query_wait_events: 8192,
+    // Each live backend a few events (idle, latches, IO); exited backends' keys go quiet and are evicted.
+    backend_wait_events: 8192,
   };
 }
 
 /** Names of the object's maps (a misspelt one drops out, and load() using it does not compile). */
-type SizedMap = Extract<MapName, 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'query_overflow' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits'>;
+type SizedMap = Extract<MapName, 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'query_overflow' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits' | 'query_wait_events' | 'backend_wait_events'>;
 
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
 export interface BpfPostmaster extends PostgresGlobals {
@@ -236,6 +242,8 @@ export class CollectorObject<Name extends string = string> {
       object.setMaxEntries('hist_changes', options.maxHistogramChanges ?? histograms);
       object.setMaxEntries('lock_waits', options.maxLockWaits ?? entries.lock_waits);
       object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? entries.lwlock_waits);
+      object.setMaxEntries('query_wait_events', options.maxWaitEvents ?? entries.query_wait_events);
+      object.setMaxEntries('backend_wait_events', options.maxWaitEvents ?? entries.backend_wait_events);
       loadInterruptible(object);
       markTrackingStart(globals);
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.

@@ -264,6 +264,9 @@ export class MapReaders {
         backendType: layout.intNumber(b.values, at, 'backend_type'),
         identityKnown: (flags & BigInt(BackendFlags.BACKEND_IDENTITY_KNOWN)) !== 0n,
         memoryCgroup: layout.int(b.values, at, 'memory_cgroup'),
+        clientWaits: layout.int(b.values, at, 'client_waits'),
+        clientWaitNs: layout.int(b.values, at, 'client_wait_ns'),
+        unclassedNs: layout.int(b.values, at, 'unclassed_ns'),
       };
     });
     return decoded.filter((sample) => sample !== null);

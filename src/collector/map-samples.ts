@@ -30,6 +30,11 @@ export interface BackendSample {
   identityKnown: boolean;
   /** Its memory cgroup's id (bpf/attribution.bpf.h memory_cgroup_of), 0 when unread. */
   memoryCgroup: bigint;
+  /** Its sleeps waiting for the client (ClientRead), cumulative: count and nanoseconds (bpf/wait-events.bpf.h). */
+  clientWaits: bigint;
+  clientWaitNs: bigint;
+  /** The remainder of its runnable intervals (interrupt time), in other_wait with no wait event, nanoseconds. */
+  unclassedNs: bigint;
 }
 
 /** Raw cumulative sample of one query key, summed over CPUs. */

@@ -1,4 +1,5 @@
 import type { FieldOf, MapName, ProgramName, RodataName } from '../bpf/contract.js';
+import type { BackendSample } from '../collector/map-samples.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { ProbeAttachment } from '../collector/probe-attachment.js';
 import type { FlushPart } from '../flush/flush-part.js';
@@ -82,6 +83,8 @@ export interface FamilyFlushContext {
   trancheNames: LwlockTrancheNames;
   /** Deletes keys from a map, returning each value as it was deleted (null: already gone); for evicting quiet entries. */
   lookupAndDelete?: (map: MapName, rawKeys: Buffer[]) => Array<Buffer | null>;
+  /** The backend_stats row a process's record is written as (MetricRows.backendRowKey); null while not final. */
+  backendRowKey?: (sample: BackendSample) => { pid: number; backendStartUs: bigint } | null;
   /** For the one line a part may have to say (e.g. eviction unsupported on this kernel). */
   log?: (line: string) => void;
 }

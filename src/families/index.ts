@@ -10,9 +10,10 @@ import { llcFamily } from './llc/llc-family.js';
 import { locksFamily } from './locks/locks-family.js';
 import { memoryFamily } from './memory/memory-family.js';
 import { queryFamily } from './query/query-family.js';
+import { waitsFamily } from './waits/waits-family.js';
 
 /** Every family of metrics (src/families/family.ts). A new family is one folder and one entry here. */
-export const FAMILIES = [cpuFamily, queryFamily, locksFamily, memoryFamily, ioFamily, latencyFamily, llcFamily] as const;
+export const FAMILIES = [cpuFamily, queryFamily, locksFamily, memoryFamily, ioFamily, latencyFamily, llcFamily, waitsFamily] as const;
 
 type AnyFamily = (typeof FAMILIES)[number];
 type SetsOf<F> = F extends { probeSets: infer Sets } ? keyof Sets & string : never;

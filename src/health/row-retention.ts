@@ -5,7 +5,7 @@ import type { HeldQueryKeys } from './held-query-keys.js';
 
 const MAX_CHECK_PERIOD_MS = 5 * 60_000;
 /** Tables with a few cumulative rows per query key: a key's rows go with its query_stats row. */
-const KEYED_TABLES = ['bpf_stats.query_histograms', 'bpf_stats.query_lock_waits', 'bpf_stats.query_lwlock_waits', 'bpf_stats.query_texts', 'bpf_stats.query_stats_history'];
+const KEYED_TABLES = ['bpf_stats.query_histograms', 'bpf_stats.query_lock_waits', 'bpf_stats.query_lwlock_waits', 'bpf_stats.query_wait_event_stats', 'bpf_stats.query_texts', 'bpf_stats.query_stats_history'];
 /**
  * The bounds on query keys the node's pg_stat_statements does not hold ("unheld": it deallocated
  * them, never stores them, or cannot be read), as shares of pg_stat_statements.max (M): per role
@@ -131,7 +131,7 @@ export class RowRetention {
       )}
       SELECT g.userid, g.dbid, g.toplevel, g.queryid::text AS queryid FROM gone g`.execute(db);
     // Rows of keys without a query_stats row of this node (left by an older version) go after the retention, unless held.
-    for (const table of KEYED_TABLES.slice(0, 4)) {
+    for (const table of KEYED_TABLES.filter((t) => !t.endsWith('_history'))) {
       await sql`
         DELETE FROM ${sql.raw(table)} WHERE ctid IN (
           SELECT t.ctid FROM ${sql.raw(table)} t
@@ -153,6 +153,13 @@ export class RowRetention {
     const backends = await sql`
       DELETE FROM bpf_stats.backend_stats WHERE (pid, backend_start) IN (
         SELECT pid, backend_start FROM bpf_stats.backend_stats WHERE exited_at < ${cutoff} LIMIT ${BATCH})`.execute(db);
+    // A process's wait events go with its backend_stats row (gone above, or never written).
+    await sql`
+      DELETE FROM bpf_stats.backend_wait_event_stats WHERE (node, pid, backend_start, wait_event_type, wait_event) IN (
+        SELECT w.node, w.pid, w.backend_start, w.wait_event_type, w.wait_event FROM bpf_stats.backend_wait_event_stats w
+         WHERE w.last_seen < ${cutoff}
+           AND NOT EXISTS (SELECT 1 FROM bpf_stats.backend_stats b WHERE (b.node, b.pid, b.backend_start) = (w.node, w.pid, w.backend_start))
+         LIMIT ${BATCH})`.execute(db);
     const collections = await sql`
       DELETE FROM bpf_stats.collections WHERE id IN (
         SELECT id FROM bpf_stats.collections

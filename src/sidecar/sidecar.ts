@@ -20,6 +20,7 @@ import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
 import { FlushWriter } from '../flush/flush-writer.js';
 import type { HistogramRow } from '../flush/histogram-deltas.js';
 import { HistogramsPart } from '../flush/histograms-part.js';
+import { WaitEventsPart, type QueryWaitEventRow } from '../families/waits/wait-events-part.js';
 import { IdleGate } from '../flush/idle-gate.js';
 import { HealthPart } from '../health/health-part.js';
 import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part.js';
@@ -93,6 +94,8 @@ export interface SidecarOptions {
   maxHistograms?: number;
   /** Capacity of each lock-wait map (default 4096); tests shrink it. */
   maxLockWaits?: number;
+  /** Capacity of each wait-event map (default 8192); tests shrink it. */
+  maxWaitEvents?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
@@ -126,6 +129,8 @@ export interface FlushReport extends FlushStatus {
   queryRows: readonly QueryRow[];
   backendRows: readonly BackendRow[];
   histogramRows: readonly HistogramRow[];
+  /** The query_wait_event_stats increments the flush wrote (src/families/waits/). */
+  waitEventRows: readonly QueryWaitEventRow[];
   /** The BPF `counters` (dropped events by kind), cumulative since load; empty when the maps were not read. */
   counters: Readonly<Record<string, bigint>>;
   fill: readonly MapFill[];
@@ -260,6 +265,7 @@ export class Sidecar {
         maxHistogramChanges: options.maxHistogramChanges,
         maxHistograms: options.maxHistograms,
         maxLockWaits: options.maxLockWaits,
+        maxWaitEvents: options.maxWaitEvents,
         maxQueryKeysPerRole: options.maxQueryKeysPerRole,
         perfEvents: options.perfEvents,
       });
@@ -530,13 +536,13 @@ export class Sidecar {
   private async flushOnce(lazy: boolean): Promise<FlushStatus> {
     const started = performance.now();
     const at = new Date();
-    const { rows, writer, health, retention, rowRetention, histograms } = this.writing;
+    const { rows, writer, health, retention, rowRetention, histograms, waitEvents } = this.writing;
     let maps: MapSnapshot | null = null;
     if (lazy && this.idle.quiet()) {
       // Nothing happened that a flush would write: a successful flush of no rows, without reading the maps.
       health.quietTick(started);
       this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: null };
-      if (this.flushListeners.length) this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], counters: {}, fill: [], attached: this.object.probes.attached() });
+      if (this.flushListeners.length) this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], waitEventRows: [], counters: {}, fill: [], attached: this.object.probes.attached() });
       return this.lastFlush;
     }
     let mark: Activity | null = null;
@@ -576,7 +582,7 @@ export class Sidecar {
       // Its map reads, rows and statement were freed to glibc's heap, which keeps small blocks.
       if (written.queries.length + written.backends.length >= TRIM_AFTER_ROWS) loadNative().releaseFreeMemory();
       if (this.flushListeners.length) {
-        this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: sent ? histograms.lastCommitted : [], counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
+        this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: sent ? histograms.lastCommitted : [], waitEventRows: sent ? (waitEvents?.lastCommitted ?? []) : [], counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
       }
     } catch (error) {
       this.idle.flushed(null);
@@ -590,7 +596,7 @@ export class Sidecar {
       retention?.soon();
       await health.failed(oneLine(error));
       if (this.flushListeners.length) {
-        this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], counters: maps?.counters ?? {}, fill: maps?.fill ?? [], attached: this.object.probes.attached() });
+        this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], waitEventRows: [], counters: maps?.counters ?? {}, fill: maps?.fill ?? [], attached: this.object.probes.attached() });
       }
     }
     return this.lastFlush;
@@ -781,6 +787,8 @@ const COUNTER_MEANING: Record<DroppedCounterName, string> = {
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
   lock_waits_full: 'a lock wait could not be added: lock_waits map full; its wait counts in lock_wait_ms only',
   lwlock_waits_full: 'an LWLock wait could not be added: lwlock_waits map full; its wait counts in lwlock_wait_ms only',
+  wait_events_full: "a (query, wait event) key could not be added: query_wait_events map full; that sleep counts in its query's wait columns and in backend_wait_events only",
+  backend_wait_events_full: "a (backend, wait event) key could not be added: backend_wait_events map full; that sleep counts in its backend's wait columns only",
   role_quota: "a query key was not added: the queries map is 7/8 full and its role holds half of it (a flood of distinct statements), and its backend's overflow slot held another key; its time counts per backend only",
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
@@ -801,6 +809,8 @@ interface FlushWiring {
   retention: HistoryRetention | null;
   rowRetention: RowRetention;
   histograms: HistogramsPart;
+  /** The wait events' part, whose written rows each flush reports. */
+  waitEvents: WaitEventsPart | undefined;
   texts: QueryTextsPart;
 }
 
@@ -837,17 +847,20 @@ function flushParts(
     evictedHistograms: () => histograms.evicted,
   });
   const texts = new QueryTextsPart();
+  const familyParts = familyFlushParts({
+    target,
+    trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath),
+    lookupAndDelete: (map, keys) => object.maps.lookupAndDelete(map, keys),
+    backendRowKey: (sample) => rows.backendRowKey(sample),
+    log: options.log,
+  });
+  const waitEvents = familyParts.find((part): part is WaitEventsPart => part instanceof WaitEventsPart);
   const writer = new FlushWriter(db, [
     new QueryStatsPart(db, rows, increments),
     texts,
     new BackendStatsPart(db, rows, asNode),
     histograms,
-    ...familyFlushParts({
-      target,
-      trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath),
-      lookupAndDelete: (map, keys) => object.maps.lookupAndDelete(map, keys),
-      log: options.log,
-    }),
+    ...familyParts,
     ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
     health,
   ]);
@@ -859,7 +872,7 @@ function flushParts(
     forget: (keys) => texts.forget(keys),
     asNode,
   });
-  return { rows, writer, health, retention, rowRetention, histograms, texts };
+  return { rows, writer, health, retention, rowRetention, histograms, waitEvents, texts };
 }
 
 function seconds(ms: number): string {

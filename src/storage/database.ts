@@ -99,6 +99,30 @@ export interface QueryLwlockWaitsTable extends QueryKey {
   last_seen: Defaulted<Date>;
 }
 
+/** Off-CPU time per wait event of one query (src/families/waits/). */
+export interface QueryWaitEventsTable extends QueryKey {
+  wait_event_type: string;
+  wait_event: string;
+  waits: DefaultedInt8;
+  wait_time_ms: Defaulted<number>;
+  runq_after_ms: Defaulted<number>;
+  stats_since: Generated<Date>;
+  last_seen: Defaulted<Date>;
+}
+
+/** Off-CPU time per wait event of one backend (its backend_stats row's pid and backend_start). */
+export interface BackendWaitEventsTable extends NodeKey {
+  pid: number;
+  backend_start: Date;
+  wait_event_type: string;
+  wait_event: string;
+  waits: DefaultedInt8;
+  wait_time_ms: Defaulted<number>;
+  runq_after_ms: Defaulted<number>;
+  stats_since: Generated<Date>;
+  last_seen: Defaulted<Date>;
+}
+
 /** A bpf_stats.collect() request (status: pending, running, done, failed, rejected, stopped). */
 export interface CollectionsTable {
   id: ColumnType<string, never, never>;
@@ -170,6 +194,8 @@ export interface BpfStatsDatabase {
   'bpf_stats.query_histograms': QueryHistogramsTable;
   'bpf_stats.query_lock_waits': QueryLockWaitsTable;
   'bpf_stats.query_lwlock_waits': QueryLwlockWaitsTable;
+  'bpf_stats.query_wait_event_stats': QueryWaitEventsTable;
+  'bpf_stats.backend_wait_event_stats': BackendWaitEventsTable;
   'bpf_stats.collections': CollectionsTable;
   'bpf_stats.capabilities': CapabilitiesTable;
   'bpf_stats.health': HealthTable;

@@ -263,6 +263,16 @@ export class MetricRows {
     return nowNs - s.taskStartNs < IDENTITY_GRACE_NS ? 'in grace' : 'past grace';
   }
 
+  /**
+   * The backend_stats row (pid, backend_start in µs since the Unix epoch) `sample` is written as,
+   * for a family's per-backend rows (src/families/waits/); null while that is not final (its
+   * identity is awaited, as its own row waits).
+   */
+  backendRowKey(sample: BackendSample): { pid: number; backendStartUs: bigint } | null {
+    if (this.missingIdentity(sample, process.hrtime.bigint()) === 'in grace') return null;
+    return { pid: sample.pid, backendStartUs: this.rowStartUs(sample) };
+  }
+
   /** The rows of `snapshot` (computed once per snapshot); `measured`: the probe sets attached since the last flush. */
   prepare(snapshot: MapSnapshot, measured: ReadonlySet<string>): PreparedMetricRows {
     let rows = this.prepared.get(snapshot);

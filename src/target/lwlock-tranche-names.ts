@@ -23,8 +23,13 @@ export class LwlockTrancheNames {
   ) {}
 
   name(id: number): string {
+    return this.known(id) ?? `tranche ${id}`;
+  }
+
+  /** The tranche's name, or null when none of the tables names it. */
+  known(id: number): string | null {
     this.table ??= this.load();
-    return this.table.get(id) ?? `tranche ${id}`;
+    return this.table.get(id) ?? null;
   }
 
   private load(): Map<number, string> {

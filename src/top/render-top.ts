@@ -29,6 +29,10 @@ const COLUMNS: ReadonlyArray<{ metric: TopMetric; title: string }> = [
   { metric: 'reclaim', title: 'recl' },
 ];
 const W = 5;
+/** The TOP WAIT column: a statement's wait event with the most time, e.g. Lock:transactionid (longer ones are cut). */
+const WAIT_W = 18;
+/** The screen width from which the TOP WAIT column is shown (at 80 it would leave the text ten characters). */
+const WAIT_MIN_WIDTH = 100;
 /** pg_stat_activity's backend types, short enough for the TYPE column. */
 const SHORT_TYPES: Readonly<Record<string, string>> = {
   'client backend': 'client',
@@ -67,9 +71,11 @@ export function renderTop(screen: TopScreen, size: { width: number; height: numb
   lines.push('');
   const numbers = (r: RateRow) => COLUMNS.map((c) => pad(fmt(r.perSecond[c.metric]), W)).join(' ');
   const headings = COLUMNS.map((c) => pad(c.metric === screen.sort ? `${c.title}*` : c.title, W)).join(' ');
-  lines.push(`${pad(screen.sort === 'calls' ? 'call/s*' : 'call/s', 7)} ${headings} QUERY`);
+  // The top wait event only where the query text keeps room beside it.
+  const wait = (s: string) => (width >= WAIT_MIN_WIDTH ? `${cut(terminalSafe(s), WAIT_W).padEnd(WAIT_W)} ` : '');
+  lines.push(`${pad(screen.sort === 'calls' ? 'call/s*' : 'call/s', 7)} ${headings} ${wait('TOP WAIT')}QUERY`);
   const queries = sorted(screen.rates?.queries ?? [], screen.sort).slice(0, queryRows);
-  for (const q of queries) lines.push(`${pad(fmt(q.perSecond.calls), 7)} ${numbers(q)} ${text(q.row.text, q.row.key)}`);
+  for (const q of queries) lines.push(`${pad(fmt(q.perSecond.calls), 7)} ${numbers(q)} ${wait(q.row.waitEvent ?? '-')}${text(q.row.text, q.row.key)}`);
   if (!screen.rates) lines.push('  (waiting for two flushes to compute rates)');
   else if (!queries.length) lines.push('  (no statement ran since the last refresh)');
 

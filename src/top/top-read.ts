@@ -11,6 +11,8 @@ export interface TopRow {
   sinceMs: number;
   values: Record<TopMetric, number | null>;
   text: string | null;
+  /** A statement's wait event with the most time since its stats_since, as Type:Event (bpf_stats.query_wait_events); null: none, or a backend row. */
+  waitEvent?: string | null;
 }
 
 export interface BackendTopRow extends TopRow {
@@ -46,7 +48,10 @@ SELECT (SELECT max(last_flush_at) FROM bpf_stats.health) AS flushed_at,
        (SELECT last_error FROM bpf_stats.health WHERE stopped_at IS NULL AND last_error IS NOT NULL ORDER BY last_error_at DESC LIMIT 1) AS last_error,
        (SELECT coalesce(json_agg(q), '[]') FROM (
           SELECT q.node || '/' || q.userid || '/' || q.dbid || '/' || q.toplevel || '/' || q.queryid AS key, q.stats_since AS since, q.calls,
-                 ${METRICS_SQL('q')}, left(t.query, 300) AS text
+                 ${METRICS_SQL('q')}, left(t.query, 300) AS text,
+                 (SELECT w.wait_event_type || ':' || w.wait_event FROM bpf_stats.query_wait_event_stats w
+                   WHERE (w.node, w.userid, w.dbid, w.toplevel, w.queryid) = (q.node, q.userid, q.dbid, q.toplevel, q.queryid)
+                     AND w.wait_event_type <> '' ORDER BY w.wait_time_ms DESC LIMIT 1) AS wait_event
             FROM bpf_stats.query_stats q
             JOIN bpf_stats.query_time t USING (node, userid, dbid, toplevel, queryid)
            WHERE q.last_seen > now() - ${RECENT}
@@ -65,6 +70,7 @@ interface JsonRow extends Record<TopMetric, number | null> {
   key: string;
   since: string;
   text: string | null;
+  wait_event?: string | null;
   pid?: number;
   backend_type?: string;
 }
@@ -85,5 +91,5 @@ export async function readTop(client: pg.ClientBase): Promise<TopRead> {
 
 function topRow(r: JsonRow): TopRow {
   const values = Object.fromEntries(TOP_METRICS.map((m) => [m, r[m] === null || r[m] === undefined ? null : Number(r[m])])) as Record<TopMetric, number | null>;
-  return { key: r.key, sinceMs: Date.parse(r.since), values, text: r.text };
+  return { key: r.key, sinceMs: Date.parse(r.since), values, text: r.text, ...(r.wait_event !== undefined ? { waitEvent: r.wait_event } : {}) };
 }

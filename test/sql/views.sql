@@ -85,6 +85,19 @@ SELECT queryid, query, locktype, mode, relation,
 -- mean_wait_ms: 1.5/5 = 0.3, 0.0625/2 = 0.03125, 0.001/1 = 0.001.
 SELECT queryid, query, tranche, mode, waits, wait_time_ms, mean_wait_ms
   FROM bpf_stats.query_lwlock_detail ORDER BY queryid, wait_time_ms DESC;
+-- query_wait_events: 1001's wait events as written (the '' row is sleeps without a wait event),
+-- and its NULL row: on_cpu_ms + runq_wait_ms + those sleeps = 80 + 20 + 0.5 = 100.5, with their
+-- 3 waits. 1002 has no event row: its NULL row is 0.25 + 0.125 = 0.375, 0 waits. 1003: 0.
+INSERT INTO bpf_stats.query_wait_event_stats
+  (userid, dbid, toplevel, queryid, wait_event_type, wait_event, waits, wait_time_ms, stats_since, last_seen)
+VALUES
+  (10, 1, true, 1001, 'Lock', 'transactionid', 3, 30, '2025-01-01 00:00:00+00', '2025-01-01 00:10:00+00'),
+  (10, 1, true, 1001, 'IO', 'DataFileRead', 64, 49.5, '2025-01-01 00:00:00+00', '2025-01-01 00:10:00+00'),
+  (10, 1, true, 1001, '', '', 3, 0.5, '2025-01-01 00:00:00+00', '2025-01-01 00:10:00+00'),
+  (10, 1, true, 1001, 'Extension', '#3', 1, 0.25, '2025-01-01 00:00:00+00', '2025-01-01 00:10:00+00');
+SELECT queryid, wait_event_type, wait_event, waits, wait_time_ms
+  FROM bpf_stats.query_wait_events WHERE queryid BETWEEN 1001 AND 1003
+ ORDER BY queryid, wait_time_ms DESC;
 -- query_locks: 1001 (lock_wait_share 30/200 = 0.15, lwlock 10/200 = 0.05; 3+1+2 = 6 lock
 -- waits, 5+2 = 7 LWLock waits, details longest first, rounded to 0.1 ms and 0.001 ms: 4.25
 -- shows as 4.3, 0.0625 as 0.063) and 1003 (no wait time, but an LWLock detail row).

@@ -29,6 +29,9 @@ export function backendSample(fields: Partial<BackendSample> & { pid: number }):
     backendType: 0,
     identityKnown: true,
     memoryCgroup: 0n,
+    clientWaits: 0n,
+    clientWaitNs: 0n,
+    unclassedNs: 0n,
     ...fields,
   };
 }

@@ -16,7 +16,7 @@ function values(set: Record<string, number | bigint>): MetricValue[] {
 }
 
 function report(over: Partial<FlushReport>): FlushReport {
-  return { at: new Date(1_700_000_000_000), ms: 12, queries: 0, backends: 0, error: null, queryRows: [], backendRows: [], histogramRows: [], counters: {}, fill: [], attached: ['cpu'], ...over };
+  return { at: new Date(1_700_000_000_000), ms: 12, queries: 0, backends: 0, error: null, queryRows: [], backendRows: [], histogramRows: [], waitEventRows: [], counters: {}, fill: [], attached: ['cpu'], ...over };
 }
 
 /** Names known without a database: what CatalogNames holds once it looked them up. */
@@ -145,6 +145,26 @@ describe('the /metrics text', () => {
     expect(lines).toContain('pg_bpf_stats_probe_set_attached{set="cpu"} 1');
     expect(lines).toContain('pg_bpf_stats_probe_set_attached{set="llc"} 0');
     expect(text).toMatch(/^process_cpu_seconds_total /m);
+  });
+
+  it('sums wait event time per database over statements and flushes, bounded, without the no-event rows', async () => {
+    const totals = new FlushTotals(2);
+    const row = (queryid: string, type: string, event: string, waits: bigint, waitMs: number) =>
+      ({ userid: 10, dbid: 5, toplevel: true, queryid, waitEventType: type, waitEvent: event, waits, waitMs, runqMs: 0 });
+    totals.observe(report({ waitEventRows: [row('1', 'Lock', 'transactionid', 1n, 700), row('2', 'Lock', 'transactionid', 2n, 300), row('1', '', '', 3n, 5)] }));
+    totals.observe(report({ waitEventRows: [row('1', 'IPC', 'SyncRep', 4n, 1000), row('2', 'Lock', 'transactionid', 1n, 500)] }));
+    const metrics = new MetricsRegistry(totals, knownNames(), { top: 2, queryText: false });
+    metrics.prepareScrape();
+    const lines = (await metrics.registry.metrics()).split('\n');
+    expect(lines).toContain('pg_bpf_wait_event_seconds_total{datname="shop",wait_event_type="Lock",wait_event="transactionid"} 1.5');
+    expect(lines).toContain('pg_bpf_wait_event_waits_total{datname="shop",wait_event_type="Lock",wait_event="transactionid"} 4');
+    expect(lines).toContain('pg_bpf_wait_event_seconds_total{datname="shop",wait_event_type="IPC",wait_event="SyncRep"} 1');
+    expect(lines.filter((l) => l.includes('wait_event_type=""'))).toEqual([]);
+    // Bounded like the statements: past 1.25 × the bound the pairs with the least time go, counted.
+    totals.observe(report({ waitEventRows: [row('3', 'Timeout', 'PgSleep', 1n, 1), row('3', 'IO', 'DataFileRead', 1n, 2)] }));
+    expect(totals.waitEvents.size).toBe(2);
+    expect(totals.evictedWaitEvents).toBe(2);
+    expect([...totals.waitEvents.values()].map((w) => w.waitEvent).sort()).toEqual(['SyncRep', 'transactionid']);
   });
 
   it('holds a statement back until its names are known, so a series is born with its final labels', async () => {

@@ -61,6 +61,16 @@ describe('renderTop', () => {
     expect(lines[3]).toContain('lock*');
   });
 
+  it("shows each statement's top wait event where the screen is wide enough", () => {
+    const lines = renderTop(screen('cpu'), { width: 120, height: 24 });
+    golden('screen-cpu-120x24.txt', lines);
+    expect(lines[3]).toContain('TOP WAIT');
+    expect(lines.find((l) => l.includes('UPDATE pgbench_accounts'))).toContain('Lock:transactionid');
+    expect(lines.find((l) => l.includes('LOCK TABLE t'))).toMatch(/ - +LOCK TABLE t/);
+    // At 80 columns the query text keeps its room.
+    expect(renderTop(screen('cpu'), { width: 80, height: 24 })[3]).not.toContain('TOP WAIT');
+  });
+
   it('shrinks to the terminal and keeps the keys on the last line', () => {
     const lines = renderTop(screen('io'), { width: 60, height: 12 });
     expect(lines).toHaveLength(12);

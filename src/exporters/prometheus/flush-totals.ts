@@ -14,6 +14,15 @@ export interface QueryTotals {
   values: Array<number | null>;
 }
 
+/** One database's time in one wait event since the collector started (query_wait_events summed over its statements). */
+export interface WaitEventTotals {
+  dbid: number;
+  waitEventType: string;
+  waitEvent: string;
+  waits: number;
+  seconds: number;
+}
+
 /** What the collector's own health metrics show, from the last flushes. */
 export interface FlushHealth {
   /** When the last successful flush began. */
@@ -46,6 +55,13 @@ export class FlushTotals {
   /** Per (dbid, kind): cumulative slot counts of query_histograms' log2 buckets. */
   readonly histograms = new Map<string, { dbid: number; kind: string; slots: number[] }>();
   evictedQueries = 0;
+  /**
+   * Per (dbid, wait event): the time statements slept in it. A version names a few hundred events,
+   * so this holds at most that many per database; past maxQueries pairs the ones with the least
+   * time are forgotten (counted in evictedWaitEvents), as statements are.
+   */
+  readonly waitEvents = new Map<string, WaitEventTotals>();
+  evictedWaitEvents = 0;
   readonly health: FlushHealth = { lastSuccessAt: null, lastSeconds: null, lastError: null, succeeded: 0, failed: 0, counters: {}, fill: [], attached: [] };
 
   constructor(readonly maxQueries: number) {}
@@ -82,6 +98,15 @@ export class FlushTotals {
       if (!histogram) this.histograms.set(key, (histogram = { dbid: row.dbid, kind: row.kind, slots: row.counts.map(() => 0) }));
       for (const [i, c] of row.counts.entries()) histogram.slots[i] = (histogram.slots[i] ?? 0) + Number(c);
     }
+    for (const row of report.waitEventRows) {
+      if (row.waitEventType === '') continue; // asleep without a wait event: not a wait event's series
+      const key = `${row.dbid}/${row.waitEventType}/${row.waitEvent}`;
+      let totals = this.waitEvents.get(key);
+      if (!totals) this.waitEvents.set(key, (totals = { dbid: row.dbid, waitEventType: row.waitEventType, waitEvent: row.waitEvent, waits: 0, seconds: 0 }));
+      totals.waits += Number(row.waits);
+      totals.seconds += row.waitMs / 1000;
+    }
+    if (this.waitEvents.size > this.maxQueries * 1.25) this.trimWaitEvents();
     // Trimmed in batches, so that the sort is paid once per maxQueries/4 new statements.
     if (this.queries.size > this.maxQueries * 1.25) this.trim();
   }
@@ -89,6 +114,13 @@ export class FlushTotals {
   /** The `n` statements with the most total time since the collector started. */
   top(n: number): QueryTotals[] {
     return [...this.queries.values()].sort((a, b) => time(b) - time(a)).slice(0, n);
+  }
+
+  private trimWaitEvents(): void {
+    const kept = [...this.waitEvents.values()].sort((a, b) => b.seconds - a.seconds).slice(0, this.maxQueries);
+    this.evictedWaitEvents += this.waitEvents.size - kept.length;
+    this.waitEvents.clear();
+    for (const w of kept) this.waitEvents.set(`${w.dbid}/${w.waitEventType}/${w.waitEvent}`, w);
   }
 
   private trim(): void {

@@ -1,7 +1,7 @@
 import client from 'prom-client';
 import { PROBE_SETS } from '../../families/index.js';
 import type { CatalogNames } from './catalog-names.js';
-import type { FlushTotals, QueryTotals } from './flush-totals.js';
+import type { FlushTotals, QueryTotals, WaitEventTotals } from './flush-totals.js';
 import { COLUMN_METRICS, cumulativeBuckets, formatLe, HISTOGRAM_METRICS, PREFIX } from './metric-names.js';
 
 type Labels = Record<string, string | number>;
@@ -71,6 +71,14 @@ export class MetricsRegistry {
       computed(r, h.name, 'histogram', `${h.help} Log2 buckets; no _sum (the kernel side keeps none).`, () => this.histogramSamples(kind, h.name));
     }
 
+    const waitEvents = (value: (w: WaitEventTotals) => number) => (): Sample[] =>
+      [...totals.waitEvents.values()].flatMap((w) => {
+        const datname = this.names.database(w.dbid);
+        return datname === undefined ? [] : [{ labels: { datname, wait_event_type: w.waitEventType, wait_event: w.waitEvent }, value: value(w) }];
+      });
+    computed(r, `${PREFIX}_wait_event_seconds_total`, 'counter', "Seconds statements of a database slept in each PostgreSQL wait event (named as pg_stat_activity names it), since the collector started; idle time between statements is in none. Bounded: past the exporter's statement bound the pairs with the least time are forgotten.", waitEvents((w) => w.seconds));
+    computed(r, `${PREFIX}_wait_event_waits_total`, 'counter', 'Sleeps of statements of a database in each PostgreSQL wait event, since the collector started.', waitEvents((w) => w.waits));
+
     const health = totals.health;
     const s = `${PREFIX}_stats`;
     computed(r, `${s}_up`, 'gauge', '1 when the last flush to bpf_stats succeeded.', () => [{ labels: {}, value: health.succeeded > 0 && health.lastError === null ? 1 : 0 }]);
@@ -94,6 +102,9 @@ export class MetricsRegistry {
       Object.keys(PROBE_SETS).map((set) => ({ labels: { set }, value: health.attached.includes(set) ? 1 : 0 })),
     );
     computed(r, `${s}_tracked_statements`, 'gauge', 'Statements the exporter keeps totals for (bounded; the top N of them are exported).', () => [{ labels: {}, value: totals.queries.size }]);
+    computed(r, `${s}_evicted_wait_events_total`, 'counter', '(database, wait event) pairs forgotten because the exporter keeps a bounded number (the ones with the least time).', () => [
+      { labels: {}, value: totals.evictedWaitEvents },
+    ]);
     computed(r, `${s}_evicted_statements_total`, 'counter', 'Statements forgotten because the exporter keeps a bounded number (the ones with the least time).', () => [
       { labels: {}, value: totals.evictedQueries },
     ]);
@@ -119,7 +130,7 @@ export class MetricsRegistry {
       // A series is born with its final labels: until the names are known, it waits a scrape.
       return datname === undefined || user === undefined ? [] : [{ q, labels: { queryid: q.queryid, datname, user } }];
     });
-    const dbids = new Set([...this.totals.histograms.values()].map((h) => h.dbid));
+    const dbids = new Set([...this.totals.histograms.values(), ...this.totals.waitEvents.values()].map((h) => h.dbid));
     this.names.want(dbids, []);
   }
 

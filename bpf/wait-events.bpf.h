@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Off-CPU time per Postgres wait event (the cpu family, default set "cpu"): each sleep that the
+ * cpu family charges (bpf/cpu.bpf.h, account_switch_out) is also charged, with its length and
+ * one wait, to the wait event the backend had set when it went to sleep (wait_event_info, read
+ * at that switch-out from *my_wait_event_info): per query key and per backend. User space names
+ * the ids per PostgreSQL version (src/families/waits/).
+ *
+ * Per query: the sleeps the query's wait columns hold (io, lock, lwlock, other wait); waits
+ * before the statement had its query id stay under queryid 0. Per backend: the same sleeps; its
+ * sleeps waiting for the client (ClientRead, mostly idle between statements, in no column) are
+ * counted in its record instead (client_waits, client_wait_ns): one per transaction of an OLTP
+ * backend, two adds there instead of a map update. So is the remainder of a preempted task's
+ * interval (interrupt time the scheduler's clocks tell apart, in other_wait, with no wait
+ * event): per backend only (unclassed_ns), no query's.
+ *
+ * Both maps are bounded hashes, allocated on demand like the queries map; a full map refuses
+ * the key (counted), and the collector evicts quiet keys after each written flush so the map heals.
+ */
+#ifndef WAIT_EVENTS_BPF_H
+#define WAIT_EVENTS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "records.h"
+#include "maps.bpf.h"
+
+/* A query and a wait event: pg_wait_sampling's profile key. */
+struct wait_event_key {
+	struct query_key q;
+	__u32 wait_event_info; /* 0: asleep without a wait event set (a page fault, reclaim) */
+	__u32 pad;
+};
+
+/*
+ * A process, as its record in backends / exited_backends is keyed (the collector writes it under
+ * that record's backend_stats row), and a wait event.
+ */
+struct backend_wait_key {
+	__u32 pid;              /* the kernel's pid, the backends map's key */
+	__u32 wait_event_info;
+	__u64 task_start_ns;    /* the task's start (CLOCK_MONOTONIC): a pid given again is another key */
+};
+
+/*
+ * Sleeps in one event and their time, and the run-queue wait after each wake-up until the task
+ * ran again: the event was still set meanwhile (pg_stat_activity, and a sampler, see it), though
+ * the cpu family counts that time as run-queue wait.
+ */
+struct wait_event_totals {
+	__u64 waits;
+	__u64 wait_ns;
+	__u64 runq_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct wait_event_key);
+	__type(value, struct wait_event_totals);
+} query_wait_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct backend_wait_key);
+	__type(value, struct wait_event_totals);
+} backend_wait_events SEC(".maps");
+
+static __always_inline void add_wait_event(void *map, const void *key, __u64 ns, __u64 runq_ns, enum counter_index full_counter)
+{
+	static const struct wait_event_totals zero = {};
+	struct wait_event_totals *t = map_lookup_or_init(map, key, &zero, full_counter);
+
+	if (!t)
+		return;
+	note_change();
+	__sync_fetch_and_add(&t->waits, 1);
+	__sync_fetch_and_add(&t->wait_ns, ns);
+	__sync_fetch_and_add(&t->runq_ns, runq_ns);
+}
+
+/*
+ * The sleep of `r` that just ended, `ns` long, and the run-queue wait after it (`runq_ns`: the
+ * task's run delay since its last switch-out, from its wake-up on): to its backend and, when
+ * `to_query` (in a statement), to its query. A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
+ */
+__noinline int wait_events_add(const struct backend_record *r, __u32 pid, __u64 ns, __u64 runq_ns, __u32 to_query)
+{
+	struct backend_wait_key bk = {};
+	struct wait_event_key qk = {};
+
+	if (!r)
+		return 0;
+	bk.pid = pid;
+	bk.wait_event_info = r->sleep_wait_event;
+	bk.task_start_ns = r->task_start_ns;
+	add_wait_event(&backend_wait_events, &bk, ns, runq_ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
+	if (!to_query)
+		return 0;
+	qk.q = r->sleep_key;
+	qk.wait_event_info = r->sleep_wait_event;
+	add_wait_event(&query_wait_events, &qk, ns, runq_ns, COUNTER_WAIT_EVENTS_FULL);
+	return 1;
+}
+
+#endif /* WAIT_EVENTS_BPF_H */

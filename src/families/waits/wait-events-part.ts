@@ -1,0 +1,276 @@
+import { sql, type RawBuilder } from 'kysely';
+import type { MapSnapshot } from '../../collector/map-snapshot.js';
+import type { BackendSample } from '../../collector/map-samples.js';
+import type { RawMap } from '../../collector/map-samples.js';
+import { addExact, type ExactInt } from '../../exact-int.js';
+import { EvictableDeltas, type CumulativeEntry } from '../../flush/evictable-deltas.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../../flush/flush-part.js';
+import { MapEviction } from '../../flush/map-eviction.js';
+import { PG_EPOCH_UNIX_US } from '../../postgres-timestamp.js';
+import { bootTimeSeconds } from '../../target/proc-stat.js';
+import type { WaitEventNames } from './wait-event-names.js';
+
+/** A process without PgBackendStatus is keyed as backend_stats keys it: boot time + its task's start (src/storage/metric-rows.ts). */
+const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
+
+/** ClientRead's wait_event_info (class Client, id 0 in every version): BPF counts those sleeps in the process's record. */
+const CLIENT_READ = 0x06000000;
+
+/** A record's client_waits, client_wait_ns and unclassed_ns. */
+type RecordCounts = [bigint, bigint, bigint];
+
+/** The two maps of bpf/wait-events.bpf.h. */
+type WaitMap = 'query_wait_events' | 'backend_wait_events';
+
+/** Deletes keys from one of the maps, returning each value as it was deleted (null: already gone). */
+export type EvictWaitEvents = (map: WaitMap, rawKeys: Buffer[]) => Array<Buffer | null>;
+
+/** One bpf_stats.query_wait_event_stats row's increments. */
+export interface QueryWaitEventRow {
+  userid: number;
+  dbid: number;
+  toplevel: boolean;
+  /** Signed, as pg_stat_statements shows it. */
+  queryid: string;
+  waitEventType: string;
+  waitEvent: string;
+  waits: ExactInt;
+  waitMs: number;
+  /** The run-queue wait after each wake-up, with the event still set (bpf/wait-events.bpf.h). */
+  runqMs: number;
+}
+
+/** One bpf_stats.backend_wait_event_stats row's increments. */
+export interface BackendWaitEventRow {
+  pid: number;
+  /** Microseconds since the Unix epoch. */
+  backendStartUs: bigint;
+  waitEventType: string;
+  waitEvent: string;
+  waits: ExactInt;
+  waitMs: number;
+  runqMs: number;
+}
+
+/** What an entry's row is, apart from its figures. */
+type RowKey<Row> = Omit<Row, 'waits' | 'waitMs' | 'runqMs'>;
+
+interface WaitEntry<Row> extends CumulativeEntry {
+  readonly row: RowKey<Row>;
+}
+
+/**
+ * One wait-event map's increments since the last written flush (cumulative waits and wait_ns
+ * per key), with the two-step commit and the eviction of quiet keys every cumulative map of a
+ * family has (EvictableDeltas, MapEviction): a key that was not written is sent again, and a map
+ * filled by statements or backends long gone heals.
+ */
+class WaitEventMap<Row extends QueryWaitEventRow | BackendWaitEventRow> {
+  private readonly deltas = new EvictableDeltas<WaitEntry<Row>>();
+  private readonly eviction: MapEviction<Buffer>;
+  /** The map's *_full counter as the last written flush read it: one more refusal is pressure. */
+  private refusedBefore = 0n;
+
+  constructor(
+    private readonly map: WaitMap,
+    private readonly counter: 'wait_events_full' | 'backend_wait_events_full',
+    evict?: EvictWaitEvents,
+    log?: (line: string) => void,
+  ) {
+    this.eviction = new MapEviction(map, evict && ((keys: Buffer[]) => evict(map, keys)), log);
+  }
+
+  settled(): boolean {
+    return this.deltas.settled(this.eviction.enabled);
+  }
+
+  /** `decodeRow`: the row an entry is written as; null while that is not known yet (the entry waits, cumulative, in the map). */
+  prepare(snapshot: MapSnapshot, decodeRow: (raw: RawMap<WaitMap>, keys: Buffer, at: number) => RowKey<Row> | null): { rows: Row[]; commit: () => void } {
+    const raw = snapshot.map(this.map) as RawMap<WaitMap>;
+    const { batch } = raw;
+    const decode = (keys: Buffer, k: number, values: Buffer, v: number): WaitEntry<Row> | null => {
+      const row = decodeRow(raw, keys, k);
+      if (!row) return null;
+      const rawKey = keys.subarray(k, k + batch.keySize);
+      return { id: rawKey.toString('hex'), rawKey, counts: [raw.value.int(values, v, 'waits'), raw.value.int(values, v, 'wait_ns'), raw.value.int(values, v, 'runq_ns')], row };
+    };
+    const entries = Array.from({ length: batch.count }, (_, i) => decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize)).filter(
+      (entry): entry is WaitEntry<Row> => entry !== null,
+    );
+    const { increments, commit } = this.deltas.prepare(entries);
+    const rows = increments.map(({ entry, delta }) => ({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6, runqMs: Number(delta[2]) / 1e6 }) as Row);
+    const refused = snapshot.counters[this.counter] ?? 0n;
+    return {
+      rows,
+      commit: () => {
+        commit();
+        if (this.eviction.enabled) {
+          // An evicted entry whose row is not known yet (the rare process still awaiting its identity) loses what it held beyond its baseline.
+          this.deltas.evict(refused > this.refusedBefore, (keys) => this.eviction.delete(keys)?.map((held, i) => held && decode(keys[i]!, 0, held, 0)) ?? null);
+        }
+        this.refusedBefore = refused;
+      },
+    };
+  }
+}
+
+/**
+ * The wait events' part of a flush: bpf_stats.query_wait_event_stats and backend_wait_event_stats, from
+ * the maps the cpu set fills (bpf/wait-events.bpf.h), each id named as this server's version
+ * names it (WaitEventNames).
+ *
+ * @example
+ * const part = new WaitEventsPart(new WaitEventNames(15), (map, keys) => object.maps.lookupAndDelete(map, keys));
+ */
+export class WaitEventsPart implements FlushPart {
+  readonly name = 'wait_events';
+  /** The query rows the last written flush wrote (for the Prometheus exporter). */
+  lastCommitted: readonly QueryWaitEventRow[] = [];
+  private readonly queries: WaitEventMap<QueryWaitEventRow>;
+  private readonly backends: WaitEventMap<BackendWaitEventRow>;
+  /** Per process (`<kernel pid>:<task start>`): its record's counts (RecordCounts) as last written. */
+  private recordWritten = new Map<string, RecordCounts>();
+
+  constructor(
+    private readonly names: WaitEventNames,
+    evict?: EvictWaitEvents,
+    log?: (line: string) => void,
+    private readonly backendRowKey: (sample: BackendSample) => { pid: number; backendStartUs: bigint } | null = (sample) => ({
+      pid: sample.pid,
+      backendStartUs: sample.backendStartUs ? sample.backendStartUs + PG_EPOCH_UNIX_US : sample.taskStartNs / 1000n + BOOT_TIME_UNIX_US,
+    }),
+  ) {
+    this.queries = new WaitEventMap<QueryWaitEventRow>('query_wait_events', 'wait_events_full', evict, log);
+    this.backends = new WaitEventMap<BackendWaitEventRow>('backend_wait_events', 'backend_wait_events_full', evict, log);
+  }
+
+  private named(raw: RawMap<WaitMap>, keys: Buffer, at: number): { waitEventType: string; waitEvent: string } {
+    const event = this.names.name(raw.key.intNumber(keys, at, 'wait_event_info'));
+    return { waitEventType: event.type, waitEvent: event.name };
+  }
+
+  private queryRow(raw: RawMap<WaitMap>, keys: Buffer, at: number): RowKey<QueryWaitEventRow> {
+    const key = (raw as RawMap<'query_wait_events'>).key;
+    return {
+      userid: key.intNumber(keys, at, 'q.userid'),
+      dbid: key.intNumber(keys, at, 'q.dbid'),
+      toplevel: key.intNumber(keys, at, 'q.toplevel') !== 0,
+      queryid: BigInt.asIntN(64, key.int(keys, at, 'q.queryid')).toString(),
+      ...this.named(raw, keys, at),
+    };
+  }
+
+  /**
+   * A process's entries are written under the backend_stats row of its record in the same
+   * snapshot (live or exited); one with no record there (gone before the collector saw it) under
+   * the key its row would have had, its kernel pid and task start.
+   */
+  private backendRows(snapshot: MapSnapshot): (raw: RawMap<WaitMap>, keys: Buffer, at: number) => RowKey<BackendWaitEventRow> | null {
+    const records = new Map(snapshot.backends.map((sample) => [`${sample.key}:${sample.taskStartNs}`, sample]));
+    return (raw, keys, at) => {
+      const key = (raw as RawMap<'backend_wait_events'>).key;
+      const pid = key.intNumber(keys, at, 'pid');
+      const taskStartNs = key.int(keys, at, 'task_start_ns');
+      const sample = records.get(`${pid}:${taskStartNs}`);
+      const row = sample ? this.backendRowKey(sample) : { pid, backendStartUs: taskStartNs / 1000n + BOOT_TIME_UNIX_US };
+      return row && { ...row, ...this.named(raw, keys, at) };
+    };
+  }
+
+  /**
+   * What BPF counts in each process's record rather than in backend_wait_events (its sleeps
+   * waiting for the client, ClientRead, and the remainder of its runnable intervals, with no wait
+   * event): increments since the last written flush, as rows of backend_wait_event_stats. A
+   * record gone from the snapshot (written after its exit, forgotten) is forgotten here too.
+   */
+  private recordRows(snapshot: MapSnapshot): { rows: BackendWaitEventRow[]; commit: () => void } {
+    const client = this.names.name(CLIENT_READ);
+    const rows: BackendWaitEventRow[] = [];
+    const next = new Map<string, RecordCounts>();
+    for (const sample of snapshot.backends) {
+      const id = `${sample.key}:${sample.taskStartNs}`;
+      const now: RecordCounts = [sample.clientWaits, sample.clientWaitNs, sample.unclassedNs];
+      const was = this.recordWritten.get(id) ?? [0n, 0n, 0n];
+      const row = now.some((v, i) => v !== was[i]) ? this.backendRowKey(sample) : null;
+      if (!row) {
+        if (this.recordWritten.has(id)) next.set(id, was);
+        continue;
+      }
+      if (now[0] !== was[0] || now[1] !== was[1]) {
+        rows.push({ ...row, waitEventType: client.type, waitEvent: client.name, waits: now[0] - was[0], waitMs: Number(now[1] - was[1]) / 1e6, runqMs: 0 });
+      }
+      if (now[2] !== was[2]) rows.push({ ...row, waitEventType: '', waitEvent: '', waits: 0, waitMs: Number(now[2] - was[2]) / 1e6, runqMs: 0 });
+      next.set(id, now);
+    }
+    return { rows, commit: () => (this.recordWritten = next) };
+  }
+
+  wouldWriteNothing(): boolean {
+    return this.queries.settled() && this.backends.settled();
+  }
+
+  prepare({ maps, measured }: FlushInput): PreparedPart {
+    if (!measured.has('cpu')) return { statements: [], commit: () => (this.lastCommitted = []) };
+    const queries = this.queries.prepare(maps, (raw, keys, at) => this.queryRow(raw, keys, at));
+    const backends = this.backends.prepare(maps, this.backendRows(maps));
+    const client = this.recordRows(maps);
+    return {
+      statements: waitEventUpserts(queries.rows, [...backends.rows, ...client.rows]),
+      commit: () => {
+        queries.commit();
+        backends.commit();
+        client.commit();
+        this.lastCommitted = queries.rows;
+      },
+    };
+  }
+}
+
+/** The increments as one upsert per table that has rows; counts and times accumulate. */
+function waitEventUpserts(queryRows: QueryWaitEventRow[], backendRows: BackendWaitEventRow[]): RawBuilder<unknown>[] {
+  const queries = merge(queryRows, (r) => [r.userid, r.dbid, r.toplevel, r.queryid, r.waitEventType, r.waitEvent]);
+  const backends = merge(backendRows, (r) => [r.pid, r.backendStartUs.toString(), r.waitEventType, r.waitEvent]);
+  const statements: RawBuilder<unknown>[] = [];
+  if (queries.length) {
+    statements.push(sql`
+      INSERT INTO bpf_stats.query_wait_event_stats AS t
+             (userid, dbid, toplevel, queryid, wait_event_type, wait_event, waits, wait_time_ms, runq_after_ms, last_seen)
+      SELECT u.*, now() FROM unnest(
+             ${queries.map((r) => r.userid)}::oid[], ${queries.map((r) => r.dbid)}::oid[],
+             ${queries.map((r) => r.toplevel)}::bool[], ${queries.map((r) => r.queryid)}::int8[],
+             ${queries.map((r) => r.waitEventType)}::text[], ${queries.map((r) => r.waitEvent)}::text[],
+             ${queries.map((r) => r.waits.toString())}::int8[], ${queries.map((r) => r.waitMs)}::float8[],
+             ${queries.map((r) => r.runqMs)}::float8[]) AS u
+      ON CONFLICT (node, userid, dbid, toplevel, queryid, wait_event_type, wait_event) DO UPDATE
+         SET waits = t.waits + excluded.waits, wait_time_ms = t.wait_time_ms + excluded.wait_time_ms,
+             runq_after_ms = t.runq_after_ms + excluded.runq_after_ms, last_seen = excluded.last_seen`);
+  }
+  if (backends.length) {
+    statements.push(sql`
+      INSERT INTO bpf_stats.backend_wait_event_stats AS t
+             (pid, backend_start, wait_event_type, wait_event, waits, wait_time_ms, runq_after_ms, last_seen)
+      SELECT u.pid, timestamptz 'epoch' + u.start_us * interval '1 microsecond', u.wait_event_type, u.wait_event, u.waits, u.wait_time_ms,
+             u.runq_after_ms, now() FROM unnest(
+             ${backends.map((r) => r.pid)}::int4[], ${backends.map((r) => r.backendStartUs.toString())}::int8[],
+             ${backends.map((r) => r.waitEventType)}::text[], ${backends.map((r) => r.waitEvent)}::text[],
+             ${backends.map((r) => r.waits.toString())}::int8[], ${backends.map((r) => r.waitMs)}::float8[],
+             ${backends.map((r) => r.runqMs)}::float8[])
+             AS u(pid, start_us, wait_event_type, wait_event, waits, wait_time_ms, runq_after_ms)
+      ON CONFLICT (node, pid, backend_start, wait_event_type, wait_event) DO UPDATE
+         SET waits = t.waits + excluded.waits, wait_time_ms = t.wait_time_ms + excluded.wait_time_ms,
+             runq_after_ms = t.runq_after_ms + excluded.runq_after_ms, last_seen = excluded.last_seen`);
+  }
+  return statements;
+}
+
+/** Rows that name the same table key (two ids a version names alike, a BufferPin id) become one: ON CONFLICT may touch a row once. */
+function merge<R extends QueryWaitEventRow | BackendWaitEventRow>(rows: R[], key: (r: R) => unknown[]): R[] {
+  const byKey = new Map<string, R>();
+  for (const r of rows) {
+    const id = JSON.stringify(key(r));
+    const seen = byKey.get(id);
+    if (seen) byKey.set(id, { ...seen, waits: addExact(seen.waits, r.waits), waitMs: seen.waitMs + r.waitMs, runqMs: seen.runqMs + r.runqMs });
+    else byKey.set(id, r);
+  }
+  return [...byKey.values()];
+}
