@@ -63,7 +63,7 @@ export async function checkMetricColumns(client: pg.ClientBase): Promise<void> {
     }
   }
   if (problems.length) {
-    throw new UserError(`cannot bring the bpf_stats schema up to date: ${problems.join('; ')} (CONTRIBUTING.md, "add a metric column")`);
+    throw new UserError(`cannot bring the bpf_stats schema up to date: ${problems.join('; ')} (CONTRIBUTING.md, "Recipe: add a metric column")`);
   }
 }
 

@@ -184,7 +184,7 @@ describe('migrateSchema', () => {
       expect(error).toBeInstanceOf(UserError);
       expect((error as Error).message).toBe(
         'cannot bring the bpf_stats schema up to date: bpf_stats.backend_stats.reclaim_ms is NOT NULL, but a flush writes NULL while memory is off; ' +
-          'bpf_stats.query_stats_history.blk_read_ios is missing (a migration adds it: bigint, nullable, no default) (CONTRIBUTING.md, "add a metric column")',
+          'bpf_stats.query_stats_history.blk_read_ios is missing (a migration adds it: bigint, nullable, no default) (CONTRIBUTING.md, "Recipe: add a metric column")',
       );
     } finally {
       await client.query(`ALTER TABLE bpf_stats.query_stats_history RENAME COLUMN blk_read_ios_renamed TO blk_read_ios;
