@@ -15,7 +15,7 @@ export interface HistogramSample {
   toplevel: boolean;
   queryid: bigint;
   kind: HistKindName;
-  /** slots[i] counts observations in [2^i, 2^(i+1)) microseconds (slot 0 from 0). */
+  /** slots[i] counts observations in KERNEL_LAYOUT's slot i (histogram-layout.ts: log-linear, microseconds). */
   slots: ExactInt[];
   maxNs: bigint;
   /** The key as the map holds it (a view into the read's batch), for evicting it. */

@@ -71,8 +71,8 @@ export class HistogramsPart implements FlushPart {
  * one array literal (parsed once per row), its observations summed here: slicing one flat array
  * per row and summing it on the server made this statement ~1 ms of a 100-row flush's ~2.5
  * (scratch timing of the prepared statement, 100 rows onto existing keys: 2.3-3.2 -> 1.3-1.4 ms).
- * The merge indexes both arrays by slot: every row has the same slots (HIST_SLOTS), and a
- * stored row with fewer would count its missing slots as zero.
+ * The merge indexes both arrays by slot: every row has the same slots (HIST_SLOTS), and the
+ * table refuses any other length (migration 1764600000000).
  */
 function histogramUpsert(rows: readonly HistogramRow[]): RawBuilder<unknown> {
   const slots = sql.lit(rows[0]!.counts.length);
