@@ -46,9 +46,12 @@ $$;
 -- (hist_bucket_lower_us): query_histograms.counts or query_histograms_log2.counts. max_ms is
 -- the exact largest observation. The first bucket whose cumulative count reaches q * total
 -- holds the quantile (the exact value of rank ceil(q * total) is in it too); inside it the
--- value is interpolated linearly between the bucket's bounds and clamped to max_ms. So it is
--- off by less than the bucket's width: for log-linear buckets at most 1/8 of the value (1 us
--- below 16 us), for log2 buckets up to a factor of 2; docs/percentiles.md. NULL for an empty
+-- value is interpolated linearly between the bucket's bounds (max_ms closing the bucket that
+-- holds it), then kept within [top * 0.9, lower * 1.1], the points within 10% of every value
+-- the bucket can hold, wherever that range is not empty: always for log-linear buckets from
+-- 16 us on (at most 1/8 of their lower bound wide), so the quantile is within 10% of the
+-- exact value; 1 us below 16 us; up to a factor of 2 for log2 buckets, which are interpolated
+-- unclamped (src/collector/histogram-layout.ts, docs/percentiles.md). NULL for an empty
 -- histogram, a q outside 0..1 or an array of another length.
 CREATE OR REPLACE FUNCTION bpf_stats.hist_quantile(counts bigint[], q double precision, max_ms double precision)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -69,8 +72,13 @@ WITH s AS (
    LIMIT 1
 )
 SELECT least(max_ms,
-             (lo + (least(hi, greatest(max_ms * 1000.0, lo)) - lo) * (q * total - (cum - c)) / c) / 1000.0)
-  FROM b
+             CASE WHEN top * 0.9 <= lo * 1.1 THEN least(lo * 1.1, greatest(top * 0.9, v)) ELSE v END / 1000.0)
+  FROM b,
+       -- The exact max closes the bucket that holds it; without one, the bucket's own bound
+       -- (the last bucket, unbounded, then reads as its lower bound).
+       LATERAL (SELECT CASE WHEN max_ms IS NOT NULL THEN least(hi, greatest(max_ms * 1000.0, lo))
+                            WHEN hi < 'Infinity'::float8 THEN hi ELSE lo END AS top) t,
+       LATERAL (SELECT lo + (top - lo) * (q * total - (cum - c)) / c AS v) i
  WHERE lo IS NOT NULL
 $$;
 

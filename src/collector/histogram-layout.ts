@@ -74,16 +74,27 @@ export function layoutOfCounts(length: number): HistogramLayout {
 }
 
 /**
+ * The relative error a quantile is kept within where its bucket allows it: bpf_stats.hist_quantile
+ * keeps the interpolated value inside [upper × (1 - e), lower × (1 + e)] of its bucket, the points
+ * within e of every value the bucket can hold. For the kernel's buckets (at most 1/8 of their
+ * lower bound wide from 16 us on) that range is never empty, so the quantile is within 10% of
+ * the exact value of its rank; a bucket too wide for it (log2, or 1 us wide below 16 us) is
+ * interpolated across, unclamped.
+ */
+export const KEEP_WITHIN = 0.1;
+
+/**
  * The q-quantile (0..1) in microseconds of a histogram, as bpf_stats.hist_quantile computes it:
  * the first slot whose cumulative count reaches q × total holds it (so does the exact value of
- * rank ceil(q × total)); inside the slot it is interpolated linearly between the slot's bounds,
- * and never above maxUs (the exact largest observation, which also closes the last slot).
+ * rank ceil(q × total)); inside the slot it is interpolated linearly between the slot's bounds
+ * (the exact maximum maxUs closing the slot that holds it), then kept within `keepWithin` of
+ * every value of the slot where that is possible (KEEP_WITHIN; 0: plain interpolation).
  * null for an empty histogram or q outside 0..1.
  *
  * @example
  * quantileUs(KERNEL_LAYOUT, counts, 0.99, 12_345);
  */
-export function quantileUs(layout: HistogramLayout, counts: readonly number[], q: number, maxUs: number): number | null {
+export function quantileUs(layout: HistogramLayout, counts: readonly number[], q: number, maxUs: number, keepWithin = KEEP_WITHIN): number | null {
   if (!(q >= 0 && q <= 1)) return null;
   const total = counts.reduce((a, b) => a + b, 0);
   if (total === 0) return null;
@@ -95,7 +106,10 @@ export function quantileUs(layout: HistogramLayout, counts: readonly number[], q
     if (c > 0 && cumulative >= rank) {
       const lower = layout.lowerUs(slot);
       const upper = Math.min(layout.upperUs(slot), Math.max(maxUs, lower));
-      return Math.min(maxUs, lower + ((upper - lower) * (rank - (cumulative - c))) / c);
+      const interpolated = lower + ((upper - lower) * (rank - (cumulative - c))) / c;
+      const [from, to] = [upper * (1 - keepWithin), lower * (1 + keepWithin)];
+      const kept = from <= to ? Math.min(to, Math.max(from, interpolated)) : interpolated;
+      return Math.min(maxUs, kept);
     }
   }
   return null;
