@@ -5,7 +5,8 @@ import type { HeldQueryKeys } from './held-query-keys.js';
 
 const MAX_CHECK_PERIOD_MS = 5 * 60_000;
 /** Tables with a few cumulative rows per query key: a key's rows go with its query_stats row. */
-const KEYED_TABLES = ['bpf_stats.query_histograms', 'bpf_stats.query_lock_waits', 'bpf_stats.query_lwlock_waits', 'bpf_stats.query_texts', 'bpf_stats.query_stats_history'];
+// query_histograms_log2 is written no more (migration 1764600000000): its rows go with their keys, or after the retention.
+const KEYED_TABLES = ['bpf_stats.query_histograms', 'bpf_stats.query_histograms_log2', 'bpf_stats.query_lock_waits', 'bpf_stats.query_lwlock_waits', 'bpf_stats.query_texts', 'bpf_stats.query_stats_history'];
 /**
  * The bounds on query keys the node's pg_stat_statements does not hold ("unheld": it deallocated
  * them, never stores them, or cannot be read), as shares of pg_stat_statements.max (M): per role
@@ -131,7 +132,7 @@ export class RowRetention {
       )}
       SELECT g.userid, g.dbid, g.toplevel, g.queryid::text AS queryid FROM gone g`.execute(db);
     // Rows of keys without a query_stats row of this node (left by an older version) go after the retention, unless held.
-    for (const table of KEYED_TABLES.slice(0, 4)) {
+    for (const table of KEYED_TABLES.slice(0, 5)) {
       await sql`
         DELETE FROM ${sql.raw(table)} WHERE ctid IN (
           SELECT t.ctid FROM ${sql.raw(table)} t

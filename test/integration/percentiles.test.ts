@@ -1,10 +1,13 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { runner } from 'node-pg-migrate';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { LOG2_LAYOUT, quantileUs } from '../../src/collector/histogram-layout.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
+import { migrateSchema } from '../../src/storage/migrate-schema.js';
+import { packageRoot } from '../../src/package-root.js';
 import { withSession } from '../support/session.js';
 
 /*
@@ -117,5 +120,64 @@ describe('query_latency percentiles', () => {
     for (const us of logged) log2Counts[LOG2_LAYOUT.slotOf(us)]!++;
     const log2Errors = [0.5, 0.95, 0.99].map((q) => Math.abs(quantileUs(LOG2_LAYOUT, log2Counts, q, logged.at(-1)!)! - exactQuantile(logged, q)) / exactQuantile(logged, q));
     expect(Math.max(...log2Errors)).toBeGreaterThan(0.1);
+  });
+});
+
+describe('migration 1764600000000 (log-linear histograms)', () => {
+  it('keeps the log2 rows written before it, unchanged and readable, and starts query_histograms empty', async () => {
+    await admin.query('CREATE DATABASE before_log_linear');
+    const client = new pg.Client(cluster.connectionString('before_log_linear'));
+    await client.connect();
+    try {
+      await client.query('SET search_path = pg_catalog, pg_temp');
+      await client.query('CREATE SCHEMA bpf_stats');
+      // Every migration before this one, as a collector of the previous version left the schema.
+      const migrations = readdirSync(join(packageRoot(), 'migrations')).filter((f) => f.endsWith('.sql')).sort();
+      expect(migrations.at(-1)).toBe('1764600000000_log-linear-histograms.sql');
+      await runner({
+        noLock: true,
+        dbClient: client,
+        dir: join(packageRoot(), 'migrations'),
+        direction: 'up',
+        count: migrations.length - 1,
+        migrationsSchema: 'bpf_stats',
+        migrationsTable: 'migrations',
+        checkOrder: true,
+        log: () => undefined,
+      });
+      // A log2 row: 10 observations in [1024, 2048) us and 10 in [8192, 16384) us.
+      const log2 = Array.from({ length: 32 }, (_, i) => (i === 10 || i === 13 ? 10 : 0));
+      await client.query(
+        `INSERT INTO bpf_stats.query_histograms (node, userid, dbid, toplevel, queryid, kind, counts, observations, max_ms, stats_since, last_seen)
+         VALUES ('n1', 10, 1, true, 42, 'query_latency', $1, 20, 16, '2025-01-01 00:00:00+00', '2025-01-01 00:10:00+00')`,
+        [log2],
+      );
+      await migrateSchema(client, () => undefined, 'n1');
+
+      expect((await client.query('SELECT count(*)::int AS n FROM bpf_stats.query_histograms')).rows[0].n).toBe(0);
+      const { rows } = await client.query(
+        `SELECT node, queryid, kind, counts::text AS counts, observations, max_ms, stats_since::text AS since,
+                bpf_stats.hist_quantile(counts, 0.25, max_ms) AS p25, bpf_stats.hist_quantile(counts, 0.99, max_ms) AS p99
+           FROM bpf_stats.query_histograms_log2`,
+      );
+      expect(rows).toEqual([
+        {
+          node: 'n1', queryid: '42', kind: 'query_latency', counts: `{${log2.join(',')}}`, observations: '20', max_ms: 16, since: '2025-01-01 00:00:00+00',
+          // In log2 buckets, as before: 1024 + 1024 * 5/10 us; p99 in [8192, 16000) us, the bucket
+          // the max closes: 8192 + 7808 * 0.98 us (before, 16220.16 us clamped to the max, 16 ms).
+          p25: 1.536, p99: 15.84384,
+        },
+      ]);
+      // New rows take the kernel's 256 buckets, and only those.
+      await client.query("SELECT set_config('bpf_stats.node', 'n1', false)");
+      await client.query(`INSERT INTO bpf_stats.query_histograms (userid, dbid, toplevel, queryid, kind, counts, observations, max_ms)
+                          VALUES (10, 1, true, 42, 'query_latency', array_fill(1::bigint, ARRAY[256]), 256, 1)`);
+      await expect(
+        client.query(`INSERT INTO bpf_stats.query_histograms (userid, dbid, toplevel, queryid, kind, counts, observations, max_ms)
+                      VALUES (10, 1, true, 43, 'query_latency', array_fill(1::bigint, ARRAY[32]), 32, 1)`),
+      ).rejects.toThrow(/query_histograms_log_linear/);
+    } finally {
+      await client.end();
+    }
   });
 });
