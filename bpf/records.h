@@ -84,8 +84,8 @@ struct metrics {
 
 /*
  * Log-linear histograms per query, in microseconds: each power of two is cut into
- * 2^HIST_SUB_BITS equal sub-buckets, so a bucket is at most 1/8 of its lower bound wide and a
- * percentile read from it is within that of the truth (docs/percentiles.md). Buckets 0..15 are
+ * 2^HIST_SUB_BITS equal sub-buckets, so a bucket is at most 1/8 of its lower bound wide and
+ * bpf_stats.hist_quantile reads a percentile at most 10% off (docs/percentiles.md). Buckets 0..15 are
  * 1 us wide ([i, i+1) us); from there, bucket (g << 3) + m, g >= 1, holds
  * [(8 + m) << (g - 1), (9 + m) << (g - 1)) us. The last bucket also takes anything from
  * 15 << 30 us (~4.5 hours) on. src/collector/histogram-layout.ts has the same arithmetic.
