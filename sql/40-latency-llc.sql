@@ -50,8 +50,8 @@ $$;
 -- holds it), then kept within [top * 0.9, lower * 1.1], the points within 10% of every value
 -- the bucket can hold, wherever that range is not empty: always for log-linear buckets from
 -- 16 us on (at most 1/8 of their lower bound wide), so the quantile is within 10% of the
--- exact value; 1 us below 16 us; up to a factor of 2 for log2 buckets, which are interpolated
--- unclamped (src/collector/histogram-layout.ts, docs/percentiles.md). NULL for an empty
+-- exact value; 1 us below 16 us; up to a factor of 2 for log2 buckets, mostly too wide to keep
+-- (src/collector/histogram-layout.ts, docs/percentiles.md). NULL for an empty
 -- histogram, a q outside 0..1 or an array of another length.
 CREATE OR REPLACE FUNCTION bpf_stats.hist_quantile(counts bigint[], q double precision, max_ms double precision)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE

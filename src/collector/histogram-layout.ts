@@ -78,8 +78,8 @@ export function layoutOfCounts(length: number): HistogramLayout {
  * keeps the interpolated value inside [upper × (1 - e), lower × (1 + e)] of its bucket, the points
  * within e of every value the bucket can hold. For the kernel's buckets (at most 1/8 of their
  * lower bound wide from 16 us on) that range is never empty, so the quantile is within 10% of
- * the exact value of its rank; a bucket too wide for it (log2, or 1 us wide below 16 us) is
- * interpolated across, unclamped.
+ * the exact value of its rank; a bucket too wide for it (log2, unless the max closes it early;
+ * some of the 1 us buckets below 16 us) is interpolated across, unclamped.
  */
 export const KEEP_WITHIN = 0.1;
 
