@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Log2 latency histograms per (query, kind): struct hist_key -> struct hist (bpf/records.h).
+ * Log-linear latency histograms per (query, kind): struct hist_key -> struct hist (bpf/records.h).
  * Fed by the latency and sched sets from the sched_switch path (bpf/latency.bpf.h) and by the
  * io set at block completions (bpf/io.bpf.h). As for query keys (bpf/query-changes.bpf.h), a
  * histogram that changes is noted in hist_changes, so that a flush reads the histograms that
@@ -30,6 +30,9 @@ struct {
 	__type(value, struct hist);
 } histograms SEC(".maps");
 
+/* Never read: keeps enum hist_layout (the bucket layout) in the BTF the contract is generated from. */
+const volatile enum hist_layout hist_layout_names = HIST_SUB_BITS;
+
 /* Incremented by the collector when it starts a read of the changed histograms (a .bss variable). */
 __u64 hist_read = 0;
 
@@ -52,21 +55,24 @@ static __always_inline void note_hist_change(const struct hist_key *key, struct 
 #define ABOVE(x, c) (((__u64)(c) - (x)) >> 63)
 
 /*
- * The histogram slot of a duration: floor(log2(microseconds)), clamped to the last slot.
+ * The histogram slot of a duration (layout: bpf/records.h, struct hist). With top the highest
+ * set bit of us | 8 (so at least HIST_SUB_BITS), shift = top - HIST_SUB_BITS keeps the top bit
+ * and the HIST_SUB_BITS bits below it: us >> shift is 8..15 (or us itself below 8), and
+ * (shift << HIST_SUB_BITS) + (us >> shift) numbers the buckets in order. Clamped to the last slot.
  * Without branches: the slot indexes the histogram, so the verifier tracks it exactly, and a
  * branch per bit made it walk the rest of on_sched_switch once per slot value (~40% of the
  * instructions it processed, and of the object's load time).
  */
 static __always_inline __u32 hist_slot(__u64 ns)
 {
-	__u64 us = ns / 1000, slot = 0, shift;
+	__u64 us = ns / 1000, top_bits = us | (1ULL << HIST_SUB_BITS), top = 0, shift, slot;
 
-	barrier_var(us); /* or clang turns ABOVE() back into a compare and a branch */
-	/* Binary search for the top bit: when us is 2^bits or more, shift it down by `bits` and count them. */
-#define DROP_BITS_ABOVE(bits)				\
-	shift = ABOVE(us, (1ULL << (bits)) - 1) * (bits);	\
-	us >>= shift;					\
-	slot += shift;
+	barrier_var(top_bits); /* or clang turns ABOVE() back into a compare and a branch */
+	/* Binary search for the top bit: when top_bits is 2^bits or more, shift it down by `bits` and count them. */
+#define DROP_BITS_ABOVE(bits)					\
+	shift = ABOVE(top_bits, (1ULL << (bits)) - 1) * (bits);	\
+	top_bits >>= shift;					\
+	top += shift;
 	DROP_BITS_ABOVE(32)
 	DROP_BITS_ABOVE(16)
 	DROP_BITS_ABOVE(8)
@@ -74,6 +80,8 @@ static __always_inline __u32 hist_slot(__u64 ns)
 	DROP_BITS_ABOVE(2)
 	DROP_BITS_ABOVE(1)
 #undef DROP_BITS_ABOVE
+	shift = top - HIST_SUB_BITS;
+	slot = (shift << HIST_SUB_BITS) + (us >> shift);
 	return slot < HIST_SLOTS ? slot : HIST_SLOTS - 1;
 }
 

@@ -11,7 +11,7 @@
  *   records.h          record layouts and enums shared with user space (through BTF)
  *   activity.bpf.h     what changed since the collector's last look (its idle tick reads only this)
  *   maps.bpf.h         overflow counters, map_lookup_or_init()
- *   hist.bpf.h         per-query log2 histograms
+ *   hist.bpf.h         per-query log-linear histograms
  *   pg-status.bpf.h    reading a backend's PgBackendStatus: identity, query id, wait event
  *   query-changes.bpf.h  which query keys changed since the collector's last read
  *   attribution.bpf.h  backends and queries maps, the postmaster filter

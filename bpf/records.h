@@ -83,10 +83,17 @@ struct metrics {
 };
 
 /*
- * Log2 histograms per query: slot i counts observations of [2^i, 2^(i+1)) microseconds
- * (slot 0 also takes anything below 1 us), so HIST_SLOTS covers up to ~36 minutes.
+ * Log-linear histograms per query, in microseconds: each power of two is cut into
+ * 2^HIST_SUB_BITS equal sub-buckets, so a bucket is at most 1/8 of its lower bound wide and
+ * bpf_stats.hist_quantile reads a percentile at most 10% off (docs/percentiles.md). Buckets 0..15 are
+ * 1 us wide ([i, i+1) us); from there, bucket (g << 3) + m, g >= 1, holds
+ * [(8 + m) << (g - 1), (9 + m) << (g - 1)) us. The last bucket also takes anything from
+ * 15 << 30 us (~4.5 hours) on. src/collector/histogram-layout.ts has the same arithmetic.
  */
-#define HIST_SLOTS 32
+enum hist_layout {
+	HIST_SUB_BITS = 3, /* sub-buckets per power of two: 1 << HIST_SUB_BITS */
+};
+#define HIST_SLOTS 256
 
 enum hist_kind {
 	HIST_QUERY_LATENCY = 0, /* statement latency */

@@ -77,11 +77,18 @@ COMMENT ON COLUMN bpf_stats.backend_stats_history.queryid IS 'Query id of the cu
 -- Histograms and lock waits ----------------------------------------------------------------
 
 COMMENT ON TABLE bpf_stats.query_histograms IS
-  'Log2 histograms per query and kind, cumulative since stats_since. Read them through query_latency, query_runq_latency or bpf_stats.hist_quantile(counts, q, max_ms).';
+  'Log-linear histograms per query and kind (8 buckets per power of two), cumulative since stats_since. Read them through query_latency, query_runq_latency, bpf_stats.hist_quantile(counts, q, max_ms) or bpf_stats.hist_buckets(counts, max_ms).';
 COMMENT ON COLUMN bpf_stats.query_histograms.kind IS 'What is observed: query_latency (statement latency, probe set `latency`), runq (each wait for a CPU, probe set `sched`), io (block IO request latency, probe set `io`).';
-COMMENT ON COLUMN bpf_stats.query_histograms.counts IS 'Observations per bucket (bigint[], 32 buckets): counts[i] counts durations in [2^(i-1), 2^i) microseconds, counts[1] from 0; the last bucket also takes anything longer.';
+COMMENT ON COLUMN bpf_stats.query_histograms.counts IS 'Observations per bucket (bigint[], 256 buckets, 8 per power of two): counts[i] counts durations from bpf_stats.hist_bucket_lower_us(i - 1, 256) up to hist_bucket_lower_us(i, 256) microseconds (1 us wide below 16 us, at most 1/8 of the lower bound wide above); the last bucket also takes anything longer. bpf_stats.hist_buckets(counts, max_ms) lists them with their bounds.';
 COMMENT ON COLUMN bpf_stats.query_histograms.observations IS 'Observations in all buckets (count).';
 COMMENT ON COLUMN bpf_stats.query_histograms.max_ms IS 'The largest observation, exact (milliseconds), not a bucket bound.';
+
+COMMENT ON TABLE bpf_stats.query_histograms_log2 IS
+  'The histograms written before migration 1764600000000 (log2 buckets), kept unchanged and no longer written: query_histograms started again with log-linear buckets then. bpf_stats.hist_quantile and hist_buckets read these counts too.';
+COMMENT ON COLUMN bpf_stats.query_histograms_log2.counts IS 'Observations per bucket (bigint[], 32 buckets): counts[i] counts durations in [2^(i-1), 2^i) microseconds, counts[1] from 0; the last bucket also takes anything longer.';
+COMMENT ON COLUMN bpf_stats.query_histograms_log2.kind IS 'As query_histograms.kind.';
+COMMENT ON COLUMN bpf_stats.query_histograms_log2.observations IS 'Observations in all buckets (count).';
+COMMENT ON COLUMN bpf_stats.query_histograms_log2.max_ms IS 'The largest observation, exact (milliseconds), not a bucket bound.';
 
 COMMENT ON TABLE bpf_stats.query_lock_waits IS
   'Heavyweight lock waits per query and what was waited for (probe set `locks`), cumulative since stats_since. A wait counts once it ended without an error; waits cut short by a timeout, cancel or deadlock are only in query_stats.lock_wait_ms. Read it through query_lock_detail.';
@@ -285,23 +292,23 @@ COMMENT ON COLUMN bpf_stats.query_lwlock_detail.wait_time_ms IS 'Milliseconds fr
 COMMENT ON COLUMN bpf_stats.query_lwlock_detail.mean_wait_ms IS 'wait_time_ms / waits (milliseconds).';
 
 COMMENT ON VIEW bpf_stats.query_latency IS
-  'Statement latency per query (probe set `latency`): each observation is one statement''s state_change - query_start, as pg_stat_activity shows it. Quantiles interpolate inside a log2 bucket (within a factor of 2); max_ms is exact.';
+  'Statement latency per query (probe set `latency`): each observation is one statement''s state_change - query_start, as pg_stat_activity shows it. Quantiles interpolate inside a log-linear bucket (off by less than 1/8 of the value, or 1 us below 16 us); max_ms is exact.';
 COMMENT ON COLUMN bpf_stats.query_latency.calls IS 'query_stats.calls: statements counted exactly by the `query` set; NULL: not measured.';
 COMMENT ON COLUMN bpf_stats.query_latency.observations IS 'Statements measured (count).';
 COMMENT ON COLUMN bpf_stats.query_latency.p50_ms IS 'Median latency (milliseconds), from the histogram.';
 COMMENT ON COLUMN bpf_stats.query_latency.p95_ms IS '95th percentile latency (milliseconds), from the histogram.';
 COMMENT ON COLUMN bpf_stats.query_latency.p99_ms IS '99th percentile latency (milliseconds), from the histogram.';
 COMMENT ON COLUMN bpf_stats.query_latency.max_ms IS 'Largest latency seen (milliseconds), exact.';
-COMMENT ON COLUMN bpf_stats.query_latency.counts IS 'The histogram: counts[i] statements took [2^(i-1), 2^i) microseconds, counts[1] from 0.';
+COMMENT ON COLUMN bpf_stats.query_latency.counts IS 'The histogram, as query_histograms.counts (bounds: bpf_stats.hist_buckets(counts, max_ms)).';
 
 COMMENT ON VIEW bpf_stats.query_runq_latency IS
-  'Run-queue latency per query (probe set `sched`): each wait for a CPU of a backend while on this query. Quantiles interpolate inside a log2 bucket; max_ms is exact.';
+  'Run-queue latency per query (probe set `sched`): each wait for a CPU of a backend while on this query. Quantiles interpolate inside a log-linear bucket (off by less than 1/8 of the value, or 1 us below 16 us); max_ms is exact.';
 COMMENT ON COLUMN bpf_stats.query_runq_latency.waits IS 'Waits for a CPU measured (count).';
 COMMENT ON COLUMN bpf_stats.query_runq_latency.p50_ms IS 'Median wait for a CPU (milliseconds), from the histogram.';
 COMMENT ON COLUMN bpf_stats.query_runq_latency.p95_ms IS '95th percentile wait for a CPU (milliseconds), from the histogram.';
 COMMENT ON COLUMN bpf_stats.query_runq_latency.p99_ms IS '99th percentile wait for a CPU (milliseconds), from the histogram.';
 COMMENT ON COLUMN bpf_stats.query_runq_latency.max_ms IS 'Longest wait for a CPU seen (milliseconds), exact.';
-COMMENT ON COLUMN bpf_stats.query_runq_latency.counts IS 'The histogram: counts[i] waits took [2^(i-1), 2^i) microseconds, counts[1] from 0.';
+COMMENT ON COLUMN bpf_stats.query_runq_latency.counts IS 'The histogram, as query_histograms.counts (bounds: bpf_stats.hist_buckets(counts, max_ms)).';
 
 COMMENT ON VIEW bpf_stats.query_llc IS
   'Last-level cache references and misses per query (probe set `llc`, sampled hardware events; NULL where it never ran, e.g. without a hardware PMU).';
@@ -310,7 +317,11 @@ COMMENT ON COLUMN bpf_stats.query_llc.llc_miss_ratio IS 'llc_misses / llc_refere
 -- Functions --------------------------------------------------------------------------------
 
 COMMENT ON FUNCTION bpf_stats.hist_quantile(bigint[], double precision, double precision) IS
-  'hist_quantile(counts bigint[], q double precision, max_ms double precision) -> double precision: the q-quantile (q from 0 to 1) in milliseconds of a log2 histogram whose counts[i] counts observations in [2^(i-1), 2^i) microseconds (counts[1] from 0), interpolated linearly inside its bucket and never above max_ms, the exact largest observation. NULL for an empty histogram or q outside 0..1.';
+  'hist_quantile(counts bigint[], q double precision, max_ms double precision) -> double precision: the q-quantile (q from 0 to 1) in milliseconds of a histogram of query_histograms (256 log-linear buckets) or query_histograms_log2 (32 log2 buckets), told apart by the length; interpolated linearly inside its bucket and never above max_ms, the exact largest observation. Off by less than the bucket''s width: 1/8 of the value (1 us below 16 us) for log-linear buckets, a factor of 2 for log2 ones. NULL for an empty histogram, q outside 0..1 or an array of another length.';
+COMMENT ON FUNCTION bpf_stats.hist_bucket_lower_us(integer, integer) IS
+  'hist_bucket_lower_us(slot integer, slots integer) -> double precision: where bucket `slot` (0-based) of a histogram of `slots` buckets begins, in microseconds. 256 (log-linear): slots 0..15 at slot us, then slot 8g + m at (8 + m) * 2^(g-1) us; 32 (log2, query_histograms_log2): 2^slot us, slot 0 at 0. Infinity for slot = slots; NULL for another length.';
+COMMENT ON FUNCTION bpf_stats.hist_buckets(bigint[], double precision) IS
+  'hist_buckets(counts bigint[], max_ms double precision) -> (bucket, lower_ms, upper_ms, count): the buckets of a histogram (either layout) that hold observations, with their bounds in milliseconds; the last bucket ends at max_ms.';
 COMMENT ON FUNCTION bpf_stats.create_view_with_query_text(text) IS
   'Internal: creates or replaces a view whose definition has two %s placeholders, the query text expression and the join that provides it (pg_stat_statements when installed, else NULL::text and no join).';
 COMMENT ON FUNCTION bpf_stats.drop_history_partition(text) IS

@@ -38,6 +38,7 @@ export type MapName = keyof typeof Maps;
 /** `const volatile` globals, set between open and load. */
 export const Rodata = {
   counter_names: { size: 4, enum: 'counter_index' },
+  hist_layout_names: { size: 4, enum: 'hist_layout' },
   status_procpid_off: { size: 4 },
   status_backend_type_off: { size: 4 },
   status_proc_start_off: { size: 4 },
@@ -102,6 +103,9 @@ export const CounterIndex = { COUNTER_BACKENDS_FULL: 0, COUNTER_QUERIES_FULL: 1,
 
 /** enum hist_kind (bpf/). */
 export const HistKind = { HIST_QUERY_LATENCY: 0, HIST_RUNQ: 1, HIST_IO: 2 } as const;
+
+/** enum hist_layout (bpf/). */
+export const HistLayout = { HIST_SUB_BITS: 3 } as const;
 
 /** enum hist_switch (bpf/). */
 export const HistSwitch = { HIST_SWITCH_LATENCY: 1, HIST_SWITCH_RUNQ: 2 } as const;
@@ -278,11 +282,11 @@ export const Structs = {
     },
   },
   hist: {
-    size: 272,
+    size: 2064,
     fields: {
-      slots: { offset: 0, size: 256, count: 32, elemSize: 8 },
-      max_ns: { offset: 256, size: 8, signed: false },
-      read_stamp: { offset: 264, size: 8, signed: false },
+      slots: { offset: 0, size: 2048, count: 256, elemSize: 8 },
+      max_ns: { offset: 2048, size: 8, signed: false },
+      read_stamp: { offset: 2056, size: 8, signed: false },
     },
   },
   hist_key: {

@@ -15,7 +15,7 @@ export interface HistogramSample {
   toplevel: boolean;
   queryid: bigint;
   kind: HistKindName;
-  /** slots[i] counts observations in [2^i, 2^(i+1)) microseconds (slot 0 from 0). */
+  /** slots[i] counts observations in KERNEL_LAYOUT's slot i (histogram-layout.ts: log-linear, microseconds). */
   slots: ExactInt[];
   maxNs: bigint;
   /** The key as the map holds it (a view into the read's batch), for evicting it. */
@@ -52,14 +52,23 @@ export function histogramDecoder(layout: MapLayout, cpus: number): (batch: MapBa
     const k = i * batch.keySize;
     const kind = KIND_NAMES.get(keys.intNumber(batch.keys, k, 'kind'));
     if (!kind) return null;
-    const slots = new Array<bigint>(count).fill(0n);
+    // Summed as numbers while exact: 256 slots per CPU as bigints were most of a large read's
+    // time (bench/flush-scaling.js --probes latency). A slot past 2^53 goes on as a bigint.
+    const slots = new Array<ExactInt>(count).fill(0);
     let maxNs = 0n;
     for (let cpu = 0; cpu < cpus; cpu++) {
-      const at = i * batch.valueSize + cpu * stride;
+      const at = i * batch.valueSize + cpu * stride + slotsField.offset;
       for (let s = 0; s < count; s++) {
-        slots[s]! += elem === 8 ? batch.values.readBigUInt64LE(at + slotsField.offset + s * elem) : BigInt(batch.values.readUInt32LE(at + slotsField.offset + s * elem));
+        const where = at + s * elem;
+        const low = batch.values.readUInt32LE(where);
+        const high = elem === 8 ? batch.values.readUInt32LE(where + 4) : 0;
+        if (low === 0 && high === 0) continue;
+        const sum = slots[s]!;
+        const value = high * 2 ** 32 + low;
+        if (typeof sum === 'number' && high < 2 ** 21 && Number.isSafeInteger(sum + value)) slots[s] = sum + value;
+        else slots[s] = exactInt(BigInt(sum) + (BigInt(high) << 32n) + BigInt(low));
       }
-      const max = batch.values.readBigUInt64LE(at + maxField.offset);
+      const max = batch.values.readBigUInt64LE(at - slotsField.offset + maxField.offset);
       if (max > maxNs) maxNs = max;
     }
     return {
@@ -68,7 +77,7 @@ export function histogramDecoder(layout: MapLayout, cpus: number): (batch: MapBa
       dbid: keys.intNumber(batch.keys, k, 'q.dbid'),
       toplevel: keys.intNumber(batch.keys, k, 'q.toplevel') !== 0,
       kind,
-      slots: slots.map(exactInt),
+      slots,
       maxNs,
       rawKey: batch.keys.subarray(k, k + batch.keySize),
     };

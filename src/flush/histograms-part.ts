@@ -71,11 +71,12 @@ export class HistogramsPart implements FlushPart {
  * one array literal (parsed once per row), its observations summed here: slicing one flat array
  * per row and summing it on the server made this statement ~1 ms of a 100-row flush's ~2.5
  * (scratch timing of the prepared statement, 100 rows onto existing keys: 2.3-3.2 -> 1.3-1.4 ms).
- * The merge indexes both arrays by slot: every row has the same slots (HIST_SLOTS), and a
- * stored row with fewer would count its missing slots as zero.
+ * The merge walks both arrays once, side by side (every row has the same slots, HIST_SLOTS, and
+ * the table refuses any other length, migration 1764600000000): at 256 slots a stored array is
+ * past the TOAST threshold, compressed, and indexing it slot by slot decompressed it once per
+ * slot (bench/flush-scaling.js --probes latency, all 8,000 changed: the statement 4.5 s).
  */
 function histogramUpsert(rows: readonly HistogramRow[]): RawBuilder<unknown> {
-  const slots = sql.lit(rows[0]!.counts.length);
   return sql`
     INSERT INTO bpf_stats.query_histograms AS h (userid, dbid, toplevel, queryid, kind, counts, observations, max_ms, last_seen)
     SELECT u.userid, u.dbid, u.toplevel, u.queryid, u.kind, u.counts::int8[], u.observations, u.max_ms, now()
@@ -84,7 +85,7 @@ function histogramUpsert(rows: readonly HistogramRow[]): RawBuilder<unknown> {
                   ${rows.map((r) => sumExact(r.counts).toString())}::int8[], ${rows.map((r) => `{${r.counts.join(',')}}`)}::text[])
            AS u(userid, dbid, toplevel, queryid, kind, max_ms, observations, counts)
     ON CONFLICT (node, userid, dbid, toplevel, queryid, kind) DO UPDATE SET
-      counts = ARRAY(SELECT coalesce(h.counts[i], 0) + excluded.counts[i] FROM generate_series(1, ${slots}) i),
+      counts = ARRAY(SELECT coalesce(a, 0) + coalesce(b, 0) FROM unnest(h.counts, excluded.counts) WITH ORDINALITY AS u(a, b, i) ORDER BY i),
       observations = h.observations + excluded.observations,
       max_ms = greatest(h.max_ms, excluded.max_ms),
       last_seen = excluded.last_seen`;

@@ -5,7 +5,16 @@ import type { HeldQueryKeys } from './held-query-keys.js';
 
 const MAX_CHECK_PERIOD_MS = 5 * 60_000;
 /** Tables with a few cumulative rows per query key: a key's rows go with its query_stats row. */
-const KEYED_TABLES = ['bpf_stats.query_histograms', 'bpf_stats.query_lock_waits', 'bpf_stats.query_lwlock_waits', 'bpf_stats.query_wait_event_stats', 'bpf_stats.query_texts', 'bpf_stats.query_stats_history'];
+// query_histograms_log2 is written no more (migration 1764600000000): its rows go with their keys, or after the retention.
+const KEYED_TABLES = [
+  'bpf_stats.query_histograms',
+  'bpf_stats.query_histograms_log2',
+  'bpf_stats.query_lock_waits',
+  'bpf_stats.query_lwlock_waits',
+  'bpf_stats.query_wait_event_stats',
+  'bpf_stats.query_texts',
+  'bpf_stats.query_stats_history',
+];
 /**
  * The bounds on query keys the node's pg_stat_statements does not hold ("unheld": it deallocated
  * them, never stores them, or cannot be read), as shares of pg_stat_statements.max (M): per role

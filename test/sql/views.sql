@@ -107,50 +107,67 @@ SELECT queryid, calls, total_time_ms, lock_wait_ms, lwlock_wait_ms, spinlock_del
   FROM bpf_stats.query_locks ORDER BY queryid;
 SELECT queryid, lock_detail, lwlock_detail FROM bpf_stats.query_locks ORDER BY queryid;
 --
--- Histograms. counts[i] counts observations in [2^(i-1), 2^i) us, counts[1] from 0.
--- 1001 query_latency: 10 in counts[11] = [1024, 2048) us, 10 in counts[14] = [8192, 16384) us,
--- max 16 ms.
---   p50: rank 0.5*20 = 10 is the last of counts[11]: its top, 2048 us = 2.048 ms.
---   p95: rank 19 is the 9th of 10 in counts[14]: 8192 + 8192*9/10 = 15564.8 us = 15.5648 ms.
---   p99: rank 19.8: 8192 + 8192*9.8/10 = 16220.16 us, above max_ms: clamped to 16.
--- 1002 query_latency: 4 in counts[1] = [0, 2) us, max 0.00195 ms.
---   p50: 2/4 of [0, 2) = 1 us = 0.001 ms; p95: 3.8/4*2 = 1.9 us = 0.0019 ms;
---   p99: 3.96/4*2 = 1.98 us, above max_ms: clamped to 0.00195.
--- 1001 runq: 3 in counts[3] = [4, 8) us, 1 in counts[5] = [16, 32) us, max 0.02 ms.
---   p50: rank 2 of 3 in counts[3]: 4 + 4*2/3 = 6.667 us = 0.006667 ms;
---   p95: rank 3.8, 0.8 of counts[5]: 16 + 16*0.8 = 28.8 us, clamped to 0.02; p99 likewise.
+-- Histograms: 256 log-linear buckets; counts[i] counts observations from
+-- hist_bucket_lower_us(i - 1, 256) us (1 us wide below 16 us; slot 8g + m from (8 + m) * 2^(g-1) us).
+-- A quantile is interpolated in its bucket (the max closing the bucket that holds it), then kept
+-- within [top * 0.9, lower * 1.1] when that range is not empty.
+-- 1001 query_latency: 10 in counts[65] = [1024, 1152) us, 10 in counts[89] = [8192, 9216) us, max 9 ms.
+--   p50: rank 10, the top of counts[65], 1152 us, kept at 1024 * 1.1 = 1126.4 us = 1.1264 ms.
+--   p95: rank 19, 9/10 into [8192, 9000) (closed by the max): 8919.2 us = 8.9192 ms.
+--   p99: rank 19.8: 8192 + 808 * 0.98 = 8983.84 us.
+-- 1002 query_latency: 4 in counts[2] = [1, 2) us, max 0.00195 ms: [1, 1.95) too wide to keep
+--   within 10%: p50 1 + 0.95 * 2/4 = 1.475 us; p95 1 + 0.95 * 0.95 = 1.9025 us; p99 1.9405 us.
+-- 1001 runq: 3 in counts[6] = [5, 6) us, 1 in counts[21] = [24, 26) us, max 0.025 ms.
+--   p50: rank 2 of 3: 5 + 2/3 us, kept at 5 * 1.1 = 5.5 us; p95: rank 3.8, 0.8 into [24, 25):
+--   24.8 us; p99: 24.96 us.
 -- 1001 io: in neither view.
--- 1004 query_latency: no query_stats row, so calls is NULL. One observation in counts[20] =
---   [524288, 1048576) us; p50 would be 524288 + 524288*0.5 = 786432 us, above max_ms 600,
---   and so are p95 and p99: all three are 600.
+-- 1004 query_latency: no query_stats row, so calls is NULL. One observation in counts[138] =
+--   [589824, 655360) us, closed by max_ms 600 at 600000 us: p50 589824 + 10176 * 0.5 =
+--   594912 us, p95 599491.2 us, p99 599898.24 us.
 INSERT INTO bpf_stats.query_histograms
   (userid, dbid, toplevel, queryid, kind, counts, observations, max_ms, stats_since, last_seen)
 SELECT 10, 1, true, queryid, kind,
-       array(SELECT coalesce((buckets -> i::text)::bigint, 0) FROM generate_series(1, 32) i),
+       array(SELECT coalesce((buckets -> i::text)::bigint, 0) FROM generate_series(1, 256) i),
        observations, max_ms, '2025-01-01 00:00:00+00', '2025-01-01 00:10:00+00'
   FROM (VALUES
-    (1001, 'query_latency', '{"11": 10, "14": 10}'::jsonb, 20, 16),
-    (1002, 'query_latency', '{"1": 4}'::jsonb, 4, 0.00195),
-    (1001, 'runq', '{"3": 3, "5": 1}'::jsonb, 4, 0.02),
-    (1001, 'io', '{"7": 64}'::jsonb, 64, 0.1),
-    (1004, 'query_latency', '{"20": 1}'::jsonb, 1, 600)
+    (1001, 'query_latency', '{"65": 10, "89": 10}'::jsonb, 20, 9),
+    (1002, 'query_latency', '{"2": 4}'::jsonb, 4, 0.00195),
+    (1001, 'runq', '{"6": 3, "21": 1}'::jsonb, 4, 0.025),
+    (1001, 'io', '{"8": 64}'::jsonb, 64, 0.1),
+    (1004, 'query_latency', '{"138": 1}'::jsonb, 1, 600)
   ) AS v(queryid, kind, buckets, observations, max_ms);
 SELECT queryid, calls, observations, p50_ms, p95_ms, p99_ms, max_ms
   FROM bpf_stats.query_latency ORDER BY queryid;
-SELECT queryid, counts FROM bpf_stats.query_latency WHERE queryid = 1001;
+SELECT queryid, array_length(counts, 1) AS buckets FROM bpf_stats.query_latency WHERE queryid = 1001;
+SELECT * FROM bpf_stats.hist_buckets((SELECT counts FROM bpf_stats.query_latency WHERE queryid = 1001), 9);
 SELECT queryid, waits, p50_ms, p95_ms, p99_ms, max_ms FROM bpf_stats.query_runq_latency ORDER BY queryid;
+-- Another length is refused: the log2 layout lives in query_histograms_log2 only.
+DO $$
+BEGIN
+  INSERT INTO bpf_stats.query_histograms (userid, dbid, toplevel, queryid, kind, counts, observations, max_ms)
+  VALUES (10, 1, true, 1005, 'query_latency', array_fill(0::bigint, ARRAY[32]), 0, 0);
+EXCEPTION WHEN check_violation THEN
+  RAISE NOTICE 'refused: %', SQLERRM;
+END
+$$;
 --
--- hist_quantile(counts, q, max_ms) on its own (milliseconds).
---   q 0 is the bottom of the first non-empty bucket: 1024 us = 1.024 ms;
---   q 0.25 (rank 5 of 10 in [1024, 2048)): 1024 + 1024*5/10 = 1536 us = 1.536 ms;
---   q 1 is the top of the last non-empty bucket, 16384 us, clamped to max_ms 100: 16.384;
---   a NULL max_ms clamps nothing: q 0.99 gives 16.22016 (see p99 above);
---   an empty or all-zero histogram, and q outside 0..1, give NULL.
-SELECT q, bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[10]) || 10::bigint || '{0,0}'::bigint[] || 10::bigint, q, 100) AS ms
+-- hist_quantile(counts, q, max_ms) on its own (milliseconds), the histogram of 1001 above with max 100.
+--   q 0: the bottom of counts[65], 1024 us, kept at 1152 * 0.9 = 1036.8 us = 1.0368 ms;
+--   q 0.25 (rank 5 of 10 in [1024, 1152)): 1088 us; q 0.5: 1126.4 us (as p50 above);
+--   q 1: the top of [8192, 9216), kept at 8192 * 1.1 = 9011.2 us; a NULL max_ms closes nothing:
+--   q 0.99 is 8192 + 1024 * 0.98 = 9195.52 us, kept at 9011.2 as well;
+--   an empty or all-zero histogram, an array of another length and q outside 0..1 give NULL.
+SELECT q, bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[64]) || 10::bigint || array_fill(0::bigint, ARRAY[23]) || 10::bigint || array_fill(0::bigint, ARRAY[167]), q, 100) AS ms
   FROM unnest(ARRAY[0, 0.25, 0.5, 1, -0.1, 1.5]::float8[]) AS q;
-SELECT bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[10]) || 10::bigint || '{0,0}'::bigint[] || 10::bigint, 0.99, NULL) AS unclamped,
+SELECT bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[64]) || 10::bigint || array_fill(0::bigint, ARRAY[23]) || 10::bigint || array_fill(0::bigint, ARRAY[167]), 0.99, NULL) AS unclamped,
        bpf_stats.hist_quantile('{}', 0.5, 1) AS empty,
-       bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[32]), 0.5, 1) AS all_zero;
+       bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[256]), 0.5, 1) AS all_zero,
+       bpf_stats.hist_quantile(array_fill(1::bigint, ARRAY[100]), 0.5, 1) AS other_length;
+-- The log2 layout (32 buckets, query_histograms_log2): counts[i] = [2^(i-1), 2^i) us, counts[1]
+-- from 0; 10 in [1024, 2048) us and 10 in [8192, 16384) us. Too wide to keep within 10%:
+--   q 0.25: 1024 + 1024 * 5/10 = 1536 us; q 0.99: 8192 + 8192 * 0.98 = 16220.16 us (max 100 ms).
+SELECT bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[10]) || 10::bigint || '{0,0}'::bigint[] || 10::bigint || array_fill(0::bigint, ARRAY[18]), 0.25, 100) AS log2_p25,
+       bpf_stats.hist_quantile(array_fill(0::bigint, ARRAY[10]) || 10::bigint || '{0,0}'::bigint[] || 10::bigint || array_fill(0::bigint, ARRAY[18]), 0.99, 100) AS log2_p99;
 --
 -- Query text: the collector copies the node's pg_stat_statements entry into query_texts (as
 -- here, from the test database's own), and the views carry it for the row with that key.

@@ -45,16 +45,20 @@ describe('Prometheus names and units', () => {
     expect(names).toContain('blk_write_bytes_total');
   });
 
-  it('turns log2 microsecond slots into cumulative le buckets in seconds', () => {
-    // slot i: [2^i, 2^(i+1)) us, so its upper bound is 2^(i+1) us.
-    expect(cumulativeBuckets([1, 0, 2, 5])).toEqual([
+  it('turns the kernel\'s log-linear microsecond slots into cumulative le buckets in seconds', () => {
+    // Slots 0..15 are 1 us wide; two of them make one exported bucket (histogram-layout.test.ts has the rest).
+    const slots = new Array(256).fill(0);
+    slots[0] = 1;
+    slots[2] = 2;
+    slots[3] = 5;
+    expect(cumulativeBuckets(slots).slice(0, 3)).toEqual([
       { le: 0.000002, count: 1 },
-      { le: 0.000004, count: 1 },
-      { le: 0.000008, count: 3 },
-      { le: 0.000016, count: 8 },
+      { le: 0.000004, count: 8 },
+      { le: 0.000006, count: 8 },
     ]);
-    const all = cumulativeBuckets(new Array(32).fill(1));
-    expect(all.at(-1)).toEqual({ le: 2 ** 32 / 1e6, count: 32 });
+    const all = cumulativeBuckets(new Array(256).fill(1));
+    // The last finite bound ends slots 252-253 (14 << 30 us); slots 254-255 are only in +Inf.
+    expect(all.at(-1)).toEqual({ le: (14 * 2 ** 30) / 1e6, count: 254 });
     expect(formatLe(0.000002)).toBe('0.000002');
     expect(formatLe(1.048576)).toBe('1.048576');
     expect(formatLe(Infinity)).toBe('+Inf');
@@ -115,7 +119,7 @@ describe('the /metrics text', () => {
     totals.observe(
       report({
         queryRows: [1, 2, 3].map((i) => ({ userid: 10, dbid: 5, toplevel: true, queryid: String(i), values: values({ total_time_ms: i * 1000, calls: BigInt(i) }) })),
-        histogramRows: [{ userid: 10, dbid: 5, toplevel: true, queryid: '1', kind: 'query_latency', counts: [0n, 2n, 1n, ...new Array(29).fill(0n)], maxMs: 0.005 }],
+        histogramRows: [{ userid: 10, dbid: 5, toplevel: true, queryid: '1', kind: 'query_latency', counts: [0n, 2n, 1n, ...new Array(253).fill(0n)], maxMs: 0.005 }],
         counters: { backends_full: 2n },
         fill: [{ map: 'queries', entries: 3, maxEntries: 8192 }],
       }),
@@ -133,10 +137,11 @@ describe('the /metrics text', () => {
     // Not measured: no series rather than a 0.
     expect(text).not.toMatch(/^pg_bpf_query_llc_misses_total\{/m);
     expect(lines).toContain('# TYPE pg_bpf_query_latency_seconds histogram');
-    expect(lines).toContain('pg_bpf_query_latency_seconds_bucket{datname="shop",le="0.000002"} 0');
-    expect(lines).toContain('pg_bpf_query_latency_seconds_bucket{datname="shop",le="0.000004"} 2');
+    // Two observations in [1, 2) us, one in [2, 3) us; exported buckets are two kernel slots wide.
+    expect(lines).toContain('pg_bpf_query_latency_seconds_bucket{datname="shop",le="0.000002"} 2');
+    expect(lines).toContain('pg_bpf_query_latency_seconds_bucket{datname="shop",le="0.000004"} 3');
     expect(lines).toContain('pg_bpf_query_latency_seconds_bucket{datname="shop",le="0.000008"} 3');
-    expect(lines).toContain('pg_bpf_query_latency_seconds_bucket{datname="shop",le="4294.967296"} 3');
+    expect(lines).toContain('pg_bpf_query_latency_seconds_bucket{datname="shop",le="15032.385536"} 3');
     expect(lines).toContain('pg_bpf_query_latency_seconds_bucket{datname="shop",le="+Inf"} 3');
     expect(lines).toContain('pg_bpf_query_latency_seconds_count{datname="shop"} 3');
     expect(lines).toContain('pg_bpf_stats_up 1');

@@ -52,7 +52,7 @@ export interface FlushHealth {
 export class FlushTotals {
   readonly queries = new Map<string, QueryTotals>();
   readonly backendTypes = new Map<string, Array<number | null>>();
-  /** Per (dbid, kind): cumulative slot counts of query_histograms' log2 buckets. */
+  /** Per (dbid, kind): cumulative slot counts of query_histograms' log-linear buckets (histogram-layout.ts). */
   readonly histograms = new Map<string, { dbid: number; kind: string; slots: number[] }>();
   evictedQueries = 0;
   /**

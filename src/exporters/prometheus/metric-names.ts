@@ -1,4 +1,5 @@
 import { METRIC_COLUMNS } from '../../families/index.js';
+import { layoutOfCounts, type HistogramLayout } from '../../collector/histogram-layout.js';
 
 /** The prefix of every series this exporter writes (the collector's own health: `pg_bpf_stats_`). */
 export const PREFIX = 'pg_bpf';
@@ -50,17 +51,32 @@ export interface Bucket {
 }
 
 /**
- * The cumulative `le` buckets of a log2 histogram of bpf_stats.query_histograms: slot i counts
- * observations in [2^i, 2^(i+1)) microseconds (slot 0 also everything below 1 us), so its upper
- * bound is 2^(i+1) us = 2^(i+1) / 1e6 s. Returns one bucket per slot (the last one's upper bound
- * is where the slots end) — the caller adds `+Inf` with the total.
+ * Kernel buckets per exported bucket: /metrics shows 4 `le` bounds per power of two (every
+ * other bound of the kernel's 8), 128 buckets per series instead of 257, so that a database's
+ * three histograms stay under 400 series. histogram_quantile() over them is off by less than a
+ * bucket, 1/4 of the value (2 us below 16 us); bpf_stats.hist_quantile keeps the full resolution
+ * (docs/percentiles.md).
+ */
+export const KERNEL_BUCKETS_PER_EXPORTED = 2;
+
+/**
+ * The cumulative `le` buckets of a histogram of bpf_stats.query_histograms (its counts, in the
+ * kernel's log-linear layout, histogram-layout.ts), KERNEL_BUCKETS_PER_EXPORTED slots to a
+ * bucket, bounds in seconds. The group that ends with the last slot has no finite bound: the
+ * caller adds `+Inf` with the total.
  *
  * @example
- * cumulativeBuckets([1, 0, 2]); // [{ le: 2e-6, count: 1 }, { le: 4e-6, count: 1 }, { le: 8e-6, count: 3 }]
+ * cumulativeBuckets([1, 0, 2, 5, ...]); // [{ le: 2e-6, count: 1 }, { le: 4e-6, count: 8 }, ...]
  */
-export function cumulativeBuckets(slots: readonly number[]): Bucket[] {
+export function cumulativeBuckets(slots: readonly number[], layout: HistogramLayout = layoutOfCounts(slots.length)): Bucket[] {
+  const buckets: Bucket[] = [];
   let count = 0;
-  return slots.map((n, i) => ({ le: 2 ** (i + 1) / 1e6, count: (count += n) }));
+  for (let slot = 0; slot < slots.length; slot++) {
+    count += slots[slot]!;
+    const end = layout.upperUs(slot);
+    if ((slot + 1) % KERNEL_BUCKETS_PER_EXPORTED === 0 && end !== Infinity) buckets.push({ le: end / 1e6, count });
+  }
+  return buckets;
 }
 
 /** A bucket bound as Prometheus clients print it (shortest round-tripping form, `+Inf`). */

@@ -68,7 +68,7 @@ export class MetricsRegistry {
       );
     }
     for (const [kind, h] of Object.entries(HISTOGRAM_METRICS)) {
-      computed(r, h.name, 'histogram', `${h.help} Log2 buckets; no _sum (the kernel side keeps none).`, () => this.histogramSamples(kind, h.name));
+      computed(r, h.name, 'histogram', `${h.help} Log-linear buckets, 4 per power of two; no _sum (the kernel side keeps none).`, () => this.histogramSamples(kind, h.name));
     }
 
     const waitEvents = (value: (w: WaitEventTotals) => number) => (): Sample[] =>
