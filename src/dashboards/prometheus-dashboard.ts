@@ -16,6 +16,7 @@ import { COMPONENTS, buildWithLayout, RANKED_COMPONENTS, type PanelKey, type Pan
  * per-statement counters exist for the collector's top statements (--metrics-top), per backend
  * type for every process. The node is the scrape target's `instance`.
  */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's own variable syntax, filled in by Grafana
 export const PROM_DATASOURCE = { type: 'prometheus', uid: '${datasource}' };
 
 const STATEMENT = 'instance="$instance", datname=~"$datname", queryid=~"$queryid"';
@@ -23,11 +24,23 @@ const NODE = 'instance="$instance"';
 const KEY = 'queryid, datname, user';
 
 function range(expr: string, legend: string, refId: string): cog.Builder<cog.Dataquery> {
-  return new DataqueryBuilder().datasource(PROM_DATASOURCE).editorMode(QueryEditorMode.Code).range().expr(expr).legendFormat(legend).refId(refId);
+  return new DataqueryBuilder()
+    .datasource(PROM_DATASOURCE)
+    .editorMode(QueryEditorMode.Code)
+    .range()
+    .expr(expr)
+    .legendFormat(legend)
+    .refId(refId);
 }
 
 function instant(expr: string, refId: string): cog.Builder<cog.Dataquery> {
-  return new DataqueryBuilder().datasource(PROM_DATASOURCE).editorMode(QueryEditorMode.Code).instant().format(PromQueryFormat.Table).expr(expr).refId(refId);
+  return new DataqueryBuilder()
+    .datasource(PROM_DATASOURCE)
+    .editorMode(QueryEditorMode.Code)
+    .instant()
+    .format(PromQueryFormat.Table)
+    .expr(expr)
+    .refId(refId);
 }
 
 /** Adds the statement's text (pg_bpf_query_info, with --metrics-query-text) as a `query` label, keeping statements without one. */
@@ -44,7 +57,13 @@ function statementMs(metric: string): string {
 function mergedTable(names: Record<string, string>): DataTransformerConfig[] {
   return [
     { id: 'merge', options: {} },
-    { id: 'organize', options: { excludeByName: { Time: true }, renameByName: Object.fromEntries(Object.entries(names).map(([refId, name]) => [`Value #${refId}`, name])) } },
+    {
+      id: 'organize',
+      options: {
+        excludeByName: { Time: true },
+        renameByName: Object.fromEntries(Object.entries(names).map(([refId, name]) => [`Value #${refId}`, name])),
+      },
+    },
   ];
 }
 
@@ -64,19 +83,36 @@ function topBy(component: RankedComponent): PanelQueries {
 
 const QUERIES: Record<PanelKey, PanelQueries> = {
   time_by_component: {
-    targets: COMPONENTS.map((c, i) => range(`sum(rate(pg_bpf_query_${c.key}_seconds_total{${STATEMENT}}[$__rate_interval]))`, c.label, REF_IDS[i]!)),
+    targets: COMPONENTS.map((c, i) =>
+      range(`sum(rate(pg_bpf_query_${c.key}_seconds_total{${STATEMENT}}[$__rate_interval]))`, c.label, REF_IDS[i]!),
+    ),
   },
   backend_type_time: {
-    targets: [range(`sum by (backend_type) (rate(pg_bpf_backend_type_total_time_seconds_total{${NODE}}[$__rate_interval]))`, '{{backend_type}}', 'A')],
+    targets: [
+      range(
+        `sum by (backend_type) (rate(pg_bpf_backend_type_total_time_seconds_total{${NODE}}[$__rate_interval]))`,
+        '{{backend_type}}',
+        'A',
+      ),
+    ],
   },
   top_total: {
     targets: [
       instant(withText(TOP_20), 'A'),
-      ...COMPONENTS.map((c, i) => instant(`${statementMs(`pg_bpf_query_${c.key}_seconds_total`)} and on (${KEY}) ${TOP_20}`, REF_IDS[i + 1]!)),
-      instant(`sum by (${KEY}) (increase(pg_bpf_query_calls_total{${STATEMENT}}[$__range])) and on (${KEY}) ${TOP_20}`, REF_IDS[COMPONENTS.length + 1]!),
+      ...COMPONENTS.map((c, i) =>
+        instant(`${statementMs(`pg_bpf_query_${c.key}_seconds_total`)} and on (${KEY}) ${TOP_20}`, REF_IDS[i + 1]!),
+      ),
+      instant(
+        `sum by (${KEY}) (increase(pg_bpf_query_calls_total{${STATEMENT}}[$__range])) and on (${KEY}) ${TOP_20}`,
+        REF_IDS[COMPONENTS.length + 1]!,
+      ),
     ],
     transformations: [
-      ...mergedTable({ A: 'total time', ...Object.fromEntries(COMPONENTS.map((c, i) => [REF_IDS[i + 1]!, c.label])), [REF_IDS[COMPONENTS.length + 1]!]: 'calls' }),
+      ...mergedTable({
+        A: 'total time',
+        ...Object.fromEntries(COMPONENTS.map((c, i) => [REF_IDS[i + 1]!, c.label])),
+        [REF_IDS[COMPONENTS.length + 1]!]: 'calls',
+      }),
       { id: 'sortBy', options: { sort: [{ field: 'total time', desc: true }] } },
     ],
     columnUnits: { ...STATEMENT_COLUMNS, calls: 'short' },
@@ -115,7 +151,10 @@ const QUERIES: Record<PanelKey, PanelQueries> = {
         instant(`1000 * sum by (backend_type) (increase(pg_bpf_backend_type_${c.key}_seconds_total{${NODE}}[$__range]))`, REF_IDS[i + 1]!),
       ),
     ],
-    transformations: mergedTable({ A: 'total time', ...Object.fromEntries([...COMPONENTS, { key: 'reclaim', label: 'of which reclaim' }].map((c, i) => [REF_IDS[i + 1]!, c.label])) }),
+    transformations: mergedTable({
+      A: 'total time',
+      ...Object.fromEntries([...COMPONENTS, { key: 'reclaim', label: 'of which reclaim' }].map((c, i) => [REF_IDS[i + 1]!, c.label])),
+    }),
     columnUnits: { backend_type: 'string' },
   },
   health_status: {
@@ -149,10 +188,17 @@ export const PROM_VARIABLES = {
 
 export function prometheusDashboard(): Dashboard {
   const variable = (name: keyof typeof PROM_VARIABLES, label: string) =>
-    new QueryVariableBuilder(name).label(label).datasource(PROM_DATASOURCE).query(PROM_VARIABLES[name]).definition(PROM_VARIABLES[name]).refresh(VariableRefresh.OnTimeRangeChanged);
+    new QueryVariableBuilder(name)
+      .label(label)
+      .datasource(PROM_DATASOURCE)
+      .query(PROM_VARIABLES[name])
+      .definition(PROM_VARIABLES[name])
+      .refresh(VariableRefresh.OnTimeRangeChanged);
   const builder = new DashboardBuilder('pg-bpf-stats: where the time went (Prometheus)')
     .uid('pg-bpf-stats-prometheus')
-    .description("pg-bpf-stats' /metrics on Prometheus: where each statement's time went, top statements by component, reclaim, IO and lock detail, backend types and the collector's health.")
+    .description(
+      "pg-bpf-stats' /metrics on Prometheus: where each statement's time went, top statements by component, reclaim, IO and lock detail, backend types and the collector's health.",
+    )
     .tags(['pg-bpf-stats', 'postgresql', 'bpf', 'prometheus'])
     .editable()
     .tooltip(DashboardCursorSync.Crosshair)

@@ -17,6 +17,7 @@ import { COMPONENTS, buildWithLayout, RANKED_COMPONENTS, type PanelKey, type Pan
  * bpf_stats.query_texts and, on the node itself, with pg_stat_statements. Every object is
  * schema-qualified: the panels run with whatever search_path Grafana's login role has.
  */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's own variable syntax, filled in by Grafana
 export const PG_DATASOURCE = { type: 'grafana-postgresql-datasource', uid: '${datasource}' };
 
 /** A raw SQL query of the PostgreSQL data source (the SDK has no builder for it). */
@@ -110,7 +111,13 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
         'table',
       ),
     ],
-    columnUnits: { 'query id': 'string', query: 'string', calls: 'short', 'calls (pg_stat_statements)': 'short', 'rows (pg_stat_statements)': 'short' },
+    columnUnits: {
+      'query id': 'string',
+      query: 'string',
+      calls: 'short',
+      'calls (pg_stat_statements)': 'short',
+      'rows (pg_stat_statements)': 'short',
+    },
   },
   ...(Object.fromEntries(RANKED_COMPONENTS.map((c) => [`top_${c.key}`, topBy(c.key)])) as Record<`top_${RankedComponent}`, PanelQueries>),
   memory_stalls: {
@@ -163,7 +170,15 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
         'table',
       ),
     ],
-    columnUnits: { 'query id': 'string', query: 'string', 'lock type': 'string', mode: 'string', relation: 'string', waits: 'short', since: 'dateTimeAsIso' },
+    columnUnits: {
+      'query id': 'string',
+      query: 'string',
+      'lock type': 'string',
+      mode: 'string',
+      relation: 'string',
+      waits: 'short',
+      since: 'dateTimeAsIso',
+    },
   },
   lwlock_waits: {
     targets: [
@@ -209,8 +224,17 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
       ),
     ],
     columnUnits: {
-      host: 'string', pid: 'none', version: 'string', 'probe sets': 'string', flushes: 'short', 'failed flushes': 'short', 'dropped events': 'short',
-      'fullest map': 'percentunit', 'pending rows': 'short', 'last error': 'string', 'stopped at': 'dateTimeAsIso',
+      host: 'string',
+      pid: 'none',
+      version: 'string',
+      'probe sets': 'string',
+      flushes: 'short',
+      'failed flushes': 'short',
+      'dropped events': 'short',
+      'fullest map': 'percentunit',
+      'pending rows': 'short',
+      'last error': 'string',
+      'stopped at': 'dateTimeAsIso',
     },
   },
   dropped_events: {
@@ -258,10 +282,17 @@ export const SQL_VARIABLES = {
 
 export function sqlDashboard(): Dashboard {
   const variable = (name: keyof typeof SQL_VARIABLES, label: string) =>
-    new QueryVariableBuilder(name).label(label).datasource(PG_DATASOURCE).query(SQL_VARIABLES[name]).definition(SQL_VARIABLES[name]).refresh(VariableRefresh.OnTimeRangeChanged);
+    new QueryVariableBuilder(name)
+      .label(label)
+      .datasource(PG_DATASOURCE)
+      .query(SQL_VARIABLES[name])
+      .definition(SQL_VARIABLES[name])
+      .refresh(VariableRefresh.OnTimeRangeChanged);
   const builder = new DashboardBuilder('pg-bpf-stats: where the time went (PostgreSQL)')
     .uid('pg-bpf-stats-sql')
-    .description('bpf_stats (pg-bpf-stats) on the PostgreSQL data source: where each statement\'s time went, top statements by component, reclaim, IO and lock detail, backend types and the collector\'s health.')
+    .description(
+      "bpf_stats (pg-bpf-stats) on the PostgreSQL data source: where each statement's time went, top statements by component, reclaim, IO and lock detail, backend types and the collector's health.",
+    )
     .tags(['pg-bpf-stats', 'postgresql', 'bpf'])
     .editable()
     .tooltip(DashboardCursorSync.Crosshair)
@@ -271,7 +302,7 @@ export function sqlDashboard(): Dashboard {
     .withVariable(
       new CustomVariableBuilder('history_interval')
         .label('History interval')
-        .description('The collector\'s --history-interval (default 5m): the shortest step a graph can show.')
+        .description("The collector's --history-interval (default 5m): the shortest step a graph can show.")
         .values('1m,5m,15m,1h')
         .current({ text: '5m', value: '5m' }),
     )

@@ -77,7 +77,12 @@ async function historyColumns(client: pg.ClientBase): Promise<ReportColumn[]> {
 const quoted = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 function sums(row: Record<string, unknown>, prefix: string, columns: ReportColumn[]): PeriodSums {
-  return Object.fromEntries(columns.map((c) => [c.column, row[prefix + c.column] === null || row[prefix + c.column] === undefined ? null : Number(row[prefix + c.column])]));
+  return Object.fromEntries(
+    columns.map((c) => [
+      c.column,
+      row[prefix + c.column] === null || row[prefix + c.column] === undefined ? null : Number(row[prefix + c.column]),
+    ]),
+  );
 }
 
 /**
@@ -90,39 +95,48 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
   const { rows: ready } = await client.query<{ ok: boolean }>(
     "SELECT pg_catalog.to_regclass('bpf_stats.query_stats_history') IS NOT NULL AND pg_catalog.has_schema_privilege('bpf_stats', 'USAGE') AS ok",
   );
-  if (!ready[0]?.ok) throw new UserError('no bpf_stats history here: run `pg-bpf-stats run` against this database, or point --dsn where it writes');
+  if (!ready[0]?.ok)
+    throw new UserError('no bpf_stats history here: run `pg-bpf-stats run` against this database, or point --dsn where it writes');
   const { rows: any } = await client.query<{ some: boolean }>('SELECT EXISTS (SELECT 1 FROM bpf_stats.query_stats_history) AS some');
-  if (!any[0]!.some) throw new UserError('bpf_stats.query_stats_history is empty: the collector writes it every --history-interval (default 5 min) unless --history-retention off');
+  if (!any[0]!.some)
+    throw new UserError(
+      'bpf_stats.query_stats_history is empty: the collector writes it every --history-interval (default 5 min) unless --history-retention off',
+    );
   const columns = await historyColumns(client);
   const pgss = await statementsRelation(client);
   const { window, baseline } = windows;
-  const params = [new Date(window.fromMs), new Date(window.toMs), baseline ? new Date(baseline.fromMs) : null, baseline ? new Date(baseline.toMs) : null];
+  const params = [
+    new Date(window.fromMs),
+    new Date(window.toMs),
+    baseline ? new Date(baseline.fromMs) : null,
+    baseline ? new Date(baseline.toMs) : null,
+  ];
   const inWindow = 'ts >= $1 AND ts < $2';
   const inBaseline = '$3::timestamptz IS NOT NULL AND ts >= $3 AND ts < $4';
   const aggregates = columns
     .flatMap((c) => [
-      `pg_catalog.sum(${quoted(c.column)}) FILTER (WHERE in_window) AS ${quoted('w_' + c.column)}`,
-      `pg_catalog.sum(${quoted(c.column)}) FILTER (WHERE NOT in_window) AS ${quoted('b_' + c.column)}`,
+      `pg_catalog.sum(${quoted(c.column)}) FILTER (WHERE in_window) AS ${quoted(`w_${c.column}`)}`,
+      `pg_catalog.sum(${quoted(c.column)}) FILTER (WHERE NOT in_window) AS ${quoted(`b_${c.column}`)}`,
     ])
     .join(',\n           ');
   const periodRows = `SELECT *, (${inWindow}) AS in_window FROM bpf_stats.query_stats_history WHERE (${inWindow}) OR (${inBaseline})`;
   // The text: the collector's copy per node first (a sink's nodes each have their own), then
   // this database's pg_stat_statements for a statement whose text was not copied (yet).
-  const text = pgss
-    ? `pg_catalog.left(coalesce(t.query, s.query), 1024)`
-    : 'pg_catalog.left(t.query, 1024)';
-  const pgssJoin = pgss ? `LEFT JOIN ${pgss} s ON s.userid = k.userid AND s.dbid = k.dbid AND s.toplevel = k.toplevel AND s.queryid = k.queryid` : '';
+  const text = pgss ? `pg_catalog.left(coalesce(t.query, s.query), 1024)` : 'pg_catalog.left(t.query, 1024)';
+  const pgssJoin = pgss
+    ? `LEFT JOIN ${pgss} s ON s.userid = k.userid AND s.dbid = k.dbid AND s.toplevel = k.toplevel AND s.queryid = k.queryid`
+    : '';
   const perStatement = await client.query(
     `WITH h AS (${periodRows}),
      k AS (SELECT node, userid, dbid, toplevel, queryid,
            ${aggregates}
            FROM h GROUP BY node, userid, dbid, toplevel, queryid
            HAVING pg_catalog.bool_or(in_window)
-           ORDER BY ${quoted('w_' + TOTAL_COLUMN)} DESC NULLS LAST LIMIT $5)
+           ORDER BY ${quoted(`w_${TOTAL_COLUMN}`)} DESC NULLS LAST LIMIT $5)
      SELECT k.*, k.queryid::text AS queryid_text, ${text} AS text
        FROM k LEFT JOIN bpf_stats.query_texts t ON t.node = k.node AND t.userid = k.userid AND t.dbid = k.dbid AND t.toplevel = k.toplevel AND t.queryid = k.queryid
        ${pgssJoin}
-      ORDER BY ${quoted('w_' + TOTAL_COLUMN)} DESC NULLS LAST`,
+      ORDER BY ${quoted(`w_${TOTAL_COLUMN}`)} DESC NULLS LAST`,
     [...params, limit],
   );
   const totals = await client.query(
@@ -137,8 +151,14 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
   const total = totals.rows[0]!;
   const statementsInWindow = Number(total.statements);
   const span = (r: TimeRange) => `${iso(r.fromMs)}..${iso(r.toMs)}`;
-  if (statementsInWindow === 0) throw new UserError(`no history in the window ${span(window)}: nothing ran then, or it is older than the history retention (default 7 days)`);
-  if (baseline && Number(total.baseline_rows) === 0) throw new UserError(`no history in the baseline ${span(baseline)}: nothing ran then, or it is older than the history retention (default 7 days)`);
+  if (statementsInWindow === 0)
+    throw new UserError(
+      `no history in the window ${span(window)}: nothing ran then, or it is older than the history retention (default 7 days)`,
+    );
+  if (baseline && Number(total.baseline_rows) === 0)
+    throw new UserError(
+      `no history in the baseline ${span(baseline)}: nothing ran then, or it is older than the history retention (default 7 days)`,
+    );
   // Buckets as wide as the longer period / BUCKETS_PER_PERIOD, whole seconds, so both periods chart on one scale.
   const longest = Math.max(window.toMs - window.fromMs, baseline ? baseline.toMs - baseline.fromMs : 0);
   const bucketMs = Math.max(1000, Math.ceil(longest / BUCKETS_PER_PERIOD / 1000) * 1000);
@@ -166,7 +186,11 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
       window: sums(r, 'w_', columns),
       baseline: baseline ? sums(r, 'b_', columns) : null,
     })),
-    buckets: bucketed.rows.map((r) => ({ offsetMs: Number(r.bucket) * bucketMs, period: r.in_window ? 'window' : 'baseline', sums: sums(r, '', timeColumns) })),
+    buckets: bucketed.rows.map((r) => ({
+      offsetMs: Number(r.bucket) * bucketMs,
+      period: r.in_window ? 'window' : 'baseline',
+      sums: sums(r, '', timeColumns),
+    })),
     bucketMs,
     nodes: (total.nodes as string[] | null) ?? [],
     textSource: pgss ? `bpf_stats.query_texts, else ${pgss}` : 'bpf_stats.query_texts (pg_stat_statements is not installed here)',

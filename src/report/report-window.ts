@@ -37,19 +37,35 @@ export function parseTimePoint(text: string, flag: string, nowMs: number): numbe
   const trimmed = text.trim();
   const results = chrono.parse(trimmed, new Date(nowMs));
   const only = results.length === 1 ? results[0]! : null;
-  if (!only || only.index !== 0 || only.text.length !== trimmed.length) {
+  if (only?.index !== 0 || only.text.length !== trimmed.length) {
     throw new UserError(`${flag} '${text}': not a time (e.g. 'tuesday 09:00', 'yesterday 14:00', '3 hours ago', '2026-11-24 09:00')`);
   }
   return only.start.date().getTime();
 }
 
 const SPAN_UNITS_MS: Record<string, number> = {
-  ms: 1, millisecond: 1, milliseconds: 1,
-  s: 1000, sec: 1000, secs: 1000, second: 1000, seconds: 1000,
-  m: 60_000, min: 60_000, mins: 60_000, minute: 60_000, minutes: 60_000,
-  h: 3_600_000, hour: 3_600_000, hours: 3_600_000,
-  d: 86_400_000, day: 86_400_000, days: 86_400_000,
-  w: 604_800_000, week: 604_800_000, weeks: 604_800_000,
+  ms: 1,
+  millisecond: 1,
+  milliseconds: 1,
+  s: 1000,
+  sec: 1000,
+  secs: 1000,
+  second: 1000,
+  seconds: 1000,
+  m: 60_000,
+  min: 60_000,
+  mins: 60_000,
+  minute: 60_000,
+  minutes: 60_000,
+  h: 3_600_000,
+  hour: 3_600_000,
+  hours: 3_600_000,
+  d: 86_400_000,
+  day: 86_400_000,
+  days: 86_400_000,
+  w: 604_800_000,
+  week: 604_800_000,
+  weeks: 604_800_000,
 };
 
 /**
@@ -77,8 +93,10 @@ function parseRange(text: string, flag: string, nowMs: number): TimeRange {
 }
 
 function checked(range: TimeRange, flag: string, text: string, nowMs: number): TimeRange {
-  if (range.fromMs >= range.toMs) throw new UserError(`${flag} '${text}': the start (${iso(range.fromMs)}) is not before the end (${iso(range.toMs)})`);
-  if (range.fromMs > nowMs) throw new UserError(`${flag} '${text}': starts in the future (${iso(range.fromMs)}); say 'last tuesday' for one already past`);
+  if (range.fromMs >= range.toMs)
+    throw new UserError(`${flag} '${text}': the start (${iso(range.fromMs)}) is not before the end (${iso(range.toMs)})`);
+  if (range.fromMs > nowMs)
+    throw new UserError(`${flag} '${text}': starts in the future (${iso(range.fromMs)}); say 'last tuesday' for one already past`);
   return range;
 }
 
@@ -110,7 +128,9 @@ export function parseReportWindows(options: WindowOptions, nowMs: number): Repor
   }
   // A history row belongs to one period: an overlap would compare a time with itself.
   if (baseline && baseline.fromMs < window.toMs && window.fromMs < baseline.toMs) {
-    throw new UserError(`the baseline ${iso(baseline.fromMs)}..${iso(baseline.toMs)} overlaps the window ${iso(window.fromMs)}..${iso(window.toMs)}: shift it back at least the window's length`);
+    throw new UserError(
+      `the baseline ${iso(baseline.fromMs)}..${iso(baseline.toMs)} overlaps the window ${iso(window.fromMs)}..${iso(window.toMs)}: shift it back at least the window's length`,
+    );
   }
   return { window, baseline };
 }

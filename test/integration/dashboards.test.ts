@@ -16,6 +16,9 @@ import { cliPath, packageRoot } from '../../src/package-root.js';
 import { backendPid } from '../../src/storage/backend-pid.js';
 import { expandSqlMacros, interpolate, parseDuration, type QueryContext, type VariableSelection } from '../support/grafana-macros.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: Grafana's and Prometheus' JSON, read field by field as the test needs
+type Json = Record<string, any>;
+
 /*
  * Every query of the shipped dashboards and every metric name of the shipped alerting rules,
  * run against the real thing: one throwaway cluster with pg_stat_statements, one collector
@@ -71,9 +74,18 @@ async function until<T>(what: string, fn: () => Promise<T | undefined | null | f
   }
 }
 
-async function promApi(path: string, params: Record<string, string | number>): Promise<Array<{ metric: Record<string, string>; value?: [number, string]; values?: Array<[number, string]> }>> {
-  const query = Object.entries(params).map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`).join('&');
-  const body = (await (await fetch(`${promUrl}${path}?${query}`)).json()) as { status: string; data: { result: any[] }; error?: string };
+async function promApi(
+  path: string,
+  params: Record<string, string | number>,
+): Promise<Array<{ metric: Record<string, string>; value?: [number, string]; values?: Array<[number, string]> }>> {
+  const query = Object.entries(params)
+    .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
+    .join('&');
+  const body = (await (await fetch(`${promUrl}${path}?${query}`)).json()) as {
+    status: string;
+    data: { result: Array<{ metric: Record<string, string>; value?: [number, string]; values?: Array<[number, string]> }> };
+    error?: string;
+  };
   if (body.status !== 'success') throw new Error(`${params.query}: ${body.error}`);
   return body.data.result;
 }
@@ -112,7 +124,10 @@ async function lockWaits(times: number): Promise<number> {
       await holder.query('BEGIN');
       await holder.query('LOCK TABLE public.dash_locked IN ACCESS EXCLUSIVE MODE');
       const read = waiter.query(LOCKED_STATEMENT);
-      await until('the reader waiting in pg_locks', async () => (await admin.query('SELECT 1 FROM pg_catalog.pg_locks WHERE pid = $1 AND NOT granted', [waiterPid])).rowCount);
+      await until(
+        'the reader waiting in pg_locks',
+        async () => (await admin.query('SELECT 1 FROM pg_catalog.pg_locks WHERE pid = $1 AND NOT granted', [waiterPid])).rowCount,
+      );
       seen++;
       await new Promise((r) => setTimeout(r, 600));
       await holder.query('COMMIT');
@@ -160,11 +175,26 @@ beforeAll(async () => {
   windowStart = new Date();
   collector = spawn(
     process.execPath,
-    [cli, 'run', '--dsn', cluster.connectionString(), '--metrics-address', '127.0.0.1:0', '--metrics-query-text', '--history-interval', '1s', '--probes', 'cpu,io,memory,query,locks,lwlock'],
+    [
+      cli,
+      'run',
+      '--dsn',
+      cluster.connectionString(),
+      '--metrics-address',
+      '127.0.0.1:0',
+      '--metrics-query-text',
+      '--history-interval',
+      '1s',
+      '--probes',
+      'cpu,io,memory,query,locks,lwlock',
+    ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   collector.stderr!.on('data', (d: Buffer) => (collectorLog += d.toString()));
-  const port = await until('the metrics address in the log', async () => /metrics at http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(collectorLog)?.[1]);
+  const port = await until(
+    'the metrics address in the log',
+    async () => /metrics at http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(collectorLog)?.[1],
+  );
   instance = `127.0.0.1:${port}`;
   metricsUrl = `http://${instance}/metrics`;
   await until('the first flush', async () => (await (await fetch(metricsUrl)).text()).includes('pg_bpf_stats_up 1'));
@@ -179,14 +209,25 @@ beforeAll(async () => {
     `global: { scrape_interval: 1s, evaluation_interval: 1s }\nrule_files: ['${join(packageRoot(), 'deploy', 'prometheus', 'pg-bpf-stats.rules.yml')}']\n` +
       `scrape_configs:\n  - job_name: pg-bpf-stats\n    static_configs: [{ targets: ['${instance}'] }]\n`,
   );
-  prometheus = spawn('prometheus', [`--config.file=${join(promDir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(promDir, 'data')}`, `--web.listen-address=127.0.0.1:${promPort}`], { stdio: 'ignore' });
+  prometheus = spawn(
+    'prometheus',
+    [
+      `--config.file=${join(promDir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${join(promDir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${promPort}`,
+    ],
+    { stdio: 'ignore' },
+  );
   await until('Prometheus ready', async () => (await fetch(`${promUrl}/-/ready`)).ok);
   await until('a first scrape', async () => (await promApi('/api/v1/query', { query: 'up{job="pg-bpf-stats"} == 1' })).length);
 
   // Each statement once, unhindered, until Prometheus has its series: a counter's increase
   // counts from its first sample, so the workload that follows is all seen.
   for (const statement of [CPU_STATEMENT, LOCKED_STATEMENT, COLD_STATEMENT]) await admin.query(statement);
-  await until('the statements in Prometheus', async () => (await promApi('/api/v1/query', { query: 'pg_bpf_query_info{query=~".*dashboard_(cpu|lock|cold).*"}' })).length === 3);
+  await until(
+    'the statements in Prometheus',
+    async () => (await promApi('/api/v1/query', { query: 'pg_bpf_query_info{query=~".*dashboard_(cpu|lock|cold).*"}' })).length === 3,
+  );
   [, lockWaitsSeen] = await Promise.all([cpuLoad(3, 6000), lockWaits(3), coldScans(coldPath, 3)]);
   // The last flush, its history row and a scrape after it.
   await new Promise((r) => setTimeout(r, 4000));
@@ -202,9 +243,12 @@ afterAll(async () => {
 });
 
 /** Each panel's target queries, by panel key (LAYOUT order: the panels' order in the JSON). */
-function panelTargets(dashboard: ReturnType<typeof sqlDashboard>): Map<PanelKey, Array<Record<string, any>>> {
+function panelTargets(dashboard: ReturnType<typeof sqlDashboard>): Map<PanelKey, Array<Json>> {
   const keys = Object.values(LAYOUT).flatMap((row) => Object.keys(row)) as PanelKey[];
-  const panels = (dashboard.panels ?? []).filter((p) => p.type !== 'row') as Array<{ targets?: Array<Record<string, any>>; interval?: string }>;
+  const panels = (dashboard.panels ?? []).filter((p) => p.type !== 'row') as Array<{
+    targets?: Array<Json>;
+    interval?: string;
+  }>;
   expect(panels).toHaveLength(keys.length);
   return new Map(keys.map((k, i) => [k, panels[i]!.targets!]));
 }
@@ -228,7 +272,9 @@ describe('the workload made each component (ground truth)', () => {
 
 describe('metric names', () => {
   it('every pg_bpf_ metric the rules and the Prometheus dashboard use is exposed by a real collector', async () => {
-    const rules = parse(readFileSync(join(packageRoot(), 'deploy', 'prometheus', 'pg-bpf-stats.rules.yml'), 'utf8')) as { groups: Array<{ rules: Array<{ expr: string }> }> };
+    const rules = parse(readFileSync(join(packageRoot(), 'deploy', 'prometheus', 'pg-bpf-stats.rules.yml'), 'utf8')) as {
+      groups: Array<{ rules: Array<{ expr: string }> }>;
+    };
     const exprs = [
       ...rules.groups.flatMap((g) => g.rules.map((r) => r.expr)),
       ...[...panelTargets(prometheusDashboard()).values()].flat().map((t) => t.expr as string),
@@ -236,15 +282,25 @@ describe('metric names', () => {
     ];
     const names = new Set(exprs.flatMap((e) => [...e.matchAll(/\b(pg_bpf_\w+)/g)].map((m) => m[1]!)));
     expect(names.size).toBeGreaterThan(20);
-    const exposed = new Set((await (await fetch(metricsUrl)).text()).split('\n').filter((l) => l && !l.startsWith('#')).map((l) => /^[^{ ]+/.exec(l)![0]));
-    expect([...names].filter((n) => !exposed.has(n)), 'used but not exposed').toEqual([]);
+    const exposed = new Set(
+      (await (await fetch(metricsUrl)).text())
+        .split('\n')
+        .filter((l) => l && !l.startsWith('#'))
+        .map((l) => /^[^{ ]+/.exec(l)![0]),
+    );
+    expect(
+      [...names].filter((n) => !exposed.has(n)),
+      'used but not exposed',
+    ).toEqual([]);
     // `up` is Prometheus' own, for the job name the rules expect.
     expect(await promApi('/api/v1/query', { query: 'up{job="pg-bpf-stats"}' })).toHaveLength(1);
   });
 
   it('the rules load into the real Prometheus and evaluate without error', async () => {
     const rules = await until('every rule evaluated', async () => {
-      const body = (await (await fetch(`${promUrl}/api/v1/rules`)).json()) as { data: { groups: Array<{ rules: Array<{ name: string; health: string; lastError?: string }> }> } };
+      const body = (await (await fetch(`${promUrl}/api/v1/rules`)).json()) as {
+        data: { groups: Array<{ rules: Array<{ name: string; health: string; lastError?: string }> }> };
+      };
       const all = body.data.groups.flatMap((g) => g.rules);
       return all.length && all.every((r) => r.health !== 'unknown') ? all : undefined;
     });
@@ -265,11 +321,17 @@ describe('SQL panels, with Grafana macros and variables expanded', () => {
       to: new Date(),
       maxDataPoints: 100,
       minIntervalMs: 0,
-      variables: { node: { values: [node] }, database: { ...ALL, allValue: "'*'" }, queryid: { ...ALL, allValue: "'*'" }, pgss: { values: [pgss] }, history_interval: { values: ['1s'] } },
+      variables: {
+        node: { values: [node] },
+        database: { ...ALL, allValue: "'*'" },
+        queryid: { ...ALL, allValue: "'*'" },
+        pgss: { values: [pgss] },
+        history_interval: { values: ['1s'] },
+      },
     };
   });
 
-  async function runPanel(target: Record<string, any>, interval: string | undefined, ctx = context): Promise<Array<Record<string, any>>> {
+  async function runPanel(target: Json, interval: string | undefined, ctx = context): Promise<Array<Json>> {
     const minIntervalMs = interval ? parseDuration(interpolate(interval, 'sql', ctx)) : 0;
     const c = { ...ctx, minIntervalMs };
     const sql = expandSqlMacros(interpolate(target.rawSql as string, 'sql', c), c);
@@ -288,9 +350,14 @@ describe('SQL panels, with Grafana macros and variables expanded', () => {
 
   it('every panel returns rows, with the component the workload made', async () => {
     const dashboard = sqlDashboard();
-    const panels = (dashboard.panels ?? []).filter((p) => p.type !== 'row') as Array<{ title: string; interval?: string; targets: Array<Record<string, any>> }>;
-    const lwlockSeen = Number((await admin.query('SELECT coalesce(sum(lwlock_wait_ms), 0) AS ms FROM bpf_stats.query_stats')).rows[0].ms) > 0;
-    const results = new Map<PanelKey, Array<Record<string, any>>>();
+    const panels = (dashboard.panels ?? []).filter((p) => p.type !== 'row') as Array<{
+      title: string;
+      interval?: string;
+      targets: Array<Json>;
+    }>;
+    const lwlockSeen =
+      Number((await admin.query('SELECT coalesce(sum(lwlock_wait_ms), 0) AS ms FROM bpf_stats.query_stats')).rows[0].ms) > 0;
+    const results = new Map<PanelKey, Array<Json>>();
     const keys = [...panelTargets(dashboard).keys()];
     for (const [i, panel] of panels.entries()) {
       const rows = await runPanel(panel.targets[0]!, panel.interval);
@@ -305,11 +372,19 @@ describe('SQL panels, with Grafana macros and variables expanded', () => {
       if (!MAY_BE_EMPTY.has(keys[i]!) || (keys[i]!.includes('lwlock') && lwlockSeen)) expect(rows.length, panel.title).toBeGreaterThan(0);
       console.log(`SQL  ${panel.title}: ${rows.length} rows`);
     }
-    const positive = (key: PanelKey, column: string) => expect(results.get(key)!.some((r) => Number(r[column]) > 0), `${key}: ${column} > 0`).toBe(true);
+    const positive = (key: PanelKey, column: string) =>
+      expect(
+        results.get(key)!.some((r) => Number(r[column]) > 0),
+        `${key}: ${column} > 0`,
+      ).toBe(true);
     for (const column of ['on CPU', 'run queue', 'block IO', 'lock']) positive('time_by_component', column);
     expect(results.get('backend_type_time')!.some((r) => r.metric === 'client backend' && r.value > 0)).toBe(true);
-    expect(results.get('top_total')!.map((r) => r.query)).toEqual(expect.arrayContaining([expect.stringContaining('dashboard_cpu'), expect.stringContaining('dashboard_cold')]));
-    expect(Number(results.get('top_total')!.find((r) => String(r.query).includes('dashboard_cpu'))!['calls (pg_stat_statements)'])).toBeGreaterThan(0);
+    expect(results.get('top_total')!.map((r) => r.query)).toEqual(
+      expect.arrayContaining([expect.stringContaining('dashboard_cpu'), expect.stringContaining('dashboard_cold')]),
+    );
+    expect(
+      Number(results.get('top_total')!.find((r) => String(r.query).includes('dashboard_cpu'))!['calls (pg_stat_statements)']),
+    ).toBeGreaterThan(0);
     expect(results.get('top_on_cpu')![0]!.query).toContain('dashboard_cpu');
     expect(results.get('top_io_wait')!.some((r) => String(r.query).includes('dashboard_cold'))).toBe(true);
     expect(results.get('top_lock_wait')![0]!.query).toContain('dashboard_lock');
@@ -324,7 +399,8 @@ describe('SQL panels, with Grafana macros and variables expanded', () => {
   });
 
   it('a selected query narrows the panels to it', async () => {
-    const queryid = (await admin.query("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%dashboard_cold%'")).rows[0].queryid as string;
+    const queryid = (await admin.query("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%dashboard_cold%'")).rows[0]
+      .queryid as string;
     const narrowed = { ...context, variables: { ...context.variables, queryid: { values: [queryid], multi: true, includeAll: true } } };
     const top = panelTargets(sqlDashboard()).get('top_total')![0]!;
     const rows = await runPanel(top, undefined, narrowed);
@@ -345,9 +421,18 @@ describe('PromQL panels, evaluated by Prometheus after real scrapes', () => {
     };
     // LWLock waits are not provoked: their panels must show them when Prometheus saw them grow.
     const rangeS = Math.round((to.getTime() - windowStart.getTime()) / 1000);
-    const lwlockSeen = (await promApi('/api/v1/query', { query: `sum(increase(pg_bpf_query_lwlock_wait_seconds_total{instance="${instance}"}[${rangeS}s])) > 0`, time: to.getTime() / 1000 })).length > 0;
+    const lwlockSeen =
+      (
+        await promApi('/api/v1/query', {
+          query: `sum(increase(pg_bpf_query_lwlock_wait_seconds_total{instance="${instance}"}[${rangeS}s])) > 0`,
+          time: to.getTime() / 1000,
+        })
+      ).length > 0;
     const step = Math.max(1, Math.ceil((to.getTime() - windowStart.getTime()) / 100 / 1000));
-    const results = new Map<string, Array<{ metric: Record<string, string>; value?: [number, string]; values?: Array<[number, string]> }>>();
+    const results = new Map<
+      string,
+      Array<{ metric: Record<string, string>; value?: [number, string]; values?: Array<[number, string]> }>
+    >();
     for (const [key, targets] of panelTargets(prometheusDashboard())) {
       for (const target of targets) {
         const query = interpolate(target.expr as string, 'prometheus', context);
@@ -356,7 +441,8 @@ describe('PromQL panels, evaluated by Prometheus after real scrapes', () => {
           ? await promApi('/api/v1/query', { query, time: to.getTime() / 1000 })
           : await promApi('/api/v1/query_range', { query, start: windowStart.getTime() / 1000, end: to.getTime() / 1000, step });
         results.set(`${key}/${target.refId}`, series);
-        if (!MAY_BE_EMPTY.has(key) || (key.includes('lwlock') && lwlockSeen)) expect(series.length, `${key} ${target.refId}: ${query}`).toBeGreaterThan(0);
+        if (!MAY_BE_EMPTY.has(key) || (key.includes('lwlock') && lwlockSeen))
+          expect(series.length, `${key} ${target.refId}: ${query}`).toBeGreaterThan(0);
         console.log(`PromQL ${key}/${target.refId}: ${series.length} series`);
       }
     }

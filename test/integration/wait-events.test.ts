@@ -26,7 +26,7 @@ for (const target of TARGETS) {
     let cluster: ThrowawayCluster;
     let sidecar: Sidecar;
     let admin: pg.Client;
-    let removeBin = () => undefined as void;
+    let removeBin: () => void = () => {};
 
     async function connect(): Promise<pg.Client> {
       const client = new pg.Client(cluster.connectionString());
@@ -50,7 +50,9 @@ for (const target of TARGETS) {
       throw new Error(`backend ${pid} never showed a ${type} wait event`);
     }
 
-    async function queryEvents(id: string): Promise<Array<{ wait_event_type: string | null; wait_event: string | null; waits: string; wait_time_ms: number }>> {
+    async function queryEvents(
+      id: string,
+    ): Promise<Array<{ wait_event_type: string | null; wait_event: string | null; waits: string; wait_time_ms: number }>> {
       const { rows } = await admin.query(
         'SELECT wait_event_type, wait_event, waits::text, wait_time_ms FROM bpf_stats.query_wait_events WHERE queryid = $1 ORDER BY wait_time_ms DESC',
         [id],
@@ -150,7 +152,10 @@ for (const target of TARGETS) {
         const ids = [await queryid('SELECT count(*) FROM accounts WHERE balance >= $1'), await queryid('COMMIT')];
         for (const id of ids) {
           const events = await queryEvents(id);
-          expect(events.filter((e) => e.wait_event_type === 'Client'), JSON.stringify(events)).toEqual([]);
+          expect(
+            events.filter((e) => e.wait_event_type === 'Client'),
+            JSON.stringify(events),
+          ).toEqual([]);
         }
       } finally {
         await client.end();
@@ -179,7 +184,11 @@ for (const target of TARGETS) {
       );
       expect(queries.length).toBeGreaterThan(3);
       const byId = new Map(queries.map((q) => [q.queryid, q]));
-      for (const text of ['SELECT pg_sleep($1)', 'UPDATE accounts SET balance = balance + $1 WHERE id = $2', 'INSERT INTO accounts SELECT g, $1 FROM generate_series($2, $3) g']) {
+      for (const text of [
+        'SELECT pg_sleep($1)',
+        'UPDATE accounts SET balance = balance + $1 WHERE id = $2',
+        'INSERT INTO accounts SELECT g, $1 FROM generate_series($2, $3) g',
+      ]) {
         const q = byId.get(await queryid(text));
         expect(q, text).toBeDefined();
         // Never more than the columns; short of them by the remainder only, a small share of the statement's time.
@@ -216,10 +225,11 @@ for (const target of TARGETS) {
         "SELECT type, name FROM pg_wait_events WHERE type NOT IN ('Extension', 'InjectionPoint') OR name = 'Extension'",
       );
       const ours = new Set<string>();
-      for (let cls = 1; cls <= 11; cls++) for (let id = 0; id < 256; id++) {
-        const { type, name } = names.name((cls << 24) | id);
-        if (!type.startsWith('#') && !name.startsWith('#')) ours.add(`${type}:${name}`);
-      }
+      for (let cls = 1; cls <= 11; cls++)
+        for (let id = 0; id < 256; id++) {
+          const { type, name } = names.name((cls << 24) | id);
+          if (!type.startsWith('#') && !name.startsWith('#')) ours.add(`${type}:${name}`);
+        }
       // The same set both ways: every listed event has an id here, and every id's name is listed.
       expect([...ours].sort()).toEqual(listed.map((r) => `${r.type}:${r.name}`).sort());
       for (const r of written) expect(ours.has(`${r.wait_event_type}:${r.wait_event}`)).toBe(true);

@@ -11,6 +11,7 @@ import { packageRoot } from '../../src/package-root.js';
  * query uses defined, and the same rows and panels in both. Their queries run against a real
  * cluster and a real Prometheus in test/integration/dashboards.test.ts.
  */
+// biome-ignore lint/suspicious/noExplicitAny: the dashboards' JSON model, read field by field
 type Json = Record<string, any>;
 const FILES = Object.keys(DASHBOARDS) as Array<keyof typeof DASHBOARDS>;
 const committed = (file: string): Json => JSON.parse(readFileSync(join(packageRoot(), 'dashboards', file), 'utf8'));
@@ -31,7 +32,10 @@ describe('shipped dashboards', () => {
     expect(new Set(ids).size).toBe(ids.length);
     const variables: Json[] = d.templating.list;
     const names = new Set(variables.map((v) => v.name));
-    for (const v of variables.filter((v) => v.type === 'query')) expect(v.datasource).toEqual({ type: expect.any(String), uid: '${datasource}' });
+    for (const v of variables.filter((v) => v.type === 'query')) {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable syntax
+      expect(v.datasource).toEqual({ type: expect.any(String), uid: '${datasource}' });
+    }
     const grafanaGlobals = new Set(['__interval', '__interval_ms', '__range', '__rate_interval']);
     for (const p of panels) {
       expect(p.gridPos.x + p.gridPos.w, p.title).toBeLessThanOrEqual(24);
@@ -40,6 +44,7 @@ describe('shipped dashboards', () => {
         continue;
       }
       expect(['timeseries', 'table']).toContain(p.type);
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable syntax
       expect(p.datasource.uid, p.title).toBe('${datasource}');
       expect(p.description, p.title).toBeTruthy();
       expect(p.targets.length, p.title).toBeGreaterThan(0);
@@ -70,14 +75,19 @@ describe('shipped dashboards', () => {
     expect(sqlTables.length).toBe(9);
     for (const p of sqlTables) expect(p.targets[0].rawSql, p.title).toMatch(/AS "query id", \S+ AS "query"/);
     const promTables = statementTables(committed('pg-bpf-stats-prometheus.json'));
-    for (const p of promTables) expect(p.targets[0].expr, p.title).toContain('group_left (query) max by (queryid, datname, user, query) (pg_bpf_query_info');
+    for (const p of promTables)
+      expect(p.targets[0].expr, p.title).toContain('group_left (query) max by (queryid, datname, user, query) (pg_bpf_query_info');
   });
 
   it('schema-qualifies every relation the SQL panels and variables read', () => {
     const d = committed('pg-bpf-stats-postgresql.json');
-    const texts = [...d.panels.flatMap((p: Json) => (p.targets ?? []).map((t: Json) => t.rawSql)), ...d.templating.list.filter((v: Json) => v.type === 'query').map((v: Json) => v.query)];
+    const texts = [
+      ...d.panels.flatMap((p: Json) => (p.targets ?? []).map((t: Json) => t.rawSql)),
+      ...d.templating.list.filter((v: Json) => v.type === 'query').map((v: Json) => v.query),
+    ];
     for (const text of texts) {
-      for (const [, relation] of text.matchAll(/\b(?:FROM|JOIN)\s+(?!\()([\w$.]+)/gi)) expect(relation, text).toMatch(/^(bpf_stats|pg_catalog|\$pgss)\.|^w$/);
+      for (const [, relation] of text.matchAll(/\b(?:FROM|JOIN)\s+(?!\()([\w$.]+)/gi))
+        expect(relation, text).toMatch(/^(bpf_stats|pg_catalog|\$pgss)\.|^w$/);
     }
   });
 });

@@ -31,10 +31,13 @@ describe('references to documents', () => {
     const readmeHeading = (heading: string): string => ['README', `"${heading}"`].join(', ');
     mkdirSync(join(scratch, 'docs'));
     mkdirSync(join(scratch, 'src'));
-    writeFileSync(join(scratch, 'README.md'), `# Tool\n\n## Install\n\nSee [ops](${docs('ops.md#running')}) and [gone](${docs('gone.md')}).\n`);
+    writeFileSync(
+      join(scratch, 'README.md'),
+      `# Tool\n\n## Install\n\nSee [ops](${docs('ops.md#running')}) and [gone](${docs('gone.md')}).\n`,
+    );
     writeFileSync(join(scratch, 'docs', 'ops.md'), '# Operations\n\n## Running\n\n[back](../README.md#install), [nowhere](#stopping)\n');
     const code = `// ${docs('ops.md#running')} ${docs('ops.md#walking')} (${readmeHeading('Install')}) (${readmeHeading('Uninstall')})`;
-    writeFileSync(join(scratch, 'src', 'main.ts'), code + '\n');
+    writeFileSync(join(scratch, 'src', 'main.ts'), `${code}\n`);
     const broken = checkReferences(scratch)
       .filter((reference) => reference.broken)
       .map((reference) => `${reference.from}: ${reference.cited}: ${reference.broken}`);

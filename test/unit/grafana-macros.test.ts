@@ -20,7 +20,10 @@ const context = (over: Partial<QueryContext> = {}): QueryContext => ({
 describe('Grafana interpolation for the SQL data source', () => {
   it('writes a single value raw with quotes doubled, several values as a quoted list, All as its custom value', () => {
     expect(interpolate("node = '$node'", 'sql', context())).toBe("node = 'db''1'");
-    expect(interpolate('dbid IN ($database) AND dbid IN (${database}) AND [[database]]', 'sql', context())).toBe("dbid IN ('5','16384') AND dbid IN ('5','16384') AND '5','16384'");
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable syntax, the input under test
+    expect(interpolate('dbid IN ($database) AND dbid IN (${database}) AND [[database]]', 'sql', context())).toBe(
+      "dbid IN ('5','16384') AND dbid IN ('5','16384') AND '5','16384'",
+    );
     expect(interpolate('queryid IN ($queryid)', 'sql', context())).toBe("queryid IN ('*')");
   });
 
@@ -53,12 +56,16 @@ describe('Grafana interpolation for Prometheus', () => {
 describe('PostgreSQL macros', () => {
   it('expands time filters, groups and epochs', () => {
     const c = context();
-    expect(expandSqlMacros('WHERE $__timeFilter(h.ts)', c)).toBe("WHERE h.ts BETWEEN '2026-11-27T17:00:00.000Z' AND '2026-11-27T18:00:00.000Z'");
+    expect(expandSqlMacros('WHERE $__timeFilter(h.ts)', c)).toBe(
+      "WHERE h.ts BETWEEN '2026-11-27T17:00:00.000Z' AND '2026-11-27T18:00:00.000Z'",
+    );
     expect(expandSqlMacros('$__timeFrom() $__timeTo()', c)).toBe("'2026-11-27T17:00:00.000Z' '2026-11-27T18:00:00.000Z'");
     expect(expandSqlMacros('SELECT $__timeGroupAlias(h.ts, 5m)', c)).toBe('SELECT floor(extract(epoch from h.ts)/300)*300 AS "time"');
     expect(expandSqlMacros("$__timeGroup(date_trunc('s', ts), '1s', 0)", c)).toBe("floor(extract(epoch from date_trunc('s', ts))/1)*1");
     expect(expandSqlMacros('$__time(ts), $__timeEpoch(ts)', c)).toBe('ts AS "time", extract(epoch from ts) AS "time"');
-    expect(expandSqlMacros('$__unixEpochFilter(t) $__unixEpochFrom() $__unixEpochTo()', c)).toBe('t >= 1795798800 AND t <= 1795802400 1795798800 1795802400');
+    expect(expandSqlMacros('$__unixEpochFilter(t) $__unixEpochFrom() $__unixEpochTo()', c)).toBe(
+      't >= 1795798800 AND t <= 1795802400 1795798800 1795802400',
+    );
   });
 
   it('refuses an unknown macro or a missing argument', () => {

@@ -6,19 +6,32 @@ import type { PeriodSums, ReportData } from '../../src/report/report-read.js';
 import { renderReportHtml } from '../../src/report/render-report-html.js';
 import { renderReportText } from '../../src/report/render-report-text.js';
 
-const columns = METRIC_COLUMNS.map((c) => ({ column: c.column, unit: c.unit, alreadyCounted: 'alreadyCounted' in c && c.alreadyCounted === true, description: c.description }));
+const columns = METRIC_COLUMNS.map((c) => ({
+  column: c.column,
+  unit: c.unit,
+  alreadyCounted: 'alreadyCounted' in c && c.alreadyCounted === true,
+  description: c.description,
+}));
 const sums = (values: Record<string, number>): PeriodSums => Object.fromEntries(columns.map((c) => [c.column, values[c.column] ?? 0]));
 const HOSTILE = `SELECT '</pre><script>alert(1)</script><img src=x onerror=alert(2)>' /* \x1b]0;pwned\x07 */`;
 
 function data(): ReportData {
   return {
-    windows: { window: { fromMs: Date.UTC(2026, 10, 24, 9), toMs: Date.UTC(2026, 10, 24, 10) }, baseline: { fromMs: Date.UTC(2026, 10, 17, 9), toMs: Date.UTC(2026, 10, 17, 10) } },
+    windows: {
+      window: { fromMs: Date.UTC(2026, 10, 24, 9), toMs: Date.UTC(2026, 10, 24, 10) },
+      baseline: { fromMs: Date.UTC(2026, 10, 17, 9), toMs: Date.UTC(2026, 10, 17, 10) },
+    },
     columns,
     totals: { window: sums({}), baseline: sums({}) },
     statementsInWindow: 1,
     statements: [
       {
-        node: 'db1:5432', userid: 10, dbid: 5, toplevel: true, queryid: '-42', text: HOSTILE,
+        node: 'db1:5432',
+        userid: 10,
+        dbid: 5,
+        toplevel: true,
+        queryid: '-42',
+        text: HOSTILE,
         window: sums({ calls: 10, total_time_ms: 3000, on_cpu_ms: 500, lock_wait_ms: 2500 }),
         baseline: sums({ calls: 10, total_time_ms: 500, on_cpu_ms: 500 }),
       },
@@ -50,6 +63,7 @@ describe('report rendering', () => {
 
   it('keeps escape sequences out of the terminal table', () => {
     const lines = renderReportText(data(), compareStatements(data()));
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what the test looks for
     expect(lines.join('\n')).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/);
     expect(lines.find((l) => l.startsWith('-42 '))).toMatch(/lock \+250 ms\/call/);
   });
