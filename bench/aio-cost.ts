@@ -34,34 +34,49 @@ const MINE = ['on_aio_submit', 'on_aio_perform', 'on_aio_performed', 'on_blk_sta
 const PGBENCH = '/usr/lib/postgresql/15/bin/pgbench';
 
 async function pgbench(cluster: ThrowawayCluster, args: string[]): Promise<string> {
-  const { stdout } = await run('runuser', ['-u', 'postgres', '--', PGBENCH, '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', ...args, 'postgres'], {
-    maxBuffer: 16 * 1024 * 1024,
-    env: cluster.clientEnv(),
-  });
+  const { stdout } = await run(
+    'runuser',
+    ['-u', 'postgres', '--', PGBENCH, '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', ...args, 'postgres'],
+    {
+      maxBuffer: 16 * 1024 * 1024,
+      env: cluster.clientEnv(),
+    },
+  );
   return stdout;
 }
 
 function report(phase: string, deltas: ProgramStats[], per?: { label: string; n: number }): void {
   const lines = deltas
     .filter((d) => d.runCnt > 0)
-    .map((d) => `  ${d.name.padEnd(18)} ${String(d.runCnt).padStart(9)} events ${(d.runTimeNs / d.runCnt).toFixed(0).padStart(6)} ns/event` +
-      (per ? `  ${(d.runCnt / per.n).toFixed(4)} events/${per.label}` : ''));
+    .map(
+      (d) =>
+        `  ${d.name.padEnd(18)} ${String(d.runCnt).padStart(9)} events ${(d.runTimeNs / d.runCnt).toFixed(0).padStart(6)} ns/event` +
+        (per ? `  ${(d.runCnt / per.n).toFixed(4)} events/${per.label}` : ''),
+    );
   console.log(`${phase}:\n${lines.join('\n') || '  (no events)'}`);
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ args: process.argv.slice(2), options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '4' } } });
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '4' } },
+  });
   const seconds = parseDuration(values.seconds, '--seconds', { bareUnit: 's' }) / 1000;
   const rounds = Number(values.rounds);
   const statsBefore = readStatsEnabled();
   const preexisting = new Set((await listPrograms()).map((p) => p.id));
-  const cluster = await ThrowawayCluster.start({ pgBin: join(packageRoot(), 'node_modules/embedded-pg-18/native/bin'), settings: { shared_buffers: "'16MB'" } });
+  const cluster = await ThrowawayCluster.start({
+    pgBin: join(packageRoot(), 'node_modules/embedded-pg-18/native/bin'),
+    settings: { shared_buffers: "'16MB'" },
+  });
   let sidecar: Sidecar | null = null;
   try {
     const admin = new pg.Client(cluster.connectionString());
     await admin.connect();
-    console.log(`PostgreSQL ${(await admin.query('SHOW server_version')).rows[0].server_version}, io_method ${(await admin.query('SHOW io_method')).rows[0].io_method}, ` +
-      `io_workers ${(await admin.query('SHOW io_workers')).rows[0].io_workers}`);
+    console.log(
+      `PostgreSQL ${(await admin.query('SHOW server_version')).rows[0].server_version}, io_method ${(await admin.query('SHOW io_method')).rows[0].io_method}, ` +
+        `io_workers ${(await admin.query('SHOW io_workers')).rows[0].io_workers}`,
+    );
     await admin.query("CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 400000) g");
     await admin.query('VACUUM (FREEZE) cold');
     const coldPath = `${cluster.dataDir}/${(await admin.query("SELECT pg_relation_filepath('cold') AS p")).rows[0].p}`;
@@ -88,7 +103,10 @@ async function main(): Promise<void> {
     let before = await snapshot();
     evictFromPageCache(coldPath);
     const coldMs = await timed('SELECT count(pad) FROM cold');
-    report(`cold scan (${mb.toFixed(0)} MB, page cache dropped, ${coldMs.toFixed(0)} ms)`, programDeltas(before, await snapshot()), { label: 'MB', n: mb });
+    report(`cold scan (${mb.toFixed(0)} MB, page cache dropped, ${coldMs.toFixed(0)} ms)`, programDeltas(before, await snapshot()), {
+      label: 'MB',
+      n: mb,
+    });
 
     await timed('SELECT count(pad) FROM cold'); // page cache warm from here on
     before = await snapshot();
@@ -100,9 +118,14 @@ async function main(): Promise<void> {
       warmOff.push(await timed('SELECT count(pad) FROM cold'));
       probes.attach('aio');
     }
-    report(`warm scans (${mb.toFixed(0)} MB from the page cache), ${rounds} with the set`, programDeltas(before, await snapshot()), { label: 'scan', n: rounds });
-    console.log(`  scan wall time, median of ${rounds}: ${median(warmOn).toFixed(1)} ms with aio, ${median(warmOff).toFixed(1)} ms without ` +
-      `(all: ${warmOn.map((x) => x.toFixed(0)).join(' ')} | ${warmOff.map((x) => x.toFixed(0)).join(' ')})`);
+    report(`warm scans (${mb.toFixed(0)} MB from the page cache), ${rounds} with the set`, programDeltas(before, await snapshot()), {
+      label: 'scan',
+      n: rounds,
+    });
+    console.log(
+      `  scan wall time, median of ${rounds}: ${median(warmOn).toFixed(1)} ms with aio, ${median(warmOff).toFixed(1)} ms without ` +
+        `(all: ${warmOn.map((x) => x.toFixed(0)).join(' ')} | ${warmOff.map((x) => x.toFixed(0)).join(' ')})`,
+    );
 
     await pgbench(cluster, ['-S', '-n', '-c', '2', '-j', '2', '-T', '2']); // warm the page cache
     const tpsOn: number[] = [];
@@ -119,11 +142,16 @@ async function main(): Promise<void> {
       tpsOff.push(parsePgbenchOutput(await pgbench(cluster, ['-S', '-n', '-c', '2', '-j', '2', '-T', String(seconds)])).tps);
       probes.attach('aio');
     }
-    const summed = deltas[0]!.map((d) => ({ ...d, runCnt: deltas.reduce((n, ds) => n + (ds.find((x) => x.id === d.id)?.runCnt ?? 0), 0),
-      runTimeNs: deltas.reduce((n, ds) => n + (ds.find((x) => x.id === d.id)?.runTimeNs ?? 0), 0) }));
+    const summed = deltas[0]!.map((d) => ({
+      ...d,
+      runCnt: deltas.reduce((n, ds) => n + (ds.find((x) => x.id === d.id)?.runCnt ?? 0), 0),
+      runTimeNs: deltas.reduce((n, ds) => n + (ds.find((x) => x.id === d.id)?.runTimeNs ?? 0), 0),
+    }));
     report(`pgbench -S scale 10, 2 clients, ${rounds} x ${seconds} s with the set`, summed, { label: 'txn', n: txns });
-    console.log(`  tps median: ${median(tpsOn).toFixed(0)} with aio, ${median(tpsOff).toFixed(0)} without (ratio ${(median(tpsOn) / median(tpsOff)).toFixed(3)}; ` +
-      `all: ${tpsOn.map((x) => x.toFixed(0)).join(' ')} | ${tpsOff.map((x) => x.toFixed(0)).join(' ')})`);
+    console.log(
+      `  tps median: ${median(tpsOn).toFixed(0)} with aio, ${median(tpsOff).toFixed(0)} without (ratio ${(median(tpsOn) / median(tpsOff)).toFixed(3)}; ` +
+        `all: ${tpsOn.map((x) => x.toFixed(0)).join(' ')} | ${tpsOff.map((x) => x.toFixed(0)).join(' ')})`,
+    );
     await scan.end();
     await admin.end();
   } finally {

@@ -100,7 +100,14 @@ export function benchSchedule(
   switchTo: AlternatingRun['switchTo'],
 ): AlternatingRun {
   if (settings.blockSeconds === undefined) throw new Error('the blocks method needs blockSeconds');
-  return { clients: settings.clients, pairs: settings.pairs, blockSeconds: settings.blockSeconds, settleSeconds: SETTLE_SECONDS, initiallyOn: true, switchTo };
+  return {
+    clients: settings.clients,
+    pairs: settings.pairs,
+    blockSeconds: settings.blockSeconds,
+    settleSeconds: SETTLE_SECONDS,
+    initiallyOn: true,
+    switchTo,
+  };
 }
 
 /**

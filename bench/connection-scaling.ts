@@ -31,7 +31,10 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '20' },
   },
 });
-const counts = values.connections.split(',').map(Number).sort((a, b) => a - b);
+const counts = values.connections
+  .split(',')
+  .map(Number)
+  .sort((a, b) => a - b);
 const repeat = Number(values.repeat);
 const seconds = Number(values.seconds);
 if (counts.some((n) => !Number.isInteger(n) || n < 1) || !(repeat >= 1) || !(seconds >= 1)) {
@@ -40,7 +43,6 @@ if (counts.some((n) => !Number.isInteger(n) || n < 1) || !(repeat >= 1) || !(sec
 /** Forks at a time while opening connections (the postmaster forks one backend per connection). */
 const OPENING_BATCH = 50;
 const STATEMENT = 'SELECT count(*) FROM pg_class WHERE relkind = $1';
-
 
 interface Row {
   connections: number;
@@ -65,7 +67,10 @@ async function openUpTo(cluster: ThrowawayCluster, clients: pg.Client[], n: numb
 
 const runOn = (clients: readonly pg.Client[]) => Promise.all(clients.map((c) => c.query(STATEMENT, ['r'])));
 
-async function flushTimes(cluster: ThrowawayCluster, clients: readonly pg.Client[]): Promise<Pick<Row, 'allMs' | 'allRows' | 'tenthMs' | 'tenthRows' | 'noneMs'>> {
+async function flushTimes(
+  cluster: ThrowawayCluster,
+  clients: readonly pg.Client[],
+): Promise<Pick<Row, 'allMs' | 'allRows' | 'tenthMs' | 'tenthRows' | 'noneMs'>> {
   const sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, control: false });
   try {
     const flush = () => flushOrThrow(sidecar);
@@ -110,7 +115,9 @@ async function main(): Promise<void> {
     await admin.connect();
     await admin.query('CREATE EXTENSION pg_stat_statements');
     await admin.end();
-    print(`connection-scaling: ${counts.join(', ')} connections; flushes median of ${repeat}; memory after ${seconds} s of a statement per connection per second`);
+    print(
+      `connection-scaling: ${counts.join(', ')} connections; flushes median of ${repeat}; memory after ${seconds} s of a statement per connection per second`,
+    );
     const rows: Row[] = [];
     for (const n of counts) {
       await openUpTo(cluster, clients, n);
@@ -121,7 +128,9 @@ async function main(): Promise<void> {
       print(JSON.stringify(row));
     }
     print();
-    print('| connections | flush, all ran (backend rows) ms | flush, a tenth ran (rows) ms | flush, none ran ms | collector RSS MB (peak) | collector CPU ms/s |');
+    print(
+      '| connections | flush, all ran (backend rows) ms | flush, a tenth ran (rows) ms | flush, none ran ms | collector RSS MB (peak) | collector CPU ms/s |',
+    );
     print('| ---: | ---: | ---: | ---: | ---: | ---: |');
     for (const r of rows) {
       print(

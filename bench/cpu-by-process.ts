@@ -26,7 +26,8 @@ import { bootstrapMedianInterval, median, type BenchSettings } from './report.js
 import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
-const USAGE = 'usage: node dist/bench/cpu-by-process.js [--pairs 60] [--block 6] [--interval 1s] [--off none|links] [--clients 8] [--scale 10]';
+const USAGE =
+  'usage: node dist/bench/cpu-by-process.js [--pairs 60] [--block 6] [--interval 1s] [--off none|links] [--clients 8] [--scale 10]';
 /** What an off-block leaves running: nothing of the collector, or its probes without its process. */
 type OffBlocks = 'none' | 'links';
 interface Task {
@@ -64,8 +65,11 @@ interface Window {
 }
 
 async function benchmark(settings: BenchSettings & { interval: string; off: OffBlocks }, resources: Resources): Promise<void> {
-  const offBlocks = settings.off === 'links' ? 'off-blocks: probes attached, the collector stopped (SIGSTOP)' : 'off-blocks: probes detached';
-  print(`pg-bpf-stats CPU by process (blocks): ${settings.pairs} on-blocks × ${settings.blockSeconds} s, flush every ${settings.interval}, ${offBlocks}, pgbench -S -c ${settings.clients}, ${settings.cores} cores, Linux ${release()}`);
+  const offBlocks =
+    settings.off === 'links' ? 'off-blocks: probes attached, the collector stopped (SIGSTOP)' : 'off-blocks: probes detached';
+  print(
+    `pg-bpf-stats CPU by process (blocks): ${settings.pairs} on-blocks × ${settings.blockSeconds} s, flush every ${settings.interval}, ${offBlocks}, pgbench -S -c ${settings.clients}, ${settings.cores} cores, Linux ${release()}`,
+  );
   const { cluster } = await prepareCluster(resources, settings, print);
   const { sidecar } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, interval: settings.interval });
   const admin = new pg.Client({ connectionString: cluster.connectionString() });
@@ -115,7 +119,8 @@ async function benchmark(settings: BenchSettings & { interval: string; off: OffB
         setTimeout(() => (opened = { on, at: Date.now() / 1000, tasks: processCpu() }), SWITCH_SECONDS * 1000);
       }),
     );
-    const transactionsIn = (w: Window) => run.samples.filter((s) => s.at > w.from + 0.5 && s.at <= w.to + 0.5).reduce((sum, s) => sum + s.tps, 0);
+    const transactionsIn = (w: Window) =>
+      run.samples.filter((s) => s.at > w.from + 0.5 && s.at <= w.to + 0.5).reduce((sum, s) => sum + s.tps, 0);
     const totals = { on: { tx: 0, cpuNs: new Map<string, number>() }, off: { tx: 0, cpuNs: new Map<string, number>() } };
     for (const w of windows) {
       const side = w.on ? totals.on : totals.off;
@@ -131,7 +136,9 @@ async function benchmark(settings: BenchSettings & { interval: string; off: OffB
     const tpsOn = totals.on.tx / seconds(true);
     print();
     print(`TPS in the measured seconds: off ${tpsOff.toFixed(0)}, on ${tpsOn.toFixed(0)} (on/off ${(tpsOn / tpsOff).toFixed(3)})`);
-    print(`CPU budget per transaction: off ${((settings.cores * 1e6) / tpsOff).toFixed(1)} µs, on ${((settings.cores * 1e6) / tpsOn).toFixed(1)} µs`);
+    print(
+      `CPU budget per transaction: off ${((settings.cores * 1e6) / tpsOff).toFixed(1)} µs, on ${((settings.cores * 1e6) / tpsOn).toFixed(1)} µs`,
+    );
     print();
     print('| process | off µs/txn | on µs/txn | on − off |');
     print('| --- | --- | --- | --- |');
@@ -142,19 +149,28 @@ async function benchmark(settings: BenchSettings & { interval: string; off: OffB
       const on = perTxn(totals.on, name);
       sumOff += off;
       sumOn += on;
-      print(`| ${name} | ${off.toFixed(3)} | ${on.toFixed(3)} | ${(on - off >= 0 ? '+' : '')}${(on - off).toFixed(3)} |`);
+      print(`| ${name} | ${off.toFixed(3)} | ${on.toFixed(3)} | ${on - off >= 0 ? '+' : ''}${(on - off).toFixed(3)} |`);
     }
-    print(`| all of the above | ${sumOff.toFixed(2)} | ${sumOn.toFixed(2)} | ${(sumOn - sumOff >= 0 ? '+' : '')}${(sumOn - sumOff).toFixed(3)} |`);
+    print(
+      `| all of the above | ${sumOff.toFixed(2)} | ${sumOn.toFixed(2)} | ${sumOn - sumOff >= 0 ? '+' : ''}${(sumOn - sumOff).toFixed(3)} |`,
+    );
     // Each on-block against the mean of the off-blocks either side: how far the sums above can be trusted.
     const perBlock = (w: Window, name: string | null) =>
       [...w.cpuNs].filter(([n]) => name === null || n === name).reduce((sum, [, ns]) => sum + ns, 0) / 1000 / transactionsIn(w);
-    for (const [label, name] of [["pgbench's backends", "pgbench's backends"], ['every process', null]] as const) {
+    for (const [label, name] of [
+      ["pgbench's backends", "pgbench's backends"],
+      ['every process', null],
+    ] as const) {
       const diffs = windows.flatMap((w, i) => {
         const [before, after] = [windows[i - 1], windows[i + 1]];
-        return w.on && before && after && !before.on && !after.on ? [perBlock(w, name) - (perBlock(before, name) + perBlock(after, name)) / 2] : [];
+        return w.on && before && after && !before.on && !after.on
+          ? [perBlock(w, name) - (perBlock(before, name) + perBlock(after, name)) / 2]
+          : [];
       });
       const { ratioMedianLow: low, ratioMedianHigh: high } = bootstrapMedianInterval(diffs);
-      print(`${label}, on − off by block (${diffs.length} on-blocks against the off-blocks either side): median ${median(diffs).toFixed(3)} µs/txn, 95% interval of the median ${low.toFixed(3)} … ${high.toFixed(3)}`);
+      print(
+        `${label}, on − off by block (${diffs.length} on-blocks against the off-blocks either side): median ${median(diffs).toFixed(3)} µs/txn, 95% interval of the median ${low.toFixed(3)} … ${high.toFixed(3)}`,
+      );
     }
   } finally {
     await admin.end();
@@ -166,7 +182,13 @@ async function benchmark(settings: BenchSettings & { interval: string; off: OffB
 function parseSettings(argv: string[]): BenchSettings & { interval: string; off: OffBlocks } {
   const values = parseFlags(
     argv,
-    { pairs: { type: 'string', default: '60' }, block: { type: 'string', default: '6' }, interval: { type: 'string', default: '1s' }, off: { type: 'string', default: 'none' }, ...LOAD_FLAGS } as const,
+    {
+      pairs: { type: 'string', default: '60' },
+      block: { type: 'string', default: '6' },
+      interval: { type: 'string', default: '1s' },
+      off: { type: 'string', default: 'none' },
+      ...LOAD_FLAGS,
+    } as const,
     USAGE,
   );
   if (values.off !== 'none' && values.off !== 'links') throw new UserError(`--off must be none or links, not ${values.off}`);

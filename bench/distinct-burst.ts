@@ -25,7 +25,11 @@ const ROLE = 'burst_app';
 /** The kernel's own figure for the newest map named `queries`: bytes_memlock (its memory in use on 6.x kernels). */
 function queriesMapMemlock(): number | null {
   try {
-    const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8' })) as Array<{ id: number; name: string; bytes_memlock?: number }>;
+    const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8' })) as Array<{
+      id: number;
+      name: string;
+      bytes_memlock?: number;
+    }>;
     const ours = maps.filter((m) => m.name === 'queries').sort((a, b) => b.id - a.id)[0];
     return ours?.bytes_memlock ?? null;
   } catch {
@@ -64,17 +68,30 @@ async function main(): Promise<void> {
     await sidecar.flush();
     await sidecar.flush();
     const result = await compareWithPgss(admin, ROLE);
-    const health = (await admin.query(`SELECT dropped, map_fill->'queries' AS queries FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid])).rows[0];
+    const health = (
+      await admin.query(`SELECT dropped, map_fill->'queries' AS queries FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [
+        process.pid,
+      ])
+    ).rows[0];
     const cpus = loadNative().numPossibleCpus();
     const maxEntries = Number(health.queries.max_entries);
-    const full = mapsFullBytes([{ name: 'queries', type: MapType.PERCPU_HASH, keySize: Structs.query_key.size, valueSize: Structs.metrics.size, maxEntries }], cpus);
+    const full = mapsFullBytes(
+      [{ name: 'queries', type: MapType.PERCPU_HASH, keySize: Structs.query_key.size, valueSize: Structs.metrics.size, maxEntries }],
+      cpus,
+    );
     const perCpu = maxEntries * Math.ceil(Structs.metrics.size / 8) * 8;
     const memlock = queriesMapMemlock();
     const nonZero = Object.entries(health.dropped as Record<string, number>).filter(([, v]) => Number(v) > 0);
-    print(`${statements} distinct statements from ${sessions} sessions of one role in ${(ms / 1000).toFixed(1)} s (${Math.round(statements / (ms / 1000))}/s), pg_stat_statements.max ${pgssMax}, --probes query, flush every ${intervalMs} ms`);
-    print(`keys of pg_stat_statements with exact calls in bpf_stats.query_stats: ${result.exact} of ${result.pgss} (${((100 * result.exact) / Math.max(1, result.pgss)).toFixed(2)}%); missing ${result.missing}, other calls ${result.wrongCalls}${result.examples.length ? ` e.g. ${JSON.stringify(result.examples)}` : ''}`);
+    print(
+      `${statements} distinct statements from ${sessions} sessions of one role in ${(ms / 1000).toFixed(1)} s (${Math.round(statements / (ms / 1000))}/s), pg_stat_statements.max ${pgssMax}, --probes query, flush every ${intervalMs} ms`,
+    );
+    print(
+      `keys of pg_stat_statements with exact calls in bpf_stats.query_stats: ${result.exact} of ${result.pgss} (${((100 * result.exact) / Math.max(1, result.pgss)).toFixed(2)}%); missing ${result.missing}, other calls ${result.wrongCalls}${result.examples.length ? ` e.g. ${JSON.stringify(result.examples)}` : ''}`,
+    );
     print(`dropped: ${nonZero.length ? nonZero.map(([k, v]) => `${k} ${v}`).join(', ') : 'none'}`);
-    print(`queries map: ${maxEntries} entries max, ${health.queries.entries} held, ${health.queries.evicted} evicted; full ${mb(full)} MB on ${cpus} CPUs (values ${mb(perCpu)} MB per CPU)${memlock !== null ? `, kernel memlock now ${mb(memlock)} MB` : ''}`);
+    print(
+      `queries map: ${maxEntries} entries max, ${health.queries.entries} held, ${health.queries.evicted} evicted; full ${mb(full)} MB on ${cpus} CPUs (values ${mb(perCpu)} MB per CPU)${memlock !== null ? `, kernel memlock now ${mb(memlock)} MB` : ''}`,
+    );
   } finally {
     await sidecar?.stop();
     await admin.end().catch(() => undefined);

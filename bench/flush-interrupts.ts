@@ -42,7 +42,11 @@ function interrupts(): Record<Kind, number> {
   const counts = { TLB: 0, CAL: 0, RES: 0 };
   for (const line of readFileSync('/proc/interrupts', 'utf8').split('\n')) {
     const match = /^\s*(TLB|CAL|RES):((?:\s+\d+)+)/.exec(line);
-    if (match) counts[match[1] as Kind] = match[2]!.trim().split(/\s+/).reduce((sum, n) => sum + Number(n), 0);
+    if (match)
+      counts[match[1] as Kind] = match[2]!
+        .trim()
+        .split(/\s+/)
+        .reduce((sum, n) => sum + Number(n), 0);
   }
   return counts;
 }
@@ -70,11 +74,15 @@ async function main(): Promise<void> {
     for (let round = 1; round <= rounds; round++) {
       for (const configuration of configurations) {
         const interval = configuration === 'no collector' ? null : configuration === 'a flush every second' ? '1s' : '1h';
-        const collector = interval ? (await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, interval })).sidecar : null;
+        const collector = interval
+          ? (await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, interval })).sidecar
+          : null;
         try {
           const window = await measure(cluster);
           windows.get(configuration)!.push(window);
-          print(`round ${round} ${configuration.padEnd(28)} ${KINDS.map((k) => `${k} ${window.perSecond[k].toFixed(1)}/s`).join(', ')}; ${window.transactions} transactions`);
+          print(
+            `round ${round} ${configuration.padEnd(28)} ${KINDS.map((k) => `${k} ${window.perSecond[k].toFixed(1)}/s`).join(', ')}; ${window.transactions} transactions`,
+          );
         } finally {
           await collector?.stop();
         }
@@ -85,7 +93,9 @@ async function main(): Promise<void> {
     print(`| --- | ${KINDS.map(() => '---:').join(' | ')} | ---: |`);
     for (const [configuration, list] of windows) {
       const tlbPerThousand = median(list.map((w) => (1000 * w.perSecond.TLB * seconds) / w.transactions));
-      print(`| ${configuration} | ${KINDS.map((k) => median(list.map((w) => w.perSecond[k])).toFixed(1)).join(' | ')} | ${tlbPerThousand.toFixed(2)} |`);
+      print(
+        `| ${configuration} | ${KINDS.map((k) => median(list.map((w) => w.perSecond[k])).toFixed(1)).join(' | ')} | ${tlbPerThousand.toFixed(2)} |`,
+      );
     }
   } finally {
     await cluster.stop();

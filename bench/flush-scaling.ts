@@ -64,7 +64,14 @@ async function main(): Promise<void> {
     await client.connect();
     await client.query('CREATE EXTENSION pg_stat_statements');
     await client.query(`SELECT pg_stat_statements_reset()`);
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, maxQueries: 2 ** SHAPE_BITS, maxQueryKeysPerRole: 0, control: false, probeSets });
+    sidecar = await Sidecar.start({
+      connectionString: cluster.connectionString(),
+      intervalMs: 3_600_000,
+      maxQueries: 2 ** SHAPE_BITS,
+      maxQueryKeysPerRole: 0,
+      control: false,
+      probeSets,
+    });
     const s = sidecar;
     await s.flush();
     print(

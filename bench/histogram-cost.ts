@@ -76,7 +76,11 @@ async function main(): Promise<void> {
           if (!d.runCnt) continue;
           const key = `cpu${sets.map((s) => `+${s}`).join('')} | ${d.name}`;
           const list = samples.get(key) ?? [];
-          list.push({ perTxn: d.runTimeNs / result.transactions, perRun: d.runTimeNs / d.runCnt, runsPerTxn: d.runCnt / result.transactions });
+          list.push({
+            perTxn: d.runTimeNs / result.transactions,
+            perRun: d.runTimeNs / d.runCnt,
+            runsPerTxn: d.runCnt / result.transactions,
+          });
           samples.set(key, list);
         }
         for (const set of sets) object.probes.detach(set);
@@ -86,7 +90,9 @@ async function main(): Promise<void> {
     console.log('| sets | program | runs/txn | ns/run | BPF ns/txn |');
     console.log('| --- | --- | --- | --- | --- |');
     for (const [key, list] of samples) {
-      console.log(`| ${key} | ${median(list.map((l) => l.runsPerTxn)).toFixed(2)} | ${median(list.map((l) => l.perRun)).toFixed(0)} | ${median(list.map((l) => l.perTxn)).toFixed(0)} |`);
+      console.log(
+        `| ${key} | ${median(list.map((l) => l.runsPerTxn)).toFixed(2)} | ${median(list.map((l) => l.perRun)).toFixed(0)} | ${median(list.map((l) => l.perTxn)).toFixed(0)} |`,
+      );
     }
     await control.end();
   } finally {

@@ -45,8 +45,15 @@ async function main(): Promise<void> {
   try {
     await client.connect();
     // One-day partitions: the rows land in one or two of them, as in production.
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs, historyIntervalMs: granuleMs, control: false });
-    print(`history-per-day: ${statements} distinct statements, all active in every interval, ${seconds} s, flush every ${intervalMs} ms, history every ${granuleMs} ms`);
+    sidecar = await Sidecar.start({
+      connectionString: cluster.connectionString(),
+      intervalMs,
+      historyIntervalMs: granuleMs,
+      control: false,
+    });
+    print(
+      `history-per-day: ${statements} distinct statements, all active in every interval, ${seconds} s, flush every ${intervalMs} ms, history every ${granuleMs} ms`,
+    );
     const started = performance.now();
     let round = 0;
     while (performance.now() - started < seconds * 1000) {
@@ -65,7 +72,9 @@ async function main(): Promise<void> {
     const perRow = Number(bytes) / rows;
     const queryRowsPerWrite = Number(queries) / Number(writes);
     const backendRowsPerWrite = Number(backends) / Number(writes);
-    print(`${round} rounds of all statements; history: ${queries} query rows + ${backends} backend rows in ${writes} writes, ${(Number(bytes) / 1e6).toFixed(1)} MB, ${perRow.toFixed(0)} B per row (indexes included)`);
+    print(
+      `${round} rounds of all statements; history: ${queries} query rows + ${backends} backend rows in ${writes} writes, ${(Number(bytes) / 1e6).toFixed(1)} MB, ${perRow.toFixed(0)} B per row (indexes included)`,
+    );
     print(`per write: ${queryRowsPerWrite.toFixed(0)} query rows, ${backendRowsPerWrite.toFixed(1)} backend rows`);
     print();
     print(`| history interval | rows per day (${statements} statements) | size per day | 7 days |`);
@@ -74,7 +83,9 @@ async function main(): Promise<void> {
       const writesPerDay = 1440 / minutes;
       // The backend rows scale with processes, not statements: as measured here (one session plus background processes).
       const perDay = writesPerDay * (statements + backendRowsPerWrite);
-      print(`| ${minutes} min | ${Math.round(perDay).toLocaleString('en')} | ${((perDay * perRow) / 1e6).toFixed(0)} MB | ${((7 * perDay * perRow) / 1e9).toFixed(2)} GB |`);
+      print(
+        `| ${minutes} min | ${Math.round(perDay).toLocaleString('en')} | ${((perDay * perRow) / 1e6).toFixed(0)} MB | ${((7 * perDay * perRow) / 1e9).toFixed(2)} GB |`,
+      );
     }
   } finally {
     await sidecar?.stop();

@@ -67,12 +67,37 @@ async function main(): Promise<void> {
     // The server's own timing of the sidecar's statements (the cluster preloads it).
     await client.query('CREATE EXTENSION pg_stat_statements');
     // History rows at every flush (not the default 5 min), so that a short run fills partitions.
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs, historyRetentionMs: retentionMs, historyPartitionMs: partitionMs, historyIntervalMs: intervalMs });
-    print(`history-size: ${seconds} s of pgbench -c ${values.clients} -R ${values.rate} (TPC-B-like), flush every ${intervalMs} ms, ` +
-      `retention ${retentionMs === null ? 'off' : `${retentionMs / 1000} s`}, partitions ${sidecar ? partitionMs / 1000 : '?'} s`);
+    sidecar = await Sidecar.start({
+      connectionString: cluster.connectionString(),
+      intervalMs,
+      historyRetentionMs: retentionMs,
+      historyPartitionMs: partitionMs,
+      historyIntervalMs: intervalMs,
+    });
+    print(
+      `history-size: ${seconds} s of pgbench -c ${values.clients} -R ${values.rate} (TPC-B-like), flush every ${intervalMs} ms, ` +
+        `retention ${retentionMs === null ? 'off' : `${retentionMs / 1000} s`}, partitions ${sidecar ? partitionMs / 1000 : '?'} s`,
+    );
     const load = cluster.exec(
       'pgbench',
-      ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-n', '-c', values.clients!, '-j', '2', '-R', values.rate!, '-T', String(seconds), 'postgres'],
+      [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(cluster.port),
+        '-U',
+        'postgres',
+        '-n',
+        '-c',
+        values.clients!,
+        '-j',
+        '2',
+        '-R',
+        values.rate!,
+        '-T',
+        String(seconds),
+        'postgres',
+      ],
       seconds * 1000 + 120_000,
     );
     const started = performance.now();
@@ -83,11 +108,23 @@ async function main(): Promise<void> {
     while (!finished) {
       await new Promise((resolve) => setTimeout(resolve, sampleMs));
       const size = (await client.query(SIZE_SQL)).rows[0];
-      const rows = (await client.query('SELECT (SELECT count(*) FROM bpf_stats.query_stats_history) + (SELECT count(*) FROM bpf_stats.backend_stats_history) AS n')).rows[0];
+      const rows = (
+        await client.query(
+          'SELECT (SELECT count(*) FROM bpf_stats.query_stats_history) + (SELECT count(*) FROM bpf_stats.backend_stats_history) AS n',
+        )
+      ).rows[0];
       const health = (await client.query('SELECT flush_ms FROM bpf_stats.health WHERE pid = $1', [process.pid])).rows[0];
-      const s = { t: (performance.now() - started) / 1000, bytes: Number(size.bytes), rows: Number(rows.n), partitions: Number(size.partitions), flushMs: health?.flush_ms ?? NaN };
+      const s = {
+        t: (performance.now() - started) / 1000,
+        bytes: Number(size.bytes),
+        rows: Number(rows.n),
+        partitions: Number(size.partitions),
+        flushMs: health?.flush_ms ?? NaN,
+      };
       samples.push(s);
-      print(`${s.t.toFixed(0).padStart(6)}  ${(s.bytes / 1024).toFixed(0).padStart(10)}  ${String(s.rows).padStart(8)}  ${String(s.partitions).padStart(10)}  ${s.flushMs.toFixed(2).padStart(8)}`);
+      print(
+        `${s.t.toFixed(0).padStart(6)}  ${(s.bytes / 1024).toFixed(0).padStart(10)}  ${String(s.rows).padStart(8)}  ${String(s.partitions).padStart(10)}  ${s.flushMs.toFixed(2).padStart(8)}`,
+      );
     }
     await load;
     if (retentionMs !== null) {
@@ -95,14 +132,20 @@ async function main(): Promise<void> {
       const steady = samples.filter((s) => s.t * 1000 >= retentionMs + partitionMs + sampleMs);
       if (steady.length) {
         const kb = steady.map((s) => s.bytes / 1024);
-        print(`steady state (t >= ${((retentionMs + partitionMs + sampleMs) / 1000).toFixed(0)} s): history ${Math.min(...kb).toFixed(0)}–${Math.max(...kb).toFixed(0)} kB, ` +
-          `rows ${Math.min(...steady.map((s) => s.rows))}–${Math.max(...steady.map((s) => s.rows))}; peak over the run ${(Math.max(...samples.map((s) => s.bytes)) / 1024).toFixed(0)} kB`);
+        print(
+          `steady state (t >= ${((retentionMs + partitionMs + sampleMs) / 1000).toFixed(0)} s): history ${Math.min(...kb).toFixed(0)}–${Math.max(...kb).toFixed(0)} kB, ` +
+            `rows ${Math.min(...steady.map((s) => s.rows))}–${Math.max(...steady.map((s) => s.rows))}; peak over the run ${(Math.max(...samples.map((s) => s.bytes)) / 1024).toFixed(0)} kB`,
+        );
       }
     }
     await statementCosts(client);
     if (retentionMs !== null) await extrapolate(client, intervalMs);
-    const flushMs = samples.map((s) => s.flushMs).filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
-    if (flushMs.length) print(`flush_ms (sampled): median ${flushMs[Math.floor(flushMs.length / 2)]!.toFixed(2)}, max ${flushMs.at(-1)!.toFixed(2)}`);
+    const flushMs = samples
+      .map((s) => s.flushMs)
+      .filter((v) => Number.isFinite(v))
+      .sort((a, b) => a - b);
+    if (flushMs.length)
+      print(`flush_ms (sampled): median ${flushMs[Math.floor(flushMs.length / 2)]!.toFixed(2)}, max ${flushMs.at(-1)!.toFixed(2)}`);
   } finally {
     await sidecar?.stop();
     await client.end().catch(() => undefined);
@@ -125,7 +168,9 @@ async function statementCosts(client: pg.Client): Promise<void> {
      GROUP BY 1 ORDER BY 1`);
   print('statement                           calls   mean ms   rows/call');
   for (const r of rows) {
-    print(`${String(r.statement).padEnd(33)} ${String(r.calls).padStart(7)}  ${Number(r.mean_ms).toFixed(3).padStart(8)}  ${Number(r.rows_per_call).toFixed(1).padStart(10)}`);
+    print(
+      `${String(r.statement).padEnd(33)} ${String(r.calls).padStart(7)}  ${Number(r.mean_ms).toFixed(3).padStart(8)}  ${Number(r.rows_per_call).toFixed(1).padStart(10)}`,
+    );
   }
 }
 
@@ -140,13 +185,21 @@ async function extrapolate(client: pg.Client, intervalMs: number): Promise<void>
       FROM (SELECT * FROM pg_partition_tree('bpf_stats.query_stats_history')
             UNION ALL SELECT * FROM pg_partition_tree('bpf_stats.backend_stats_history')) p
      WHERE isleaf AND pg_relation_size(relid) > 0`);
-  const stored = Number((await client.query('SELECT (SELECT count(*) FROM bpf_stats.query_stats_history) + (SELECT count(*) FROM bpf_stats.backend_stats_history) AS n')).rows[0].n);
+  const stored = Number(
+    (
+      await client.query(
+        'SELECT (SELECT count(*) FROM bpf_stats.query_stats_history) + (SELECT count(*) FROM bpf_stats.backend_stats_history) AS n',
+      )
+    ).rows[0].n,
+  );
   const health = (await client.query('SELECT rows_written, flushes FROM bpf_stats.health WHERE pid = $1', [process.pid])).rows[0];
   const perRow = Number(rows[0].bytes) / stored;
   const perFlush = Number(health.rows_written) / Number(health.flushes);
   const week = (perRow * perFlush * (7 * 86_400_000)) / intervalMs;
-  print(`bytes per history row: ${perRow.toFixed(0)} (upper bound: page rounding of short partitions); rows per flush: ${perFlush.toFixed(1)}; ` +
-    `the default 7 d retention at this rate and interval: ~${(week / 1e9).toFixed(2)} GB`);
+  print(
+    `bytes per history row: ${perRow.toFixed(0)} (upper bound: page rounding of short partitions); rows per flush: ${perFlush.toFixed(1)}; ` +
+      `the default 7 d retention at this rate and interval: ~${(week / 1e9).toFixed(2)} GB`,
+  );
 }
 
 runBench(main);

@@ -90,7 +90,9 @@ async function main(): Promise<void> {
     await admin.end();
     const postmaster = Number(readFileSync(`${cluster.dataDir}/postmaster.pid`, 'utf8').split('\n')[0]);
     for (const pid of clusterPids(postmaster)) group.add(pid);
-    print(`idle cost: ${rounds} round(s) of ${seconds} s without, then with the collector (--interval ${values.interval}, ${warmup} s warm-up)`);
+    print(
+      `idle cost: ${rounds} round(s) of ${seconds} s without, then with the collector (--interval ${values.interval}, ${warmup} s warm-up)`,
+    );
     const windows: Window[] = [];
     for (let round = 1; round <= rounds; round++) {
       await sleep(warmup * 1000);
@@ -109,7 +111,9 @@ async function main(): Promise<void> {
       );
       windows.push(withIt);
       const memory = sidecar.memoryMb();
-      print(`round ${round} collector memory: RSS ${memory.rss.toFixed(1)} MB (private ${memory.anon.toFixed(1)}, file-backed ${memory.file.toFixed(1)})`);
+      print(
+        `round ${round} collector memory: RSS ${memory.rss.toFixed(1)} MB (private ${memory.anon.toFixed(1)}, file-backed ${memory.file.toFixed(1)})`,
+      );
       await sidecar.stop();
       sidecar = null;
     }
@@ -120,8 +124,12 @@ async function main(): Promise<void> {
     print();
     print('| | CPU ms per second | of which collector | transactions per minute |');
     print('| --- | ---: | ---: | ---: |');
-    print(`| cluster alone | ${mean(alone.map((w) => w.totalMsPerS)).toFixed(2)} | - | ${mean(alone.map((w) => w.xactPerMin)).toFixed(1)} |`);
-    print(`| with collector | ${mean(on.map((w) => w.totalMsPerS)).toFixed(2)} | ${mean(on.map((w) => w.collectorMsPerS)).toFixed(2)} | ${mean(on.map((w) => w.xactPerMin)).toFixed(1)} |`);
+    print(
+      `| cluster alone | ${mean(alone.map((w) => w.totalMsPerS)).toFixed(2)} | - | ${mean(alone.map((w) => w.xactPerMin)).toFixed(1)} |`,
+    );
+    print(
+      `| with collector | ${mean(on.map((w) => w.totalMsPerS)).toFixed(2)} | ${mean(on.map((w) => w.collectorMsPerS)).toFixed(2)} | ${mean(on.map((w) => w.xactPerMin)).toFixed(1)} |`,
+    );
     print(`| **collector's extra** | **${extra.toFixed(2)}** | | |`);
   } finally {
     stopAll();

@@ -16,8 +16,16 @@ import { Sidecar } from '../src/sidecar/sidecar.js';
 import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
 
 const LOCK_PROGRAMS = [
-  'on_lock_start', 'on_lock_done', 'on_procsleep', 'on_procsleep_rt', 'on_lwlock_start', 'on_lwlock_done',
-  'on_sema_lock', 'on_sema_lock_rt', 'on_spin_delay', 'on_sched_switch',
+  'on_lock_start',
+  'on_lock_done',
+  'on_procsleep',
+  'on_procsleep_rt',
+  'on_lwlock_start',
+  'on_lwlock_done',
+  'on_sema_lock',
+  'on_sema_lock_rt',
+  'on_spin_delay',
+  'on_sched_switch',
 ];
 
 /** Program ids this process holds open: ours, not another collector's of the same name. */
@@ -47,7 +55,11 @@ try {
   await admin.query('CREATE TABLE hot (id bigint, pad text)');
   await admin.query('CREATE TABLE counters (id int PRIMARY KEY, n bigint)');
   await admin.query('INSERT INTO counters SELECT g, 0 FROM generate_series(1, 4) g');
-  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 1000, probeSets: ['locks', 'lwlock', 'spinlock'] });
+  sidecar = await Sidecar.start({
+    connectionString: cluster.connectionString(),
+    intervalMs: 1000,
+    probeSets: ['locks', 'lwlock', 'spinlock'],
+  });
   const own = ownPrograms();
   await setStatsEnabled('1');
   const before = await listPrograms();
@@ -73,7 +85,9 @@ try {
   const after = await listPrograms();
   await Promise.all(clients.map((c) => c.end()));
   await admin.end();
-  console.log(`${statements} statements by ${values.clients} clients in ${values.seconds} s, PostgreSQL ${sidecar.target.majorVersion} at ${sidecar.target.binaryPath}`);
+  console.log(
+    `${statements} statements by ${values.clients} clients in ${values.seconds} s, PostgreSQL ${sidecar.target.majorVersion} at ${sidecar.target.binaryPath}`,
+  );
   console.log('program          runs      ns/run   runs/statement');
   for (const d of programDeltas(before, after)) {
     if (!own.has(d.id) || !LOCK_PROGRAMS.includes(d.name) || d.runCnt === 0) continue;

@@ -22,7 +22,19 @@ import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled, type Pr
 import { initPgbench, runSelectOnly } from './pgbench.js';
 import { runBench } from './run-bench.js';
 
-const MINE = ['on_dreclaim_beg', 'on_dreclaim_end', 'on_mreclaim_beg', 'on_mreclaim_end', 'on_compact_beg', 'on_compact_end', 'on_dirty_pause', 'on_blk_start', 'on_blk_merge', 'on_blk_done', 'on_sched_switch'];
+const MINE = [
+  'on_dreclaim_beg',
+  'on_dreclaim_end',
+  'on_mreclaim_beg',
+  'on_mreclaim_end',
+  'on_compact_beg',
+  'on_compact_end',
+  'on_dirty_pause',
+  'on_blk_start',
+  'on_blk_merge',
+  'on_blk_done',
+  'on_sched_switch',
+];
 const MB = 1024 * 1024;
 
 /** Takes one file out of the page cache (posix_fadvise DONTNEED through dd); the rest stays. */
@@ -36,14 +48,21 @@ function inflightEntries(): number {
   const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8' })) as { id: number; name?: string }[];
   return maps
     .filter((m) => m.name === 'io_inflight')
-    .reduce((n, m) => n + (JSON.parse(execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(m.id)], { encoding: 'utf8' })) as unknown[]).length, 0);
+    .reduce(
+      (n, m) =>
+        n + (JSON.parse(execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(m.id)], { encoding: 'utf8' })) as unknown[]).length,
+      0,
+    );
 }
 
 function report(phase: string, deltas: ProgramStats[], per?: { label: string; n: number }): void {
   const lines = deltas
     .filter((d) => d.runCnt > 0)
-    .map((d) => `  ${d.name.padEnd(16)} ${String(d.runCnt).padStart(9)} events ${(d.runTimeNs / d.runCnt).toFixed(0).padStart(6)} ns/event` +
-      (per ? `  ${(d.runCnt / per.n).toFixed(4)} events/${per.label}` : ''));
+    .map(
+      (d) =>
+        `  ${d.name.padEnd(16)} ${String(d.runCnt).padStart(9)} events ${(d.runTimeNs / d.runCnt).toFixed(0).padStart(6)} ns/event` +
+        (per ? `  ${(d.runCnt / per.n).toFixed(4)} events/${per.label}` : ''),
+    );
   console.log(`${phase}:\n${lines.join('\n') || '  (no events)'}`);
 }
 
@@ -90,7 +109,9 @@ async function main(): Promise<void> {
       await scan.query('SELECT sum(length(pad)) FROM cold');
       writeFileSync('/sys/fs/cgroup/memory/cgroup.procs', String(backendPid(scan)));
     });
-    const dirty = ['dirty_ratio', 'dirty_bytes', 'dirty_background_ratio', 'dirty_background_bytes'].map((k) => [k, readFileSync(`/proc/sys/vm/${k}`, 'utf8').trim()] as const);
+    const dirty = ['dirty_ratio', 'dirty_bytes', 'dirty_background_ratio', 'dirty_background_bytes'].map(
+      (k) => [k, readFileSync(`/proc/sys/vm/${k}`, 'utf8').trim()] as const,
+    );
     await phase('writer under a 4 MB dirty limit', async () => {
       try {
         writeFileSync('/proc/sys/vm/dirty_bytes', String(4 * MB));
@@ -108,16 +129,21 @@ async function main(): Promise<void> {
     });
     // Cached OLTP: the pgbench tables in the page cache (shared_buffers is small here).
     await runSelectOnly(cluster, { clients: 2, seconds });
-    await phase(`pgbench -S, 2 clients, ${seconds} s, page cache warm`, () => runSelectOnly(cluster, { clients: 2, seconds }), (r) => ({
-      label: 'txn',
-      n: (r as { transactions: number }).transactions,
-    }));
+    await phase(
+      `pgbench -S, 2 clients, ${seconds} s, page cache warm`,
+      () => runSelectOnly(cluster, { clients: 2, seconds }),
+      (r) => ({
+        label: 'txn',
+        n: (r as { transactions: number }).transactions,
+      }),
+    );
     await admin.end();
   } finally {
     await setStatsEnabled(statsBefore).catch(() => undefined);
     await sidecar?.stop();
     try {
-      for (const pid of readFileSync(`${cgroup}/cgroup.procs`, 'utf8').split('\n').filter(Boolean)) writeFileSync('/sys/fs/cgroup/memory/cgroup.procs', pid);
+      for (const pid of readFileSync(`${cgroup}/cgroup.procs`, 'utf8').split('\n').filter(Boolean))
+        writeFileSync('/sys/fs/cgroup/memory/cgroup.procs', pid);
       rmdirSync(cgroup);
     } catch {
       // never created

@@ -32,8 +32,19 @@ let sidecar: Sidecar | null = null;
 let exporter: PrometheusExporter | null = null;
 try {
   await initPgbench(cluster, 10);
-  exporter = await PrometheusExporter.listen({ address: { host: '127.0.0.1', port: 0 }, connectionString: cluster.connectionString(), log: () => undefined, top: 100 });
-  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 1000, probeSets: ['latency', 'sched'], historyRetentionMs: null, control: false });
+  exporter = await PrometheusExporter.listen({
+    address: { host: '127.0.0.1', port: 0 },
+    connectionString: cluster.connectionString(),
+    log: () => undefined,
+    top: 100,
+  });
+  sidecar = await Sidecar.start({
+    connectionString: cluster.connectionString(),
+    intervalMs: 1000,
+    probeSets: ['latency', 'sched'],
+    historyRetentionMs: null,
+    control: false,
+  });
   exporter.attach(sidecar);
   let flushes: number[] = [];
   sidecar.onFlush((r) => {
@@ -43,7 +54,8 @@ try {
   // longer target list is another statement): the exporter keeps them all, exports the top 100.
   const client = new pg.Client(cluster.connectionString());
   await client.connect();
-  for (let i = 0; i < 400; i++) await client.query(`SELECT ${Array.from({ length: i + 1 }, () => 'x').join(', ')} FROM generate_series(1, 2000) AS x`);
+  for (let i = 0; i < 400; i++)
+    await client.query(`SELECT ${Array.from({ length: i + 1 }, () => 'x').join(', ')} FROM generate_series(1, 2000) AS x`);
   await client.end();
   const url = `http://127.0.0.1:${exporter.address.port}/metrics`;
 
@@ -58,7 +70,9 @@ try {
       flushes = [];
       let scraper = null;
       if (mode === 'on') {
-        scraper = spawn('sh', ['-c', `while :; do curl -s -o /dev/null -w '%{time_total} %{size_download}\\n' ${url}; sleep 1; done`], { stdio: ['ignore', 'pipe', 'ignore'] });
+        scraper = spawn('sh', ['-c', `while :; do curl -s -o /dev/null -w '%{time_total} %{size_download}\\n' ${url}; sleep 1; done`], {
+          stdio: ['ignore', 'pipe', 'ignore'],
+        });
         scraper.stdout.on('data', (d: Buffer) => {
           for (const line of d.toString().trim().split('\n')) {
             const [t, size] = line.split(' ');
@@ -70,15 +84,25 @@ try {
       await new Promise((r) => setTimeout(r, phaseSeconds * 1000));
       scraper?.kill();
       results[mode].push(...flushes);
-      console.log(`round ${round + 1} scrape ${mode}: ${flushes.length} flushes, median ${median(flushes).toFixed(2)} ms, p95 ${p95(flushes).toFixed(2)} ms`);
+      console.log(
+        `round ${round + 1} scrape ${mode}: ${flushes.length} flushes, median ${median(flushes).toFixed(2)} ms, p95 ${p95(flushes).toFixed(2)} ms`,
+      );
     }
   }
   const tps = await load;
   const series = (await (await fetch(url)).text()).split('\n').filter((l) => l && !l.startsWith('#')).length;
-  console.log(`pgbench -S -c ${clients}: ${tps.tps.toFixed(0)} tps; exporter: ${exporter.totals.queries.size} statements kept, ${series} series, ${(bytes / 1024).toFixed(0)} KiB per scrape`);
-  console.log(`scrape (curl time_total): median ${median(scrapes).toFixed(1)} ms, p95 ${p95(scrapes).toFixed(1)} ms over ${scrapes.length} scrapes`);
-  console.log(`flush without scrapes: median ${median(results.off).toFixed(2)} ms, p95 ${p95(results.off).toFixed(2)} ms (${results.off.length} flushes)`);
-  console.log(`flush with a 1 s scrape: median ${median(results.on).toFixed(2)} ms, p95 ${p95(results.on).toFixed(2)} ms (${results.on.length} flushes)`);
+  console.log(
+    `pgbench -S -c ${clients}: ${tps.tps.toFixed(0)} tps; exporter: ${exporter.totals.queries.size} statements kept, ${series} series, ${(bytes / 1024).toFixed(0)} KiB per scrape`,
+  );
+  console.log(
+    `scrape (curl time_total): median ${median(scrapes).toFixed(1)} ms, p95 ${p95(scrapes).toFixed(1)} ms over ${scrapes.length} scrapes`,
+  );
+  console.log(
+    `flush without scrapes: median ${median(results.off).toFixed(2)} ms, p95 ${p95(results.off).toFixed(2)} ms (${results.off.length} flushes)`,
+  );
+  console.log(
+    `flush with a 1 s scrape: median ${median(results.on).toFixed(2)} ms, p95 ${p95(results.on).toFixed(2)} ms (${results.on.length} flushes)`,
+  );
 } finally {
   await sidecar?.stop();
   await exporter?.close();

@@ -52,7 +52,12 @@ function settings(argv: string[]) {
   const probes = values.probes?.trim() || undefined;
   if (probes) parseProbeSets(probes);
   return {
-    label: probes ? probes.split(',').map((s) => s.trim()).join('+') : 'cpu',
+    label: probes
+      ? probes
+          .split(',')
+          .map((s) => s.trim())
+          .join('+')
+      : 'cpu',
     probes,
     pairs: Number(values.pairs),
     seconds: Number(values.seconds),
@@ -97,7 +102,9 @@ async function pair(n: number, clusters: Record<'A' | 'B', ThrowawayCluster>, s:
 
 async function main(): Promise<void> {
   const s = settings(process.argv.slice(2));
-  print(`pg-bpf-stats overhead, side by side: probe sets ${s.label}; ${s.pairs} pairs × ${s.seconds} s of pgbench -S -c ${s.clients} on each of two clusters, Linux ${release()}`);
+  print(
+    `pg-bpf-stats overhead, side by side: probe sets ${s.label}; ${s.pairs} pairs × ${s.seconds} s of pgbench -S -c ${s.clients} on each of two clusters, Linux ${release()}`,
+  );
   const clusters: Partial<Record<'A' | 'B', ThrowawayCluster>> = {};
   const cleanup = async () => {
     await Promise.all([...SidecarProcess.live].map((p) => p.stop(10_000)));
@@ -115,21 +122,30 @@ async function main(): Promise<void> {
     const pairs: ConcurrentPair[] = [];
     for (let n = 1; n <= s.pairs; n++) {
       const p = await pair(n, all, s);
-      print(`pair ${n} (watching ${p.watched}): watched ${p.watchedTps.toFixed(0)} tps, unwatched ${p.unwatchedTps.toFixed(0)} tps, ratio ${p.ratio.toFixed(3)}`);
+      print(
+        `pair ${n} (watching ${p.watched}): watched ${p.watchedTps.toFixed(0)} tps, unwatched ${p.unwatchedTps.toFixed(0)} tps, ratio ${p.ratio.toFixed(3)}`,
+      );
       pairs.push(p);
     }
     const ratios = pairs.map((p) => p.ratio);
     const interval = bootstrapMedianInterval(ratios);
     const sidecarUs = median(pairs.map((p) => p.sidecarUsPerWatchedTransaction));
     // The two clusters share the cores evenly: the watched side has about one core's worth.
-    const budgetUs = (availableParallelism() / 2) * 1e6 / median(pairs.map((p) => p.watchedTps));
+    const budgetUs = ((availableParallelism() / 2) * 1e6) / median(pairs.map((p) => p.watchedTps));
     print();
-    print(`watched/unwatched TPS (median)  ${median(ratios).toFixed(3)}  [95% interval ${interval.ratioMedianLow.toFixed(3)}–${interval.ratioMedianHigh.toFixed(3)}, min ${Math.min(...ratios).toFixed(3)}, max ${Math.max(...ratios).toFixed(3)}]`);
-    print(`sidecar CPU                     ${sidecarUs.toFixed(2)} µs per watched transaction (${((sidecarUs / budgetUs) * 100).toFixed(2)} % of its CPU budget, not in the ratio)`);
+    print(
+      `watched/unwatched TPS (median)  ${median(ratios).toFixed(3)}  [95% interval ${interval.ratioMedianLow.toFixed(3)}–${interval.ratioMedianHigh.toFixed(3)}, min ${Math.min(...ratios).toFixed(3)}, max ${Math.max(...ratios).toFixed(3)}]`,
+    );
+    print(
+      `sidecar CPU                     ${sidecarUs.toFixed(2)} µs per watched transaction (${((sidecarUs / budgetUs) * 100).toFixed(2)} % of its CPU budget, not in the ratio)`,
+    );
     const dir = join(packageRoot(), '.bench');
     mkdirSync(dir, { recursive: true });
     const path = join(dir, `overhead-concurrent-${s.label}.json`);
-    writeFileSync(path, `${JSON.stringify({ at: new Date().toISOString(), kernel: release(), settings: s, control: { a, b }, pairs, interval }, null, 2)}\n`);
+    writeFileSync(
+      path,
+      `${JSON.stringify({ at: new Date().toISOString(), kernel: release(), settings: s, control: { a, b }, pairs, interval }, null, 2)}\n`,
+    );
     print(`results: ${path}`);
   } finally {
     await cleanup();

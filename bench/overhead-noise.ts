@@ -12,11 +12,22 @@
  */
 import { availableParallelism, release } from 'node:os';
 import { benchSchedule, runAlternating } from './alternating-blocks.js';
-import { LOAD_FLAGS, METHOD_FLAGS, methodSettings, offRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import {
+  LOAD_FLAGS,
+  METHOD_FLAGS,
+  methodSettings,
+  offRun,
+  parseFlags,
+  positiveInteger,
+  prepareCluster,
+  runBenchmark,
+  type Resources,
+} from './overhead-runs.js';
 import { bootstrapMedianInterval, median, runsDescription, type BenchSettings } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
-const USAGE = 'usage: node dist/bench/overhead-noise.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--scale 10]';
+const USAGE =
+  'usage: node dist/bench/overhead-noise.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--scale 10]';
 
 function parseSettings(argv: string[]): BenchSettings {
   const values = parseFlags(argv, { ...METHOD_FLAGS, ...LOAD_FLAGS } as const, USAGE);
@@ -32,11 +43,16 @@ function parseSettings(argv: string[]): BenchSettings {
 }
 
 async function benchmark(settings: BenchSettings, resources: Resources): Promise<void> {
-  print(`pg-bpf-stats overhead noise floor (${settings.method}): ${runsDescription(settings)} of pgbench -S -c ${settings.clients}, no sidecar at all; ${settings.cores} cores, Linux ${release()}`);
+  print(
+    `pg-bpf-stats overhead noise floor (${settings.method}): ${runsDescription(settings)} of pgbench -S -c ${settings.clients}, no sidecar at all; ${settings.cores} cores, Linux ${release()}`,
+  );
   const { cluster } = await prepareCluster(resources, settings, print);
   const ratios: number[] = [];
   if (settings.method === 'blocks') {
-    const run = await runAlternating(cluster, benchSchedule(settings, () => undefined));
+    const run = await runAlternating(
+      cluster,
+      benchSchedule(settings, () => undefined),
+    );
     for (const [i, r] of run.ratios.entries()) {
       ratios.push(r.ratio);
       print(`"on"-block ${i + 1}: ${r.tpsOn.toFixed(0)} tps, around it ${r.tpsOff.toFixed(0)} tps, ratio ${r.ratio.toFixed(3)}`);
@@ -51,7 +67,9 @@ async function benchmark(settings: BenchSettings, resources: Resources): Promise
   }
   const { ratioMedianLow, ratioMedianHigh } = bootstrapMedianInterval(ratios);
   print();
-  print(`ratio with nothing attached: median ${median(ratios).toFixed(3)}, 95% interval ${ratioMedianLow.toFixed(3)}–${ratioMedianHigh.toFixed(3)}, min ${Math.min(...ratios).toFixed(3)}, max ${Math.max(...ratios).toFixed(3)}`);
+  print(
+    `ratio with nothing attached: median ${median(ratios).toFixed(3)}, 95% interval ${ratioMedianLow.toFixed(3)}–${ratioMedianHigh.toFixed(3)}, min ${Math.min(...ratios).toFixed(3)}, max ${Math.max(...ratios).toFixed(3)}`,
+  );
 }
 
 // Flags are parsed inside, so a bad one is a one-line error like any other.

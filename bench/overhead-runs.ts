@@ -121,7 +121,13 @@ async function measureAttached(
  * count as the collector's. With `withStats`, kernel.bpf_stats_enabled times every program run;
  * that timing costs something itself, so throughput pairs run without it.
  */
-export async function onRun(cluster: ThrowawayCluster, settings: BenchSettings, pair: number, statsEnabledBefore: string, withStats: boolean): Promise<OnRun> {
+export async function onRun(
+  cluster: ThrowawayCluster,
+  settings: BenchSettings,
+  pair: number,
+  statsEnabledBefore: string,
+  withStats: boolean,
+): Promise<OnRun> {
   if (withStats) await setStatsEnabled('1');
   try {
     const loaded = await listPrograms();
@@ -160,7 +166,6 @@ export async function prepareCluster(
   print(`warm-up: ${warmUp.tps.toFixed(0)} tps over ${WARM_UP_SECONDS} s`);
   return { cluster, version };
 }
-
 
 /**
  * Runs a benchmark to its end and exits: clusters and sidecars are released however it ends

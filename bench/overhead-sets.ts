@@ -21,7 +21,8 @@ import { LOAD_FLAGS, offRun, onRun, parseFlags, positiveInteger, prepareCluster,
 import { humanReport, markdownRow, pairsThroughput, summarize, type BenchSettings, type OnRun, type PairResult } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
-const USAGE = 'usage: node dist/bench/overhead-sets.js [--variants default,query,...] [--rounds 6] [--seconds 8] [--clients 8] [--scale 10]';
+const USAGE =
+  'usage: node dist/bench/overhead-sets.js [--variants default,query,...] [--rounds 6] [--seconds 8] [--clients 8] [--scale 10]';
 
 interface Variant {
   label: string;
@@ -30,10 +31,20 @@ interface Variant {
 }
 
 function parse(argv: string[]): { variants: Variant[]; settings: BenchSettings } {
-  const options = { variants: { type: 'string' }, rounds: { type: 'string', default: '6' }, ...LOAD_FLAGS, seconds: { type: 'string', default: '8' } } as const;
+  const options = {
+    variants: { type: 'string' },
+    rounds: { type: 'string', default: '6' },
+    ...LOAD_FLAGS,
+    seconds: { type: 'string', default: '8' },
+  } as const;
   const values = parseFlags(argv, options, USAGE);
-  const optIn = Object.values(PROBE_SETS).filter((s) => !s.default).map((s) => s.name);
-  const names = (values.variants ?? ['default', ...optIn].join(',')).split(',').map((s) => s.trim()).filter(Boolean);
+  const optIn = Object.values(PROBE_SETS)
+    .filter((s) => !s.default)
+    .map((s) => s.name);
+  const names = (values.variants ?? ['default', ...optIn].join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const variants = names.map((name) => {
     if (name === 'default') return { label: 'default', probes: undefined };
     parseProbeSets(name); // one line for an unknown set, before any cluster starts
@@ -85,7 +96,12 @@ async function benchmark(variants: Variant[], settings: BenchSettings, resources
     const costRun = await onRun(cluster, { ...settings, probes: v.probes }, 0, resources.statsEnabledBefore, true);
     const variantSettings = { ...settings, label: v.label, probes: v.probes };
     const variantPairs = pairs.get(v.label)!;
-    const summary = summarize(pairsThroughput(variantPairs), costRun, settings.cores, variantPairs.map((p) => p.on));
+    const summary = summarize(
+      pairsThroughput(variantPairs),
+      costRun,
+      settings.cores,
+      variantPairs.map((p) => p.on),
+    );
     print();
     for (const line of humanReport(summary, variantSettings)) print(line);
     const table = markdownRow(summary, variantSettings);
@@ -98,7 +114,10 @@ async function benchmark(variants: Variant[], settings: BenchSettings, resources
   const dir = join(packageRoot(), '.bench');
   mkdirSync(dir, { recursive: true });
   const path = join(dir, 'overhead-sets.json');
-  writeFileSync(path, `${JSON.stringify({ at: new Date().toISOString(), kernel: release(), pgbench: version, settings, results }, null, 2)}\n`);
+  writeFileSync(
+    path,
+    `${JSON.stringify({ at: new Date().toISOString(), kernel: release(), pgbench: version, settings, results }, null, 2)}\n`,
+  );
   print();
   print(`results: ${path}`);
 }

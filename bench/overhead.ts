@@ -33,13 +33,36 @@ import { parseProbeSets, PROBE_SETS } from '../src/families/index.js';
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { packageRoot } from '../src/package-root.js';
 import { benchSchedule, runAlternating, SETTLE_SECONDS } from './alternating-blocks.js';
-import { LOAD_FLAGS, METHOD_FLAGS, methodSettings, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
-import { humanReport, markdownRow, pairLine, pairsThroughput, runsDescription, summarize, type BenchSettings, type OffRun, type OnRun, type PairResult } from './report.js';
+import {
+  LOAD_FLAGS,
+  METHOD_FLAGS,
+  methodSettings,
+  offRun,
+  onRun,
+  parseFlags,
+  positiveInteger,
+  prepareCluster,
+  runBenchmark,
+  type Resources,
+} from './overhead-runs.js';
+import {
+  humanReport,
+  markdownRow,
+  pairLine,
+  pairsThroughput,
+  runsDescription,
+  summarize,
+  type BenchSettings,
+  type OffRun,
+  type OnRun,
+  type PairResult,
+} from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
-const USAGE = 'usage: node dist/bench/overhead.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--probes query] [--scale 10]';
+const USAGE =
+  'usage: node dist/bench/overhead.js [--method blocks|restart] [--pairs 60] [--block 6] [--seconds 10] [--clients 8] [--probes query] [--scale 10]';
 
 function parseSettings(argv: string[]): BenchSettings {
   const values = parseFlags(argv, { ...METHOD_FLAGS, probes: { type: 'string' }, ...LOAD_FLAGS } as const, USAGE);
@@ -47,7 +70,12 @@ function parseSettings(argv: string[]): BenchSettings {
   if (probes) parseProbeSets(probes); // fail before starting a cluster
   return {
     // The default sets are attached either way; --probes adds to them.
-    label: probes ? `default+${probes.split(',').map((s) => s.trim()).join('+')}` : 'default',
+    label: probes
+      ? `default+${probes
+          .split(',')
+          .map((s) => s.trim())
+          .join('+')}`
+      : 'default',
     probes,
     ...methodSettings(values, 5, USAGE),
     seconds: positiveInteger(values.seconds, '--seconds'),
@@ -84,7 +112,9 @@ async function restartMethod(cluster: ThrowawayCluster, settings: BenchSettings,
 
 async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) {
   const { sidecar, attachMs } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: settings.probes });
-  print(`sidecar attached in ${attachMs.toFixed(0)} ms; ${SETTLE_SECONDS} s of load to settle, then ${2 * settings.pairs + 1} blocks of ${settings.blockSeconds} s, off first`);
+  print(
+    `sidecar attached in ${attachMs.toFixed(0)} ms; ${SETTLE_SECONDS} s of load to settle, then ${2 * settings.pairs + 1} blocks of ${settings.blockSeconds} s, off first`,
+  );
   // The sidecar's CPU at each switch, in the order of run.toggles.
   const cpuAtSwitch: number[] = [];
   let run;
@@ -106,7 +136,9 @@ async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) 
   const resumes = (log.match(/(?:: |INFO\s+)resumed: /g) ?? []).length;
   if (pauses !== settings.pairs + 1 || resumes !== settings.pairs) {
     await sidecar.stop();
-    throw new Error(`the sidecar logged ${pauses} pauses and ${resumes} resumes, expected ${settings.pairs + 1} and ${settings.pairs}:\n${log}`);
+    throw new Error(
+      `the sidecar logged ${pauses} pauses and ${resumes} resumes, expected ${settings.pairs + 1} and ${settings.pairs}:\n${log}`,
+    );
   }
   const peakRssMb = sidecar.peakRssMb();
   // The sidecar's CPU from each resume to the next pause, and pgbench's transactions meanwhile.
@@ -120,8 +152,10 @@ async function blocksMethod(cluster: ThrowawayCluster, settings: BenchSettings) 
   }
   const code = await sidecar.stop();
   if (code !== 0) throw new Error(`sidecar exited with ${sidecar.exitDescription()} after SIGTERM:\n${log}`);
-  for (const [i, r] of run.ratios.entries()) print(`on-block ${i + 1}: on ${r.tpsOn.toFixed(0)} tps, off around it ${r.tpsOff.toFixed(0)} tps, on/off ${r.ratio.toFixed(3)}`);
-  if (run.ratios.length < settings.pairs) print(`(${settings.pairs - run.ratios.length} on-blocks had no usable second: pgbench progress was late)`);
+  for (const [i, r] of run.ratios.entries())
+    print(`on-block ${i + 1}: on ${r.tpsOn.toFixed(0)} tps, off around it ${r.tpsOff.toFixed(0)} tps, on/off ${r.ratio.toFixed(3)}`);
+  if (run.ratios.length < settings.pairs)
+    print(`(${settings.pairs - run.ratios.length} on-blocks had no usable second: pgbench progress was late)`);
   return {
     throughput: { ratios: run.ratios.map((r) => r.ratio), tpsOff: run.ratios.map((r) => r.tpsOff), tpsOn: run.ratios.map((r) => r.tpsOn) },
     onRuns: [] as OnRun[],
@@ -140,7 +174,10 @@ function writeJson(settings: BenchSettings, content: object): string {
 
 async function benchmark(settings: BenchSettings, resources: Resources): Promise<void> {
   print(
-    `pg-bpf-stats overhead (${settings.method}): probe sets ${settings.label} (default = ${Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name).join(', ')}); ${runsDescription(settings)}, in ${settings.method === 'blocks' ? 'one run' : 'separate runs'} of ` +
+    `pg-bpf-stats overhead (${settings.method}): probe sets ${settings.label} (default = ${Object.values(PROBE_SETS)
+      .filter((s) => s.default)
+      .map((s) => s.name)
+      .join(', ')}); ${runsDescription(settings)}, in ${settings.method === 'blocks' ? 'one run' : 'separate runs'} of ` +
       `pgbench -S -c ${settings.clients} -j ${Math.min(2, settings.clients)}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
   );
   const { cluster, version } = await prepareCluster(resources, settings, print);
@@ -153,7 +190,15 @@ async function benchmark(settings: BenchSettings, resources: Resources): Promise
   for (const line of humanReport(summary, settings)) print(line);
   print();
   for (const line of markdownRow(summary, settings)) print(line);
-  const path = writeJson(settings, { at: new Date().toISOString(), kernel: release(), pgbench: version, settings, summary, ...measured.detail, costRun });
+  const path = writeJson(settings, {
+    at: new Date().toISOString(),
+    kernel: release(),
+    pgbench: version,
+    settings,
+    summary,
+    ...measured.detail,
+    costRun,
+  });
   print();
   print(`results: ${path}`);
 }

@@ -54,8 +54,18 @@ interface Config {
 const CONFIGS: Config[] = [
   { name: 'baseline (pg_stat_statements)', libraries: 'pg_stat_statements', extensions: ['pg_stat_statements'], collector: false },
   { name: 'pg-bpf-stats (default sets)', libraries: 'pg_stat_statements', extensions: ['pg_stat_statements'], collector: true },
-  { name: 'pg_stat_kcache', libraries: 'pg_stat_statements,pg_stat_kcache', extensions: ['pg_stat_statements', 'pg_stat_kcache'], collector: false },
-  { name: 'pg_wait_sampling', libraries: 'pg_stat_statements,pg_wait_sampling', extensions: ['pg_stat_statements', 'pg_wait_sampling'], collector: false },
+  {
+    name: 'pg_stat_kcache',
+    libraries: 'pg_stat_statements,pg_stat_kcache',
+    extensions: ['pg_stat_statements', 'pg_stat_kcache'],
+    collector: false,
+  },
+  {
+    name: 'pg_wait_sampling',
+    libraries: 'pg_stat_statements,pg_wait_sampling',
+    extensions: ['pg_stat_statements', 'pg_wait_sampling'],
+    collector: false,
+  },
 ];
 
 function ensurePeers(): void {
@@ -69,7 +79,10 @@ function ensurePeers(): void {
   });
   if (!missing.length) return;
   print(`installing ${missing.join(', ')} (apt-get)`);
-  execFileSync('apt-get', ['install', '-y', '-q', ...missing], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  execFileSync('apt-get', ['install', '-y', '-q', ...missing], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
 }
 
 async function sql(cluster: ThrowawayCluster, text: string): Promise<void> {
@@ -85,7 +98,25 @@ async function sql(cluster: ThrowawayCluster, text: string): Promise<void> {
 const postmasterPid = (cluster: ThrowawayCluster) => Number(readFileSync(`${cluster.dataDir}/postmaster.pid`, 'utf8').split('\n')[0]);
 
 function pgbenchArgs(cluster: ThrowawayCluster, runSeconds: number): string[] {
-  return ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-S', '-n', '-c', values.clients!, '-j', '2', '-R', values.rate!, '-T', String(runSeconds), 'postgres'];
+  return [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(cluster.port),
+    '-U',
+    'postgres',
+    '-S',
+    '-n',
+    '-c',
+    values.clients!,
+    '-j',
+    '2',
+    '-R',
+    values.rate!,
+    '-T',
+    String(runSeconds),
+    'postgres',
+  ];
 }
 
 async function main(): Promise<void> {
@@ -96,12 +127,20 @@ async function main(): Promise<void> {
   let group: CpuGroup | null = null;
   try {
     await initPgbench(cluster, 10);
-    print(`peers: pgbench -S -R ${values.rate} -c ${values.clients}, ${seconds} s after ${warmup} s, ${rounds} round(s), cluster + collector CPU per transaction`);
+    print(
+      `peers: pgbench -S -R ${values.rate} -c ${values.clients}, ${seconds} s after ${warmup} s, ${rounds} round(s), cluster + collector CPU per transaction`,
+    );
     const results = new Map<string, number[]>(CONFIGS.map((c) => [c.name, []]));
     for (let round = 1; round <= rounds; round++) {
       for (const config of CONFIGS) {
         // A list, one quoted name each: 'a,b' in one pair of quotes would be one library named "a,b".
-        await sql(cluster, `ALTER SYSTEM SET shared_preload_libraries = ${config.libraries.split(',').map((l) => `'${l}'`).join(', ')}`);
+        await sql(
+          cluster,
+          `ALTER SYSTEM SET shared_preload_libraries = ${config.libraries
+            .split(',')
+            .map((l) => `'${l}'`)
+            .join(', ')}`,
+        );
         await cluster.restart();
         for (const extension of config.extensions) await sql(cluster, `CREATE EXTENSION IF NOT EXISTS ${extension}`);
         group = new CpuGroup();
@@ -129,12 +168,14 @@ async function main(): Promise<void> {
     }
     const base = results.get(CONFIGS[0]!.name)!;
     print();
-    print('| configuration | CPU µs per transaction (median) | extra vs the same round\'s baseline (each round) |');
+    print("| configuration | CPU µs per transaction (median) | extra vs the same round's baseline (each round) |");
     print('| --- | ---: | --- |');
     for (const config of CONFIGS) {
       const xs = results.get(config.name)!;
       const extras = xs.map((x, i) => (100 * (x - base[i]!)) / base[i]!);
-      print(`| ${config.name} | ${median(xs).toFixed(1)} | ${config === CONFIGS[0] ? '-' : `${extras.map((e) => `${e >= 0 ? '+' : ''}${e.toFixed(1)}%`).join(', ')} (median ${median(extras).toFixed(1)}%)`} |`);
+      print(
+        `| ${config.name} | ${median(xs).toFixed(1)} | ${config === CONFIGS[0] ? '-' : `${extras.map((e) => `${e >= 0 ? '+' : ''}${e.toFixed(1)}%`).join(', ')} (median ${median(extras).toFixed(1)}%)`} |`,
+      );
     }
   } finally {
     await sidecar?.stop().catch(() => undefined);

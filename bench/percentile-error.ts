@@ -12,7 +12,14 @@
  * nearest-rank value. Bytes per key are those of `struct hist` per CPU (slots × 8 + 16); keys at
  * 32 MiB is histogramCapacity()'s budget before its 1,024..8,192 clamp.
  */
-import { KEEP_WITHIN, KERNEL_LAYOUT, LOG2_LAYOUT, logLinearLayout, quantileUs, type HistogramLayout } from '../src/collector/histogram-layout.js';
+import {
+  KEEP_WITHIN,
+  KERNEL_LAYOUT,
+  LOG2_LAYOUT,
+  logLinearLayout,
+  quantileUs,
+  type HistogramLayout,
+} from '../src/collector/histogram-layout.js';
 import { KERNEL_BUCKETS_PER_EXPORTED } from '../src/exporters/prometheus/metric-names.js';
 import { median } from './report.js';
 
@@ -41,7 +48,7 @@ const DISTRIBUTIONS: Distribution[] = [
   { name: 'exponential, mean 5 ms', draw: (r) => -5000 * Math.log(1 - r()) },
   { name: 'uniform 1 .. 2 ms', draw: (r) => 1000 + 1000 * r() },
   { name: 'bimodal 200 us / 80 ms', draw: (r) => (r() < 0.9 ? 200 + 20 * normal(r) : 80_000 + 8000 * normal(r)) },
-  { name: 'Pareto from 100 us, alpha 1.2', draw: (r) => 100 / Math.pow(1 - r(), 1 / 1.2) },
+  { name: 'Pareto from 100 us, alpha 1.2', draw: (r) => 100 / (1 - r()) ** (1 / 1.2) },
   { name: 'pg_sleep(10 ms) + jitter', draw: (r) => 10_060 + 80 * r() },
   // Nearly all at the very start of a power of two, the max elsewhere: the proven bound's worst case.
   { name: '98% at 8.192 ms, 2% at 100 ms', draw: (r) => (r() < 0.98 ? 8192 : 100_000) },
@@ -62,9 +69,21 @@ const LAYOUTS: Array<{ name: string; layout: HistogramLayout; keepWithin: number
   { name: 'log2 (before)', layout: LOG2_LAYOUT, keepWithin: 0, bound: '100%', kernel: true },
   { name: 'log-linear, 4 per power of two', layout: logLinearLayout(2, 132), keepWithin: 0, bound: '25%', kernel: true },
   { name: 'log-linear, 8 per power of two, plain interpolation', layout: KERNEL_LAYOUT, keepWithin: 0, bound: '12.5%', kernel: true },
-  { name: '**log-linear, 8 per power of two, kept within 10% (kernel + hist_quantile)**', layout: KERNEL_LAYOUT, keepWithin: KEEP_WITHIN, bound: '10%', kernel: true },
+  {
+    name: '**log-linear, 8 per power of two, kept within 10% (kernel + hist_quantile)**',
+    layout: KERNEL_LAYOUT,
+    keepWithin: KEEP_WITHIN,
+    bound: '10%',
+    kernel: true,
+  },
   { name: 'log-linear, 16 per power of two', layout: logLinearLayout(4, 496), keepWithin: 0, bound: '6.25%', kernel: true },
-  { name: "the kernel's 8, exported 4 per power of two (/metrics, histogram_quantile)", layout: EXPORTED, keepWithin: 0, bound: '25%', kernel: false },
+  {
+    name: "the kernel's 8, exported 4 per power of two (/metrics, histogram_quantile)",
+    layout: EXPORTED,
+    keepWithin: 0,
+    bound: '25%',
+    kernel: false,
+  },
 ];
 
 function main(): void {
@@ -91,8 +110,12 @@ function main(): void {
     }
   }
   const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
-  console.log(`${DISTRIBUTIONS.length} distributions × ${seeds} seeds × ${samples} samples, p50/p95/p99; error = |estimate - exact| / exact`);
-  console.log('| layout | slots | proven bound (16 us .. 4.5 h) | median error | 99th pct error | worst error (where) | bytes per key and CPU | keys in 32 MiB, 2 / 64 CPUs |');
+  console.log(
+    `${DISTRIBUTIONS.length} distributions × ${seeds} seeds × ${samples} samples, p50/p95/p99; error = |estimate - exact| / exact`,
+  );
+  console.log(
+    '| layout | slots | proven bound (16 us .. 4.5 h) | median error | 99th pct error | worst error (where) | bytes per key and CPU | keys in 32 MiB, 2 / 64 CPUs |',
+  );
   console.log('| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |');
   LAYOUTS.forEach(({ name, layout, bound, kernel }, i) => {
     const sorted = [...errors[i]!].sort((a, b) => a - b);

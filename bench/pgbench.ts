@@ -55,7 +55,17 @@ export async function initPgbench(cluster: ThrowawayCluster, scale: number): Pro
 /** Runs pgbench -S (select only) without vacuum, and parses its summary. */
 export async function runSelectOnly(cluster: ThrowawayCluster, run: SelectOnlyRun): Promise<PgbenchResult> {
   const threads = Math.min(2, run.clients);
-  const args = ['-S', '-n', '-c', String(run.clients), '-j', String(threads), '-T', String(run.seconds), ...(run.rate ? ['-R', String(run.rate)] : [])];
+  const args = [
+    '-S',
+    '-n',
+    '-c',
+    String(run.clients),
+    '-j',
+    String(threads),
+    '-T',
+    String(run.seconds),
+    ...(run.rate ? ['-R', String(run.rate)] : []),
+  ];
   const { stdout } = await cluster.exec('pgbench', [...connectionArgs(cluster), ...args, 'postgres'], run.seconds * 1000 + 120_000);
   return parsePgbenchOutput(stdout);
 }
@@ -80,7 +90,10 @@ export function parseProgress(output: string): ProgressSample[] {
 }
 
 /** runSelectOnly with a progress line every second (pgbench prints them on stderr). */
-export async function runSelectOnlyWithProgress(cluster: ThrowawayCluster, run: SelectOnlyRun): Promise<PgbenchResult & { samples: ProgressSample[] }> {
+export async function runSelectOnlyWithProgress(
+  cluster: ThrowawayCluster,
+  run: SelectOnlyRun,
+): Promise<PgbenchResult & { samples: ProgressSample[] }> {
   const threads = Math.min(2, run.clients);
   const args = ['-S', '-n', '-c', String(run.clients), '-j', String(threads), '-T', String(run.seconds), '-P', '1', '--progress-timestamp'];
   const { stdout, stderr } = await cluster.exec('pgbench', [...connectionArgs(cluster), ...args, 'postgres'], run.seconds * 1000 + 120_000);

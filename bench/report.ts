@@ -153,7 +153,13 @@ export interface LongLivedSidecar {
  * Throughput from the pairs or blocks (run without bpf_stats timing); exact BPF cost from
  * `costRun` (run with it); sidecar CPU, attach time and RSS from every sidecar started.
  */
-export function summarize(throughput: Throughput, costRun: OnRun, cores: number, onRuns: OnRun[] = [], longLived?: LongLivedSidecar): Summary {
+export function summarize(
+  throughput: Throughput,
+  costRun: OnRun,
+  cores: number,
+  onRuns: OnRun[] = [],
+  longLived?: LongLivedSidecar,
+): Summary {
   const runs = [...onRuns, costRun];
   const { ratios } = throughput;
   const bpfNs = sum(costRun.programs.map((p) => p.runTimeNs));
@@ -206,13 +212,22 @@ export function humanReport(s: Summary, settings: BenchSettings): string[] {
     row('TPS off (median)', fixed(s.tpsOffMedian, 0)),
     row('TPS on (median)', fixed(s.tpsOnMedian, 0)),
     row('on/off ratio (median)', `${fixed(s.ratioMedian, 3)}  [min ${fixed(s.ratioMin, 3)}, max ${fixed(s.ratioMax, 3)}]  ${target}`),
-    row('median, 95% interval', `${fixed(s.ratioMedianLow, 3)}–${fixed(s.ratioMedianHigh, 3)} (bootstrap over ${settings.method === 'blocks' ? 'on-blocks' : 'pairs'})`),
+    row(
+      'median, 95% interval',
+      `${fixed(s.ratioMedianLow, 3)}–${fixed(s.ratioMedianHigh, 3)} (bootstrap over ${settings.method === 'blocks' ? 'on-blocks' : 'pairs'})`,
+    ),
     ...s.programs.map((p) => row(`BPF ${p.name}`, `${fixed(p.nsPerEvent, 0)} ns/event, ${fixed(p.eventsPerTransaction, 2)} events/txn`)),
     ...(s.idlePrograms.length ? [row('loaded, never ran', s.idlePrograms.join(', '))] : []),
     row('BPF total', `${fixed(s.eventsPerTransaction, 2)} events/txn, ${fixed(s.bpfUsPerTransaction, 2)} µs/txn`),
-    row('sidecar CPU', `${fixed(s.sidecarUsPerTransaction, 2)} µs/txn while ${settings.method === 'blocks' ? 'collecting (long-lived sidecar)' : 'pgbench ran'}; startup ${fixed(s.sidecarStartupCpuMsMedian, 0)} ms CPU (median)`),
+    row(
+      'sidecar CPU',
+      `${fixed(s.sidecarUsPerTransaction, 2)} µs/txn while ${settings.method === 'blocks' ? 'collecting (long-lived sidecar)' : 'pgbench ran'}; startup ${fixed(s.sidecarStartupCpuMsMedian, 0)} ms CPU (median)`,
+    ),
     row('CPU budget per txn', `${fixed(s.budgetUsPerTransaction, 1)} µs (${settings.cores} cores × 1e6 µs / TPS off)`),
-    row('BPF + sidecar', `${fixed(s.costPercentOfBudget, 2)} % of the budget (predicts on/off ≈ ${fixed(1 / (1 + s.costPercentOfBudget / 100), 3)} at saturation)`),
+    row(
+      'BPF + sidecar',
+      `${fixed(s.costPercentOfBudget, 2)} % of the budget (predicts on/off ≈ ${fixed(1 / (1 + s.costPercentOfBudget / 100), 3)} at saturation)`,
+    ),
     row('time to attached (median)', `${fixed(s.attachMsMedian, 0)} ms`),
     row('peak RSS (max)', `${fixed(s.peakRssMbMax, 1)} MB`),
     ...uprobeNote(s.programs),
@@ -259,8 +274,20 @@ export function markdownRow(s: Summary, settings: BenchSettings): string[] {
     fixed(s.peakRssMbMax, 1),
   ];
   const header = [
-    'probes', 'runs', 'TPS off', 'TPS on', 'on/off (median)', 'median 95% interval', 'on/off min–max', 'ns/event', 'events/txn',
-    'BPF µs/txn', 'sidecar µs/txn', '% of CPU budget', 'attach ms', 'peak RSS MB',
+    'probes',
+    'runs',
+    'TPS off',
+    'TPS on',
+    'on/off (median)',
+    'median 95% interval',
+    'on/off min–max',
+    'ns/event',
+    'events/txn',
+    'BPF µs/txn',
+    'sidecar µs/txn',
+    '% of CPU budget',
+    'attach ms',
+    'peak RSS MB',
   ];
   const line = (values: string[]) => `| ${values.join(' | ')} |`;
   return [line(header), line(header.map(() => '---')), line(cells)];

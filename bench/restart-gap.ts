@@ -30,7 +30,10 @@ function summary(values: number[]): string {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ args: process.argv.slice(2), options: { rounds: { type: 'string', default: '6' }, clients: { type: 'string', default: '8' } } });
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: { rounds: { type: 'string', default: '6' }, clients: { type: 'string', default: '8' } },
+  });
   const rounds = Number(values.rounds);
   const clients = Number(values.clients);
   const cluster = await ThrowawayCluster.start();
@@ -40,7 +43,8 @@ async function main(): Promise<void> {
     await admin.connect();
     await admin.query('CREATE EXTENSION pg_stat_statements');
     await admin.query(STATEMENT, [0]);
-    const queryid = (await admin.query('SELECT queryid::text FROM pg_stat_statements WHERE query = $1', [STATEMENT])).rows[0].queryid as string;
+    const queryid = (await admin.query('SELECT queryid::text FROM pg_stat_statements WHERE query = $1', [STATEMENT])).rows[0]
+      .queryid as string;
     await admin.end();
     sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 1000, probeSets: ['query'] });
 
@@ -78,7 +82,18 @@ async function main(): Promise<void> {
       const mode = round % 2 === 0 ? 'fast' : 'immediate';
       const followedBefore = sidecar.followed.length;
       const oldPid = Number(readFileSync(join(cluster.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-      const restarting = cluster.exec('pg_ctl', ['-D', cluster.dataDir, '-l', join(cluster.baseDir, 'server.log'), '-m', mode, '-w', '-t', '60', 'restart']);
+      const restarting = cluster.exec('pg_ctl', [
+        '-D',
+        cluster.dataDir,
+        '-l',
+        join(cluster.baseDir, 'server.log'),
+        '-m',
+        mode,
+        '-w',
+        '-t',
+        '60',
+        'restart',
+      ]);
       // Acceptance: the first connection that succeeds once the old postmaster is gone.
       while (procStat(oldPid) && procStat(oldPid)!.state !== 'Z') await sleep(1);
       let acceptedAt = 0;
@@ -109,7 +124,9 @@ async function main(): Promise<void> {
       const followed = sidecar.followed[sidecar.followed.length - 1]!;
       gaps.push(flushedAt - acceptedAt);
       ahead.push(acceptedAt - followed.at);
-      print(`${mode}: ${followed.adoptedByBpf ? 'adopted by BPF at its first fork' : 'found in /proc'}; user space caught up ${(acceptedAt - followed.at).toFixed(0)} ms before it accepted (${followed.gapMs.toFixed(0)} ms after the old one was gone); first flush ${(flushedAt - acceptedAt).toFixed(0)} ms after it accepted`);
+      print(
+        `${mode}: ${followed.adoptedByBpf ? 'adopted by BPF at its first fork' : 'found in /proc'}; user space caught up ${(acceptedAt - followed.at).toFixed(0)} ms before it accepted (${followed.gapMs.toFixed(0)} ms after the old one was gone); first flush ${(flushedAt - acceptedAt).toFixed(0)} ms after it accepted`,
+      );
       await sleep(2000);
     }
     stop = true;
@@ -117,7 +134,9 @@ async function main(): Promise<void> {
     await sleep(2500);
     const check = new pg.Client(cluster.connectionString());
     await check.connect();
-    const calls = Number((await check.query('SELECT coalesce(sum(calls), 0)::int AS n FROM bpf_stats.query_stats WHERE queryid = $1', [queryid])).rows[0].n);
+    const calls = Number(
+      (await check.query('SELECT coalesce(sum(calls), 0)::int AS n FROM bpf_stats.query_stats WHERE queryid = $1', [queryid])).rows[0].n,
+    );
     await check.end();
     print();
     print(`first flush after the new postmaster accepts connections: ${summary(gaps)}`);

@@ -61,7 +61,8 @@ export class SidecarProcess {
     if (options.probes) args.push('--probes', options.probes);
     args.push(...(options.args ?? []));
     const spawnedAt = performance.now();
-    const [command, commandArgs] = options.nice === undefined ? [process.execPath, args] : ['nice', ['-n', String(options.nice), process.execPath, ...args]];
+    const [command, commandArgs] =
+      options.nice === undefined ? [process.execPath, args] : ['nice', ['-n', String(options.nice), process.execPath, ...args]];
     const child = spawn(command, commandArgs, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     if (child.pid === undefined) throw new Error('could not spawn the sidecar');
     const sidecar = new SidecarProcess(child, child.pid);

@@ -73,7 +73,12 @@ class Node {
     readonly db: Kysely<BpfStatsDatabase>,
     increments: QueryIncrements,
   ) {
-    this.health = new HealthPart(db, this.rows, { postmasterPid: 1, intervalMs, probeSets: () => ['cpu', 'query'], historyRetentionMs: history ? 3_600_000 : null });
+    this.health = new HealthPart(db, this.rows, {
+      postmasterPid: 1,
+      intervalMs,
+      probeSets: () => ['cpu', 'query'],
+      historyRetentionMs: history ? 3_600_000 : null,
+    });
     this.writer = new FlushWriter(db, [
       new QueryStatsPart(db, this.rows, increments),
       this.texts,
@@ -87,7 +92,14 @@ class Node {
   snapshot(): MapSnapshot {
     this.tick++;
     const metrics = () => Array.from({ length: FIELDS }, (_, i) => this.tick * BigInt(1000 + i));
-    const qs: QuerySample[] = Array.from({ length: queries }, (_, i) => ({ userid: 10, dbid: 5, toplevel: true, queryid: BigInt(1_000_000 + i), metrics: metrics(), rawKey: Buffer.alloc(0) }));
+    const qs: QuerySample[] = Array.from({ length: queries }, (_, i) => ({
+      userid: 10,
+      dbid: 5,
+      toplevel: true,
+      queryid: BigInt(1_000_000 + i),
+      metrics: metrics(),
+      rawKey: Buffer.alloc(0),
+    }));
     const bs: BackendSample[] = Array.from({ length: backendCount }, (_, i) => ({
       pid: 10_000 + i,
       key: 10_000 + i,
@@ -162,7 +174,9 @@ async function main(): Promise<void> {
     if (history) await new HistoryRetention(3_600_000, 600_000).maintain(fleet[0]!.db);
     for (const node of fleet) await node.health.start();
 
-    print(`sink bench: ${nodes} nodes x ${queries} queries + ${backendCount} backends every ${intervalMs} ms into one database, ${seconds} s, history ${history ? 'on' : 'off'}`);
+    print(
+      `sink bench: ${nodes} nodes x ${queries} queries + ${backendCount} backends every ${intervalMs} ms into one database, ${seconds} s, history ${history ? 'on' : 'off'}`,
+    );
     // First flush: every row is an insert, and every text is written once.
     const first = await Promise.all(fleet.map((node) => node.flush()));
     print(`first flush (inserts + ${queries} texts per node): max ${Math.max(...first.map((f) => f.ms)).toFixed(0)} ms`);
@@ -190,8 +204,12 @@ async function main(): Promise<void> {
       "SELECT sum(pg_total_relation_size(c.oid))::text AS bytes FROM pg_class c WHERE c.relnamespace = 'bpf_stats'::regnamespace AND c.relkind = 'r'",
     );
     const count = await admin.query<{ n: string }>('SELECT count(DISTINCT node)::text AS n FROM bpf_stats.query_stats');
-    print(`flushes: ${times.length}; flush time p50 ${quantile(times, 0.5).toFixed(0)} ms, p95 ${quantile(times, 0.95).toFixed(0)} ms, max ${times[times.length - 1]!.toFixed(0)} ms`);
-    print(`rows written: ${(rows / elapsed).toFixed(0)} rows/s (${(rows / elapsed / nodes).toFixed(0)} per node; cumulative upserts${history ? ' + history inserts' : ''})`);
+    print(
+      `flushes: ${times.length}; flush time p50 ${quantile(times, 0.5).toFixed(0)} ms, p95 ${quantile(times, 0.95).toFixed(0)} ms, max ${times[times.length - 1]!.toFixed(0)} ms`,
+    );
+    print(
+      `rows written: ${(rows / elapsed).toFixed(0)} rows/s (${(rows / elapsed / nodes).toFixed(0)} per node; cumulative upserts${history ? ' + history inserts' : ''})`,
+    );
     print(`intervals whose flushes did not all finish within ${intervalMs} ms: ${late} of ${times.length / nodes}`);
     print(`nodes in query_stats: ${count.rows[0]!.n}; bpf_stats tables now ${(Number(size.rows[0]!.bytes) / 1048576).toFixed(0)} MiB`);
     await admin.end();

@@ -79,8 +79,20 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
   const started = Date.now();
   const at = () => (Date.now() - started) / 1000;
   const result: SoakResult = {
-    seconds, samples: [], eras: [], crashes: [], failedStarts: [], collectorStarts: 0, terminations: 0, flooded: 0,
-    pgbenchTransactions: 0, expiredBackendRows: 0, stackTraces: 0, logLines: 0, collectorLog: '', problems: [],
+    seconds,
+    samples: [],
+    eras: [],
+    crashes: [],
+    failedStarts: [],
+    collectorStarts: 0,
+    terminations: 0,
+    flooded: 0,
+    pgbenchTransactions: 0,
+    expiredBackendRows: 0,
+    stackTraces: 0,
+    logLines: 0,
+    collectorLog: '',
+    problems: [],
   };
   let sidecar: SidecarProcess | null = null;
   let collectorLog = '';
@@ -99,14 +111,20 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     await setup.query(`ALTER ROLE collector SET idle_session_timeout = '500ms'`);
     await setup.query(`CREATE ROLE flooder LOGIN`);
     await setup.end();
-    await cluster.exec('pgbench', ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-i', '-q', '-s', '2', 'postgres'], 300_000);
+    await cluster.exec(
+      'pgbench',
+      ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-i', '-q', '-s', '2', 'postgres'],
+      300_000,
+    );
     const collectorDsn = cluster.connectionString().replace('postgres@', 'collector@');
 
     currentCollectorPid = () => (sidecar as SidecarProcess | null)?.pid;
     currentCollectorRunning = () => (sidecar as SidecarProcess | null)?.running ?? false;
     const startCollector = async () => {
       const { sidecar: s } = await SidecarProcess.start({
-        dsn: collectorDsn, probes: 'query', interval: `${INTERVAL_S}s`,
+        dsn: collectorDsn,
+        probes: 'query',
+        interval: `${INTERVAL_S}s`,
         args: ['--row-retention', `${RETENTION_S}s`, '--history-retention', `${RETENTION_S}s`],
       });
       result.collectorStarts++;
@@ -114,7 +132,8 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
       const exited = s.whenExited().then((code) => {
         collectorLog += `${s.log()}\n`;
         const restartLine = /postmaster restarted/.test(s.log());
-        if (!stopping && !(code === 2 && restartLine)) result.crashes.push(`exit ${code ?? s.exitDescription()} at ${at().toFixed(0)} s: ${s.log().split('\n').slice(-2).join(' | ')}`);
+        if (!stopping && !(code === 2 && restartLine))
+          result.crashes.push(`exit ${code ?? s.exitDescription()} at ${at().toFixed(0)} s: ${s.log().split('\n').slice(-2).join(' | ')}`);
       });
       // Wrapped: an async function returning the promise itself would wait for the exit.
       return { exited };
@@ -124,89 +143,102 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     log(`collector ${(sidecar as SidecarProcess | null)?.pid} attached`);
 
     // pgbench -C in chunks, pausable between them.
-    background.push((async () => {
-      while (!stopping) {
-        if (paused) {
-          await sleep(100);
-          continue;
-        }
-        const run = runPgbench(cluster, 5);
-        chunk = run;
-        const transactions = await run;
-        result.pgbenchTransactions += transactions;
-        if (transactions > 0) chunksWithWork++;
-      }
-    })());
-    // The collector's connections, terminated every 2 s.
-    background.push((async () => {
-      while (!stopping) {
-        await sleep(2000);
-        const c = await admin().catch(() => null);
-        if (!c) continue;
-        const { rows } = await c.query(`SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE usename = 'collector'`).catch(() => ({ rows: [{ n: 0 }] }));
-        result.terminations += rows[0].n as number;
-        await c.end().catch(() => undefined);
-      }
-    })());
-    // The flooding role: distinct statements, distinct NOTIFY channels, junk on the control channel.
-    background.push((async () => {
-      let n = 0;
-      while (!stopping) {
-        const c = await connectRetrying(cluster.connectionString().replace('postgres@', 'flooder@')).catch(() => null);
-        if (!c) continue;
-        try {
-          while (!stopping) {
-            n++;
-            // 10,000 distinct shapes (constants would be normalized away), then again from the first.
-            await c.query(`SELECT 1${'+1'.repeat(n % 100)}, 1${'+1'.repeat(Math.floor(n / 100) % 100)}`);
-            if (n % 3 === 0) await c.query(`NOTIFY flood_${n}`);
-            if (n % 50 === 0) await c.query(`NOTIFY bpf_stats_control, 'junk ${n}'`);
-            result.flooded++;
+    background.push(
+      (async () => {
+        while (!stopping) {
+          if (paused) {
+            await sleep(100);
+            continue;
           }
-        } catch {
-          // the crashes end this connection: open another
-        } finally {
+          const run = runPgbench(cluster, 5);
+          chunk = run;
+          const transactions = await run;
+          result.pgbenchTransactions += transactions;
+          if (transactions > 0) chunksWithWork++;
+        }
+      })(),
+    );
+    // The collector's connections, terminated every 2 s.
+    background.push(
+      (async () => {
+        while (!stopping) {
+          await sleep(2000);
+          const c = await admin().catch(() => null);
+          if (!c) continue;
+          const { rows } = await c
+            .query(`SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE usename = 'collector'`)
+            .catch(() => ({ rows: [{ n: 0 }] }));
+          result.terminations += rows[0].n as number;
           await c.end().catch(() => undefined);
         }
-      }
-    })());
+      })(),
+    );
+    // The flooding role: distinct statements, distinct NOTIFY channels, junk on the control channel.
+    background.push(
+      (async () => {
+        let n = 0;
+        while (!stopping) {
+          const c = await connectRetrying(cluster.connectionString().replace('postgres@', 'flooder@')).catch(() => null);
+          if (!c) continue;
+          try {
+            while (!stopping) {
+              n++;
+              // 10,000 distinct shapes (constants would be normalized away), then again from the first.
+              await c.query(`SELECT 1${'+1'.repeat(n % 100)}, 1${'+1'.repeat(Math.floor(n / 100) % 100)}`);
+              if (n % 3 === 0) await c.query(`NOTIFY flood_${n}`);
+              if (n % 50 === 0) await c.query(`NOTIFY bpf_stats_control, 'junk ${n}'`);
+              result.flooded++;
+            }
+          } catch {
+            // the crashes end this connection: open another
+          } finally {
+            await c.end().catch(() => undefined);
+          }
+        }
+      })(),
+    );
     // Samples every 10 s.
     let lastCpu = 0;
     let lastFlushes = 0;
-    background.push((async () => {
-      while (!stopping) {
-        await sleep(10_000);
-        const s = sidecar as SidecarProcess | null;
-        if (!s?.running) continue;
-        const c = await admin().catch(() => null);
-        if (!c) continue;
-        try {
-          const health = (await c.query(`SELECT flushes, flush_ms, map_fill FROM bpf_stats.health WHERE pid = $1`, [s.pid])).rows[0];
-          const rows: Record<string, number> = {};
-          for (const table of ['backend_stats', 'query_stats', 'collections', 'health', 'backend_stats_history', 'query_stats_history']) {
-            rows[table] = Number((await c.query(`SELECT count(*) AS n FROM bpf_stats.${table}`)).rows[0].n);
+    background.push(
+      (async () => {
+        while (!stopping) {
+          await sleep(10_000);
+          const s = sidecar as SidecarProcess | null;
+          if (!s?.running) continue;
+          const c = await admin().catch(() => null);
+          if (!c) continue;
+          try {
+            const health = (await c.query(`SELECT flushes, flush_ms, map_fill FROM bpf_stats.health WHERE pid = $1`, [s.pid])).rows[0];
+            const rows: Record<string, number> = {};
+            for (const table of ['backend_stats', 'query_stats', 'collections', 'health', 'backend_stats_history', 'query_stats_history']) {
+              rows[table] = Number((await c.query(`SELECT count(*) AS n FROM bpf_stats.${table}`)).rows[0].n);
+            }
+            const cpu = s.cpuSeconds();
+            const flushes = Number(health?.flushes ?? 0);
+            const sample: SoakSample = {
+              atS: Math.round(at()),
+              rssMb: s.rssMb(),
+              cpuMsPerFlush:
+                flushes > lastFlushes && cpu >= lastCpu && lastFlushes > 0 ? ((cpu - lastCpu) * 1000) / (flushes - lastFlushes) : NaN,
+              flushMs: Number(health?.flush_ms ?? NaN),
+              queriesInMap: Number(health?.map_fill?.queries?.entries ?? NaN),
+              rows,
+            };
+            lastCpu = cpu;
+            lastFlushes = flushes;
+            result.samples.push(sample);
+            log(
+              `${sample.atS} s: rss ${sample.rssMb.toFixed(0)} MB, ${Number.isNaN(sample.cpuMsPerFlush) ? 'n/a' : sample.cpuMsPerFlush.toFixed(1)} ms CPU/flush, map ${sample.queriesInMap}, backend_stats ${rows.backend_stats}, query_stats ${rows.query_stats}`,
+            );
+          } catch {
+            // the database is restarting
+          } finally {
+            await c.end().catch(() => undefined);
           }
-          const cpu = s.cpuSeconds();
-          const flushes = Number(health?.flushes ?? 0);
-          const sample: SoakSample = {
-            atS: Math.round(at()),
-            rssMb: s.rssMb(),
-            cpuMsPerFlush: flushes > lastFlushes && cpu >= lastCpu && lastFlushes > 0 ? ((cpu - lastCpu) * 1000) / (flushes - lastFlushes) : NaN,
-            flushMs: Number(health?.flush_ms ?? NaN),
-            queriesInMap: Number(health?.map_fill?.queries?.entries ?? NaN),
-            rows,
-          };
-          lastCpu = cpu;
-          lastFlushes = flushes;
-          result.samples.push(sample);
-          log(`${sample.atS} s: rss ${sample.rssMb.toFixed(0)} MB, ${Number.isNaN(sample.cpuMsPerFlush) ? 'n/a' : sample.cpuMsPerFlush.toFixed(1)} ms CPU/flush, map ${sample.queriesInMap}, backend_stats ${rows.backend_stats}, query_stats ${rows.query_stats}`);
-        } catch {
-          // the database is restarting
-        } finally {
-          await c.end().catch(() => undefined);
         }
-      }
-    })());
+      })(),
+    );
 
     // Eras: check, crash, check, postmaster restart, check.
     const pause = async () => {
@@ -237,11 +269,12 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     // The collector follows the new postmaster by itself (src/instance/). Should it exit instead
     // (counted as a crash), a service manager would start it again, and so does the soak; that
     // start can lose its connection to the terminations too (exit 2, one line), counted as well.
-    const followed = await Promise.race([
-      waitForLine(running, /following postmaster/, 120_000),
-      collectorExit.exited.then(() => false),
-    ]);
-    log(followed ? `the collector followed the new postmaster at ${at().toFixed(0)} s` : 'the collector exited at the postmaster kill: starting it again');
+    const followed = await Promise.race([waitForLine(running, /following postmaster/, 120_000), collectorExit.exited.then(() => false)]);
+    log(
+      followed
+        ? `the collector followed the new postmaster at ${at().toFixed(0)} s`
+        : 'the collector exited at the postmaster kill: starting it again',
+    );
     for (let attempt = 1; !followed; attempt++) {
       try {
         collectorExit = await startCollector();
@@ -258,7 +291,9 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     // Tables bounded: nothing older than the retention (+ its check period + a few flushes) is left.
     const c = await admin();
     const cutoff = `${RETENTION_S + Math.min(RETENTION_S / 4, 300) + 5} seconds`;
-    result.expiredBackendRows = Number((await c.query(`SELECT count(*) AS n FROM bpf_stats.backend_stats WHERE exited_at < now() - $1::interval`, [cutoff])).rows[0].n);
+    result.expiredBackendRows = Number(
+      (await c.query(`SELECT count(*) AS n FROM bpf_stats.backend_stats WHERE exited_at < now() - $1::interval`, [cutoff])).rows[0].n,
+    );
     await c.end();
     stopping = true;
     const last = sidecar as SidecarProcess | null;
@@ -312,15 +347,28 @@ async function endEra(cluster: ThrowawayCluster, era: string, baseline: number, 
   // so pgbench's entry, idle while the collector's flushes are awaited, would be next. By the
   // ids collectedCalls() counts too, not by text alone.
   const pgss = Number(
-    (await c.query(`SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_statements WHERE query = $1 OR queryid = ANY($2::int8[])`, [PGBENCH_STATEMENT, [...pgbenchQueryIds]])).rows[0].n,
+    (
+      await c.query(`SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_statements WHERE query = $1 OR queryid = ANY($2::int8[])`, [
+        PGBENCH_STATEMENT,
+        [...pgbenchQueryIds],
+      ])
+    ).rows[0].n,
   );
   await waitForFlushes(c, 2);
   const collected = (await collectedCalls(c)) - baseline;
   const health = await c.query(`SELECT dropped, pending_rows FROM bpf_stats.health WHERE pid = $1`, [currentCollectorPid()]);
-  const dropped = Object.fromEntries(Object.entries((health.rows[0]?.dropped ?? {}) as Record<string, unknown>).map(([k, v]) => [k, Number(v)]));
+  const dropped = Object.fromEntries(
+    Object.entries((health.rows[0]?.dropped ?? {}) as Record<string, unknown>).map(([k, v]) => [k, Number(v)]),
+  );
   await c.end();
-  const overflow = Object.entries(dropped).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
-  eraLog(`era "${era}": pg_stat_statements ${pgss}, collected ${collected}; overflow since the collector started: ${overflow}; pending rows ${health.rows[0]?.pending_rows ?? '?'}`);
+  const overflow =
+    Object.entries(dropped)
+      .filter(([, n]) => n > 0)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none';
+  eraLog(
+    `era "${era}": pg_stat_statements ${pgss}, collected ${collected}; overflow since the collector started: ${overflow}; pending rows ${health.rows[0]?.pending_rows ?? '?'}`,
+  );
   return { era, pgss, collected, dropped };
 }
 
@@ -335,7 +383,12 @@ async function waitForFlushes(c: pg.Client, n: number): Promise<void> {
   // The running collector's own row: a sum over rows would drop when a predecessor's row is marked stopped.
   const pid = currentCollectorPid();
   const health = async () => {
-    const row = (await c.query(`SELECT coalesce(max(flushes), 0) AS n, coalesce(max(pending_rows), 0) AS pending FROM bpf_stats.health WHERE pid = $1`, [pid])).rows[0];
+    const row = (
+      await c.query(
+        `SELECT coalesce(max(flushes), 0) AS n, coalesce(max(pending_rows), 0) AS pending FROM bpf_stats.health WHERE pid = $1`,
+        [pid],
+      )
+    ).rows[0];
     return { flushes: Number(row.n), pending: Number(row.pending) };
   };
   const start = (await health()).flushes;
@@ -353,7 +406,9 @@ const pgbenchQueryIds = new Set<string>();
 async function collectedCalls(c: pg.Client): Promise<number> {
   const ids = await c.query(`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = $1`, [PGBENCH_STATEMENT]);
   for (const row of ids.rows) pgbenchQueryIds.add(row.id as string);
-  const { rows } = await c.query(`SELECT coalesce(sum(calls), 0) AS n FROM bpf_stats.query_stats WHERE queryid = ANY($1::int8[])`, [[...pgbenchQueryIds]]);
+  const { rows } = await c.query(`SELECT coalesce(sum(calls), 0) AS n FROM bpf_stats.query_stats WHERE queryid = ANY($1::int8[])`, [
+    [...pgbenchQueryIds],
+  ]);
   return Number(rows[0].n);
 }
 
@@ -388,8 +443,28 @@ async function killPostmaster(cluster: ThrowawayCluster): Promise<void> {
 /** One pgbench -S -C chunk; returns the transactions it completed (0 when the server went away). */
 function runPgbench(cluster: ThrowawayCluster, seconds: number): Promise<number> {
   return new Promise((resolve) => {
-    const args = ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-S', '-n', '-C', '-c', '4', '-j', '2', '-T', String(seconds), 'postgres'];
-    const [file, argv] = process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', `${cluster.pgBin}/pgbench`, ...args]] : [`${cluster.pgBin}/pgbench`, args];
+    const args = [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(cluster.port),
+      '-U',
+      'postgres',
+      '-S',
+      '-n',
+      '-C',
+      '-c',
+      '4',
+      '-j',
+      '2',
+      '-T',
+      String(seconds),
+      'postgres',
+    ];
+    const [file, argv] =
+      process.getuid?.() === 0
+        ? ['runuser', ['-u', 'postgres', '--', `${cluster.pgBin}/pgbench`, ...args]]
+        : [`${cluster.pgBin}/pgbench`, args];
     const child: ChildProcess = spawn(file, argv, { stdio: ['ignore', 'pipe', 'ignore'], env: cluster.clientEnv() });
     let out = '';
     child.stdout!.on('data', (d) => (out += d));
@@ -399,7 +474,10 @@ function runPgbench(cluster: ThrowawayCluster, seconds: number): Promise<number>
 
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout;
-  return Promise.race([promise, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} in ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} in ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 async function connectRetrying(dsn: string): Promise<pg.Client> {
@@ -418,7 +496,8 @@ async function connectRetrying(dsn: string): Promise<pg.Client> {
 
 /** The checks of the soak; failed ones go to problems[]. */
 function judge(r: SoakResult): void {
-  for (const e of r.eras) if (e.pgss !== e.collected) r.problems.push(`calls in era "${e.era}": pg_stat_statements ${e.pgss}, collected ${e.collected}`);
+  for (const e of r.eras)
+    if (e.pgss !== e.collected) r.problems.push(`calls in era "${e.era}": pg_stat_statements ${e.pgss}, collected ${e.collected}`);
   for (const e of r.eras) if (e.pgss === 0) r.problems.push(`era "${e.era}": no pgbench calls at all`);
   if (r.crashes.length) r.problems.push(`collector crashes: ${r.crashes.join('; ')}`);
   if (r.stackTraces) r.problems.push(`${r.stackTraces} stack trace lines in the collector's log`);
@@ -437,23 +516,43 @@ function judge(r: SoakResult): void {
 }
 
 export function soakTable(r: SoakResult): string[] {
-  const lines = [`soak: ${r.seconds} s, ${r.collectorStarts} collector starts, ${r.terminations} of its connections terminated, ${r.pgbenchTransactions} pgbench -C transactions, ${r.flooded} flood statements`];
+  const lines = [
+    `soak: ${r.seconds} s, ${r.collectorStarts} collector starts, ${r.terminations} of its connections terminated, ${r.pgbenchTransactions} pgbench -C transactions, ${r.flooded} flood statements`,
+  ];
   lines.push('', 'era                                  pg_stat_statements  collected');
   for (const e of r.eras) {
-    const overflow = Object.entries(e.dropped).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ');
-    lines.push(`${e.era.padEnd(36)} ${String(e.pgss).padStart(18)} ${String(e.collected).padStart(10)}${overflow ? `  (overflow so far: ${overflow})` : ''}`);
+    const overflow = Object.entries(e.dropped)
+      .filter(([, n]) => n > 0)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ');
+    lines.push(
+      `${e.era.padEnd(36)} ${String(e.pgss).padStart(18)} ${String(e.collected).padStart(10)}${overflow ? `  (overflow so far: ${overflow})` : ''}`,
+    );
   }
   lines.push('', '   t (s)  RSS MB  CPU ms/flush  flush ms  map keys  backend_stats  query_stats  history rows  health  collections');
   for (const s of r.samples) {
     lines.push(
-      [String(s.atS).padStart(8), s.rssMb.toFixed(0).padStart(7), (Number.isFinite(s.cpuMsPerFlush) ? s.cpuMsPerFlush.toFixed(1) : '-').padStart(13),
-        (Number.isFinite(s.flushMs) ? s.flushMs.toFixed(1) : '-').padStart(9), String(s.queriesInMap).padStart(9), String(s.rows.backend_stats).padStart(14),
-        String(s.rows.query_stats).padStart(12), String((s.rows.backend_stats_history ?? 0) + (s.rows.query_stats_history ?? 0)).padStart(13),
-        String(s.rows.health).padStart(7), String(s.rows.collections).padStart(12)].join(' '),
+      [
+        String(s.atS).padStart(8),
+        s.rssMb.toFixed(0).padStart(7),
+        (Number.isFinite(s.cpuMsPerFlush) ? s.cpuMsPerFlush.toFixed(1) : '-').padStart(13),
+        (Number.isFinite(s.flushMs) ? s.flushMs.toFixed(1) : '-').padStart(9),
+        String(s.queriesInMap).padStart(9),
+        String(s.rows.backend_stats).padStart(14),
+        String(s.rows.query_stats).padStart(12),
+        String((s.rows.backend_stats_history ?? 0) + (s.rows.query_stats_history ?? 0)).padStart(13),
+        String(s.rows.health).padStart(7),
+        String(s.rows.collections).padStart(12),
+      ].join(' '),
     );
   }
-  lines.push('', `failed starts (exit 2, retried): ${r.failedStarts.length}${r.failedStarts.length ? ` (${[...new Set(r.failedStarts)].join('; ')})` : ''}`);
-  lines.push(`crashes: ${r.crashes.length}; stack trace lines: ${r.stackTraces}; backend_stats rows past retention: ${r.expiredBackendRows}; collector log lines: ${r.logLines}`);
+  lines.push(
+    '',
+    `failed starts (exit 2, retried): ${r.failedStarts.length}${r.failedStarts.length ? ` (${[...new Set(r.failedStarts)].join('; ')})` : ''}`,
+  );
+  lines.push(
+    `crashes: ${r.crashes.length}; stack trace lines: ${r.stackTraces}; backend_stats rows past retention: ${r.expiredBackendRows}; collector log lines: ${r.logLines}`,
+  );
   const trend = r.samples.length >= 18 ? 'RSS and CPU per flush flat' : 'RSS and CPU per flush not judged (too short for a trend)';
   lines.push(r.problems.length ? `FAILED: ${r.problems.join('; ')}` : `ok: calls exact in every era, ${trend}, tables bounded, no crash`);
   return lines;

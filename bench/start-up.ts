@@ -121,7 +121,9 @@ async function main(): Promise<void> {
       const defaults = Object.values(PROBE_SETS)
         .filter((set) => set.default && !probeSetUnsupportedReason(set.name, support))
         .map((set) => set.name);
-      const preloaded = medianLoadMs(() => CollectorObject.load({ target, layout, probeSets: PROBE_SETS, rodata: familyRodata(target), preload: defaults }));
+      const preloaded = medianLoadMs(() =>
+        CollectorObject.load({ target, layout, probeSets: PROBE_SETS, rodata: familyRodata(target), preload: defaults }),
+      );
       const bare = medianLoadMs(() => {
         const object = new (loadNative().BpfObject)(collectorObjectPath());
         object.load();
@@ -158,9 +160,13 @@ async function main(): Promise<void> {
     }
 
     print();
-    print(`| cluster | spawn → attached, ms | of which loading the BPF programs, ms | spawn → running, ms | spawn → first backend row, ms | spawn → first pgbench statement row, ms |`);
+    print(
+      `| cluster | spawn → attached, ms | of which loading the BPF programs, ms | spawn → running, ms | spawn → first backend row, ms | spawn → first pgbench statement row, ms |`,
+    );
     print('| --- | ---: | ---: | ---: | ---: | ---: |');
-    print(`| idle | ${range(idle.map((s) => s.attachedMs))} | ${range(idle.map((s) => s.loadMs))} | ${range(idle.map((s) => s.readyMs))} | ${range(idle.map((s) => s.backendRowMs))} | — |`);
+    print(
+      `| idle | ${range(idle.map((s) => s.attachedMs))} | ${range(idle.map((s) => s.loadMs))} | ${range(idle.map((s) => s.readyMs))} | ${range(idle.map((s) => s.backendRowMs))} | — |`,
+    );
     print(
       `| pgbench -S, ${clients} clients | ${range(busy.map((s) => s.attachedMs))} | ${range(busy.map((s) => s.loadMs))} | ${range(busy.map((s) => s.readyMs))} | ${range(busy.map((s) => s.backendRowMs))} | ${range(busy.map((s) => s.queryRowMs!))} |`,
     );

@@ -136,7 +136,8 @@ static __always_inline __u32 pg_pid_of(struct task_struct *task)
 	pid = BPF_CORE_READ(task, thread_pid);
 	if (bpf_probe_read_kernel(&nr, sizeof(nr),
 				  (void *)pid + bpf_core_field_offset(struct pid, numbers) +
-					  level * bpf_core_type_size(struct upid) + bpf_core_field_offset(struct upid, nr)))
+					  level * bpf_core_type_size(struct upid) +
+					  bpf_core_field_offset(struct upid, nr)))
 		return 0;
 	return nr;
 }
@@ -336,7 +337,8 @@ static __always_inline struct metrics *query_key_entry(const struct query_key *k
 		added = map_lookup_or_init(&role_added, &key->userid, &zero_count, COUNTER_ROLE_QUOTA_UNTRACKED);
 		evicted = bpf_map_lookup_elem(&role_evicted, &key->userid);
 		/* More evicted than added (keys added while role_added was full): no debt, never a refusal for good. */
-		if (added && *added > (evicted ? *evicted : 0) && *added - (evicted ? *evicted : 0) >= max_query_keys_per_role &&
+		if (added && *added > (evicted ? *evicted : 0) &&
+		    *added - (evicted ? *evicted : 0) >= max_query_keys_per_role &&
 		    query_keys_held() >= query_keys_guard_fill)
 			return hold_refused(key, COUNTER_ROLE_QUOTA, held, pid);
 	}
@@ -523,9 +525,8 @@ static __always_inline void hold_lock_wait(struct backend_record *r, const struc
 {
 	struct held_lock_wait *l = &r->held_lock;
 
-	if ((r->flags & BACKEND_HOLDING_LOCK_WAIT) &&
-	    (l->locktag_type != key->locktag_type || l->mode != key->mode || l->database != key->database ||
-	     l->relation != key->relation)) {
+	if ((r->flags & BACKEND_HOLDING_LOCK_WAIT) && (l->locktag_type != key->locktag_type || l->mode != key->mode ||
+						       l->database != key->database || l->relation != key->relation)) {
 		add_totals(&lock_waits, key, 1, ns, COUNTER_LOCK_WAITS_FULL);
 		return;
 	}

@@ -164,8 +164,8 @@ __noinline int query_add_slice(const struct query_key *key, const struct slice *
 	return 1;
 }
 
-static __always_inline enum sleep_class classify_sleep(struct task_struct *task, bool preempt,
-						       unsigned int state, __u32 wait_event)
+static __always_inline enum sleep_class classify_sleep(struct task_struct *task, bool preempt, unsigned int state,
+						       __u32 wait_event)
 {
 	if (preempt || state == TASK_RUNNING || (state & TASK_DEAD))
 		return SLEEP_NONE;
@@ -217,8 +217,7 @@ static __always_inline __u64 running_time(struct task_struct *task, __u64 *sum_e
  * `running`: called for the task on this CPU from a periodic sample rather than a switch-out;
  * it is accounted as if preempted, so a statement that never leaves its CPU still shows its time.
  */
-static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state,
-					       bool running)
+static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state, bool running)
 {
 	__u32 pid = task->pid, wait_event = 0, status_state = 0;
 	enum sleep_class next_class;
@@ -371,8 +370,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 
 /* prev_state is the tracepoint's fourth argument since Linux 5.18 (commit fa2c3254d7cf). */
 SEC("tp_btf/sched_switch")
-int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
 	if (is_postmaster_family(prev))
 		account_switch_out(prev, preempt, prev_state, false);

@@ -69,9 +69,9 @@ static __always_inline __u32 hist_slot(__u64 ns)
 
 	barrier_var(top_bits); /* or clang turns ABOVE() back into a compare and a branch */
 	/* Binary search for the top bit: when top_bits is 2^bits or more, shift it down by `bits` and count them. */
-#define DROP_BITS_ABOVE(bits)					\
-	shift = ABOVE(top_bits, (1ULL << (bits)) - 1) * (bits);	\
-	top_bits >>= shift;					\
+#define DROP_BITS_ABOVE(bits)                                   \
+	shift = ABOVE(top_bits, (1ULL << (bits)) - 1) * (bits); \
+	top_bits >>= shift;                                     \
 	top += shift;
 	DROP_BITS_ABOVE(32)
 	DROP_BITS_ABOVE(16)

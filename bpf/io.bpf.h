@@ -42,10 +42,10 @@ struct io_owner {
 	struct query_key key;
 	__u64 start_ns;
 	__u32 pid;
-	__u32 op;             /* REQ_OP_* */
-	__u32 start_bytes;    /* rq->__data_len when it was created */
-	__u32 counted_bytes;  /* completed bytes charged so far */
-	__u32 performer_pid;  /* the io worker that created it for the owner `pid` (bpf/aio.bpf.h); 0: pid's own */
+	__u32 op;            /* REQ_OP_* */
+	__u32 start_bytes;   /* rq->__data_len when it was created */
+	__u32 counted_bytes; /* completed bytes charged so far */
+	__u32 performer_pid; /* the io worker that created it for the owner `pid` (bpf/aio.bpf.h); 0: pid's own */
 	__u32 pad;
 	/* When `pid` and `performer_pid` started: by the completion either pid may be another process's. */
 	__u64 task_start_ns;
@@ -67,8 +67,8 @@ struct {
  */
 SEC("tp_btf/balance_dirty_pages")
 int BPF_PROG(on_dirty_pause, struct bdi_writeback *wb, struct dirty_throttle_control *dtc,
-	     unsigned long dirty_ratelimit, unsigned long task_ratelimit, unsigned long dirtied,
-	     unsigned long period, long pause)
+	     unsigned long dirty_ratelimit, unsigned long task_ratelimit, unsigned long dirtied, unsigned long period,
+	     long pause)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct backend_record *r;
@@ -167,8 +167,9 @@ static __always_inline void inflight_retire(__u64 id, bool merged)
 	if (!owner)
 		return;
 	if (!merged && io_counts(owner)) {
-		io_charge(owner, owner->start_bytes > owner->counted_bytes ?
-				 owner->start_bytes - owner->counted_bytes : 0, true);
+		io_charge(owner,
+			  owner->start_bytes > owner->counted_bytes ? owner->start_bytes - owner->counted_bytes : 0,
+			  true);
 		count(COUNTER_IO_COMPLETIONS_MISSED);
 	}
 	inflight_forget(id);

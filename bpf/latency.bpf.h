@@ -92,8 +92,7 @@ static __always_inline void observe_statement_end(struct backend_record *r, cons
  *
  * A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
  */
-__noinline int hist_on_switch_out(struct backend_record *r, const struct query_key *key, __u64 runq_ns,
-				  __u32 next_class)
+__noinline int hist_on_switch_out(struct backend_record *r, const struct query_key *key, __u64 runq_ns, __u32 next_class)
 {
 	enum hist_switch switches = hist_switches;
 

@@ -15,10 +15,10 @@
 /* Heavyweight lock waits of one query, by what it waited for (LOCKTAG type, LOCKMODE). */
 struct lock_wait_key {
 	struct query_key q;
-	__u32 locktag_type;  /* enum LockTagType: 0 relation, 1 extend, ... 5 transactionid, ... */
-	__u32 mode;          /* LOCKMODE: 1 AccessShareLock ... 8 AccessExclusiveLock */
-	__u32 database;      /* locktag_field1 for relation-scoped, object and advisory tags, else 0 */
-	__u32 relation;      /* locktag_field2 for relation, extend, page and tuple tags, else 0 */
+	__u32 locktag_type; /* enum LockTagType: 0 relation, 1 extend, ... 5 transactionid, ... */
+	__u32 mode;         /* LOCKMODE: 1 AccessShareLock ... 8 AccessExclusiveLock */
+	__u32 database;     /* locktag_field1 for relation-scoped, object and advisory tags, else 0 */
+	__u32 relation;     /* locktag_field2 for relation, extend, page and tuple tags, else 0 */
 };
 
 struct wait_totals {
@@ -33,7 +33,8 @@ struct {
 	__type(value, struct wait_totals);
 } lock_waits SEC(".maps");
 
-static __always_inline void add_totals(void *map, const void *key, __u64 waits, __u64 ns, enum counter_index full_counter)
+static __always_inline void add_totals(void *map, const void *key, __u64 waits, __u64 ns,
+				       enum counter_index full_counter)
 {
 	static const struct wait_totals zero = {};
 	struct wait_totals *t = map_lookup_or_init(map, key, &zero, full_counter);

@@ -62,14 +62,14 @@ struct lwlock_wait_key {
 };
 
 /* LockTagType values whose field1 is a database and field2 a relation (lock.h, 14-18). */
-#define LOCKTAG_RELATION        0
-#define LOCKTAG_RELATION_EXTEND 1
+#define LOCKTAG_RELATION            0
+#define LOCKTAG_RELATION_EXTEND     1
 #define LOCKTAG_DATABASE_FROZEN_IDS 2
-#define LOCKTAG_PAGE            3
-#define LOCKTAG_TUPLE           4
-#define LOCKTAG_OBJECT          8
-#define LOCKTAG_ADVISORY        10
-#define LOCKTAG_APPLY_TRANSACTION 11
+#define LOCKTAG_PAGE                3
+#define LOCKTAG_TUPLE               4
+#define LOCKTAG_OBJECT              8
+#define LOCKTAG_ADVISORY            10
+#define LOCKTAG_APPLY_TRANSACTION   11
 
 /* PG17's ProcSleep(locallock, table, dontWait) returns at once for dontWait: not a wait. */
 const volatile __u32 proc_sleep_dont_wait_arg = 0;
@@ -268,7 +268,7 @@ static __always_inline void lwlock_wait_end(const char *name, enum lwlock_mode m
 		return;
 	ns = bpf_ktime_get_ns() - s->ts;
 	key.tranche_id = (s->wait_event & PG_WAIT_CLASS_MASK) == PG_WAIT_LWLOCK ? s->wait_event & 0xffff
-									     : LWLOCK_TRANCHE_UNKNOWN;
+										: LWLOCK_TRANCHE_UNKNOWN;
 	key.mode = mode;
 	bpf_map_delete_elem(&lwlock_wait_starts, &pid);
 	if (name)

@@ -61,8 +61,7 @@ static __always_inline void count_refusal(long err, enum counter_index full)
  * inserted between our lookup and our update: that update fails, and the second lookup finds
  * the winner's value.
  */
-static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init,
-						enum counter_index full)
+static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init, enum counter_index full)
 {
 	void *value = bpf_map_lookup_elem(map, key);
 	long err;

@@ -78,8 +78,8 @@ static __always_inline void nested_on_switch_out(struct backend_record *r, __u32
  * An executor starts, called with stack pointer `sp`: `queryid` is its statement's,
  * `top_queryid` what st_query_id holds.
  */
-static __always_inline void nested_push(struct backend_record *r, __u64 query_desc, __u64 queryid,
-					__u64 top_queryid, __u64 statement_us, __u64 sp, __u32 userid)
+static __always_inline void nested_push(struct backend_record *r, __u64 query_desc, __u64 queryid, __u64 top_queryid,
+					__u64 statement_us, __u64 sp, __u32 userid)
 {
 	__u32 depth = r->nested_depth;
 	bool nested;

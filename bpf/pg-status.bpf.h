@@ -122,8 +122,8 @@ static __always_inline bool read_identity(struct backend_record *r)
 	}
 	if (!status || !status_changecount(status, &before))
 		return false;
-	if (bpf_probe_read_user(&procpid, sizeof(procpid), (void *)(status + status_procpid_off)) ||
-	    !procpid || procpid != (__s32)r->pg_pid)
+	if (bpf_probe_read_user(&procpid, sizeof(procpid), (void *)(status + status_procpid_off)) || !procpid ||
+	    procpid != (__s32)r->pg_pid)
 		return false;
 	bpf_probe_read_user(&backend_type, sizeof(backend_type), (void *)(status + status_backend_type_off));
 	bpf_probe_read_user(&proc_start, sizeof(proc_start), (void *)(status + status_proc_start_off));
@@ -223,7 +223,7 @@ static __always_inline __u32 statement_user(struct backend_record *r, __u64 quer
  * was read with the query id (0 when unknown).
  */
 static __always_inline bool read_current_state(struct task_struct *task, struct backend_record *r, __u32 pid,
-						struct query_key *key, __u32 *wait_event, __u32 *state_out)
+					       struct query_key *key, __u32 *wait_event, __u32 *state_out)
 {
 	__u64 queryid = 0;
 	__u32 state = 0;
@@ -281,7 +281,7 @@ static __always_inline bool read_current_state(struct task_struct *task, struct 
 }
 
 static __always_inline bool read_current(struct task_struct *task, struct backend_record *r, __u32 pid,
-					  struct query_key *key, __u32 *wait_event)
+					 struct query_key *key, __u32 *wait_event)
 {
 	return read_current_state(task, r, pid, key, wait_event, NULL);
 }

@@ -34,11 +34,11 @@ struct query_key {
  * code that reads, subtracts and adds it. A new counter is one line here; user space then
  * needs its column (src/families/cpu/, a migration, a view). Order = order in struct metrics.
  */
-#define SCHED_COUNTERS(X)                       \
-	X(minflt, min_flt)                      \
-	X(majflt, maj_flt)                      \
-	X(nvcsw, nvcsw)                         \
-	X(nivcsw, nivcsw)                       \
+#define SCHED_COUNTERS(X)  \
+	X(minflt, min_flt) \
+	X(majflt, maj_flt) \
+	X(nvcsw, nvcsw)    \
+	X(nivcsw, nivcsw)  \
 	X(cpu_migrations, se.nr_migrations)
 
 #define SCHED_COUNTER_FIELD(name, task_field) __u64 name;
@@ -65,8 +65,8 @@ struct metrics {
 	__u64 calls;
 	SCHED_COUNTERS(SCHED_COUNTER_FIELD) /* minflt, majflt, nvcsw, nivcsw, cpu_migrations */
 	/* The other families (memory, io, llc, spinlock); each is filled by its own probe set. */
-	__u64 reclaim_pages;        /* pages reclaimed by this task's direct / memcg reclaim */
-	__u64 compaction_ns;        /* direct compaction stalls */
+	__u64 reclaim_pages;         /* pages reclaimed by this task's direct / memcg reclaim */
+	__u64 compaction_ns;         /* direct compaction stalls */
 	__u64 writeback_throttle_ns; /* balance_dirty_pages pauses */
 	__u64 blk_read_ios;
 	__u64 blk_read_bytes;
@@ -74,7 +74,7 @@ struct metrics {
 	__u64 blk_write_bytes;
 	__u64 llc_references;
 	__u64 llc_misses;
-	__u64 spinlock_delays;      /* spinlock delays: sleeps (1 ms and up) of a spinlock wait that spinning did not end */
+	__u64 spinlock_delays; /* spinlock delays: sleeps (1 ms and up) of a spinlock wait that spinning did not end */
 	/*
 	 * Not a figure. In the queries map only: the collector's read (query_read) at which this
 	 * CPU's copy last entered query_changes (bpf/query-changes.bpf.h).
@@ -125,10 +125,10 @@ enum sleep_class {
 
 /* Bits of backend_record.flags. */
 enum backend_flags {
-	BACKEND_IDENTITY_KNOWN = 0x1, /* userid, dbid, backend_start, backend_type were read */
-	BACKEND_EXCLUDED = 0x2,       /* one of the collector's own connections */
-	BACKEND_HOLDING = 0x4,        /* `held` has figures waiting for the statement's query id */
-	BACKEND_SLEEP_HELD = 0x8,     /* the current sleep began before the statement had a query id */
+	BACKEND_IDENTITY_KNOWN = 0x1,     /* userid, dbid, backend_start, backend_type were read */
+	BACKEND_EXCLUDED = 0x2,           /* one of the collector's own connections */
+	BACKEND_HOLDING = 0x4,            /* `held` has figures waiting for the statement's query id */
+	BACKEND_SLEEP_HELD = 0x8,         /* the current sleep began before the statement had a query id */
 	BACKEND_HOLDING_LOCK_WAIT = 0x10, /* `held_lock` has a lock wait (locks set) waiting for the query id */
 };
 
@@ -142,8 +142,8 @@ struct nested_statements {
 	__u64 query_desc[NESTED_MAX]; /* each executor's QueryDesc, to match its end */
 	__u64 queryid[NESTED_MAX];    /* its statement's id if nested, 0 for the top-level one's */
 	__u64 stack[NESTED_MAX];      /* the stack pointer at its ExecutorStart: its caller's frame */
-	__u32 userid[NESTED_MAX];     /* CurrentUserId at its ExecutorStart (a SECURITY DEFINER function's owner), 0: unknown */
-	__u64 statement_us;           /* st_activity_start_timestamp of the top-level statement they run in */
+	__u32 userid[NESTED_MAX]; /* CurrentUserId at its ExecutorStart (a SECURITY DEFINER function's owner), 0: unknown */
+	__u64 statement_us;       /* st_activity_start_timestamp of the top-level statement they run in */
 };
 
 /* A heavyweight lock wait (the opt-in locks set) from before the statement had a query id. */
@@ -163,38 +163,38 @@ struct held_lock_wait {
  */
 struct backend_record {
 	struct metrics m;
-	__u64 queryid;           /* current or last query */
-	__u64 backend_start_us;  /* st_proc_start: microseconds since 2000-01-01, as Postgres keeps it */
-	__u64 task_start_ns;     /* task->start_time (CLOCK_MONOTONIC), when backend_start is unknown */
-	__u64 exited_ns;         /* CLOCK_MONOTONIC time of the final context switch; 0 while alive */
+	__u64 queryid;          /* current or last query */
+	__u64 backend_start_us; /* st_proc_start: microseconds since 2000-01-01, as Postgres keeps it */
+	__u64 task_start_ns;    /* task->start_time (CLOCK_MONOTONIC), when backend_start is unknown */
+	__u64 exited_ns;        /* CLOCK_MONOTONIC time of the final context switch; 0 while alive */
 	__u32 userid;
 	__u32 dbid;
-	__s32 backend_type;      /* st_backendType, -1 when the process has no PgBackendStatus */
+	__s32 backend_type; /* st_backendType, -1 when the process has no PgBackendStatus */
 	enum backend_flags flags;
-	__u32 pg_pid;            /* the pid Postgres knows it by (its pid in the postmaster's pid namespace) */
-	__u32 run_userid;        /* the user the statement runs as (OuterUserId) when last read, 0: not read (bpf/pg-status.bpf.h) */
+	__u32 pg_pid; /* the pid Postgres knows it by (its pid in the postmaster's pid namespace) */
+	__u32 run_userid; /* the user the statement runs as (OuterUserId) when last read, 0: not read (bpf/pg-status.bpf.h) */
 
-	__u64 last_ts;           /* rq->clock at the last switch-out (sched_clock domain) */
-	__u64 last_sum_exec;     /* se.sum_exec_runtime then */
-	__u64 last_run_delay;    /* sched_info.run_delay then */
+	__u64 last_ts;            /* rq->clock at the last switch-out (sched_clock domain) */
+	__u64 last_sum_exec;      /* se.sum_exec_runtime then */
+	__u64 last_run_delay;     /* sched_info.run_delay then */
 	struct sched_counts last; /* SCHED_COUNTERS then */
-	__u64 status_ptr;        /* cached MyBEEntry */
-	__u64 wait_event_ptr;    /* cached my_wait_event_info */
+	__u64 status_ptr;         /* cached MyBEEntry */
+	__u64 wait_event_ptr;     /* cached my_wait_event_info */
 	struct query_key sleep_key;
 	enum sleep_class sleep_class;
-	__u32 epoch;             /* tracking_epoch when last* were taken (bpf/cpu.bpf.h) */
-	__u64 nested_current;    /* the innermost nested statement's id now, 0: none (bpf/nested.bpf.h) */
-	__u64 nested_sleep_queryid; /* nested_current when the task last left the CPU */
+	__u32 epoch;                 /* tracking_epoch when last* were taken (bpf/cpu.bpf.h) */
+	__u64 nested_current;        /* the innermost nested statement's id now, 0: none (bpf/nested.bpf.h) */
+	__u64 nested_sleep_queryid;  /* nested_current when the task last left the CPU */
 	__u32 nested_current_userid; /* the user the innermost nested statement runs as, 0: the top level's */
 	__u32 nested_sleep_userid;   /* nested_current_userid when the task last left the CPU */
-	__u32 nested_depth;      /* executors started in the current statement and not ended */
-	__u32 sleep_wait_event;  /* wait_event_info when the task last went to sleep, 0: none or not read (bpf/wait-events.bpf.h) */
-	__u64 run_user_queryid;  /* st_query_id when run_userid was read */
-	__u64 execute_queryid;   /* st_query_id of the last SQL-level EXECUTE (the query set, bpf/query.bpf.h) */
-	__u64 prepared_queryid;  /* the id of the prepared statement it ran: its figures go there */
-	__u64 uncounted_queryid; /* st_query_id of a PREPARE that has not ended: no call, as pg_stat_statements */
+	__u32 nested_depth;          /* executors started in the current statement and not ended */
+	__u32 sleep_wait_event; /* wait_event_info when the task last went to sleep, 0: none or not read (bpf/wait-events.bpf.h) */
+	__u64 run_user_queryid;    /* st_query_id when run_userid was read */
+	__u64 execute_queryid;     /* st_query_id of the last SQL-level EXECUTE (the query set, bpf/query.bpf.h) */
+	__u64 prepared_queryid;    /* the id of the prepared statement it ran: its figures go there */
+	__u64 uncounted_queryid;   /* st_query_id of a PREPARE that has not ended: no call, as pg_stat_statements */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
-	__u64 memory_cgroup;       /* memory cgroup id (kernfs inode) when first tracked: a container's processes are born in theirs */
+	__u64 memory_cgroup; /* memory cgroup id (kernfs inode) when first tracked: a container's processes are born in theirs */
 	/*
 	 * Its sleeps waiting for the client (ClientRead: idle between statements, SLEEP_CLIENT), and their
 	 * time: counted here rather than in backend_wait_events, as the most common sleep of a backend
@@ -246,28 +246,28 @@ struct activity {
 };
 
 enum counter_index {
-	COUNTER_BACKENDS_FULL = 0,   /* a backend could not be tracked: backends map full */
-	COUNTER_QUERIES_FULL = 1,    /* a query key could not be added: queries map full */
+	COUNTER_BACKENDS_FULL = 0,     /* a backend could not be tracked: backends map full */
+	COUNTER_QUERIES_FULL = 1,      /* a query key could not be added: queries map full */
 	COUNTER_STATUS_UNREADABLE = 2, /* PgBackendStatus unreadable: time went to the backend only */
-	COUNTER_HISTOGRAMS_FULL = 3, /* a histogram could not be added: histograms map full */
-	COUNTER_MEM_STALLS_FULL = 4, /* a reclaim/compaction stall could not be timed: mem_stalls full */
-	COUNTER_IO_INFLIGHT_FULL = 5, /* a block request's owner could not be kept: io_inflight full */
+	COUNTER_HISTOGRAMS_FULL = 3,   /* a histogram could not be added: histograms map full */
+	COUNTER_MEM_STALLS_FULL = 4,   /* a reclaim/compaction stall could not be timed: mem_stalls full */
+	COUNTER_IO_INFLIGHT_FULL = 5,  /* a block request's owner could not be kept: io_inflight full */
 	COUNTER_MEMIO_UNTRACKED = 6, /* a stall or request of a backend with no record yet: its query got it, its backend row not */
 	COUNTER_IO_COMPLETIONS_MISSED = 7, /* a block completion ran no BPF: charged at reuse, no latency */
-	COUNTER_LOCK_WAITS_FULL = 8,   /* a lock wait key could not be added: lock_waits map full */
-	COUNTER_LWLOCK_WAITS_FULL = 9, /* an LWLock wait key could not be added: lwlock_waits map full */
-	COUNTER_ROLE_QUOTA = 10,     /* a query key was not added: its role holds its share of the queries map */
+	COUNTER_LOCK_WAITS_FULL = 8,       /* a lock wait key could not be added: lock_waits map full */
+	COUNTER_LWLOCK_WAITS_FULL = 9,     /* an LWLock wait key could not be added: lwlock_waits map full */
+	COUNTER_ROLE_QUOTA = 10,           /* a query key was not added: its role holds its share of the queries map */
 	COUNTER_ROLE_QUOTA_UNTRACKED = 11, /* a role's share could not be counted: role_added full (more than 1024 roles) */
-	COUNTER_EXITED_FULL = 12,    /* an exited process's record stayed in backends: exited_backends full */
-	COUNTER_AIO_HANDLES_FULL = 13, /* an IO handle's owner could not be kept: aio_handles full (bpf/aio.bpf.h) */
+	COUNTER_EXITED_FULL = 12,          /* an exited process's record stayed in backends: exited_backends full */
+	COUNTER_AIO_HANDLES_FULL = 13,   /* an IO handle's owner could not be kept: aio_handles full (bpf/aio.bpf.h) */
 	COUNTER_CALLS_UNATTRIBUTED = 14, /* a statement end (query set) reached no query key (bpf/query.bpf.h) */
 	COUNTER_QUERY_CHANGES_FULL = 15, /* a changed query key could not be noted: the collector reads the whole map once (bpf/query-changes.bpf.h) */
 	COUNTER_HIST_CHANGES_FULL = 16, /* a changed histogram could not be noted: the collector reads the whole map once (bpf/hist.bpf.h) */
-	COUNTER_MAP_NO_MEMORY = 17,  /* an insert was refused with room left: no memory at hand (bpf/maps.bpf.h, count_refusal) */
+	COUNTER_MAP_NO_MEMORY = 17, /* an insert was refused with room left: no memory at hand (bpf/maps.bpf.h, count_refusal) */
 	COUNTER_QUERY_KEY_HELD = 18, /* a query key the map refused at once: its figures were held for the next flush, not dropped (bpf/attribution.bpf.h) */
 	COUNTER_WAIT_EVENTS_FULL = 19, /* a (query, wait event) key could not be added: query_wait_events map full (bpf/wait-events.bpf.h) */
 	COUNTER_BACKEND_WAIT_EVENTS_FULL = 20, /* a (backend, wait event) key could not be added: backend_wait_events map full */
-	COUNTER_MAX = 21,            /* room for the families' own counters */
+	COUNTER_MAX = 21,                      /* room for the families' own counters */
 };
 
 #endif /* RECORDS_H */

@@ -37,9 +37,9 @@ struct wait_event_key {
  * that record's backend_stats row), and a wait event.
  */
 struct backend_wait_key {
-	__u32 pid;              /* the kernel's pid, the backends map's key */
+	__u32 pid; /* the kernel's pid, the backends map's key */
 	__u32 wait_event_info;
-	__u64 task_start_ns;    /* the task's start (CLOCK_MONOTONIC): a pid given again is another key */
+	__u64 task_start_ns; /* the task's start (CLOCK_MONOTONIC): a pid given again is another key */
 };
 
 /*
@@ -69,7 +69,8 @@ struct {
 	__type(value, struct wait_event_totals);
 } backend_wait_events SEC(".maps");
 
-static __always_inline void add_wait_event(void *map, const void *key, __u64 ns, __u64 runq_ns, enum counter_index full_counter)
+static __always_inline void add_wait_event(void *map, const void *key, __u64 ns, __u64 runq_ns,
+					   enum counter_index full_counter)
 {
 	static const struct wait_event_totals zero = {};
 	struct wait_event_totals *t = map_lookup_or_init(map, key, &zero, full_counter);

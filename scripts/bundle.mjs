@@ -83,7 +83,10 @@ await bundle.close();
 const calls = [...readFileSync(output, 'utf8').matchAll(/(?<![\w$.])import\((.{0,20})/g)].map((m) => m[1]);
 const unreachable = (call) => call.startsWith('`file://${') && readdirSync('migrations').every((f) => f.endsWith('.sql'));
 const refused = calls.filter((call) => !unreachable(call));
-if (refused.length) throw new Error(`bundle: ${output} calls import(${refused.join('), import(')}): it runs from V8's code cache, where import() fails; load it otherwise`);
+if (refused.length)
+  throw new Error(
+    `bundle: ${output} calls import(${refused.join('), import(')}): it runs from V8's code cache, where import() fails; load it otherwise`,
+  );
 
 // The launcher: small, and run as is (its first line gives node the bin's flags).
 const launch = await rolldown({
@@ -93,6 +96,12 @@ const launch = await rolldown({
     process.stderr.write(`bundle: ${level}: ${log.message}\n`);
   },
 });
-await launch.write({ file: launcher, format: 'esm', codeSplitting: false, charset: 'ascii', comments: { legal: false, annotation: false, jsdoc: false } });
+await launch.write({
+  file: launcher,
+  format: 'esm',
+  codeSplitting: false,
+  charset: 'ascii',
+  comments: { legal: false, annotation: false, jsdoc: false },
+});
 await launch.close();
 chmodSync(launcher, 0o755);

@@ -59,7 +59,13 @@ try {
   } finally {
     await client.end();
   }
-  const { stdout } = await cluster.exec('pg_dump', ['--dbname', cluster.tcpConnectionString(), '--schema=bpf_stats', '--column-inserts', '--no-owner']);
+  const { stdout } = await cluster.exec('pg_dump', [
+    '--dbname',
+    cluster.tcpConnectionString(),
+    '--schema=bpf_stats',
+    '--column-inserts',
+    '--no-owner',
+  ]);
   // pg_dump 15.14 and later fence the script with \restrict: a psql command, which the test's
   // simple query cannot run.
   const dump = stdout

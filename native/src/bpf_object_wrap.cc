@@ -164,13 +164,13 @@ struct bpf_map* BpfObjectWrap::Map(const Napi::CallbackInfo& info, size_t argInd
 
 void BpfObjectWrap::RequireNotLoaded(Napi::Env env, const char* op) {
   Obj(env);
-  if (loaded_) ThrowState(env, EBUSY, std::string(op) + ": BpfObject(" + Quote(path_) +
-                                          ") is already loaded");
+  if (loaded_)
+    ThrowState(env, EBUSY, std::string(op) + ": BpfObject(" + Quote(path_) + ") is already loaded");
 }
 
-Napi::Value BpfObjectWrap::WrapLink(Napi::Env env, struct bpf_link* link, int err,
-                                    uint64_t logMark, const std::string& call,
-                                    const std::string& subject, bool hasFd) {
+Napi::Value BpfObjectWrap::WrapLink(Napi::Env env, struct bpf_link* link, int err, uint64_t logMark,
+                                    const std::string& call, const std::string& subject,
+                                    bool hasFd) {
   if (!link) ThrowErrno(env, err, call + "(" + subject + ")", logMark);
   return BpfLinkWrap::New(env, link, obj_, subject, hasFd);
 }
@@ -228,7 +228,8 @@ void BpfObjectWrap::SetMaxEntries(const Napi::CallbackInfo& info) {
   int err = bpf_map__set_max_entries(map, n);
   if (err < 0) {
     ThrowErrno(info.Env(), err,
-               "bpf_map__set_max_entries(" + MapSubject(map) + ", " + std::to_string(n) + ")", mark);
+               "bpf_map__set_max_entries(" + MapSubject(map) + ", " + std::to_string(n) + ")",
+               mark);
   }
 }
 
@@ -240,8 +241,8 @@ void BpfObjectWrap::ReuseMapFd(const Napi::CallbackInfo& info) {
   // libbpf dups the fd: the caller's object may close its own later.
   int err = bpf_map__reuse_fd(map, fd);
   if (err < 0) {
-    ThrowErrno(info.Env(), err, "bpf_map__reuse_fd(" + MapSubject(map) + ", " + std::to_string(fd) + ")",
-               mark);
+    ThrowErrno(info.Env(), err,
+               "bpf_map__reuse_fd(" + MapSubject(map) + ", " + std::to_string(fd) + ")", mark);
   }
 }
 
@@ -273,21 +274,26 @@ BpfObjectWrap::MappedBss::~MappedBss() {
 uint8_t* BpfObjectWrap::BssBytes(Napi::Env env, const char* what, uint64_t offset, size_t length) {
   struct bpf_map* map = bpf_object__find_map_by_name(Obj(env), ".bss");
   if (!map) ThrowState(env, ENOENT, std::string(what) + ": " + path_ + " has no .bss section");
-  if (!loaded_ || bpf_map__fd(map) < 0) ThrowState(env, EINVAL, std::string(what) + ": BpfObject(" + Quote(path_) + ") is not loaded");
+  if (!loaded_ || bpf_map__fd(map) < 0)
+    ThrowState(env, EINVAL, std::string(what) + ": BpfObject(" + Quote(path_) + ") is not loaded");
   if (!bss_) {
     auto mapped = std::make_unique<MappedBss>();
     mapped->size = bpf_map__value_size(map);
     long page = sysconf(_SC_PAGESIZE);
     mapped->length = (mapped->size + page - 1) / page * page;
-    void* addr = mmap(nullptr, mapped->length, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
-    if (addr == MAP_FAILED) ThrowErrno(env, -errno, "mmap(.bss of " + Quote(path_) + ")", LogMark());
+    void* addr =
+        mmap(nullptr, mapped->length, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+    if (addr == MAP_FAILED)
+      ThrowErrno(env, -errno, "mmap(.bss of " + Quote(path_) + ")", LogMark());
     mapped->addr = addr;
     bss_ = std::move(mapped);
   }
   size_t size = bss_->size;
   if (offset > size || length > size - offset) {
-    ThrowState(env, ERANGE, std::string(what) + ": [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
-                                ") out of range of .bss (size " + std::to_string(size) + ")");
+    ThrowState(env, ERANGE,
+               std::string(what) + ": [" + std::to_string(offset) + ", " +
+                   std::to_string(offset + length) + ") out of range of .bss (size " +
+                   std::to_string(size) + ")");
   }
   return static_cast<uint8_t*>(bss_->addr) + offset;
 }
@@ -406,8 +412,8 @@ Napi::Value BpfObjectWrap::AttachUsdt(const Napi::CallbackInfo& info) {
     opts.usdt_cookie = ToU64(env, info[5], "cookie");
   }
   uint64_t mark = LogMark();
-  struct bpf_link* link = bpf_program__attach_usdt(prog, pid, binary.c_str(), provider.c_str(),
-                                                   name.c_str(), &opts);
+  struct bpf_link* link =
+      bpf_program__attach_usdt(prog, pid, binary.c_str(), provider.c_str(), name.c_str(), &opts);
   int err = errno;
   return WrapLink(env, link, err, mark, "bpf_program__attach_usdt",
                   ProgSubject(prog) + ", usdt " + Quote(provider + ":" + name) + " in " + binary +
@@ -425,8 +431,7 @@ Napi::Value BpfObjectWrap::AttachUprobe(const Napi::CallbackInfo& info) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe,
               .func_name = func ? func->c_str() : nullptr);
   uint64_t mark = LogMark();
-  struct bpf_link* link =
-      bpf_program__attach_uprobe_opts(prog, pid, binary.c_str(), offset, &opts);
+  struct bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid, binary.c_str(), offset, &opts);
   int err = errno;
   std::string where = (func ? *func : std::string("<no symbol>")) + "+" + std::to_string(offset);
   return WrapLink(info.Env(), link, err, mark, "bpf_program__attach_uprobe_opts",
@@ -447,7 +452,8 @@ Napi::Value BpfObjectWrap::AttachPerfEvent(const Napi::CallbackInfo& info) {
   std::optional<uint64_t> freq = OptU64(env, o, "sampleFreq");
   int32_t cpu = ToInt32(env, o.Get("cpu"), "opts.cpu");
   Napi::Value pidValue = o.Get("pid");
-  int32_t pid = pidValue.IsUndefined() || pidValue.IsNull() ? -1 : ToInt32(env, pidValue, "opts.pid");
+  int32_t pid =
+      pidValue.IsUndefined() || pidValue.IsNull() ? -1 : ToInt32(env, pidValue, "opts.pid");
   if (type > UINT32_MAX) throw Napi::TypeError::New(env, "opts.type must be a uint32");
   if (period && freq) {
     throw Napi::TypeError::New(env, "opts.samplePeriod and opts.sampleFreq are exclusive");
@@ -498,8 +504,7 @@ Napi::Value BpfObjectWrap::MapLayout(const Napi::CallbackInfo& info) {
   Napi::Object out = Napi::Object::New(env);
   out.Set("key", FieldsToJs(env, LayoutOf(env, btf, bpf_map__btf_key_type_id(map),
                                           bpf_map__key_size(map), what)));
-  out.Set("value",
-          FieldsToJs(env, LayoutOf(env, btf, valueType, bpf_map__value_size(map), what)));
+  out.Set("value", FieldsToJs(env, LayoutOf(env, btf, valueType, bpf_map__value_size(map), what)));
   return out;
 }
 
@@ -510,7 +515,8 @@ Napi::Buffer<uint8_t> OwningBuffer(Napi::Env env, ByteBlock& block) {
   size_t size = block.size();
   uint8_t* bytes = block.Release();
   if (!bytes) return Napi::Buffer<uint8_t>::New(env, 0);
-  return Napi::Buffer<uint8_t>::New(env, bytes, size, [](Napi::Env, uint8_t* data) { std::free(data); });
+  return Napi::Buffer<uint8_t>::New(env, bytes, size,
+                                    [](Napi::Env, uint8_t* data) { std::free(data); });
 }
 
 Napi::Object BatchToJs(Napi::Env env, MapEntries& entries, uint32_t keySize, uint32_t stride) {
@@ -554,7 +560,8 @@ void BpfObjectWrap::MapUpdate(const Napi::CallbackInfo& info) {
   if (info.Length() > 3 && !info[3].IsUndefined()) flags = ToU64(env, info[3], "flags");
   LoadedMapFd(env, map, "mapUpdate");
   uint64_t mark = LogMark();
-  int err = bpf_map__update_elem(map, key.Data(), key.Length(), value.Data(), value.Length(), flags);
+  int err =
+      bpf_map__update_elem(map, key.Data(), key.Length(), value.Data(), value.Length(), flags);
   if (err < 0) ThrowErrno(env, err, "bpf_map__update_elem(" + MapSubject(map) + ")", mark);
 }
 
@@ -579,9 +586,11 @@ Napi::Value BpfObjectWrap::MapLookupAndDelete(const Napi::CallbackInfo& info) {
   LoadedMapFd(env, map, "mapLookupAndDelete");
   std::vector<uint8_t> value(ValueStride(env, bpf_map__type(map), bpf_map__value_size(map)));
   uint64_t mark = LogMark();
-  int err = bpf_map__lookup_and_delete_elem(map, key.Data(), key.Length(), value.data(), value.size(), 0);
+  int err =
+      bpf_map__lookup_and_delete_elem(map, key.Data(), key.Length(), value.data(), value.size(), 0);
   if (err == -ENOENT) return env.Null();
-  if (err < 0) ThrowErrno(env, err, "bpf_map__lookup_and_delete_elem(" + MapSubject(map) + ")", mark);
+  if (err < 0)
+    ThrowErrno(env, err, "bpf_map__lookup_and_delete_elem(" + MapSubject(map) + ")", mark);
   return CopyBuffer(env, value);
 }
 
@@ -635,7 +644,8 @@ Napi::Value BpfObjectWrap::MapLookupKeys(const Napi::CallbackInfo& info) {
   PackedKeys keys = PackedKeysArg(info, map, "mapLookupKeys");
   int fd = LoadedMapFd(env, map, "mapLookupKeys");
   uint32_t stride = ValueStride(env, bpf_map__type(map), bpf_map__value_size(map));
-  MapEntries entries = LookupKeys(env, fd, keys.keySize, stride, keys.buffer.Data(), keys.count, MapSubject(map));
+  MapEntries entries =
+      LookupKeys(env, fd, keys.keySize, stride, keys.buffer.Data(), keys.count, MapSubject(map));
   return BatchToJs(env, entries, keys.keySize, stride);
 }
 
@@ -645,7 +655,8 @@ Napi::Value BpfObjectWrap::MapDeleteBatch(const Napi::CallbackInfo& info) {
   PackedKeys keys = PackedKeysArg(info, map, "mapDeleteBatch");
   int fd = LoadedMapFd(env, map, "mapDeleteBatch");
   if (keys.count == 0) return Napi::Number::New(env, 0);
-  return Napi::Number::New(env, DeleteKeys(env, fd, keys.keySize, keys.buffer.Data(), keys.count, MapSubject(map)));
+  return Napi::Number::New(
+      env, DeleteKeys(env, fd, keys.keySize, keys.buffer.Data(), keys.count, MapSubject(map)));
 }
 
 Napi::Value BpfObjectWrap::MapFd(const Napi::CallbackInfo& info) {
@@ -668,9 +679,10 @@ void BpfObjectWrap::UnpinMap(const Napi::CallbackInfo& info) {
   uint64_t mark = LogMark();
   int err = bpf_map__unpin(map, path ? path->c_str() : nullptr);
   if (err < 0) {
-    ThrowErrno(info.Env(), err,
-               "bpf_map__unpin(" + MapSubject(map) + ", " + Quote(path.value_or("<pin path>")) + ")",
-               mark);
+    ThrowErrno(
+        info.Env(), err,
+        "bpf_map__unpin(" + MapSubject(map) + ", " + Quote(path.value_or("<pin path>")) + ")",
+        mark);
   }
 }
 

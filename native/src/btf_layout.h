@@ -10,15 +10,15 @@
 namespace bpfnative {
 
 struct Field {
-  std::string name;       // "outer.inner" for nested members, "" for a plain scalar
-  uint32_t offset = 0;    // bytes from the start of the key/value
-  uint32_t size = 0;      // bytes
+  std::string name;            // "outer.inner" for nested members, "" for a plain scalar
+  uint32_t offset = 0;         // bytes from the start of the key/value
+  uint32_t size = 0;           // bytes
   const char* kind = "other";  // int | array | pointer | enum | other
   bool isSigned = false;
-  int64_t count = -1;     // arrays: number of elements
-  uint32_t elemSize = 0;  // arrays: element size
-  int32_t bitOffset = -1; // bitfields: bit offset within the byte at `offset`
-  int32_t bitSize = -1;   // bitfields: width in bits
+  int64_t count = -1;      // arrays: number of elements
+  uint32_t elemSize = 0;   // arrays: element size
+  int32_t bitOffset = -1;  // bitfields: bit offset within the byte at `offset`
+  int32_t bitSize = -1;    // bitfields: width in bits
 };
 
 // Fields of type `typeId` (struct/union members flattened, DATASEC variables listed).

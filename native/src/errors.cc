@@ -32,8 +32,7 @@ std::string ErrnoText(int err) {
   return std::string(strerror_r(err, buf, sizeof(buf)));
 }
 
-void ThrowErrno(Napi::Env env, int err, const std::string& what, uint64_t logMark,
-                size_t logTail) {
+void ThrowErrno(Napi::Env env, int err, const std::string& what, uint64_t logMark, size_t logTail) {
   if (err < 0) err = -err;
   if (err == 0) err = EIO;  // a failing call that left errno unset: still report something
   std::string message = what + " failed: " + ErrnoText(err) + " (" + ErrnoCode(err) + ")";

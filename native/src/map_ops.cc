@@ -68,9 +68,7 @@ constexpr int kENOTSUPP = 524;
 constexpr uint32_t kMaxBatch = 1u << 20;
 
 // Errors meaning "this map type has no batch op" rather than a real failure.
-bool BatchUnsupported(int err) {
-  return err == EINVAL || err == kENOTSUPP || err == EOPNOTSUPP;
-}
+bool BatchUnsupported(int err) { return err == EINVAL || err == kENOTSUPP || err == EOPNOTSUPP; }
 
 MapEntries LookupByIteration(Napi::Env env, int fd, uint32_t keySize, uint32_t valueStride,
                              const std::string& what) {

@@ -2,9 +2,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
+#include <malloc.h>
 #include <napi.h>
 #include <sys/syscall.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,7 +88,8 @@ Napi::Value ReleaseFreeMemory(const Napi::CallbackInfo& info) {
 // trim threshold to twice that. After loading freed the kernel's BTF, later large blocks (a
 // flush's map reads and statements, V8's compiler zones) came from the heap and stayed there:
 // 27 MB of heap in an idle collector, 4 MB with the thresholds fixed at glibc's defaults (fixing
-// them turns the moving off). Large blocks are mapped and unmapped instead (bench/journal/memory.md#large-blocks-leave-the-heap).
+// them turns the moving off). Large blocks are mapped and unmapped instead
+// (bench/journal/memory.md#large-blocks-leave-the-heap).
 void KeepLargeBlocksOutOfTheHeap() {
   constexpr int kThreshold = 128 * 1024;
   mallopt(M_MMAP_THRESHOLD, kThreshold);
@@ -112,7 +113,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("probeProgType", Napi::Function::New<ProbeProgType>(env, "probeProgType"));
   exports.Set("probePerfEvent", Napi::Function::New<ProbePerfEvent>(env, "probePerfEvent"));
   exports.Set("bpfStatsEnable", Napi::Function::New<BpfStatsEnable>(env, "bpfStatsEnable"));
-  exports.Set("releaseFreeMemory", Napi::Function::New<ReleaseFreeMemory>(env, "releaseFreeMemory"));
+  exports.Set("releaseFreeMemory",
+              Napi::Function::New<ReleaseFreeMemory>(env, "releaseFreeMemory"));
   return exports;
 }
 

@@ -56,7 +56,8 @@ export class RecordLayout<Name extends string = string> {
 
   field(name: Name): BtfField {
     const field = this.byName.get(name);
-    if (!field) throw new Error(`${this.what} has no field ${name}: the BPF object and the collector disagree (rebuild with npm run build)`);
+    if (!field)
+      throw new Error(`${this.what} has no field ${name}: the BPF object and the collector disagree (rebuild with npm run build)`);
     return field;
   }
 

@@ -3,7 +3,14 @@ import { collectorObjectPath } from '../collector/collector-object.js';
 import { oneLine, UserError } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
 import type { ProbeSetName } from '../families/index.js';
-import { BASE_CAPABILITIES, type CapabilityName, effectiveCapabilities, MissingCapabilities, missingCapabilities, missingCapabilityLine } from './linux-capabilities.js';
+import {
+  BASE_CAPABILITIES,
+  type CapabilityName,
+  effectiveCapabilities,
+  MissingCapabilities,
+  missingCapabilities,
+  missingCapabilityLine,
+} from './linux-capabilities.js';
 import { missingSetCapabilities } from './probe-set-capabilities.js';
 
 /** One host requirement and whether it holds. */
@@ -29,7 +36,9 @@ export function hostChecks(host: { capEff?: bigint; btfPath?: string } = {}): Ho
     {
       name: 'btf',
       ok: btf,
-      detail: btf ? '/sys/kernel/btf/vmlinux present' : 'no BTF: this kernel lacks /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF=y is required)',
+      detail: btf
+        ? '/sys/kernel/btf/vmlinux present'
+        : 'no BTF: this kernel lacks /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF=y is required)',
     },
   ];
 }
@@ -59,6 +68,6 @@ export function assertHostReady(requestedSets: readonly ProbeSetName[] = [], cap
     lines.push(missingCapabilityLine(name, `probe set${sets.length > 1 ? 's' : ''} ${sets.join(', ')}`, sets.length > 1));
   }
   if (lines.length) throw new MissingCapabilities(lines);
-  const failed = checks.find((c) => !c.ok);  // the install, then BTF
+  const failed = checks.find((c) => !c.ok); // the install, then BTF
   if (failed) throw new UserError(failed.detail);
 }

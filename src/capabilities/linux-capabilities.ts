@@ -22,7 +22,7 @@ export type CapabilityName = keyof typeof CAPABILITY_BITS;
 export const CAPABILITY_USES: Readonly<Record<CapabilityName, string>> = {
   CAP_BPF: 'loading BPF programs and creating maps',
   CAP_PERFMON: 'loading tracing programs (tp_btf, perf_event) and opening the per-CPU perf events',
-  CAP_SYS_PTRACE: "inspecting the postmaster and its backends, processes of another user (/proc/<pid>/exe, /proc/<pid>/mem)",
+  CAP_SYS_PTRACE: 'inspecting the postmaster and its backends, processes of another user (/proc/<pid>/exe, /proc/<pid>/mem)',
   CAP_DAC_READ_SEARCH: "opening the backends' /proc/<pid>/mem (mode 0600, owned by postgres) to calibrate PgBackendStatus",
   CAP_SYS_ADMIN: "attaching uprobes and USDT probes: the kernel's perf uprobe PMU asks for CAP_SYS_ADMIN, CAP_PERFMON is not enough",
 };

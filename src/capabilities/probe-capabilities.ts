@@ -59,7 +59,9 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
     if ('support' in source) support = source.support;
     else ({ support, pgssMax } = await discover(source.dsn));
     const { target } = support;
-    lines.push(requirement('postmaster', true, `pid ${target.pid}, ${target.binaryPath}, PostgreSQL ${target.majorVersion}, data ${target.dataDir}`));
+    lines.push(
+      requirement('postmaster', true, `pid ${target.pid}, ${target.binaryPath}, PostgreSQL ${target.majorVersion}, data ${target.dataDir}`),
+    );
     const usdt = target.usdt.filter((n) => n.provider === 'postgresql').length;
     lines.push(
       feature(
@@ -102,19 +104,25 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
 
   // The same probe as the llc set's unsupportedReason, so the two lines cannot disagree.
   const pmu = perfEventsUnsupportedReason(Object.values(LLC_EVENTS));
-  lines.push(feature('llc', pmu === null, pmu === null ? 'hardware cache-reference and cache-miss events available' : `unsupported: ${pmu}`));
+  lines.push(
+    feature('llc', pmu === null, pmu === null ? 'hardware cache-reference and cache-miss events available' : `unsupported: ${pmu}`),
+  );
   return lines;
 }
 
 const LOADED = 'the collector programs pass the verifier (tp_btf, uprobe)';
 /** The sidecar verifies the programs of the sets it attaches at start; another set's, when it is requested. */
-const LOADED_ATTACHED = 'the programs of the attached probe sets pass the verifier (another set\'s are verified when it is requested)';
+const LOADED_ATTACHED = "the programs of the attached probe sets pass the verifier (another set's are verified when it is requested)";
 
 /** Whether statements are keyed by the user they ran as (after SET ROLE), as pg_stat_statements keys them. */
 function statementUserLine(target: SupportContext['target']): CheckLine {
   const { outerUserId, currentUserId } = target.addresses;
   if (!outerUserId) {
-    return feature('statement user', false, 'GetOuterUserId() is not one load here: statements are keyed by the session user, not the role after SET ROLE');
+    return feature(
+      'statement user',
+      false,
+      'GetOuterUserId() is not one load here: statements are keyed by the session user, not the role after SET ROLE',
+    );
   }
   return feature(
     'statement user',
@@ -132,7 +140,7 @@ function multiStatementLine(perStatement: boolean): CheckLine {
     perStatement,
     perStatement
       ? 'each statement of a multi-statement query string is keyed by its own query id'
-      : 'this PostgreSQL shows the first statement\'s query id for a whole multi-statement query string: the later statements\' figures land on the first one\'s key (update to the latest minor release)',
+      : "this PostgreSQL shows the first statement's query id for a whole multi-statement query string: the later statements' figures land on the first one's key (update to the latest minor release)",
   );
 }
 
@@ -182,7 +190,10 @@ function memoryLimitLine(pgssMax: number | null): CheckLine {
       const entries: Partial<Record<string, number>> = defaultMapEntries(cpus, pgssMax);
       const keys = entries.queries ?? 0;
       queries = `; the queries map: ${keys} keys (${pgssMax === null ? 'pg_stat_statements.max unknown' : `pg_stat_statements.max ${pgssMax}`}), ${(queriesBytesPerCpu(keys) / 2 ** 20).toFixed(1)} MB of values per CPU when full`;
-      fullBytes = mapsFullBytes(object.maps().map((m) => ({ ...m, maxEntries: entries[m.name] ?? m.maxEntries })), cpus);
+      fullBytes = mapsFullBytes(
+        object.maps().map((m) => ({ ...m, maxEntries: entries[m.name] ?? m.maxEntries })),
+        cpus,
+      );
     } finally {
       object.close();
     }
@@ -191,13 +202,19 @@ function memoryLimitLine(pgssMax: number | null): CheckLine {
   }
   const needed = `the maps when full (~${megabytes(fullBytes)} MB on ${cpus} CPUs) and the collector (~${megabytes(COLLECTOR_BYTES)} MB)`;
   const limit = ownMemoryLimit();
-  if (!limit) return feature('memory limit', true, `no memory cgroup limit seen from here; ${needed} come out of the host's memory${queries}`);
-  if (limit.limitBytes === null) return feature('memory limit', true, `none on cgroup ${limit.cgroup}; ${needed} come out of the host's memory${queries}`);
+  if (!limit)
+    return feature('memory limit', true, `no memory cgroup limit seen from here; ${needed} come out of the host's memory${queries}`);
+  if (limit.limitBytes === null)
+    return feature('memory limit', true, `none on cgroup ${limit.cgroup}; ${needed} come out of the host's memory${queries}`);
   const room = limit.limitBytes >= fullBytes + COLLECTOR_BYTES;
   const stated = `cgroup ${limit.cgroup} limit ${megabytes(limit.limitBytes)} MB`;
   return room
     ? feature('memory limit', true, `${stated}: room for ${needed}${queries}`)
-    : feature('memory limit', false, `${stated} is below ${needed}: new statements are refused (health.dropped map_no_memory) before the maps fill; give it ${megabytes(fullBytes + COLLECTOR_BYTES)} MB or more (a unit's MemoryMax=, a container's memory limit)${queries}`);
+    : feature(
+        'memory limit',
+        false,
+        `${stated} is below ${needed}: new statements are refused (health.dropped map_no_memory) before the maps fill; give it ${megabytes(fullBytes + COLLECTOR_BYTES)} MB or more (a unit's MemoryMax=, a container's memory limit)${queries}`,
+      );
 }
 
 /** The collector's RSS with a full queries map on our 2-CPU VMs was 88-94 MB (bench/journal/memory.md#what-a-full-map-holds-and-the-semi-space-again). */

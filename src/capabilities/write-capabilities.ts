@@ -12,7 +12,11 @@ import type { CheckLine } from './probe-capabilities.js';
  */
 export async function writeCapabilities(db: Kysely<BpfStatsDatabase>, lines: CheckLine[], host = hostname()): Promise<void> {
   await db.transaction().execute(async (tx) => {
-    await tx.deleteFrom('bpf_stats.capabilities').where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', host).execute();
+    await tx
+      .deleteFrom('bpf_stats.capabilities')
+      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`)
+      .where('host', '=', host)
+      .execute();
     if (!lines.length) return;
     await tx
       .insertInto('bpf_stats.capabilities')

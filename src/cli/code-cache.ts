@@ -54,7 +54,12 @@ export function loadBundle(bundlePath: string, cachePath: string): LoadedBundle 
   // Node maps a stack's positions through the source map (--enable-source-maps) for what its own
   // loader loaded, not for a vm script: there the bundle is required, without the cache.
   if (process.sourceMapsEnabled) {
-    return { exports: createRequire(bundlePath)(bundlePath) as Record<string, unknown>, cacheUsed: false, refused: null, saveCache: () => null };
+    return {
+      exports: createRequire(bundlePath)(bundlePath) as Record<string, unknown>,
+      cacheUsed: false,
+      refused: null,
+      saveCache: () => null,
+    };
   }
   const { cacheUsed, sourceHash, refused, ...compiled } = compile(bundlePath, cachePath);
   let script: vm.Script | null = compiled.script;
@@ -90,7 +95,10 @@ export function loadBundle(bundlePath: string, cachePath: string): LoadedBundle 
  * megabyte is garbage before the bundle runs: still referenced then, it would outlive the start's
  * young-generation collections and stay in an idle process's RSS until a full one (measured).
  */
-function compile(bundlePath: string, cachePath: string): { script: vm.Script; cacheUsed: boolean; sourceHash: Buffer; refused: string | null } {
+function compile(
+  bundlePath: string,
+  cachePath: string,
+): { script: vm.Script; cacheUsed: boolean; sourceHash: Buffer; refused: string | null } {
   const source = readFileSync(bundlePath, 'utf8');
   const sourceHash = createHash('sha256').update(source).digest();
   const cache = readTrustedCache(cachePath, sourceHash);

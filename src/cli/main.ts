@@ -82,7 +82,9 @@ export function runCli(argv: string[], hooks: CliHooks = {}): void {
         logger.error(fromDatabase);
         process.exit(2);
       }
-      logger.error(`internal error (a bug in pg-bpf-stats, please report it): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      logger.error(
+        `internal error (a bug in pg-bpf-stats, please report it): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
       process.exit(1);
     },
   );

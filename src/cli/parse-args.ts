@@ -143,14 +143,20 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
     throw new UserError('--metrics-top and --metrics-query-text need --metrics-address');
   }
   // Which command takes --sink first: a misplaced option is the clearer error than its value's.
-  if ((values.sink !== undefined || values['sink-file'] !== undefined) && command !== 'run' && command !== 'check') throw new UserError('--sink is an option of run and check');
+  if ((values.sink !== undefined || values['sink-file'] !== undefined) && command !== 'run' && command !== 'check')
+    throw new UserError('--sink is an option of run and check');
   const dsn = connectionOption(values.dsn, values['dsn-file'], '--dsn');
   const sink = connectionOption(values.sink, values['sink-file'], '--sink');
-  if (values['web.config.file'] !== undefined && values['metrics-address'] === undefined) throw new UserError('--web.config.file needs --metrics-address');
-  if (values.node !== undefined && command !== 'run' && command !== 'migrate') throw new UserError('--node is an option of run and migrate');
+  if (values['web.config.file'] !== undefined && values['metrics-address'] === undefined)
+    throw new UserError('--web.config.file needs --metrics-address');
+  if (values.node !== undefined && command !== 'run' && command !== 'migrate')
+    throw new UserError('--node is an option of run and migrate');
   const metricsTop = values['metrics-top'] === undefined ? undefined : parseCount(values['metrics-top'], '--metrics-top');
-  if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top') throw new UserError('--iterations and --sort are options of top');
-  const reportFlags = (['since', 'until', 'window', 'baseline', 'baseline-window', 'limit', 'html'] as const).filter((f) => values[f] !== undefined);
+  if ((values.iterations !== undefined || values.sort !== undefined) && command !== 'top')
+    throw new UserError('--iterations and --sort are options of top');
+  const reportFlags = (['since', 'until', 'window', 'baseline', 'baseline-window', 'limit', 'html'] as const).filter(
+    (f) => values[f] !== undefined,
+  );
   if (reportFlags.length && command !== 'report') throw new UserError(`--${reportFlags[0]} is an option of report`);
   return {
     command: command as CommandName,
@@ -181,7 +187,9 @@ export function parseCli(argv: string[]): CliOptions | 'help' | 'version' {
       },
     }),
     ...(values['postmaster-wait'] !== undefined && { postmasterWaitMs: parseDuration(values['postmaster-wait'], '--postmaster-wait') }),
-    ...(values['row-retention'] !== undefined && { rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }) }),
+    ...(values['row-retention'] !== undefined && {
+      rowRetentionMs: parseDuration(values['row-retention'], '--row-retention', { minMs: 1000 }),
+    }),
     ...(sink !== undefined && { sink }),
     ...(values.node !== undefined && { node: parseNodeName(values.node) }),
     ...(sinkNode && { sinkNode }),
@@ -195,13 +203,15 @@ function parseSinkNode(args: string[], role: string | undefined): { action: 'add
     throw new UserError('usage: pg-bpf-stats sink-node add NODE [--role ROLE] --dsn SINK, or sink-node remove NODE --dsn SINK');
   }
   if (action === 'remove' && role !== undefined) throw new UserError('--role is an option of sink-node add');
-  if (role !== undefined && !/^[^\0]{1,63}$/.test(role)) throw new UserError(`--role ${JSON.stringify(role)}: expected a role name of 1 to 63 characters`);
+  if (role !== undefined && !/^[^\0]{1,63}$/.test(role))
+    throw new UserError(`--role ${JSON.stringify(role)}: expected a role name of 1 to 63 characters`);
   return { action, node: parseNodeName(node), role: role ?? node };
 }
 
 /** A positive whole number for a flag. */
 export function parseCount(text: string, flag: string): number {
-  if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text))) throw new UserError(`${flag} '${text}': expected a whole number of at least 1`);
+  if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text)))
+    throw new UserError(`${flag} '${text}': expected a whole number of at least 1`);
   return Number(text);
 }
 
@@ -227,7 +237,9 @@ function connectionOption(text: string | undefined, file: string | undefined, fl
   const config = clientConfig(contents, `${flag}-file ${file}:`);
   const mode = statSync(file).mode;
   if (typeof config.password === 'string' && (mode & 0o077) !== 0) {
-    throw new UserError(`${flag}-file ${file} holds a password and group or others can read it (mode ${(mode & 0o777).toString(8)}): chmod 600 it`);
+    throw new UserError(
+      `${flag}-file ${file} holds a password and group or others can read it (mode ${(mode & 0o777).toString(8)}): chmod 600 it`,
+    );
   }
   return contents;
 }

@@ -18,7 +18,8 @@ export function parseDuration(text: string, what: string, options: { bareUnit?: 
   if (!match) throw new UserError(`invalid ${what} '${text}': use a number with a unit, e.g. 500ms, 1s, 2m, 12h or 7d`);
   const ms = Number(match[2]) * UNIT_MS[(match[3] ?? options.bareUnit ?? 'ms') as Unit];
   if (match[1] || ms <= 0) throw new UserError(`invalid ${what} '${text}': must be positive`);
-  if (options.minMs !== undefined && ms < options.minMs) throw new UserError(`invalid ${what} '${text}': must be at least ${options.minMs / 1000}s`);
+  if (options.minMs !== undefined && ms < options.minMs)
+    throw new UserError(`invalid ${what} '${text}': must be at least ${options.minMs / 1000}s`);
   return ms;
 }
 

@@ -10,7 +10,9 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   // The metrics port is bound first: an address in use fails before anything is created. The
   // exporter (prom-client, node's http and cluster modules) is loaded only when asked for: a
   // start without it skips their loading (bench/journal/start-up.md#the-probes-before-the-schema-the-first-rows-at-once).
-  const metrics = options.metrics ? await (await import('../exporters/prometheus/start-metrics.js')).startMetrics(options.metrics, options.dsn, log) : null;
+  const metrics = options.metrics
+    ? await (await import('../exporters/prometheus/start-metrics.js')).startMetrics(options.metrics, options.dsn, log)
+    : null;
   // Signals are taken from here on: the probes attach early in the start, and a SIGUSR1 or a
   // SIGTERM sent once they are (a supervisor, a script) must not kill the process. What arrives
   // before the start is done is done once it is; a second SIGINT or SIGTERM ends it at once.
@@ -74,6 +76,8 @@ export async function runCommand(options: CliOptions, log: (line: string) => voi
   await metrics?.close();
   if (reason instanceof UserError) throw reason;
   const last = running.lastFlush;
-  log(`stopped; last flush ${last?.error ? `failed: ${last.error}` : `wrote ${last?.queries ?? 0} query and ${last?.backends ?? 0} backend rows`}`);
+  log(
+    `stopped; last flush ${last?.error ? `failed: ${last.error}` : `wrote ${last?.queries ?? 0} query and ${last?.backends ?? 0} backend rows`}`,
+  );
   return 0;
 }

@@ -22,7 +22,11 @@ export async function sinkNodeCommand(options: CliOptions, log: (line: string) =
         log(`node ${node} may write into this sink as role ${shown}: run its collector with --sink DSN-as-${shown} --node ${node}`);
       } else {
         const { rows } = await client.query<{ removed: boolean }>('SELECT bpf_stats.remove_node($1) AS removed', [node]);
-        log(rows[0]!.removed ? `node ${node} removed: its role may no longer write here (its rows stay)` : `node ${node} was not registered here`);
+        log(
+          rows[0]!.removed
+            ? `node ${node} removed: its role may no longer write here (its rows stay)`
+            : `node ${node} was not registered here`,
+        );
       }
     } catch (error) {
       // The registry's own refusals (no such role, a superuser, one role per node): one line, as any bad input.

@@ -111,7 +111,20 @@ export class ThrowawayCluster {
       writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
       if (asUser) chownSync(pwfile, osUserIds(asUser).uid, osUserIds(asUser).gid);
       try {
-        await cluster.exec('initdb', ['-D', dataDir, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${pwfile}`, '--no-sync', '-E', 'UTF8', '--locale', 'C']);
+        await cluster.exec('initdb', [
+          '-D',
+          dataDir,
+          '-U',
+          'postgres',
+          '--auth-local=trust',
+          '--auth-host=scram-sha-256',
+          `--pwfile=${pwfile}`,
+          '--no-sync',
+          '-E',
+          'UTF8',
+          '--locale',
+          'C',
+        ]);
       } finally {
         rmSync(pwfile, { force: true });
       }
@@ -130,7 +143,9 @@ export class ThrowawayCluster {
         logging_collector: 'off',
         ...options.settings,
       };
-      const conf = Object.entries(settings).map(([k, v]) => `${k} = ${v}`).join('\n');
+      const conf = Object.entries(settings)
+        .map(([k, v]) => `${k} = ${v}`)
+        .join('\n');
       appendFileSync(join(dataDir, 'postgresql.conf'), `\n# pg-bpf-stats throwaway cluster\n${conf}\n`);
       await cluster.exec('pg_ctl', ['-D', dataDir, '-l', join(baseDir, 'server.log'), '-w', '-t', '60', 'start']);
       return cluster;
@@ -158,8 +173,21 @@ export class ThrowawayCluster {
     try {
       // The password comes from PGPASSWORD (exec); -R writes it into primary_conninfo, in the
       // standby's 0700 data directory, for its WAL receiver.
-      await standby.exec('pg_basebackup', ['-D', standby.dataDir, '-R', '-X', 'stream', '-c', 'fast', '-d', `postgresql://postgres@127.0.0.1:${this.port}/postgres`]);
-      appendFileSync(join(standby.dataDir, 'postgresql.conf'), `\n# standby of ${this.port}\nport = ${port}\nunix_socket_directories = '${baseDir}'\nhot_standby = on\n`);
+      await standby.exec('pg_basebackup', [
+        '-D',
+        standby.dataDir,
+        '-R',
+        '-X',
+        'stream',
+        '-c',
+        'fast',
+        '-d',
+        `postgresql://postgres@127.0.0.1:${this.port}/postgres`,
+      ]);
+      appendFileSync(
+        join(standby.dataDir, 'postgresql.conf'),
+        `\n# standby of ${this.port}\nport = ${port}\nunix_socket_directories = '${baseDir}'\nhot_standby = on\n`,
+      );
       await standby.exec('pg_ctl', ['-D', standby.dataDir, '-l', join(baseDir, 'server.log'), '-w', '-t', '60', 'start']);
       return standby;
     } catch (error) {

@@ -89,7 +89,8 @@ export class ChangedKeyReads {
     const taken = this.take();
     const overflowed = overflows();
     const nowMs = performance.now();
-    const whole = !taken || this.wholeDue || this.readNumber === 1n || overflowed > this.overflowsSeen || nowMs - this.lastFullMs >= FULL_READ_EVERY_MS;
+    const whole =
+      !taken || this.wholeDue || this.readNumber === 1n || overflowed > this.overflowsSeen || nowMs - this.lastFullMs >= FULL_READ_EVERY_MS;
     this.overflowsSeen = overflowed;
     const takenKeys = taken ? { packed: taken.keys, count: taken.count } : NO_KEYS;
     // Past half the map, one batch read of every key is cheaper than a lookup per key

@@ -109,7 +109,21 @@ export function defaultMapEntries(cpus: number, pgssMax: number | null = null): 
 }
 
 /** Names of the object's maps (a misspelt one drops out, and load() using it does not compile). */
-type SizedMap = Extract<MapName, 'backends' | 'exited_backends' | 'queries' | 'query_changes' | 'query_overflow' | 'excluded_pids' | 'histograms' | 'hist_changes' | 'lock_waits' | 'lwlock_waits' | 'query_wait_events' | 'backend_wait_events'>;
+type SizedMap = Extract<
+  MapName,
+  | 'backends'
+  | 'exited_backends'
+  | 'queries'
+  | 'query_changes'
+  | 'query_overflow'
+  | 'excluded_pids'
+  | 'histograms'
+  | 'hist_changes'
+  | 'lock_waits'
+  | 'lwlock_waits'
+  | 'query_wait_events'
+  | 'backend_wait_events'
+>;
 
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
 export interface BpfPostmaster extends PostgresGlobals {
@@ -158,7 +172,9 @@ function openCollectorObject(): CollectorBpfObject {
 export function collectorObjectPath(): string {
   const path = join(packageRoot(), 'build', 'bpf', 'pgstats.bpf.o');
   if (!existsSync(path)) {
-    throw new UserError(`the BPF object ${path} is missing: install pg-bpf-stats from its npm package, which ships it, or build it with npm run build (needs clang and bpftool)`);
+    throw new UserError(
+      `the BPF object ${path} is missing: install pg-bpf-stats from its npm package, which ships it, or build it with npm run build (needs clang and bpftool)`,
+    );
   }
   return path;
 }
@@ -195,7 +211,15 @@ export class CollectorObject<Name extends string = string> {
       // bench/journal/memory.md#memory-after-start).
       loadNative().releaseFreeMemory();
     });
-    this.probes = new ProbeAttachments(object, this.programs, globals, this.maps, options.target, options.probeSets, options.perfEvents ?? {});
+    this.probes = new ProbeAttachments(
+      object,
+      this.programs,
+      globals,
+      this.maps,
+      options.target,
+      options.probeSets,
+      options.perfEvents ?? {},
+    );
   }
 
   static load<Name extends string>(options: CollectorObjectOptions<Name>): CollectorObject<Name> {
@@ -230,7 +254,8 @@ export class CollectorObject<Name extends string = string> {
         query_keys_guard_fill: roleGuardFill(maxQueries),
       });
       disableMissingTracepoints(object, KernelFeatures.host());
-      if (options.preload) loadOnly(object, [...OWN_PROGRAMS, ...options.preload.flatMap((set) => setPrograms(options.probeSets[set], target))]);
+      if (options.preload)
+        loadOnly(object, [...OWN_PROGRAMS, ...options.preload.flatMap((set) => setPrograms(options.probeSets[set], target))]);
       object.setMaxEntries('backends', options.maxBackends ?? entries.backends);
       object.setMaxEntries('exited_backends', options.maxBackends ?? entries.exited_backends);
       object.setMaxEntries('queries', maxQueries);
@@ -361,7 +386,11 @@ export class CollectorObject<Name extends string = string> {
    * pid there (bpf/instance.bpf.h). `wake` makes the process leave its CPU (the postmaster
    * forks for a new connection); null when it did not within `timeoutMs`.
    */
-  async findTgid(seek: { dev: bigint; ino: bigint; tgid: number }, wake: () => Promise<void>, timeoutMs = 3000): Promise<{ tgid: number; level: number } | null> {
+  async findTgid(
+    seek: { dev: bigint; ino: bigint; tgid: number },
+    wake: () => Promise<void>,
+    timeoutMs = 3000,
+  ): Promise<{ tgid: number; level: number } | null> {
     this.globals.writeBss('found_tgid', 0n);
     this.globals.writeBss('seek_pidns_dev', seek.dev);
     this.globals.writeBss('seek_pidns_ino', seek.ino);

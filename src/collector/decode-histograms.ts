@@ -5,7 +5,9 @@ import { exactInt, type ExactInt } from '../exact-int.js';
 type KindNameOf<Member> = Member extends `HIST_${infer Name}` ? Lowercase<Name> : never;
 /** What a histogram measures, by its name in bpf_stats.query_histograms: enum hist_kind's member in lower case, without HIST_. */
 export type HistKindName = KindNameOf<keyof typeof HistKind>;
-const KIND_NAMES = new Map<number, HistKindName>(Object.entries(HistKind).map(([member, value]) => [value, member.slice('HIST_'.length).toLowerCase() as HistKindName]));
+const KIND_NAMES = new Map<number, HistKindName>(
+  Object.entries(HistKind).map(([member, value]) => [value, member.slice('HIST_'.length).toLowerCase() as HistKindName]),
+);
 import type { MapBatch, MapLayout } from '../native/bpf-native.js';
 
 /** One (query, kind) histogram, cumulative, summed over CPUs (max_ns: the max over CPUs). */

@@ -94,7 +94,13 @@ export const KEEP_WITHIN = 0.1;
  * @example
  * quantileUs(KERNEL_LAYOUT, counts, 0.99, 12_345);
  */
-export function quantileUs(layout: HistogramLayout, counts: readonly number[], q: number, maxUs: number, keepWithin = KEEP_WITHIN): number | null {
+export function quantileUs(
+  layout: HistogramLayout,
+  counts: readonly number[],
+  q: number,
+  maxUs: number,
+  keepWithin = KEEP_WITHIN,
+): number | null {
   if (!(q >= 0 && q <= 1)) return null;
   const total = counts.reduce((a, b) => a + b, 0);
   if (total === 0) return null;

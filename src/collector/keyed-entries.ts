@@ -45,9 +45,14 @@ export class KeyedEntries<Sample> {
       const at = i * valueSize;
       const before = this.entries.get(id);
       let sample: Decoded;
-      if (before && before.values.length >= before.at + valueSize && values.compare(before.values, before.at, before.at + valueSize, at, at + valueSize) === 0) {
+      if (
+        before &&
+        before.values.length >= before.at + valueSize &&
+        values.compare(before.values, before.at, before.at + valueSize, at, at + valueSize) === 0
+      ) {
         // The same bytes decode the same (a null stays null).
-        const reused = before.sample && this.withKey ? this.withKey(before.sample, keys.subarray(i * keySize, (i + 1) * keySize)) : before.sample;
+        const reused =
+          before.sample && this.withKey ? this.withKey(before.sample, keys.subarray(i * keySize, (i + 1) * keySize)) : before.sample;
         sample = reused as Decoded;
       } else {
         sample = decodeOne(batch, i);

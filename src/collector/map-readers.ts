@@ -8,9 +8,16 @@ import { histogramDecoder, type HistogramSample } from './decode-histograms.js';
 import { KeyedEntries } from './keyed-entries.js';
 import { ChangedKeyReads, HISTOGRAM_CHANGES, QUERY_CHANGES } from './changed-key-reads.js';
 import type { ObjectGlobals } from './object-globals.js';
-import { queryIdentityKey, type Activity, type BackendSample, type MapFill, type QueryOverflowSample, type QuerySample, type RawMap } from './map-samples.js';
+import {
+  queryIdentityKey,
+  type Activity,
+  type BackendSample,
+  type MapFill,
+  type QueryOverflowSample,
+  type QuerySample,
+  type RawMap,
+} from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
-
 
 /** The maps whose capacity bounds what the collector can track (bpf_stats.health.map_fill). */
 const FILL_MAPS: readonly MapName[] = ['backends', 'exited_backends', 'queries', 'histograms', 'query_changes', 'hist_changes'];
@@ -97,7 +104,9 @@ export class MapReaders {
     const overflow = [...this.overflowTaken];
     // The counters again after this take: an overflow of hist_changes before it shows.
     const histogramRead = this.histogramReads.read(() => (counters = this.readCounters()).hist_changes_full, this.histogramEntries.size);
-    const histograms = this.histogramEntries.update(histogramRead.batch, histogramRead.complete, this.decodeHistogram).filter((sample) => sample !== null);
+    const histograms = this.histogramEntries
+      .update(histogramRead.batch, histogramRead.complete, this.decodeHistogram)
+      .filter((sample) => sample !== null);
     const counts: Partial<Record<MapName, number>> = {
       backends: backends.count,
       exited_backends: exited.count,
@@ -107,7 +116,11 @@ export class MapReaders {
       hist_changes: histogramRead.taken,
     };
     const capacity = new Map(this.object.maps().map((m) => [m.name, m.maxEntries]));
-    const fill: MapFill[] = FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({ map: name, entries: counts[name]!, maxEntries: capacity.get(name)! }));
+    const fill: MapFill[] = FILL_MAPS.filter((name) => capacity.has(name)).map((name) => ({
+      map: name,
+      entries: counts[name]!,
+      maxEntries: capacity.get(name)!,
+    }));
     // Not a loss: that read was whole. Shown with its map (map_fill), not among dropped events.
     const { query_changes_full: queriesOverflowed, hist_changes_full: histogramsOverflowed, query_key_held: held, ...dropped } = counters!;
     const overflowed = { query_changes: queriesOverflowed, hist_changes: histogramsOverflowed };
@@ -115,7 +128,10 @@ export class MapReaders {
     // Not a loss either: those figures are written under their keys (MetricRows).
     for (const f of fill) if (f.map === 'queries') f.held = Number(held);
     return new MapSnapshot(
-      [...this.decodeBackends(this.exitedBackends, exited, metricFields, true), ...this.decodeBackends(this.liveBackends, backends, metricFields, false)],
+      [
+        ...this.decodeBackends(this.exitedBackends, exited, metricFields, true),
+        ...this.decodeBackends(this.liveBackends, backends, metricFields, false),
+      ],
       queries,
       read.complete,
       histograms,
@@ -242,7 +258,12 @@ export class MapReaders {
   }
 
   /** The samples of a whole read of `backends` or `exited_backends` (`retired`), the collector's own connections left out. */
-  private decodeBackends(entries: KeyedEntries<BackendSample>, batch: MapBatch, metricFields: readonly FieldOf<'metrics'>[], retired: boolean): BackendSample[] {
+  private decodeBackends(
+    entries: KeyedEntries<BackendSample>,
+    batch: MapBatch,
+    metricFields: readonly FieldOf<'metrics'>[],
+    retired: boolean,
+  ): BackendSample[] {
     const layout = this.backendLayout;
     const names = metricFields.map((f) => `m.${f}` as const);
     const decoded = entries.update(batch, true, (b, i): BackendSample | null => {
@@ -292,7 +313,6 @@ export class MapReaders {
       };
     });
   }
-
 }
 
 /** A reused sample with the key bytes of the newest read (a view into its buffer). */

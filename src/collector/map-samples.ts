@@ -91,7 +91,11 @@ export interface QueryOverflowSample {
 }
 
 /** The fields of a map's key or value when it is a struct of bpf/ (never for a plain integer). */
-type PartFields<N extends MapName, Part extends 'key' | 'value'> = (typeof Maps)[N] extends { [P in Part]: infer T } ? (T extends StructName ? FieldOf<T> : never) : never;
+type PartFields<N extends MapName, Part extends 'key' | 'value'> = (typeof Maps)[N] extends { [P in Part]: infer T }
+  ? T extends StructName
+    ? FieldOf<T>
+    : never
+  : never;
 
 /** A batch read of one map with its BTF key/value layouts, for the families' own decoders. */
 export interface RawMap<N extends MapName = MapName> {

@@ -47,7 +47,9 @@ export function setPrograms(set: AttachableSet, target: PostmasterTarget): Progr
  * The call sites watched beside the statement end so that SQL-level PREPARE and EXECUTE get
  * pg_stat_statements' keys and calls (bpf/query.bpf.h); none where the binary has no such call.
  */
-export function preparedStatementProbes(target: Pick<PostmasterTarget, 'preparedStatementSites'>): Array<{ program: ProgramName; fileOffset: bigint }> {
+export function preparedStatementProbes(
+  target: Pick<PostmasterTarget, 'preparedStatementSites'>,
+): Array<{ program: ProgramName; fileOffset: bigint }> {
   const { executePlan, prepare } = target.preparedStatementSites;
   return [
     ...(executePlan === null ? [] : [{ program: 'on_execute_plan' as const, fileOffset: executePlan }]),

@@ -112,13 +112,20 @@ export class ProbeAttachments<Name extends string> {
       case 'target':
         return attachTargetProbes(this.programs, this.target, a.probes(this.target));
       case 'switch':
-        return [new SwitchLink(() => this.setHistSwitch(a.bit, true), () => this.setHistSwitch(a.bit, false))];
+        return [
+          new SwitchLink(
+            () => this.setHistSwitch(a.bit, true),
+            () => this.setHistSwitch(a.bit, false),
+          ),
+        ];
       case 'perf-event': {
         const event = this.perfEvents[a.program] ?? a.event;
         const links: BpfLink[] = [];
         try {
           for (const cpu of onlineCpus()) {
-            links.push(this.programs.attachPerfEvent(a.program, { type: event.type, config: event.config, samplePeriod: event.samplePeriod, cpu }));
+            links.push(
+              this.programs.attachPerfEvent(a.program, { type: event.type, config: event.config, samplePeriod: event.samplePeriod, cpu }),
+            );
           }
         } catch (error) {
           for (const link of links) link.destroy();
@@ -135,7 +142,11 @@ export class ProbeAttachments<Name extends string> {
     try {
       for (const p of preparedStatementProbes(this.target)) {
         // pid -1: every backend, including those forked after attach.
-        links.push(this.shared.share(`statement-end:${p.program}`, () => this.programs.attachUprobe(p.program, false, -1, this.target.binaryPath, null, Number(p.fileOffset))));
+        links.push(
+          this.shared.share(`statement-end:${p.program}`, () =>
+            this.programs.attachUprobe(p.program, false, -1, this.target.binaryPath, null, Number(p.fileOffset)),
+          ),
+        );
       }
     } catch (error) {
       for (const link of links) link.destroy();

@@ -12,7 +12,10 @@ import type { BpfLink } from '../native/bpf-native.js';
 export class SwitchLink implements BpfLink {
   private on = true;
 
-  constructor(switchOn: () => void, private readonly switchOff: () => void) {
+  constructor(
+    switchOn: () => void,
+    private readonly switchOff: () => void,
+  ) {
     switchOn();
   }
 

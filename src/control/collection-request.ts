@@ -43,12 +43,15 @@ export function validateCollectionRequest(row: CollectionRow, unsupportedReason:
   const names = probes as string[];
   const unknown = [...new Set(names.filter((n) => n !== 'default' && !Object.hasOwn(PROBE_SETS, n)))];
   if (unknown.length) {
-    return fail(`unknown probe set ${unknown.map((n) => JSON.stringify(n)).join(', ')}: known sets are default, ${Object.keys(PROBE_SETS).join(', ')}`);
+    return fail(
+      `unknown probe set ${unknown.map((n) => JSON.stringify(n)).join(', ')}: known sets are default, ${Object.keys(PROBE_SETS).join(', ')}`,
+    );
   }
   const sets = new Set<ProbeSetName>();
   for (const name of names) {
     // 'default' is what `run` attaches: a whereSupported set only where it can run here.
-    if (name === 'default') for (const s of Object.values(PROBE_SETS)) if (s.default && !(s.whereSupported && unsupportedReason(s.name))) sets.add(s.name);
+    if (name === 'default')
+      for (const s of Object.values(PROBE_SETS)) if (s.default && !(s.whereSupported && unsupportedReason(s.name))) sets.add(s.name);
     if (name !== 'default') sets.add(name as ProbeSetName);
   }
   const unsupported = [...sets].map((s) => [s, unsupportedReason(s)] as const).filter(([, reason]) => reason);

@@ -199,8 +199,8 @@ export class ControlPlane {
     await this.subscriber.close().catch(() => undefined);
     await this.serial(async () => {
       for (const id of [...this.running.keys()]) {
-        await this.finish(id, 'failed', `the sidecar shut down at ${new Date().toISOString()} before the end of this collection`).catch((error) =>
-          this.reportError(oneLine(error)),
+        await this.finish(id, 'failed', `the sidecar shut down at ${new Date().toISOString()} before the end of this collection`).catch(
+          (error) => this.reportError(oneLine(error)),
         );
       }
     });
@@ -274,7 +274,9 @@ export class ControlPlane {
       ])
       .where((eb) => eb.or([eb('status', 'in', ['pending', 'running']), ours]))
       // Several nodes may share this database (run --sink): another node's requests are not ours.
-      .where((eb) => (this.options.node === undefined ? sql<boolean>`true` : eb.or([eb('node', 'is', null), eb('node', '=', this.options.node)])))
+      .where((eb) =>
+        this.options.node === undefined ? sql<boolean>`true` : eb.or([eb('node', 'is', null), eb('node', '=', this.options.node)]),
+      )
       // ours first, so that a long queue never hides how they stand
       .orderBy(ours, 'desc')
       .orderBy('id')
@@ -411,7 +413,7 @@ function statusPayload(id: string, status: string, error: string | null): string
 function excludeOnKeyData(connection: unknown, exclude: (pid: number) => void, log: (line: string) => void): void {
   const emitter = connection as { once?: (event: string, fn: (msg: { processID: number }) => void) => void };
   if (typeof emitter?.once !== 'function') {
-    log("control listener: cannot see its backend pid (pg changed how it opens streams): its own backend is not excluded");
+    log('control listener: cannot see its backend pid (pg changed how it opens streams): its own backend is not excluded');
     return;
   }
   emitter.once('backendKeyData', (msg) => {

@@ -29,7 +29,11 @@ export async function verifiedStatus(client: Pick<pg.Client, 'query'>, payload: 
     return null;
   }
   const { id, status } = (message ?? {}) as { id?: unknown; status?: unknown };
-  if (!((typeof id === 'number' && Number.isSafeInteger(id)) || (typeof id === 'string' && /^\d{1,19}$/.test(id))) || typeof status !== 'string') return null;
+  if (
+    !((typeof id === 'number' && Number.isSafeInteger(id)) || (typeof id === 'string' && /^\d{1,19}$/.test(id))) ||
+    typeof status !== 'string'
+  )
+    return null;
   const { rows } = await client.query<{ id: string; status: string; error: string | null }>(
     'SELECT c.id::text AS id, c.status, c.error FROM bpf_stats.collections c WHERE c.id = $1::int8 AND c.status = $2',
     [String(id), status],

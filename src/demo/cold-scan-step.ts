@@ -45,8 +45,10 @@ async function ioScan({ dsn, facts, print }: WorkloadContext): Promise<void> {
     const sharedBuffers = (await c.query("SELECT current_setting('shared_buffers') AS s")).rows[0].s;
     const scanMs = await timed(c, IO_QUERY);
     facts.io = { query: IO_QUERY, scanMs };
-    print(`io: ${cold.name} is ${cold.bytes} bytes (${mb(cold.bytes)} MB, pg_relation_size; shared_buffers ${sharedBuffers}); ` +
-      `taken out of the page cache${stillCached ? ` (${stillCached} bytes of it stayed)` : ''} and scanned by "${IO_QUERY}" in ${seconds(scanMs)} s`);
+    print(
+      `io: ${cold.name} is ${cold.bytes} bytes (${mb(cold.bytes)} MB, pg_relation_size; shared_buffers ${sharedBuffers}); ` +
+        `taken out of the page cache${stillCached ? ` (${stillCached} bytes of it stayed)` : ''} and scanned by "${IO_QUERY}" in ${seconds(scanMs)} s`,
+    );
   });
 }
 
@@ -76,9 +78,11 @@ async function memoryScan({ dsn, facts, print, onCleanup }: WorkloadContext): Pr
       const limitHits = cgroup.failcnt() - failsBefore;
       const expectedPages = Math.max(0, Math.round((cold.bytes - grownBytes) / 4096));
       facts.memory = { query: MEMORY_QUERY, pid, limitBytes: MEMCG_LIMIT_BYTES, grownBytes, limitHits, expectedPages, scanMs };
-      print(`memory: backend ${pid} in a memory cgroup limited to ${mb(MEMCG_LIMIT_BYTES)} MB scanned ${cold.name} ` +
-        `(${mb(cold.bytes)} MB) in ${seconds(scanMs)} s: limit hit ${limitHits} times, cgroup grew ${mb(grownBytes)} MB, ` +
-        `so ~${expectedPages} pages had to be reclaimed`);
+      print(
+        `memory: backend ${pid} in a memory cgroup limited to ${mb(MEMCG_LIMIT_BYTES)} MB scanned ${cold.name} ` +
+          `(${mb(cold.bytes)} MB) in ${seconds(scanMs)} s: limit hit ${limitHits} times, cgroup grew ${mb(grownBytes)} MB, ` +
+          `so ~${expectedPages} pages had to be reclaimed`,
+      );
     } finally {
       cgroup.remove();
     }
@@ -93,7 +97,10 @@ async function memoryScan({ dsn, facts, print, onCleanup }: WorkloadContext): Pr
 export const coldScanStep: WorkloadStep = {
   label: `cold scan of demo_cold, bigger than shared_buffers (block IO), then again in a ${MEMCG_LIMIT_BYTES / MB} MB memory cgroup (memcg reclaim)`,
   run: async (context) => {
-    for (const [family, step] of [['io', ioScan], ['memory', memoryScan]] as const) {
+    for (const [family, step] of [
+      ['io', ioScan],
+      ['memory', memoryScan],
+    ] as const) {
       try {
         await step(context);
       } catch (error) {

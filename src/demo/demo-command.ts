@@ -73,9 +73,21 @@ export async function demoCommand(options: DemoOptions, print: (line: string) =>
     print(`[4/5] running the workload for ${durationMs / 1000}s:`);
     for (const step of WORKLOAD) print(`      - ${step.label}`);
     const deadline = Date.now() + durationMs;
-    const ticker = setInterval(() => print(`      ... ${Math.max(0, Math.round((deadline - Date.now()) / 1000))}s left, last flush ${sidecar?.lastFlush?.error ?? `${sidecar?.lastFlush?.queries ?? 0} query rows`}`), 5000);
+    const ticker = setInterval(
+      () =>
+        print(
+          `      ... ${Math.max(0, Math.round((deadline - Date.now()) / 1000))}s left, last flush ${sidecar?.lastFlush?.error ?? `${sidecar?.lastFlush?.queries ?? 0} query rows`}`,
+        ),
+      5000,
+    );
     try {
-      const context = { dsn, deadline, facts, print: (line: string) => print(`      ${line}`), onCleanup: (fn: () => void) => void cleanups.push(fn) };
+      const context = {
+        dsn,
+        deadline,
+        facts,
+        print: (line: string) => print(`      ${line}`),
+        onCleanup: (fn: () => void) => void cleanups.push(fn),
+      };
       await Promise.all(WORKLOAD.map((step) => step.run(context)));
     } finally {
       clearInterval(ticker);

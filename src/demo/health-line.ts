@@ -20,6 +20,8 @@ export async function printHealthLine({ client, print }: ReportContext): Promise
     print(`Health (bpf_stats.health): no row for this collector (host ${hostname()}, pid ${process.pid})`);
     return;
   }
-  print(`Health (bpf_stats.health): ${h.flushes} flushes, ${h.rows_written} rows written, ${h.dropped_events} dropped events, ` +
-    `fullest map ${h.map_fill_pct}% full, ${h.failed_flushes} failed flushes`);
+  print(
+    `Health (bpf_stats.health): ${h.flushes} flushes, ${h.rows_written} rows written, ${h.dropped_events} dropped events, ` +
+      `fullest map ${h.map_fill_pct}% full, ${h.failed_flushes} failed flushes`,
+  );
 }

@@ -18,7 +18,10 @@ export async function printIoReport({ client, print, facts, attached, unsupporte
   }
   const { cold, io } = facts;
   if (io && 'skipped' in io) print(`cold scan skipped: ${io.skipped}`);
-  else print(`pg_relation_size('${cold.name}') = ${cold.bytes} bytes (${(cold.bytes / 2 ** 20).toFixed(1)} MB), read cold once by "${io?.query}"`);
+  else
+    print(
+      `pg_relation_size('${cold.name}') = ${cold.bytes} bytes (${(cold.bytes / 2 ** 20).toFixed(1)} MB), read cold once by "${io?.query}"`,
+    );
   const { rows } = await client.query(`
     SELECT ${shortenSql('i.query')} AS query, i.calls, i.blk_read_ios AS read_ios,
            round(i.blk_read_bytes / 1048576.0, 1)::float8 AS read_mb,
@@ -33,5 +36,19 @@ export async function printIoReport({ client, print, facts, attached, unsupporte
        AND (i.blk_read_ios > 0 OR i.blk_write_ios > 0 OR i.writeback_throttle_ms > 0)
      ORDER BY coalesce(i.blk_read_bytes, 0) + coalesce(i.blk_write_bytes, 0) DESC LIMIT 6`);
   if (rows.length === 0) print('  (no query created block IO)');
-  else print(formatTable(rows, ['query', 'calls', 'read_ios', 'read_mb', 'avg_read_kb', 'io_p50_ms', 'io_p95_ms', 'write_mb', 'io_wait_ms', 'throttle_ms']));
+  else
+    print(
+      formatTable(rows, [
+        'query',
+        'calls',
+        'read_ios',
+        'read_mb',
+        'avg_read_kb',
+        'io_p50_ms',
+        'io_p95_ms',
+        'write_mb',
+        'io_wait_ms',
+        'throttle_ms',
+      ]),
+    );
 }

@@ -17,13 +17,15 @@ export async function printLlcReport({ client, print, attached }: ReportContext)
       "SELECT available, reason FROM bpf_stats.capabilities WHERE host = $1 AND kind = 'probe set' AND probe = 'llc'",
       [hostname()],
     );
-    const counts = await client.query(
-      'SELECT count(*)::int AS n, count(llc_references)::int AS measured FROM bpf_stats.query_llc',
-    );
-    const reason = capability.rows[0] ? String(capability.rows[0].reason).replace(/^unsupported: /, '') : 'no row in bpf_stats.capabilities';
+    const counts = await client.query('SELECT count(*)::int AS n, count(llc_references)::int AS measured FROM bpf_stats.query_llc');
+    const reason = capability.rows[0]
+      ? String(capability.rows[0].reason).replace(/^unsupported: /, '')
+      : 'no row in bpf_stats.capabilities';
     const state = capability.rows[0]?.available ? 'not attached' : 'unsupported';
-    print(`LLC (bpf_stats.query_llc, llc set): ${state} here: ${reason}; ` +
-      `${counts.rows[0].n} queries, ${counts.rows[0].measured} with llc figures (NULL, not 0, where unmeasured)`);
+    print(
+      `LLC (bpf_stats.query_llc, llc set): ${state} here: ${reason}; ` +
+        `${counts.rows[0].n} queries, ${counts.rows[0].measured} with llc figures (NULL, not 0, where unmeasured)`,
+    );
     return;
   }
   print('LLC (bpf_stats.query_llc, llc set: sampled cache-references / cache-misses):');

@@ -32,7 +32,10 @@ export async function printLocksReport({ client, print, facts, attached, unsuppo
     return;
   }
   if (facts.lwlock) {
-    const seen = Object.entries(facts.lwlock.sampled).sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} x${n}`).join(', ');
+    const seen = Object.entries(facts.lwlock.sampled)
+      .sort((a, b) => b[1] - a[1])
+      .map(([name, n]) => `${name} x${n}`)
+      .join(', ');
     print(`pg_stat_activity samples during the insert burst (${facts.lwlock.statements} inserts): ${seen || 'no waits caught'}`);
   }
   const { rows } = await client.query(`

@@ -57,9 +57,14 @@ export const lwlockBurstStep: WorkloadStep = {
       });
       const ms = performance.now() - started;
       facts.lwlock = { query: LWLOCK_QUERY, sessions: SESSIONS, ms, statements, sampled };
-      const seen = Object.entries(sampled).sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} x${n}`).join(', ');
-      print(`lwlock: ${SESSIONS} sessions ran ${statements} inserts in ${(ms / 1000).toFixed(1)} s; ` +
-        `pg_stat_activity samples caught waits: ${seen || 'none'}`);
+      const seen = Object.entries(sampled)
+        .sort((a, b) => b[1] - a[1])
+        .map(([name, n]) => `${name} x${n}`)
+        .join(', ');
+      print(
+        `lwlock: ${SESSIONS} sessions ran ${statements} inserts in ${(ms / 1000).toFixed(1)} s; ` +
+          `pg_stat_activity samples caught waits: ${seen || 'none'}`,
+      );
     } finally {
       await Promise.all(clients.map((c) => c.end().catch(() => undefined)));
     }

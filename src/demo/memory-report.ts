@@ -19,8 +19,10 @@ export async function printMemoryReport({ client, print, facts, attached, unsupp
   const { memory } = facts;
   if (memory && 'skipped' in memory) print(`memory cgroup step skipped: ${memory.skipped}`);
   else if (memory) {
-    print(`memory cgroup of backend ${memory.pid} (memory.limit_in_bytes ${memory.limitBytes / 2 ** 20} MB): "${memory.query}" ` +
-      `hit the limit ${memory.limitHits} times, cgroup grew ${(memory.grownBytes / 2 ** 20).toFixed(1)} MB: ~${memory.expectedPages} pages to reclaim`);
+    print(
+      `memory cgroup of backend ${memory.pid} (memory.limit_in_bytes ${memory.limitBytes / 2 ** 20} MB): "${memory.query}" ` +
+        `hit the limit ${memory.limitHits} times, cgroup grew ${(memory.grownBytes / 2 ** 20).toFixed(1)} MB: ~${memory.expectedPages} pages to reclaim`,
+    );
   }
   const { rows } = await client.query(`
     SELECT ${shortenSql('m.query')} AS query, m.calls, m.reclaim_ms, m.reclaim_pages,

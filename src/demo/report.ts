@@ -29,8 +29,24 @@ export async function printReport(context: ReportContext): Promise<void> {
      WHERE t.query NOT ILIKE '%pg_stat_statements%'
      ORDER BY t.total_time_ms DESC LIMIT 10`);
   print('Where each query spent its time (bpf_stats.query_time joined with pg_stat_statements, ms):');
-  print("(calls come from the opt-in 'query' probe set; pg_stat_statements also counts the collector's own BEGIN/COMMIT, which bpf_stats leaves out)");
-  print(formatTable(queries.rows, ['query', 'pgss_calls', 'calls', 'pgss_exec_ms', 'total_time_ms', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'lock_wait_ms', 'lwlock_wait_ms', 'other_wait_ms']));
+  print(
+    "(calls come from the opt-in 'query' probe set; pg_stat_statements also counts the collector's own BEGIN/COMMIT, which bpf_stats leaves out)",
+  );
+  print(
+    formatTable(queries.rows, [
+      'query',
+      'pgss_calls',
+      'calls',
+      'pgss_exec_ms',
+      'total_time_ms',
+      'on_cpu_ms',
+      'runq_wait_ms',
+      'io_wait_ms',
+      'lock_wait_ms',
+      'lwlock_wait_ms',
+      'other_wait_ms',
+    ]),
+  );
   const backends = await client.query(`
     SELECT backend_type, count(*)::int AS processes, sum(on_cpu_ms) AS on_cpu_ms, sum(runq_wait_ms) AS runq_wait_ms,
            sum(io_wait_ms) AS io_wait_ms, sum(nvcsw)::bigint AS nvcsw, sum(nivcsw)::bigint AS nivcsw,
@@ -38,7 +54,19 @@ export async function printReport(context: ReportContext): Promise<void> {
       FROM bpf_stats.backend_stats GROUP BY backend_type ORDER BY on_cpu_ms DESC`);
   print('');
   print('Per backend type (bpf_stats.backend_stats):');
-  print(formatTable(backends.rows, ['backend_type', 'processes', 'on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'nvcsw', 'nivcsw', 'cpu_migrations', 'minflt']));
+  print(
+    formatTable(backends.rows, [
+      'backend_type',
+      'processes',
+      'on_cpu_ms',
+      'runq_wait_ms',
+      'io_wait_ms',
+      'nvcsw',
+      'nivcsw',
+      'cpu_migrations',
+      'minflt',
+    ]),
+  );
   await printLatencyReport(client, print);
   await printRunqReport(context);
   await printIoReport(context);

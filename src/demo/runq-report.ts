@@ -18,8 +18,10 @@ export async function printRunqReport({ client, print, facts, attached, unsuppor
   }
   if (facts.cpu) {
     const { pid, onCpuMs, runDelayMs, slices } = facts.cpu;
-    print(`CPU-bound backend ${pid}, /proc/${pid}/schedstat over the workload: on CPU ${onCpuMs.toFixed(1)} ms, ` +
-      `run queue ${runDelayMs.toFixed(1)} ms over ${slices} slices`);
+    print(
+      `CPU-bound backend ${pid}, /proc/${pid}/schedstat over the workload: on CPU ${onCpuMs.toFixed(1)} ms, ` +
+        `run queue ${runDelayMs.toFixed(1)} ms over ${slices} slices`,
+    );
   }
   const { rows } = await client.query(`
     SELECT ${shortenSql('r.query')} AS query, r.waits, r.p50_ms, r.p95_ms, r.max_ms, q.runq_wait_ms

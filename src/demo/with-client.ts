@@ -17,4 +17,3 @@ export async function withClient<T>(connectionString: string, fn: (client: pg.Cl
     await client.end();
   }
 }
-

@@ -24,7 +24,9 @@ export async function prepareWorkload(connectionString: string, dataDir: string)
     await c.query('VACUUM (FREEZE, ANALYZE) public.demo_cold');
     await c.query('CREATE TABLE public.demo_hot (id int, pad text)');
     await c.query('CHECKPOINT');
-    const { rows } = await c.query("SELECT pg_relation_size('public.demo_cold') AS bytes, pg_relation_filepath('public.demo_cold') AS path");
+    const { rows } = await c.query(
+      "SELECT pg_relation_size('public.demo_cold') AS bytes, pg_relation_filepath('public.demo_cold') AS path",
+    );
     await c.query('SELECT public.pg_stat_statements_reset()');
     return { name: 'demo_cold', bytes: Number(rows[0].bytes), path: join(dataDir, rows[0].path) };
   });
@@ -67,7 +69,7 @@ export const WORKLOAD: WorkloadStep[] = [
         let id = 1;
         while (Date.now() < deadline) {
           await c.query('SELECT balance FROM public.demo_accounts WHERE id = $1', [id]);
-          id = (id * 7919) % 100000 + 1;
+          id = ((id * 7919) % 100000) + 1;
         }
       }),
   },

@@ -30,7 +30,9 @@ export type MetricColumnName = FamilyMetricColumn['column'];
 export const PROBE_SETS = Object.assign({}, ...FAMILIES.map((f) => f.probeSets)) as { readonly [S in ProbeSetName]: ProbeSet<S> };
 
 /** Every metric column, in the order the flush writes them (families in FAMILIES order). */
-export const METRIC_COLUMNS: readonly (FamilyMetricColumn & MetricColumn<ProbeSetName>)[] = FAMILIES.flatMap((f): readonly FamilyMetricColumn[] => f.columns);
+export const METRIC_COLUMNS: readonly (FamilyMetricColumn & MetricColumn<ProbeSetName>)[] = FAMILIES.flatMap(
+  (f): readonly FamilyMetricColumn[] => f.columns,
+);
 
 /** The settings every family adds to the BPF object for this target. */
 export function familyRodata(target: PostmasterTarget): Partial<Record<RodataName, number>> {

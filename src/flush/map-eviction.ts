@@ -26,7 +26,9 @@ export class MapEviction<Value> {
     try {
       return this.evict(rawKeys);
     } catch (error) {
-      this.log?.(`cannot evict from the ${this.map} map on this kernel, a full ${this.map} map stays full: ${error instanceof Error ? error.message : String(error)}`);
+      this.log?.(
+        `cannot evict from the ${this.map} map on this kernel, a full ${this.map} map stays full: ${error instanceof Error ? error.message : String(error)}`,
+      );
       this.evict = undefined;
       return null;
     }

@@ -61,7 +61,14 @@ export class HealthPart implements FlushPart {
   constructor(
     private readonly db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
-    private readonly settings: { postmasterPid: number; intervalMs: number; probeSets: () => string[]; historyRetentionMs: number | null; heartbeatMs?: number; evictedHistograms?: () => number },
+    private readonly settings: {
+      postmasterPid: number;
+      intervalMs: number;
+      probeSets: () => string[];
+      historyRetentionMs: number | null;
+      heartbeatMs?: number;
+      evictedHistograms?: () => number;
+    },
   ) {}
 
   /**
@@ -73,7 +80,8 @@ export class HealthPart implements FlushPart {
     const others = await this.db
       .selectFrom('bpf_stats.health')
       .select('pid')
-      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host)
+      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`)
+      .where('host', '=', this.host)
       .where('pid', '<>', this.pid)
       .where('stopped_at', 'is', null)
       .execute();
@@ -83,10 +91,17 @@ export class HealthPart implements FlushPart {
         UPDATE bpf_stats.health SET stopped_at = updated_at,
                stop_reason = 'crashed: the process ended without a final flush (killed or crashed); figures after '
                              || coalesce(last_flush_at::text, 'its start') || ' were not written'
-         WHERE node = current_setting('bpf_stats.node') AND host = ${this.host} AND pid = ANY(${gone}::int4[]) AND stopped_at IS NULL`.execute(this.db);
+         WHERE node = current_setting('bpf_stats.node') AND host = ${this.host} AND pid = ANY(${gone}::int4[]) AND stopped_at IS NULL`.execute(
+        this.db,
+      );
     }
     // A row of an earlier collector that had our pid: ours now.
-    await this.db.deleteFrom('bpf_stats.health').where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host).where('pid', '=', this.pid).execute();
+    await this.db
+      .deleteFrom('bpf_stats.health')
+      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`)
+      .where('host', '=', this.host)
+      .where('pid', '=', this.pid)
+      .execute();
     await this.db
       .insertInto('bpf_stats.health')
       .values({
@@ -109,12 +124,18 @@ export class HealthPart implements FlushPart {
    */
   prepare({ maps, measured, startedMs, lazy }: FlushInput): PreparedPart {
     const { queries, backends, deferred } = this.rows.prepare(maps, measured);
-    const evicted = (m: MapFill) => (m.map === 'queries' ? this.rows.evictedQueries : m.map === 'histograms' ? this.settings.evictedHistograms?.() : undefined);
+    const evicted = (m: MapFill) =>
+      m.map === 'queries' ? this.rows.evictedQueries : m.map === 'histograms' ? this.settings.evictedHistograms?.() : undefined;
     const fill = maps.fill.map((m) => {
       const count = evicted(m);
       return count === undefined ? m : { ...m, evicted: count };
     });
-    const flush: FlushObservation = { rows: queries.length + backends.length, ms: performance.now() - startedMs, counters: maps.counters, fill };
+    const flush: FlushObservation = {
+      rows: queries.length + backends.length,
+      ms: performance.now() - startedMs,
+      counters: maps.counters,
+      fill,
+    };
     this.observation = flush;
     const build = () => [
       this.upsertStatement(flush, {
@@ -125,7 +146,12 @@ export class HealthPart implements FlushPart {
         succeeded: true,
       }),
     ];
-    const shows = JSON.stringify([this.settings.probeSets(), flush.fill, deferred, Object.entries(flush.counters).map(([k, v]) => [k, v.toString()])]);
+    const shows = JSON.stringify([
+      this.settings.probeSets(),
+      flush.fill,
+      deferred,
+      Object.entries(flush.counters).map(([k, v]) => [k, v.toString()]),
+    ]);
     const due = performance.now() - this.writtenAt >= (this.settings.heartbeatMs ?? HEALTH_HEARTBEAT_MS);
     const companion = Boolean(lazy) && !due && !this.failureShown && shows === this.writtenShows;
     return {
@@ -191,7 +217,8 @@ export class HealthPart implements FlushPart {
     await this.db
       .updateTable('bpf_stats.health')
       .set({ stopped_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, stop_reason: reason })
-      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`).where('host', '=', this.host)
+      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`)
+      .where('host', '=', this.host)
       .where('pid', '=', this.pid)
       .execute()
       .catch(() => undefined);
@@ -206,7 +233,13 @@ export class HealthPart implements FlushPart {
     const fill = Object.fromEntries(
       flush.fill.map((m) => [
         m.map,
-        { entries: m.entries, max_entries: m.maxEntries, ...(m.evicted === undefined ? {} : { evicted: m.evicted }), ...(m.overflowed === undefined ? {} : { overflowed: m.overflowed }), ...(m.held === undefined ? {} : { held: m.held }) },
+        {
+          entries: m.entries,
+          max_entries: m.maxEntries,
+          ...(m.evicted === undefined ? {} : { evicted: m.evicted }),
+          ...(m.overflowed === undefined ? {} : { overflowed: m.overflowed }),
+          ...(m.held === undefined ? {} : { held: m.held }),
+        },
       ]),
     );
     const fillPct = Math.max(0, ...flush.fill.map((m) => (100 * m.entries) / m.maxEntries));

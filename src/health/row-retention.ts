@@ -116,7 +116,10 @@ export class RowRetention {
     const pgss = held.pgss ?? { userid: [], dbid: [], toplevel: [], queryid: [] };
     // A node role's history rows go with their partitions (it may not delete there).
     const keyed = this.options.asNode ? KEYED_TABLES.filter((table) => !table.endsWith('_history')) : KEYED_TABLES;
-    const same = (t: string) => sql.raw(`${t}.node = g.node AND ${t}.userid = g.userid AND ${t}.dbid = g.dbid AND ${t}.toplevel = g.toplevel AND ${t}.queryid = g.queryid`);
+    const same = (t: string) =>
+      sql.raw(
+        `${t}.node = g.node AND ${t}.userid = g.userid AND ${t}.dbid = g.dbid AND ${t}.toplevel = g.toplevel AND ${t}.queryid = g.queryid`,
+      );
     const { rows } = await sql<{ userid: number; dbid: number; toplevel: boolean; queryid: string }>`
       WITH held AS (
         SELECT * FROM unnest(${pgss.userid}::oid[], ${pgss.dbid}::oid[], ${pgss.toplevel}::bool[], ${pgss.queryid}::int8[]) AS h(userid, dbid, toplevel, queryid)

@@ -152,7 +152,9 @@ export class PostmasterFollower {
     // Gone (BPF already points at nothing, or at the successor it adopted).
     this.goneAt = performance.now();
     object.forgetExcluded();
-    this.options.log(`postmaster ${target.pgPid} is gone: waiting up to ${this.options.waitMs / 1000} s for a new one in the same data directory`);
+    this.options.log(
+      `postmaster ${target.pgPid} is gone: waiting up to ${this.options.waitMs / 1000} s for a new one in the same data directory`,
+    );
     this.stop();
     void this.search();
     return false;
@@ -167,14 +169,22 @@ export class PostmasterFollower {
         const adopted = this.options.object.bpfPostmasterTgid() !== null;
         const found = adopted || performance.now() - this.goneAt! > FALLBACK_AFTER_MS ? this.findSuccessor() : null;
         if (found === 'other-binary') {
-          this.options.onLost(new UserError(`postmaster restarted from another binary than ${this.options.target.mappedPath} (an upgrade?): start pg-bpf-stats again to attach to it`));
+          this.options.onLost(
+            new UserError(
+              `postmaster restarted from another binary than ${this.options.target.mappedPath} (an upgrade?): start pg-bpf-stats again to attach to it`,
+            ),
+          );
           return;
         }
         if (found !== null && (await this.follow(found))) return;
         await new Promise((resolve) => setTimeout(resolve, SEARCH_MS));
       }
       if (this.closed) return;
-      this.options.onLost(new UserError(`postmaster ${this.options.target.pgPid} is gone and no new one started in its data directory within ${this.options.waitMs / 1000} s`));
+      this.options.onLost(
+        new UserError(
+          `postmaster ${this.options.target.pgPid} is gone and no new one started in its data directory within ${this.options.waitMs / 1000} s`,
+        ),
+      );
     } catch (error) {
       // The collector closed its BPF object while a step of the search waited: nothing is left to follow.
       if (!this.closed) this.options.onLost(new UserError(`cannot follow the postmaster: ${oneLine(error)}`));
@@ -278,5 +288,4 @@ export class PostmasterFollower {
     this.start();
     return true;
   }
-
 }

@@ -63,7 +63,10 @@ const COLLECTOR_NAME_PATTERN = 'pg-bpf-stats (pid % on %)';
  * const note = await lockServer(control); // before anything is created
  */
 export async function lockServer(client: pg.Client): Promise<string | null> {
-  const { rows: got } = await client.query<{ got: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS got', [LOCK_CLASS, LOCK_OBJECT]);
+  const { rows: got } = await client.query<{ got: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS got', [
+    LOCK_CLASS,
+    LOCK_OBJECT,
+  ]);
   const { rows: others } = await client.query<Holder & { mine: boolean; trusted: boolean; holds: boolean }>(
     `WITH me AS (
        SELECT a.backend_start, a.usesysid FROM pg_catalog.pg_stat_activity a WHERE a.pid = pg_catalog.pg_backend_pid()
@@ -86,12 +89,16 @@ export async function lockServer(client: pg.Client): Promise<string | null> {
       ORDER BY h.pid`,
     [LOCK_CLASS, LOCK_OBJECT, COLLECTOR_NAME_PATTERN],
   );
-  const collectors = others.filter((o) => o.trusted).sort((a, b) => (a.backend_start?.getTime() ?? 0) - (b.backend_start?.getTime() ?? 0) || a.pid - b.pid);
+  const collectors = others
+    .filter((o) => o.trusted)
+    .sort((a, b) => (a.backend_start?.getTime() ?? 0) - (b.backend_start?.getTime() ?? 0) || a.pid - b.pid);
   // `mine`: the other session started after ours; it is the one to give up.
   const first = collectors.find((o) => !o.mine);
   if (first) {
     if (got[0]?.got) await client.query('SELECT pg_catalog.pg_advisory_unlock($1, $2)', [LOCK_CLASS, LOCK_OBJECT]);
-    throw new UserError(`another collector already runs on this server: ${describe(first)}; one collector per server (postmaster) — stop it first, or leave this one out`);
+    throw new UserError(
+      `another collector already runs on this server: ${describe(first)}; one collector per server (postmaster) — stop it first, or leave this one out`,
+    );
   }
   if (got[0]?.got) return null;
   const squatter = others.find((o) => o.holds && !o.trusted);
@@ -99,7 +106,9 @@ export async function lockServer(client: pg.Client): Promise<string | null> {
 }
 
 function describe(holder: Holder): string {
-  const who = holder.application_name?.startsWith('pg-bpf-stats (') ? holder.application_name.slice('pg-bpf-stats '.length).replace(/^\(|\)$/g, '') : `backend ${holder.pid}`;
+  const who = holder.application_name?.startsWith('pg-bpf-stats (')
+    ? holder.application_name.slice('pg-bpf-stats '.length).replace(/^\(|\)$/g, '')
+    : `backend ${holder.pid}`;
   return `${who}, database ${holder.datname ?? '?'} (its backend ${holder.pid})`;
 }
 
@@ -120,7 +129,10 @@ const MIGRATE_OBJECT = 2;
 export async function lockMigrations(client: pg.Client, waitMs: number): Promise<boolean> {
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const { rows: got } = await client.query<{ got: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS got', [LOCK_CLASS, MIGRATE_OBJECT]);
+    const { rows: got } = await client.query<{ got: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS got', [
+      LOCK_CLASS,
+      MIGRATE_OBJECT,
+    ]);
     if (got[0]?.got) return true;
     const { rows: holders } = await client.query<{ pid: number; application_name: string | null }>(
       `SELECT l.pid, a.application_name

@@ -205,26 +205,12 @@ export interface BpfObject {
    * Attaches a SEC("usdt") program to every call site of `provider:name` in `binaryPath`.
    * pid -1 = all processes, 0 = this process. `cookie` is readable with bpf_usdt_cookie().
    */
-  attachUsdt(
-    prog: string,
-    pid: number,
-    binaryPath: string,
-    provider: string,
-    name: string,
-    cookie?: bigint,
-  ): BpfLink;
+  attachUsdt(prog: string, pid: number, binaryPath: string, provider: string, name: string, cookie?: bigint): BpfLink;
   /**
    * Attaches a uprobe (or uretprobe) at `funcName + offset` in `binaryPath`, or at file
    * offset `offset` when funcName is null. pid -1 = all processes.
    */
-  attachUprobe(
-    prog: string,
-    retprobe: boolean,
-    pid: number,
-    binaryPath: string,
-    funcName: string | null,
-    offset: number,
-  ): BpfLink;
+  attachUprobe(prog: string, retprobe: boolean, pid: number, binaryPath: string, funcName: string | null, offset: number): BpfLink;
   /** perf_event_open() on one CPU, then bpf_program__attach_perf_event. The link owns the perf fd. */
   attachPerfEvent(prog: string, opts: PerfEventOptions): BpfLink;
 
@@ -317,9 +303,7 @@ export interface NativeError extends Error {
 /** True for errors thrown by the addon (as opposed to TypeErrors for bad arguments). */
 export function isNativeError(e: unknown): e is NativeError {
   return (
-    e instanceof Error &&
-    typeof (e as Partial<NativeError>).errno === 'number' &&
-    typeof (e as Partial<NativeError>).code === 'string'
+    e instanceof Error && typeof (e as Partial<NativeError>).errno === 'number' && typeof (e as Partial<NativeError>).code === 'string'
   );
 }
 

@@ -41,7 +41,10 @@ function legend(parts: readonly ReportColumn[], colors: Map<string, string>): st
 function statementChart(r: StatementComparison, parts: readonly ReportColumn[], colors: Map<string, string>, hasBaseline: boolean): string {
   const unit = r.window.per === 'call' ? 'ms per call' : 'ms per second';
   const bars = [...(hasBaseline ? [{ name: 'baseline', f: r.baseline }] : []), { name: 'window', f: r.window }];
-  const max = Math.max(...bars.map((b) => (b.f?.ran ? (b.f.ms[TOTAL_COLUMN] ?? 0) : 0)), ...bars.map((b) => parts.reduce((s, c) => s + (b.f?.ms[c.column] ?? 0), 0)));
+  const max = Math.max(
+    ...bars.map((b) => (b.f?.ran ? (b.f.ms[TOTAL_COLUMN] ?? 0) : 0)),
+    ...bars.map((b) => parts.reduce((s, c) => s + (b.f?.ms[c.column] ?? 0), 0)),
+  );
   const scaleTicks = ticks(max);
   const top = scaleTicks[scaleTicks.length - 1]!;
   const left = 70;
@@ -65,7 +68,8 @@ function statementChart(r: StatementComparison, parts: readonly ReportColumn[], 
     let at = 0;
     for (const c of parts) {
       const v = b.f.ms[c.column] ?? 0;
-      if (v > 0) svg += `<rect x="${x(at)}" y="${y}" width="${Math.max(0.5, x(at + v) - x(at))}" height="${barH}" fill="${colors.get(c.column)}"><title>${escapeHtml(`${b.name}: ${columnLabel(c.column)} ${formatMs(v)} ${unit}`)}</title></rect>`;
+      if (v > 0)
+        svg += `<rect x="${x(at)}" y="${y}" width="${Math.max(0.5, x(at + v) - x(at))}" height="${barH}" fill="${colors.get(c.column)}"><title>${escapeHtml(`${b.name}: ${columnLabel(c.column)} ${formatMs(v)} ${unit}`)}</title></rect>`;
       at += v;
     }
   });
@@ -78,7 +82,15 @@ function statementChart(r: StatementComparison, parts: readonly ReportColumn[], 
  * Statement time of all statements over a period, stacked by part, in ms of statement time per
  * second of wall time (1000 = one backend busy the whole time), on the same y scale for both periods.
  */
-function timelineChart(name: string, buckets: ReportBucket[], periodMs: number, bucketMs: number, yTop: number, parts: readonly ReportColumn[], colors: Map<string, string>): string {
+function timelineChart(
+  name: string,
+  buckets: ReportBucket[],
+  periodMs: number,
+  bucketMs: number,
+  yTop: number,
+  parts: readonly ReportColumn[],
+  colors: Map<string, string>,
+): string {
   const width = 460;
   const height = 230;
   const left = 60;
@@ -86,7 +98,8 @@ function timelineChart(name: string, buckets: ReportBucket[], periodMs: number, 
   const plotW = width - left - 15;
   const plotH = height - bottom - 20;
   const minutes = periodMs / 60_000;
-  const xUnit = minutes >= 180 ? { div: 3_600_000, name: 'hours' } : minutes >= 3 ? { div: 60_000, name: 'minutes' } : { div: 1000, name: 'seconds' };
+  const xUnit =
+    minutes >= 180 ? { div: 3_600_000, name: 'hours' } : minutes >= 3 ? { div: 60_000, name: 'minutes' } : { div: 1000, name: 'seconds' };
   const x = (ms: number) => left + (ms / periodMs) * plotW;
   const y = (v: number) => 20 + plotH - (v / yTop) * plotH;
   let svg = `<svg class="chart timeline-chart" xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="${name} statement time">`;
@@ -106,7 +119,8 @@ function timelineChart(name: string, buckets: ReportBucket[], periodMs: number, 
     let at = 0;
     for (const c of parts) {
       const rate = (b.sums[c.column] ?? 0) / (bucketMs / 1000);
-      if (rate > 0) svg += `<rect x="${x(start)}" y="${y(at + rate)}" width="${barW}" height="${y(at) - y(at + rate)}" fill="${colors.get(c.column)}"><title>${escapeHtml(`${columnLabel(c.column)} ${formatMs(rate)} ms/s`)}</title></rect>`;
+      if (rate > 0)
+        svg += `<rect x="${x(start)}" y="${y(at + rate)}" width="${barW}" height="${y(at) - y(at + rate)}" fill="${colors.get(c.column)}"><title>${escapeHtml(`${columnLabel(c.column)} ${formatMs(rate)} ms/s`)}</title></rect>`;
       at += rate;
     }
   }
@@ -124,14 +138,46 @@ export function renderReportHtml(data: ReportData, rows: StatementComparison[], 
   const bucketRate = (b: ReportBucket) => parts.reduce((s, c) => s + (b.sums[c.column] ?? 0), 0) / (data.bucketMs / 1000);
   const yTop = ticks(Math.max(1, ...data.buckets.map(bucketRate)), 4).at(-1)!;
   const timelines = [
-    ...(baseline ? [timelineChart('baseline', data.buckets.filter((b) => b.period === 'baseline'), baseline.toMs - baseline.fromMs, data.bucketMs, yTop, parts, colors)] : []),
-    timelineChart('window', data.buckets.filter((b) => b.period === 'window'), window.toMs - window.fromMs, data.bucketMs, yTop, parts, colors),
+    ...(baseline
+      ? [
+          timelineChart(
+            'baseline',
+            data.buckets.filter((b) => b.period === 'baseline'),
+            baseline.toMs - baseline.fromMs,
+            data.bucketMs,
+            yTop,
+            parts,
+            colors,
+          ),
+        ]
+      : []),
+    timelineChart(
+      'window',
+      data.buckets.filter((b) => b.period === 'window'),
+      window.toMs - window.fromMs,
+      data.bucketMs,
+      yTop,
+      parts,
+      colors,
+    ),
   ];
-  const partCells = (f: StatementComparison['window'] | null) => [...parts, ...details].map((c) => `<td class="num">${f?.ran && f.ms[c.column] !== null && f.ms[c.column] !== undefined ? formatMs(f.ms[c.column]!) : '-'}</td>`).join('');
+  const partCells = (f: StatementComparison['window'] | null) =>
+    [...parts, ...details]
+      .map(
+        (c) =>
+          `<td class="num">${f?.ran && f.ms[c.column] !== null && f.ms[c.column] !== undefined ? formatMs(f.ms[c.column]!) : '-'}</td>`,
+      )
+      .join('');
   const statementBlocks = rows
     .map((r) => {
       const per = r.window.per;
-      const grew = r.grew.length ? r.grew.map((g) => growthText(g, per)).join(', ') : baseline ? (r.baseline?.ran ? 'not slower' : 'new in the window') : '';
+      const grew = r.grew.length
+        ? r.grew.map((g) => growthText(g, per)).join(', ')
+        : baseline
+          ? r.baseline?.ran
+            ? 'not slower'
+            : 'new in the window'
+          : '';
       const key = `userid ${r.statement.userid}, dbid ${r.statement.dbid}, ${r.statement.toplevel ? 'top level' : 'nested'}${data.nodes.length > 1 ? `, node ${r.statement.node}` : ''}`;
       return `<section class="statement">
 <h3><span class="qid">queryid ${escapeHtml(r.statement.queryid)}</span> <span class="key">${escapeHtml(key)}</span>${grew ? ` <span class="grew">${escapeHtml(baseline && r.grew.length ? `${r.ratio === null ? '' : `${r.ratio.toFixed(2)}× slower; grew most: `}${grew}` : grew)}</span>` : ''}</h3>

@@ -22,7 +22,8 @@ const ms = (n: number | null | undefined) => (n === null || n === undefined ? '-
 export function renderReportText(data: ReportData, rows: StatementComparison[]): string[] {
   const { window, baseline } = data.windows;
   const lines = [
-    `pg-bpf-stats report  window ${iso(window.fromMs)}..${iso(window.toMs)}` + (baseline ? `  baseline ${iso(baseline.fromMs)}..${iso(baseline.toMs)}` : ''),
+    `pg-bpf-stats report  window ${iso(window.fromMs)}..${iso(window.toMs)}` +
+      (baseline ? `  baseline ${iso(baseline.fromMs)}..${iso(baseline.toMs)}` : ''),
     `${data.statementsInWindow} statements ran in the window; the ${rows.length} with the most time follow. Times in ms per call (per second where calls were not measured: attach --probes query).`,
     '',
   ];
@@ -46,7 +47,9 @@ export function renderReportText(data: ReportData, rows: StatementComparison[]):
   // The breakdown: each part of the time, window against baseline.
   const { parts, details } = timeParts(data.columns);
   // Parts that are zero or unmeasured in every listed statement would only widen the table.
-  const shown = [...parts, ...details].filter((c) => rows.some((r) => (r.window.ms[c.column] ?? 0) !== 0 || (r.baseline?.ms[c.column] ?? 0) !== 0));
+  const shown = [...parts, ...details].filter((c) =>
+    rows.some((r) => (r.window.ms[c.column] ?? 0) !== 0 || (r.baseline?.ms[c.column] ?? 0) !== 0),
+  );
   lines.push('', `Where the time went (ms per call; baseline → window)`);
   lines.push(`${cell('QUERYID', 20)} ${shown.map((c) => cell(columnLabel(c.column), 16, true)).join(' ')}`);
   for (const r of rows) {
@@ -56,6 +59,9 @@ export function renderReportText(data: ReportData, rows: StatementComparison[]):
     });
     lines.push(`${cell(r.statement.queryid, 20)} ${parts.join(' ')}`);
   }
-  lines.push('', `Query text: ${data.textSource}. Details (${details.map((c) => columnLabel(c.column)).join(', ')}) are already counted in the parts.`);
+  lines.push(
+    '',
+    `Query text: ${data.textSource}. Details (${details.map((c) => columnLabel(c.column)).join(', ')}) are already counted in the parts.`,
+  );
   return lines;
 }

@@ -24,7 +24,12 @@ export const DEFAULT_REPORT_LIMIT = 20;
  * terminal table or one HTML file. It reads bpf_stats alone (no BPF, no root), so it runs
  * wherever the collector writes, as any role that can read bpf_stats.
  */
-export async function reportCommand(dsn: string | undefined, options: ReportOptions, out: (line: string) => void, nowMs = Date.now()): Promise<number> {
+export async function reportCommand(
+  dsn: string | undefined,
+  options: ReportOptions,
+  out: (line: string) => void,
+  nowMs = Date.now(),
+): Promise<number> {
   // Times first: a typo fails before any connection.
   const windows = parseReportWindows(options, nowMs);
   const client = new pg.Client(pinnedConfig({ ...clientConfig(dsn), application_name: 'pg-bpf-stats report' }));

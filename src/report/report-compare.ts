@@ -59,7 +59,11 @@ function figures(sums: PeriodSums, range: TimeRange, columns: readonly ReportCol
   const calls = sums.calls ?? null;
   const per = calls !== null && calls > 0 ? 'call' : 'second';
   const divisor = per === 'call' ? calls! : (range.toMs - range.fromMs) / 1000;
-  const ms = Object.fromEntries(columns.filter((c) => c.unit === 'ns').map((c) => [c.column, sums[c.column] === null || sums[c.column] === undefined ? null : sums[c.column]! / divisor]));
+  const ms = Object.fromEntries(
+    columns
+      .filter((c) => c.unit === 'ns')
+      .map((c) => [c.column, sums[c.column] === null || sums[c.column] === undefined ? null : sums[c.column]! / divisor]),
+  );
   return { calls, per, ms, ran: (sums[TOTAL_COLUMN] ?? 0) > 0 || (calls ?? 0) > 0 };
 }
 
@@ -80,7 +84,9 @@ export function whatGrew(window: PeriodFigures, baseline: PeriodFigures, columns
   const delta = (c: ReportColumn) => (window.ms[c.column] ?? 0) - (baseline.ms[c.column] ?? 0);
   const total = (window.ms[TOTAL_COLUMN] ?? 0) - (baseline.ms[TOTAL_COLUMN] ?? 0);
   if (total <= 0) return [];
-  const ranked = parts.map((c) => ({ column: c.column, label: columnLabel(c.column), deltaMs: delta(c) })).sort((a, b) => b.deltaMs - a.deltaMs);
+  const ranked = parts
+    .map((c) => ({ column: c.column, label: columnLabel(c.column), deltaMs: delta(c) }))
+    .sort((a, b) => b.deltaMs - a.deltaMs);
   const top = ranked[0];
   if (!top || top.deltaMs <= 0) return [];
   const explaining = details
@@ -96,8 +102,11 @@ export function compareStatements(data: ReportData): StatementComparison[] {
     const w = figures(statement.window, window, data.columns);
     const b = statement.baseline && baseline ? figures(statement.baseline, baseline, data.columns) : null;
     // Per call against per second would compare different things: both fall back to per second.
-    const [wf, bf] = b && w.per !== b.per ? [perSecond(statement.window, window, data.columns), perSecond(statement.baseline!, baseline!, data.columns)] : [w, b];
-    const bTotal = bf?.ran ? bf.ms[TOTAL_COLUMN] ?? null : null;
+    const [wf, bf] =
+      b && w.per !== b.per
+        ? [perSecond(statement.window, window, data.columns), perSecond(statement.baseline!, baseline!, data.columns)]
+        : [w, b];
+    const bTotal = bf?.ran ? (bf.ms[TOTAL_COLUMN] ?? null) : null;
     const wTotal = wf.ms[TOTAL_COLUMN] ?? null;
     return {
       statement,

@@ -196,7 +196,10 @@ export class Sidecar {
     this.logLimited = rateLimited(options.log ?? (() => undefined));
     this.adoptControl(control);
     for (const set of object.probes.attached()) this.measuring.add(set);
-    this.idle = new IdleGate(() => object.maps.readActivity(), (busyNs) => this.wouldWriteNothing(busyNs));
+    this.idle = new IdleGate(
+      () => object.maps.readActivity(),
+      (busyNs) => this.wouldWriteNothing(busyNs),
+    );
   }
 
   static async start(options: SidecarOptions): Promise<Sidecar> {
@@ -228,10 +231,15 @@ export class Sidecar {
         await observer.end();
       }
       if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
-      if (!target.addresses.outerUserId) log('this build does not show which user a statement runs as (GetOuterUserId not found): statements are keyed by the session user, not the role after SET ROLE');
+      if (!target.addresses.outerUserId)
+        log(
+          'this build does not show which user a statement runs as (GetOuterUserId not found): statements are keyed by the session user, not the role after SET ROLE',
+        );
       const support: SupportContext = { target, layout, perfEvents: options.perfEvents ?? {} };
       const sets = new Set<ProbeSetName>([
-        ...Object.values(PROBE_SETS).filter((s) => s.default).map((s) => s.name),
+        ...Object.values(PROBE_SETS)
+          .filter((s) => s.default)
+          .map((s) => s.name),
         ...(options.probeSets ?? []),
       ]);
       // Every refusal comes before the schema is touched: nothing is created for a run that cannot start.
@@ -291,7 +299,9 @@ export class Sidecar {
           `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
       );
       // How long start-up took and its biggest part (bench/journal/start-up.md#start-up): a slow start says why.
-      log(`attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`);
+      log(
+        `attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`,
+      );
       await migrateSchema(store, undefined, node, { asNode });
       log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
       const excluder = object;
@@ -299,43 +309,45 @@ export class Sidecar {
       let checkPostmaster = (): void => undefined;
       let forgetExcluded = (_pid: number, _starts: bigint[]): void => undefined;
       const writerConfig = clientConfig(options.sink ?? options.connectionString);
-      const pool = new pg.Pool(pinnedConfig({
-        ...writerConfig,
-        max: 1,
-        application_name: 'pg-bpf-stats writer',
-        // Kept open while idle (pg-pool closes idle clients after 10 s by default): a server with
-        // nothing to write would otherwise see a new connection, and its exclusion, per flush sent.
-        idleTimeoutMillis: 0,
-        // Rows take their node from the session (the node column's default).
-        // After the DSN's own options (the last -c wins), so neither is lost.
-        // A lock wait is bounded: a role that may update a table (a sink's node role, on the
-        // cumulative tables its upserts need) can LOCK it and keep the lock in an open
-        // transaction; the flush then fails with a lock timeout and goes out again with the next
-        // one (the increments stay in the maps), instead of hanging every flush, health row and
-        // retention pass behind it. Ahead of the DSN's options, which may set another.
-        options: [WRITER_LOCK_TIMEOUT, writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),
-        // Before the pool hands a new connection out: its backend excluded, then its search_path
-        // checked (a pooler that drops startup options must not get the writer's statements).
-        // A failure ends it, one line is logged, and the flush fails; the next opens another.
-        onConnect: pinnedOnConnect('writer', logOnce, (client) => {
-          // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
-          // must fail that transaction (it does, through its promise), not kill the process.
-          client.on('error', () => undefined);
-          // A sink on another server: the writer's backend is none of the node's.
-          if (!local) return;
-          // The writer's own backend must not show up in the figures it writes: its pid comes with
-          // the connection (BackendKeyData), so it is excluded before it runs anything.
-          try {
-            const pid = backendPid(client);
-            // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
-            checkPostmaster();
-            forgetExcluded(pid, excluder.exclude(pid));
-          } catch (error) {
-            // Not excluded, it must not write.
-            throw new Error(`cannot exclude its backend: ${oneLine(error)}`);
-          }
+      const pool = new pg.Pool(
+        pinnedConfig({
+          ...writerConfig,
+          max: 1,
+          application_name: 'pg-bpf-stats writer',
+          // Kept open while idle (pg-pool closes idle clients after 10 s by default): a server with
+          // nothing to write would otherwise see a new connection, and its exclusion, per flush sent.
+          idleTimeoutMillis: 0,
+          // Rows take their node from the session (the node column's default).
+          // After the DSN's own options (the last -c wins), so neither is lost.
+          // A lock wait is bounded: a role that may update a table (a sink's node role, on the
+          // cumulative tables its upserts need) can LOCK it and keep the lock in an open
+          // transaction; the flush then fails with a lock timeout and goes out again with the next
+          // one (the increments stay in the maps), instead of hanging every flush, health row and
+          // retention pass behind it. Ahead of the DSN's options, which may set another.
+          options: [WRITER_LOCK_TIMEOUT, writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),
+          // Before the pool hands a new connection out: its backend excluded, then its search_path
+          // checked (a pooler that drops startup options must not get the writer's statements).
+          // A failure ends it, one line is logged, and the flush fails; the next opens another.
+          onConnect: pinnedOnConnect('writer', logOnce, (client) => {
+            // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
+            // must fail that transaction (it does, through its promise), not kill the process.
+            client.on('error', () => undefined);
+            // A sink on another server: the writer's backend is none of the node's.
+            if (!local) return;
+            // The writer's own backend must not show up in the figures it writes: its pid comes with
+            // the connection (BackendKeyData), so it is excluded before it runs anything.
+            try {
+              const pid = backendPid(client);
+              // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
+              checkPostmaster();
+              forgetExcluded(pid, excluder.exclude(pid));
+            } catch (error) {
+              // Not excluded, it must not write.
+              throw new Error(`cannot exclude its backend: ${oneLine(error)}`);
+            }
+          }),
         }),
-      }));
+      );
       pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
       // Statements sent again and again (every flush's) are parsed and planned once.
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
@@ -349,8 +361,8 @@ export class Sidecar {
         writing.retention?.asNode
           ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (the owner's collector drops old partitions; partitions of the width in use there are made): a node role cannot drop or create tables of its own`
           : writing.retention
-          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
-          : 'history: off (--history-retention off)',
+            ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
+            : 'history: off (--history-retention off)',
       );
       log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
@@ -377,7 +389,13 @@ export class Sidecar {
         await writing.rowRetention.maintainWhenDue(db, log);
         if (options.control ?? true) {
           // With a sink, requests are made and answered there: a standby can neither write nor NOTIFY.
-          sidecar.controlPlane = await ControlPlane.start({ connectionString: options.sink ?? options.connectionString, node, host: sidecar, log, pollMs: options.controlPollMs });
+          sidecar.controlPlane = await ControlPlane.start({
+            connectionString: options.sink ?? options.connectionString,
+            node,
+            host: sidecar,
+            log,
+            pollMs: options.controlPollMs,
+          });
         }
       } catch (error) {
         await sidecar.stop();
@@ -542,7 +560,17 @@ export class Sidecar {
       // Nothing happened that a flush would write: a successful flush of no rows, without reading the maps.
       health.quietTick(started);
       this.lastFlush = { at, ms: performance.now() - started, queries: 0, backends: 0, error: null };
-      if (this.flushListeners.length) this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], waitEventRows: [], counters: {}, fill: [], attached: this.object.probes.attached() });
+      if (this.flushListeners.length)
+        this.report({
+          ...this.lastFlush,
+          queryRows: [],
+          backendRows: [],
+          histogramRows: [],
+          waitEventRows: [],
+          counters: {},
+          fill: [],
+          attached: this.object.probes.attached(),
+        });
       return this.lastFlush;
     }
     let mark: Activity | null = null;
@@ -565,7 +593,11 @@ export class Sidecar {
       await retention?.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       await rowRetention.maintainWhenDue(this.db, this.options.log ?? (() => undefined));
       // Texts of queries new to this run, from the node's pg_stat_statements, go with their figures.
-      await this.writing.texts.load(rows.prepare(maps, measured).queries, await this.controlClient(), this.options.log ?? (() => undefined));
+      await this.writing.texts.load(
+        rows.prepare(maps, measured).queries,
+        await this.controlClient(),
+        this.options.log ?? (() => undefined),
+      );
       rowRetention.noteNewKeys(this.writing.texts.takeNewKeys());
       const sent = await writer.write({ maps, measured, startedMs: started, lazy });
       // After a restart: rows of the old postmaster's processes this run never tracked (asleep
@@ -578,11 +610,27 @@ export class Sidecar {
       const written = sent ? rows.prepare(maps, measured) : { queries: [], backends: [] };
       this.measuring = new Set(this.object.probes.attached());
       this.idle.flushed(mark);
-      this.lastFlush = { at, ms: performance.now() - started, queries: written.queries.length, backends: written.backends.length, error: null, phases: { readMs, statementMs: writer.lastStatementMs } };
+      this.lastFlush = {
+        at,
+        ms: performance.now() - started,
+        queries: written.queries.length,
+        backends: written.backends.length,
+        error: null,
+        phases: { readMs, statementMs: writer.lastStatementMs },
+      };
       // Its map reads, rows and statement were freed to glibc's heap, which keeps small blocks.
       if (written.queries.length + written.backends.length >= TRIM_AFTER_ROWS) loadNative().releaseFreeMemory();
       if (this.flushListeners.length) {
-        this.report({ ...this.lastFlush, queryRows: written.queries, backendRows: written.backends, histogramRows: sent ? histograms.lastCommitted : [], waitEventRows: sent ? (waitEvents?.lastCommitted ?? []) : [], counters: maps.counters, fill: maps.fill, attached: this.object.probes.attached() });
+        this.report({
+          ...this.lastFlush,
+          queryRows: written.queries,
+          backendRows: written.backends,
+          histogramRows: sent ? histograms.lastCommitted : [],
+          waitEventRows: sent ? (waitEvents?.lastCommitted ?? []) : [],
+          counters: maps.counters,
+          fill: maps.fill,
+          attached: this.object.probes.attached(),
+        });
       }
     } catch (error) {
       this.idle.flushed(null);
@@ -596,7 +644,16 @@ export class Sidecar {
       retention?.soon();
       await health.failed(oneLine(error));
       if (this.flushListeners.length) {
-        this.report({ ...this.lastFlush, queryRows: [], backendRows: [], histogramRows: [], waitEventRows: [], counters: maps?.counters ?? {}, fill: maps?.fill ?? [], attached: this.object.probes.attached() });
+        this.report({
+          ...this.lastFlush,
+          queryRows: [],
+          backendRows: [],
+          histogramRows: [],
+          waitEventRows: [],
+          counters: maps?.counters ?? {},
+          fill: maps?.fill ?? [],
+          attached: this.object.probes.attached(),
+        });
       }
     }
     return this.lastFlush;
@@ -682,7 +739,9 @@ export class Sidecar {
         this.writing.rows.setPostmaster(target.pgPid);
         this.sweepUntil = performance.now() + ORPHAN_SWEEP_MS;
         this.closeVanishedDue = true;
-        log(`following postmaster ${target.pgPid} (pid ${current.tgid} for BPF${adoptedByBpf ? ', adopted by BPF at its first fork' : ''}), ${Math.round(gapMs)} ms after the old one was gone`);
+        log(
+          `following postmaster ${target.pgPid} (pid ${current.tgid} for BPF${adoptedByBpf ? ', adopted by BPF at its first fork' : ''}), ${Math.round(gapMs)} ms after the old one was gone`,
+        );
         this.followed.push({ at: performance.now(), pgPid: target.pgPid, gapMs, adoptedByBpf });
       },
       onLost: (error) => this.fail(error),
@@ -711,7 +770,11 @@ export class Sidecar {
       const { rows } = await client.query<{ pid: number; backend_type: string; start_us: string | null }>(
         `SELECT pid, backend_type, (extract(epoch FROM backend_start) * 1000000)::int8::text AS start_us FROM pg_stat_activity`,
       );
-      return rows.map((row) => ({ pid: row.pid, backendType: row.backend_type, backendStartUs: row.start_us === null ? null : BigInt(row.start_us) }));
+      return rows.map((row) => ({
+        pid: row.pid,
+        backendType: row.backend_type,
+        backendStartUs: row.start_us === null ? null : BigInt(row.start_us),
+      }));
     } catch (error) {
       if (this.control === client) this.control = null;
       await client.end().catch(() => undefined);
@@ -765,7 +828,11 @@ const ORPHAN_SWEEP_MS = 30_000;
  * host, found through BPF from inside a container's pid namespace. A UserError when it cannot
  * be found: nothing is created then.
  */
-async function postmasterForBpf(object: CollectorObject<ProbeSetName>, target: PostmasterTarget, connectionString: string | undefined): Promise<BpfPostmaster> {
+async function postmasterForBpf(
+  object: CollectorObject<ProbeSetName>,
+  target: PostmasterTarget,
+  connectionString: string | undefined,
+): Promise<BpfPostmaster> {
   // A new connection makes the postmaster fork, and so leave its CPU, where BPF names it.
   const wake = async () => {
     const client = await connect(connectionString);
@@ -782,23 +849,32 @@ async function postmasterForBpf(object: CollectorObject<ProbeSetName>, target: P
 
 const COUNTER_MEANING: Record<DroppedCounterName, string> = {
   backends_full: 'a process could not be tracked: backends map full',
-  queries_full: "a query key could not be added: queries map full, and its backend's overflow slot held another key; its time counts per backend only",
+  queries_full:
+    "a query key could not be added: queries map full, and its backend's overflow slot held another key; its time counts per backend only",
   status_unreadable: "a backend's PgBackendStatus could not be read; its time counts per backend only",
   histograms_full: 'a histogram could not be added: histograms map full; its observations are lost',
   lock_waits_full: 'a lock wait could not be added: lock_waits map full; its wait counts in lock_wait_ms only',
   lwlock_waits_full: 'an LWLock wait could not be added: lwlock_waits map full; its wait counts in lwlock_wait_ms only',
-  wait_events_full: "a (query, wait event) key could not be added: query_wait_events map full; that sleep counts in its query's wait columns and in backend_wait_events only",
-  backend_wait_events_full: "a (backend, wait event) key could not be added: backend_wait_events map full; that sleep counts in its backend's wait columns only",
-  role_quota: "a query key was not added: the queries map is 7/8 full and its role holds half of it (a flood of distinct statements), and its backend's overflow slot held another key; its time counts per backend only",
+  wait_events_full:
+    "a (query, wait event) key could not be added: query_wait_events map full; that sleep counts in its query's wait columns and in backend_wait_events only",
+  backend_wait_events_full:
+    "a (backend, wait event) key could not be added: backend_wait_events map full; that sleep counts in its backend's wait columns only",
+  role_quota:
+    "a query key was not added: the queries map is 7/8 full and its role holds half of it (a flood of distinct statements), and its backend's overflow slot held another key; its time counts per backend only",
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
   mem_stalls_full: 'a reclaim or compaction stall could not be timed: mem_stalls map full',
   io_inflight_full: "a block request's owner could not be kept: io_inflight map full; its IO is not attributed",
-  exited_full: "an exited process's record could not be moved aside: exited_backends full; a new process given the pid is tracked from the next flush on",
+  exited_full:
+    "an exited process's record could not be moved aside: exited_backends full; a new process given the pid is tracked from the next flush on",
   aio_handles_full: "an IO handle's owner could not be kept: aio_handles map full; an io worker's IO for it counts for the worker only",
-  calls_unattributed: 'a statement ended (query set) with no query key to count it under: its process had no record yet, or no query id or identity in PgBackendStatus; query_stats misses that call, pg_stat_statements has it',
-  io_completions_missed: 'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
-  memio_untracked: 'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
-  map_no_memory: "a map insert was refused with room left (the kernel's BPF allocator had nothing at hand, or the memory cgroup is at its limit): that event's figure is lost as for a full map",
+  calls_unattributed:
+    'a statement ended (query set) with no query key to count it under: its process had no record yet, or no query id or identity in PgBackendStatus; query_stats misses that call, pg_stat_statements has it',
+  io_completions_missed:
+    'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
+  memio_untracked:
+    'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
+  map_no_memory:
+    "a map insert was refused with room left (the kernel's BPF allocator had nothing at hand, or the memory cgroup is at its limit): that event's figure is lost as for a full map",
 };
 
 /** What every flush writes with: the metric rows its parts share, the writer, and health and history's own handles. */
@@ -867,11 +943,15 @@ function flushParts(
   // Finished requests keep their documented 30 days unless a row retention is asked for.
   // Which query keys the node still holds is read from the node (its pg_stat_statements and
   // pg_stat_activity), not from the sink, which may be another server.
-  const rowRetention = new RowRetention(options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS, options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS, {
-    heldKeys: async () => readHeldQueryKeys(await nodeClient()),
-    forget: (keys) => texts.forget(keys),
-    asNode,
-  });
+  const rowRetention = new RowRetention(
+    options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS,
+    options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS,
+    {
+      heldKeys: async () => readHeldQueryKeys(await nodeClient()),
+      forget: (keys) => texts.forget(keys),
+      asNode,
+    },
+  );
   return { rows, writer, health, retention, rowRetention, histograms, waitEvents, texts };
 }
 

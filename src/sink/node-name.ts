@@ -23,7 +23,10 @@ export function parseNodeName(text: string): string {
  */
 export async function defaultNodeName(node: pg.Client): Promise<string> {
   const { rows } = await node.query<{ port: string }>("SELECT current_setting('port') AS port");
-  const host = hostname().replace(/[^A-Za-z0-9._:@-]/g, '-').slice(0, 56) || 'host';
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._:@-]/g, '-')
+      .slice(0, 56) || 'host';
   return parseNodeName(`${/^[A-Za-z0-9]/.test(host) ? host : `h${host}`}:${rows[0]!.port}`);
 }
 

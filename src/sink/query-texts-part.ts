@@ -195,7 +195,8 @@ export class QueryTextsPart implements FlushPart {
     let rows: TextRow[];
     try {
       this.relation ??= await statementsRelation(node);
-      if (!this.relation) throw Object.assign(new Error('extension "pg_stat_statements" is not installed in this database'), { code: '42P01' });
+      if (!this.relation)
+        throw Object.assign(new Error('extension "pg_stat_statements" is not installed in this database'), { code: '42P01' });
       ({ rows } = await node.query<TextRow>(
         // A text that may hold a password is not read (tested on the whole text, before the cut).
         `SELECT s.userid, s.dbid, s.toplevel, s.queryid::text AS queryid,
@@ -213,8 +214,16 @@ export class QueryTextsPart implements FlushPart {
         this.enqueue(key, m);
       }
       // Not installed in the node's database (or not readable by this role): figures go on without texts.
-      if ((error as { code?: string }).code !== '42P01' && (error as { code?: string }).code !== '42501' && (error as { code?: string }).code !== '55000') throw error;
-      if (!this.unavailableUntil) log(`query texts: pg_stat_statements is not readable in the node's database, figures go without texts (tried again every minute): ${oneLine(error)}`);
+      if (
+        (error as { code?: string }).code !== '42P01' &&
+        (error as { code?: string }).code !== '42501' &&
+        (error as { code?: string }).code !== '55000'
+      )
+        throw error;
+      if (!this.unavailableUntil)
+        log(
+          `query texts: pg_stat_statements is not readable in the node's database, figures go without texts (tried again every minute): ${oneLine(error)}`,
+        );
       this.unavailableUntil = now + UNAVAILABLE_MS;
       return false;
     }

@@ -31,7 +31,8 @@ export async function openSink(dsn: string, node: string, applicationName: strin
       "SELECT pg_is_in_recovery() AS standby, current_setting('default_transaction_read_only') AS read_only",
     );
     if (rows[0]!.standby) throw new UserError(`sink ${redact(dsn)} is a hot standby (read-only): give the primary's DSN to --sink`);
-    if (rows[0]!.read_only === 'on') throw new UserError(`sink ${redact(dsn)} is read-only (default_transaction_read_only = on): give a writable database to --sink`);
+    if (rows[0]!.read_only === 'on')
+      throw new UserError(`sink ${redact(dsn)} is read-only (default_transaction_read_only = on): give a writable database to --sink`);
     await nameNode(client, node);
     return client;
   } catch (error) {
@@ -59,11 +60,14 @@ export async function sinkWriter(sink: pg.Client, node: string | null, log: (lin
   );
   const { role, owner, registry } = rows[0]!;
   // (a schema from before node roles has no registry: nobody is registered there)
-  const registered = owner === false && registry
-    ? (await sink.query<{ node: string | null }>('SELECT bpf_stats.node_of(current_user) AS node')).rows[0]!.node
-    : null;
+  const registered =
+    owner === false && registry
+      ? (await sink.query<{ node: string | null }>('SELECT bpf_stats.node_of(current_user) AS node')).rows[0]!.node
+      : null;
   if (owner !== false) {
-    log(`sink: writing as ${role}, which ${owner === null ? 'creates' : 'owns'} bpf_stats there (or is a superuser): it can change every node's rows; where several nodes write, give each a role of its own (pg-bpf-stats sink-node add)`);
+    log(
+      `sink: writing as ${role}, which ${owner === null ? 'creates' : 'owns'} bpf_stats there (or is a superuser): it can change every node's rows; where several nodes write, give each a role of its own (pg-bpf-stats sink-node add)`,
+    );
     return 'owner';
   }
   if (registered === null) {
@@ -73,7 +77,8 @@ export async function sinkWriter(sink: pg.Client, node: string | null, log: (lin
     );
   }
   // (null: `check`, which has no --node: any registered name will do)
-  if (node !== null && registered !== node) throw new UserError(`sink: role ${role} is registered as node ${registered}, not ${node}: run with --node ${registered}`);
+  if (node !== null && registered !== node)
+    throw new UserError(`sink: role ${role} is registered as node ${registered}, not ${node}: run with --node ${registered}`);
   // add_node refuses such roles; one registered before it did, or granted a membership since,
   // would reach every node's rows through the views (they run as the owner) or every node's
   // requests (collect() for any node).

@@ -34,7 +34,18 @@ export class BackendStatsPart implements FlushPart {
     this.upsert = compiledAround((rows) =>
       db
         .insertInto('bpf_stats.backend_stats')
-        .columns(['pid', 'backend_start', 'backend_type', 'datid', 'usesysid', 'queryid', 'cgroup', ...METRIC_COLUMN_NAMES, 'last_seen', 'exited_at'])
+        .columns([
+          'pid',
+          'backend_start',
+          'backend_type',
+          'datid',
+          'usesysid',
+          'queryid',
+          'cgroup',
+          ...METRIC_COLUMN_NAMES,
+          'last_seen',
+          'exited_at',
+        ])
         .expression(
           sql`SELECT u.pid, ${usToTimestamp(sql`u.start_us`)}, u.backend_type, u.datid, u.usesysid, u.queryid, u.cgroup,
                      ${metricColumnList('u')}, now(), ${usToTimestamp(sql`u.exited_us`)}
@@ -75,7 +86,10 @@ export class BackendStatsPart implements FlushPart {
     const build = () => [
       this.upsert(
         sql`unnest(${backendIdentityArrays(rows)}, ${rows.map((r) => r.cgroup)}::text[],
-                   ${metricArrays(rows.map((r) => r.values))}, ${binaryArray('int8', rows.map((r) => r.exitedAtUs))}::int8[])`,
+                   ${metricArrays(rows.map((r) => r.values))}, ${binaryArray(
+                     'int8',
+                     rows.map((r) => r.exitedAtUs),
+                   )}::int8[])`,
       ),
     ];
     // Quiet background processes wait (in BPF, cumulative) for a flush that writes something else.

@@ -20,9 +20,13 @@ export function clientDatabase(client: pg.ClientBase): Kysely<BpfStatsDatabase> 
 }
 
 function lent(client: pg.ClientBase): PostgresPoolClient {
-  return poolClient((text, values) => client.query(text, values), () => undefined, () => {
-    throw new Error('streaming is not supported on a lent connection');
-  });
+  return poolClient(
+    (text, values) => client.query(text, values),
+    () => undefined,
+    () => {
+      throw new Error('streaming is not supported on a lent connection');
+    },
+  );
 }
 
 /**
@@ -36,7 +40,10 @@ export function poolClient(
 ): PostgresPoolClient {
   function query<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
   function query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
-  function query<R>(sql: string | PostgresCursor<R>, parameters?: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
+  function query<R>(
+    sql: string | PostgresCursor<R>,
+    parameters?: ReadonlyArray<unknown>,
+  ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
     if (typeof sql !== 'string') return cursor(sql);
     return run(sql, [...(parameters ?? [])]).then((result) => ({
       command: result.command as PostgresQueryResult<R>['command'],

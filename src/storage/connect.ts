@@ -17,7 +17,9 @@ export async function connect(connectionString: string | undefined, applicationN
   try {
     await client.connect();
   } catch (error) {
-    const where = connectionString ? redact(connectionString) : `PG* environment (${process.env.PGHOST ?? 'localhost'}:${process.env.PGPORT ?? 5432})`;
+    const where = connectionString
+      ? redact(connectionString)
+      : `PG* environment (${process.env.PGHOST ?? 'localhost'}:${process.env.PGPORT ?? 5432})`;
     throw new UserError(`cannot connect to PostgreSQL at ${where}: ${oneLine(error)}`);
   }
   try {

@@ -152,7 +152,9 @@ type Params = { host?: string; port?: number; database?: string; user?: string }
 
 function parseConfig(text: string, flag: string): Config {
   const refuse = (why: string) =>
-    new UserError(`${flag} ${JSON.stringify(redact(text))} is not a connection string (${why}): expected postgresql://user@host:port/database or key=value pairs (host=... dbname=...)`);
+    new UserError(
+      `${flag} ${JSON.stringify(redact(text))} is not a connection string (${why}): expected postgresql://user@host:port/database or key=value pairs (host=... dbname=...)`,
+    );
   switch (formOf(text)) {
     case 'uri': {
       let parsed: Config;

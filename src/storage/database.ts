@@ -14,7 +14,9 @@ type Defaulted<T> = ColumnType<T, T | undefined, T>;
 type DefaultedInt8 = ColumnType<string, number | string | undefined, number | string>;
 
 /** A metric column's type from its unit: ms are float8, counts int8; NULL when no set measured it. */
-type MetricColumnType<C> = C extends { unit: 'ns' } ? number | null : ColumnType<string | null, number | string | null, number | string | null>;
+type MetricColumnType<C> = C extends { unit: 'ns' }
+  ? number | null
+  : ColumnType<string | null, number | string | null, number | string | null>;
 
 /**
  * The metric columns shared by query_stats, backend_stats and their history tables, derived

@@ -15,7 +15,13 @@ export const METRIC_COLUMN_TYPES: readonly ArrayElementType[] = METRIC_COLUMNS.m
 /** One binary array parameter per metric column, cast to its column type (the unnest(...) arguments). */
 export function metricArrays(rows: MetricValue[][]): RawBuilder<unknown> {
   return sql.join(
-    METRIC_COLUMN_TYPES.map((type, i) => sql`${binaryArray(type, rows.map((v) => v[i]))}::${sql.raw(`${type}[]`)}`),
+    METRIC_COLUMN_TYPES.map(
+      (type, i) =>
+        sql`${binaryArray(
+          type,
+          rows.map((v) => v[i]),
+        )}::${sql.raw(`${type}[]`)}`,
+    ),
   );
 }
 
@@ -34,7 +40,22 @@ export function usToTimestamp(us: RawBuilder<unknown>): RawBuilder<unknown> {
  * usesysid, queryid (the first unnest(...) arguments of backend_stats and its history).
  */
 export function backendIdentityArrays(rows: readonly BackendRow[]): RawBuilder<unknown> {
-  return sql`${binaryArray('int4', rows.map((r) => r.pid))}::int4[], ${binaryArray('int8', rows.map((r) => r.backendStartUs))}::int8[],
-             ${rows.map((r) => r.backendType)}::text[], ${binaryArray('oid', rows.map((r) => r.datid))}::oid[],
-             ${binaryArray('oid', rows.map((r) => r.usesysid))}::oid[], ${binaryArray('int8', rows.map((r) => r.queryid))}::int8[]`;
+  return sql`${binaryArray(
+    'int4',
+    rows.map((r) => r.pid),
+  )}::int4[], ${binaryArray(
+    'int8',
+    rows.map((r) => r.backendStartUs),
+  )}::int8[],
+             ${rows.map((r) => r.backendType)}::text[], ${binaryArray(
+               'oid',
+               rows.map((r) => r.datid),
+             )}::oid[],
+             ${binaryArray(
+               'oid',
+               rows.map((r) => r.usesysid),
+             )}::oid[], ${binaryArray(
+               'int8',
+               rows.map((r) => r.queryid),
+             )}::int8[]`;
 }

@@ -28,7 +28,15 @@ const QUIET_BUSY_PERCENT = 1n;
 /** ... and below which they wait whatever the share (a fork or a checkpoint's few ms right after a write). */
 const QUIET_BUSY_MIN_NS = 10_000_000n;
 /** The members of struct metrics that say a process was busy (not asleep). */
-const BUSY_FIELDS = new Set(['on_cpu_ns', 'io_wait_ns', 'lock_wait_ns', 'lwlock_wait_ns', 'reclaim_ns', 'compaction_ns', 'writeback_throttle_ns']);
+const BUSY_FIELDS = new Set([
+  'on_cpu_ns',
+  'io_wait_ns',
+  'lock_wait_ns',
+  'lwlock_wait_ns',
+  'reclaim_ns',
+  'compaction_ns',
+  'writeback_throttle_ns',
+]);
 const BUSY_INDEXES = METRIC_COLUMNS.flatMap((c, i) => (BUSY_FIELDS.has(c.field) ? [i] : []));
 /*
  * A process without PgBackendStatus is keyed by its start time as /proc/<pid>/stat shows it
@@ -193,7 +201,13 @@ export class MetricRows {
     // biome-ignore lint/complexity/useMathMinMax: bigints, which Math.min does not take
     const fromNs = starts.length ? starts.reduce((a, b) => (b < a ? b : a)) : toNs - UNSEEN_START_WINDOW_NS;
     const nowUs = BigInt(Date.now()) * 1000n;
-    const retraction: Retraction = { pid, fromNs, toNs, fromUs: nowUs - (toNs - fromNs) / 1000n - ROW_START_SLACK_US, toUs: nowUs + ROW_START_SLACK_US };
+    const retraction: Retraction = {
+      pid,
+      fromNs,
+      toNs,
+      fromUs: nowUs - (toNs - fromNs) / 1000n - ROW_START_SLACK_US,
+      toUs: nowUs + ROW_START_SLACK_US,
+    };
     for (const key of this.backendDeltas.keys()) {
       const [keyPid, start = ''] = key.split('/');
       if (Number(keyPid) === pid && /^\d+$/.test(start) && matches(retraction, pid, BigInt(start))) this.backendDeltas.forget(key);
@@ -236,12 +250,17 @@ export class MetricRows {
   needsNames(snapshot: MapSnapshot): boolean {
     const nowNs = process.hrtime.bigint();
     return snapshot.backends.some((s) =>
-      s.identityKnown ? s.exitedNs === 0n && !this.backendTypes.knows(s.pid) : this.writtenWithoutIdentity(s, nowNs) && !this.statActivityAsked.has(backendKey(s)),
+      s.identityKnown
+        ? s.exitedNs === 0n && !this.backendTypes.knows(s.pid)
+        : this.writtenWithoutIdentity(s, nowNs) && !this.statActivityAsked.has(backendKey(s)),
     );
   }
 
   /** What pg_stat_activity showed, read because needsNames(snapshot) said so. */
-  observeStatActivity(snapshot: MapSnapshot, activity: ReadonlyArray<{ pid: number; backendType: string; backendStartUs: bigint | null }>): void {
+  observeStatActivity(
+    snapshot: MapSnapshot,
+    activity: ReadonlyArray<{ pid: number; backendType: string; backendStartUs: bigint | null }>,
+  ): void {
     for (const row of activity) this.backendTypes.observe(row.pid, row.backendType, row.backendStartUs);
     // Bounded by the live processes: those that have their identity by now leave the set.
     const nowNs = process.hrtime.bigint();
@@ -301,7 +320,10 @@ export class MetricRows {
       this.overflowMerged.add(taken);
       const key = queryIdentityKey(taken);
       const owed = this.remainders.get(key);
-      this.remainders.set(key, { identity: { userid: taken.userid, dbid: taken.dbid, toplevel: taken.toplevel, queryid: taken.queryid }, delta: owed ? owed.delta.map((d, i) => addExact(d, taken.metrics[i] ?? 0)) : taken.metrics });
+      this.remainders.set(key, {
+        identity: { userid: taken.userid, dbid: taken.dbid, toplevel: taken.toplevel, queryid: taken.queryid },
+        delta: owed ? owed.delta.map((d, i) => addExact(d, taken.metrics[i] ?? 0)) : taken.metrics,
+      });
     }
     snapshot.overflowOwed();
     for (const sample of snapshot.queries) {
@@ -347,7 +369,10 @@ export class MetricRows {
     // collector's memory cgroup, and a deleted key gives its memory back there (bpf/maps.bpf.h).
     // So is a role refused its share (only ever near full) and a key held in an overflow slot.
     const refusals =
-      (snapshot.counters.queries_full ?? 0n) + (snapshot.counters.map_no_memory ?? 0n) + (snapshot.counters.role_quota ?? 0n) + BigInt(fill?.held ?? 0);
+      (snapshot.counters.queries_full ?? 0n) +
+      (snapshot.counters.map_no_memory ?? 0n) +
+      (snapshot.counters.role_quota ?? 0n) +
+      BigInt(fill?.held ?? 0);
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || refusals > this.lastRefusals;
     queryCommits.push(() => {
       this.lastRefusals = refusals;
@@ -397,10 +422,20 @@ export class MetricRows {
         values: toColumnValues(delta),
         exitedAtUs: isExited ? sample.exitedNs / 1000n + this.monotonicToUnixUs : null,
       };
-      backendCandidates.push({ key, row, sample, record: isExited ? { key: sample.key, taskStartNs: sample.taskStartNs, retired: sample.retired } : null });
+      backendCandidates.push({
+        key,
+        row,
+        sample,
+        record: isExited ? { key: sample.key, taskStartNs: sample.taskStartNs, retired: sample.retired } : null,
+      });
     }
     // Exited processes first: writing them frees their map entries.
-    const chosenBackends = this.backendBacklog.choose(backendCandidates, (c) => c.key, budget, (c) => (c.record ? 0 : 1));
+    const chosenBackends = this.backendBacklog.choose(
+      backendCandidates,
+      (c) => c.key,
+      budget,
+      (c) => (c.record ? 0 : 1),
+    );
     deferred += backendCandidates.length - chosenBackends.length;
     for (const c of chosenBackends) {
       backends.push(c.row);
@@ -443,10 +478,7 @@ export class MetricRows {
       retracted,
       deferred,
       rowsPerTable: budget,
-      backendsUrgent:
-        backendsUrgent ||
-        ownRecords.length > 0 ||
-        this.busyEnough(busyNs),
+      backendsUrgent: backendsUrgent || ownRecords.length > 0 || this.busyEnough(busyNs),
       commitQueries: () => {
         written();
         for (const commit of queryCommits) commit();
@@ -500,7 +532,11 @@ export class MetricRows {
       this.evictedQueries++;
       const delta = this.queryDeltas.delta(key, value);
       this.queryDeltas.forget(key);
-      if (!delta.every(isZero)) this.remainders.set(key, { identity: { userid: sample.userid, dbid: sample.dbid, toplevel: sample.toplevel, queryid: sample.queryid }, delta });
+      if (!delta.every(isZero))
+        this.remainders.set(key, {
+          identity: { userid: sample.userid, dbid: sample.dbid, toplevel: sample.toplevel, queryid: sample.queryid },
+          delta,
+        });
     });
   }
 }
@@ -513,7 +549,8 @@ function queryKey(s: QueryIdentity & { id?: string }): string {
 function runningStatements(backends: readonly BackendSample[]): Set<string> {
   const running = new Set<string>();
   for (const b of backends) {
-    if (b.exitedNs === 0n && b.queryid !== 0n) running.add(queryIdentityKey({ userid: b.userid, dbid: b.dbid, toplevel: true, queryid: b.queryid }));
+    if (b.exitedNs === 0n && b.queryid !== 0n)
+      running.add(queryIdentityKey({ userid: b.userid, dbid: b.dbid, toplevel: true, queryid: b.queryid }));
   }
   return running;
 }

@@ -58,12 +58,16 @@ export async function checkMetricColumns(client: pg.ClientBase): Promise<void> {
       if (!found) problems.push(`bpf_stats.${table}.${column.column} is missing (a migration adds it: ${wanted}, nullable, no default)`);
       else if (found.type !== wanted) problems.push(`bpf_stats.${table}.${column.column} is ${found.type}, not ${wanted}`);
       else if (found.notnull && !(column.measuredBy as readonly string[]).includes(ALWAYS_ON_SET)) {
-        problems.push(`bpf_stats.${table}.${column.column} is NOT NULL, but a flush writes NULL while ${column.measuredBy.join('/')} is off`);
+        problems.push(
+          `bpf_stats.${table}.${column.column} is NOT NULL, but a flush writes NULL while ${column.measuredBy.join('/')} is off`,
+        );
       }
     }
   }
   if (problems.length) {
-    throw new UserError(`cannot bring the bpf_stats schema up to date: ${problems.join('; ')} (CONTRIBUTING.md, "Recipe: add a metric column")`);
+    throw new UserError(
+      `cannot bring the bpf_stats schema up to date: ${problems.join('; ')} (CONTRIBUTING.md, "Recipe: add a metric column")`,
+    );
   }
 }
 
@@ -92,7 +96,9 @@ export async function rebuildQueryIncrementsType(client: pg.ClientBase): Promise
   } catch (error) {
     if ((error as { code?: string }).code === '2BP01') {
       const detail = (error as { detail?: string }).detail;
-      throw new UserError(`cannot rebuild ${QUERY_INCREMENTS_TYPE} for this version's metric columns: ${oneLine(error)}${detail ? ` (${oneLine(detail)})` : ''}; drop what depends on it and start again`);
+      throw new UserError(
+        `cannot rebuild ${QUERY_INCREMENTS_TYPE} for this version's metric columns: ${oneLine(error)}${detail ? ` (${oneLine(detail)})` : ''}; drop what depends on it and start again`,
+      );
     }
     throw error;
   }

@@ -61,7 +61,9 @@ export async function migrateSchema(
   const fingerprint = definitionsFingerprint([...migrations, ...files], asNode ? (owner ?? role) : role);
   if (!reapply && appliedFingerprint(comment) === fingerprint) return;
   if (asNode) {
-    throw new UserError(`sink: bpf_stats there is not up to date for this version of pg-bpf-stats: its owner${owner ? ` (${owner})` : ''} runs \`pg-bpf-stats migrate --dsn SINK\` first`);
+    throw new UserError(
+      `sink: bpf_stats there is not up to date for this version of pg-bpf-stats: its owner${owner ? ` (${owner})` : ''} runs \`pg-bpf-stats migrate --dsn SINK\` first`,
+    );
   }
   const { rows: saved } = await client.query<{ wait: string }>("SELECT pg_catalog.current_setting('lock_timeout') AS wait");
   await client.query("SELECT pg_catalog.set_config('lock_timeout', $1, false)", [`${MIGRATE_LOCK_TIMEOUT_MS}ms`]);
@@ -116,7 +118,7 @@ async function applyDefinitions(
     // Other sidecars re-creating the same views wait on lockMigrations (an advisory lock here was
     // one any role could hold, and the start waited for it forever).
     await checkMetricColumns(client);
-    if (await rebuildQueryIncrementsType(client)) log('rebuilt bpf_stats.query_increments for this version\'s metric columns');
+    if (await rebuildQueryIncrementsType(client)) log("rebuilt bpf_stats.query_increments for this version's metric columns");
     await applySqlFiles(client, files, log);
     await commentMetricColumns(client);
     await markApplied(client, fingerprint);
@@ -160,7 +162,9 @@ async function applySqlFiles(client: pg.Client, files: Array<{ name: string; tex
   } catch (error) {
     if ((error as { code?: string }).code !== '2BP01') throw error;
     const detail = (error as { detail?: string }).detail ?? '';
-    throw new UserError(`cannot re-create the bpf_stats views whose columns change in this version: ${oneLine(error)}${detail ? ` (${oneLine(detail)})` : ''}; drop it, run \`pg-bpf-stats migrate\`, then create it again`);
+    throw new UserError(
+      `cannot re-create the bpf_stats views whose columns change in this version: ${oneLine(error)}${detail ? ` (${oneLine(detail)})` : ''}; drop it, run \`pg-bpf-stats migrate\`, then create it again`,
+    );
   }
   for (const file of files) await client.query(file.text);
   const { rows: present } = await client.query<{ name: string }>(
@@ -169,7 +173,10 @@ async function applySqlFiles(client: pg.Client, files: Array<{ name: string; tex
   const exists = new Set(present.map((r) => r.name));
   const grants = views.flatMap((v) =>
     exists.has(v.name)
-      ? v.grants.map((g) => `GRANT ${privilegeName(g.privilege)} ON bpf_stats.${client.escapeIdentifier(v.name)} TO ${client.escapeIdentifier(g.grantee)}${g.grantable ? ' WITH GRANT OPTION' : ''}`)
+      ? v.grants.map(
+          (g) =>
+            `GRANT ${privilegeName(g.privilege)} ON bpf_stats.${client.escapeIdentifier(v.name)} TO ${client.escapeIdentifier(g.grantee)}${g.grantable ? ' WITH GRANT OPTION' : ''}`,
+        )
       : [],
   );
   if (grants.length) await client.query(grants.join(';\n'));
@@ -195,7 +202,8 @@ const APPLIED_MARK = ' Definitions applied: ';
 function definitionsFingerprint(files: Array<{ name: string; text: string }>, role: string): string {
   const hash = createHash('sha256');
   for (const file of files) hash.update(`${file.name}\0${file.text}\0`);
-  for (const column of METRIC_COLUMNS) hash.update(`${column.column}\0${column.description}\0${column.unit}\0${column.measuredBy.join(',')}\0`);
+  for (const column of METRIC_COLUMNS)
+    hash.update(`${column.column}\0${column.description}\0${column.unit}\0${column.measuredBy.join(',')}\0`);
   // The row type follows the list in code (metric-schema.ts), not a file: its shape is part of what is applied.
   for (const attribute of queryIncrementsAttributes()) hash.update(`${attribute.name}\0${attribute.type}\0`);
   hash.update(role);
@@ -210,7 +218,9 @@ function appliedFingerprint(comment: string | null): string | null {
 
 /** Appends the fingerprint to the comment sql/ just gave the schema. */
 async function markApplied(client: pg.Client, fingerprint: string): Promise<void> {
-  const { rows } = await client.query<{ comment: string | null }>("SELECT obj_description('bpf_stats'::regnamespace, 'pg_namespace') AS comment");
+  const { rows } = await client.query<{ comment: string | null }>(
+    "SELECT obj_description('bpf_stats'::regnamespace, 'pg_namespace') AS comment",
+  );
   const comment = `${rows[0]?.comment ?? ''}${APPLIED_MARK}${fingerprint}`;
   await client.query(`COMMENT ON SCHEMA bpf_stats IS ${client.escapeLiteral(comment)}`);
 }

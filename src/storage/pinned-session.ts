@@ -44,7 +44,9 @@ export function pinnedConfig<T extends pg.ClientConfig>(config: T): T {
     }
   } else if (connectionString && /(^|\s)options\s*=/.test(connectionString)) {
     // A key=value string naming options would replace ours: refused rather than left unpinned.
-    throw new UserError('the connection string sets options=...: give them in PGOPTIONS instead (the collector adds its own search_path to them)');
+    throw new UserError(
+      'the connection string sets options=...: give them in PGOPTIONS instead (the collector adds its own search_path to them)',
+    );
   }
   const options = base?.trim() ? `${base.trim()} ${PIN}` : PIN;
   return { ...config, ...(connectionString !== undefined && { connectionString }), options };

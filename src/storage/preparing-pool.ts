@@ -84,5 +84,9 @@ function lend(client: pg.PoolClient, statements: PreparedStatements): PostgresPo
       return client.query(text, values);
     }
   };
-  return poolClient(run, () => client.release(), (cursor) => client.query(cursor as never) as unknown as typeof cursor);
+  return poolClient(
+    run,
+    () => client.release(),
+    (cursor) => client.query(cursor as never) as unknown as typeof cursor,
+  );
 }

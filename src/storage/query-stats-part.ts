@@ -31,7 +31,9 @@ export class QueryStatsPart implements FlushPart {
         .columns(['userid', 'dbid', 'toplevel', 'queryid', ...METRIC_COLUMN_NAMES, 'last_seen'])
         .expression(sql`SELECT u.*, now() FROM ${rows} AS u`)
         .onConflict((oc) =>
-          oc.columns(['node', 'userid', 'dbid', 'toplevel', 'queryid']).doUpdateSet({ ...accumulate('bpf_stats.query_stats'), last_seen: sql`excluded.last_seen` }),
+          oc
+            .columns(['node', 'userid', 'dbid', 'toplevel', 'queryid'])
+            .doUpdateSet({ ...accumulate('bpf_stats.query_stats'), last_seen: sql`excluded.last_seen` }),
         ),
     );
   }

@@ -32,7 +32,13 @@ export class RowBacklog {
       return [...candidates];
     }
     const ranked = candidates
-      .map((candidate, index) => ({ candidate, index, key: keyOf(candidate), rank: classOf(candidate), waited: this.waiting.get(keyOf(candidate)) ?? 0 }))
+      .map((candidate, index) => ({
+        candidate,
+        index,
+        key: keyOf(candidate),
+        rank: classOf(candidate),
+        waited: this.waiting.get(keyOf(candidate)) ?? 0,
+      }))
       .sort((a, b) => a.rank - b.rank || b.waited - a.waited || a.index - b.index);
     ranked.forEach((r, rank) => {
       // Chosen ones keep their wait until written: the flush may still fail.

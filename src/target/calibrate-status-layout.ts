@@ -19,11 +19,7 @@ const CALIBRATION_QUERY = 'SELECT pg_backend_pid() AS pid /* pg-bpf-stats calibr
  * @example
  * const layout = await calibrateStatusLayout(target, probeClient, observerClient);
  */
-export async function calibrateStatusLayout(
-  target: PostmasterTarget,
-  probe: pg.Client,
-  observer: pg.Client,
-): Promise<StatusLayout> {
+export async function calibrateStatusLayout(target: PostmasterTarget, probe: pg.Client, observer: pg.Client): Promise<StatusLayout> {
   const pid = (await probe.query<{ pid: number }>(CALIBRATION_QUERY)).rows[0]!.pid;
   type Row = {
     start_us: string;
@@ -186,7 +182,8 @@ async function stateOffset(
     idle.readBigInt64LE(activityStart - 8) === 0n &&
     inTransaction.readBigInt64LE(activityStart - 8) !== 0n &&
     inTransaction.readBigInt64LE(activityStart - 8) === inTransaction.readBigInt64LE(activityStart);
-  const state = candidates.length === 1 ? { stateOffset: candidates[0]!.at, stateIdle: candidates[0]!.value } : { stateOffset: null, stateIdle: 0 };
+  const state =
+    candidates.length === 1 ? { stateOffset: candidates[0]!.at, stateIdle: candidates[0]!.value } : { stateOffset: null, stateIdle: 0 };
   return { ...state, xactStartBeforeActivity };
 }
 

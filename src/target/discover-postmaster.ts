@@ -13,7 +13,6 @@ import { namespaceOf, nsPids, pgPidOf, procPidsFor, sameMountNamespace, type Nam
 /** Symbols every supported Postgres (14+) exports, with or without USDT. */
 export const REQUIRED_SYMBOLS = ['MyBEEntry', 'my_wait_event_info'] as const;
 
-
 /**
  * Finds the postmaster behind a connection: the connection's backend is a process on this
  * host (same pid and start time as Postgres reports, or, for a server in a container, the host
@@ -62,12 +61,16 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
     procShowsPgPids = false;
     const candidates = procPidsFor(row.pid).filter(startedThen);
     if (candidates.length > 1) {
-      throw new UserError(`postmaster not found: backend pid ${row.pid} of this connection matches ${candidates.length} processes in other pid namespaces (${candidates.join(', ')}), started at the same time: cannot tell which`);
+      throw new UserError(
+        `postmaster not found: backend pid ${row.pid} of this connection matches ${candidates.length} processes in other pid namespaces (${candidates.join(', ')}), started at the same time: cannot tell which`,
+      );
     }
     backendProcPid = candidates[0];
   }
   if (backendProcPid === undefined) {
-    throw new UserError(`postmaster not found: backend pid ${row.pid} of this connection is not a PostgreSQL process on this host, nor in a pid namespace this host can see (is the server remote?)`);
+    throw new UserError(
+      `postmaster not found: backend pid ${row.pid} of this connection is not a PostgreSQL process on this host, nor in a pid namespace this host can see (is the server remote?)`,
+    );
   }
 
   const pid = procStat(backendProcPid)!.ppid;
@@ -117,7 +120,10 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
       prepare: findCallSite(elf, 'PrepareQuery', 'StorePreparedStatement'),
     },
     addresses: postgresGlobals(pid, mappedPath, elf),
-    pgStatStatementsLoaded: row.preload.split(',').map((s) => s.trim()).includes('pg_stat_statements'),
+    pgStatStatementsLoaded: row.preload
+      .split(',')
+      .map((s) => s.trim())
+      .includes('pg_stat_statements'),
     pgStatStatementsInstalled: row.pgss,
     computeQueryId: row.compute_query_id,
     ioMethod: row.io_method,

@@ -85,7 +85,10 @@ export class ElfFile {
     this.symbolTables = [SHT_SYMTAB, SHT_DYNSYM].flatMap((type) =>
       this.sections
         .filter((s) => s.type === type && this.sections[s.link])
-        .map((s) => ({ entries: this.readAt(s.offset, s.size), strings: this.readAt(this.sections[s.link]!.offset, this.sections[s.link]!.size) })),
+        .map((s) => ({
+          entries: this.readAt(s.offset, s.size),
+          strings: this.readAt(this.sections[s.link]!.offset, this.sections[s.link]!.size),
+        })),
     );
     this.notes = this.sections.filter((s) => s.type === SHT_NOTE && s.name === '.note.stapsdt').map((s) => this.readAt(s.offset, s.size));
   }

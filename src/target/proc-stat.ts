@@ -31,11 +31,19 @@ export function procStat(pid: number): ProcStat | null {
   }
   // The command name may contain spaces and parentheses: fields start after the last ')'.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  return { comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), state: fields[0] ?? '', ppid: Number(fields[1]), startTicks: Number(fields[19]), startCode: BigInt(fields[23] ?? 0) };
+  return {
+    comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')),
+    state: fields[0] ?? '',
+    ppid: Number(fields[1]),
+    startTicks: Number(fields[19]),
+    startCode: BigInt(fields[23] ?? 0),
+  };
 }
 
 /** When the machine booted, in seconds since the Unix epoch (btime of /proc/stat). */
 export function bootTimeSeconds(): number {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('btime '));
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('btime '));
   return Number(line?.split(' ')[1] ?? 0);
 }

@@ -3,7 +3,16 @@ import type { TopRates, RateRow } from './top-rates.js';
 import { terminalSafe } from './terminal-text.js';
 
 /** What `top` sorts by, and the key that picks it. */
-export const SORT_KEYS: Readonly<Record<string, TopMetric>> = { t: 'total', c: 'cpu', r: 'runq', i: 'io', l: 'lock', w: 'lwlock', m: 'reclaim', n: 'calls' };
+export const SORT_KEYS: Readonly<Record<string, TopMetric>> = {
+  t: 'total',
+  c: 'cpu',
+  r: 'runq',
+  i: 'io',
+  l: 'lock',
+  w: 'lwlock',
+  m: 'reclaim',
+  n: 'calls',
+};
 
 export interface TopScreen {
   /** Where the figures come from, e.g. postgres@db1:5432. */
@@ -75,7 +84,8 @@ export function renderTop(screen: TopScreen, size: { width: number; height: numb
   const wait = (s: string) => (width >= WAIT_MIN_WIDTH ? `${cut(terminalSafe(s), WAIT_W).padEnd(WAIT_W)} ` : '');
   lines.push(`${pad(screen.sort === 'calls' ? 'call/s*' : 'call/s', 7)} ${headings} ${wait('TOP WAIT')}QUERY`);
   const queries = sorted(screen.rates?.queries ?? [], screen.sort).slice(0, queryRows);
-  for (const q of queries) lines.push(`${pad(fmt(q.perSecond.calls), 7)} ${numbers(q)} ${wait(q.row.waitEvent ?? '-')}${text(q.row.text, q.row.key)}`);
+  for (const q of queries)
+    lines.push(`${pad(fmt(q.perSecond.calls), 7)} ${numbers(q)} ${wait(q.row.waitEvent ?? '-')}${text(q.row.text, q.row.key)}`);
   if (!screen.rates) lines.push('  (waiting for two flushes to compute rates)');
   else if (!queries.length) lines.push('  (no statement ran since the last refresh)');
 
@@ -83,7 +93,10 @@ export function renderTop(screen: TopScreen, size: { width: number; height: numb
   lines.push(`${pad('PID', 7)} ${'TYPE'.padEnd(12)} ${headings} QUERY`);
   const sortBackends = screen.sort === 'calls' ? 'total' : screen.sort;
   const backends = sorted(screen.rates?.backends ?? [], sortBackends).slice(0, backendRows);
-  for (const b of backends) lines.push(`${pad(String(b.row.pid), 7)} ${cut(SHORT_TYPES[b.row.backendType] ?? terminalSafe(b.row.backendType), 12).padEnd(12)} ${numbers(b)} ${text(b.row.text, '')}`);
+  for (const b of backends)
+    lines.push(
+      `${pad(String(b.row.pid), 7)} ${cut(SHORT_TYPES[b.row.backendType] ?? terminalSafe(b.row.backendType), 12).padEnd(12)} ${numbers(b)} ${text(b.row.text, '')}`,
+    );
   if (screen.rates && !backends.length) lines.push('  (no backend worked since the last refresh)');
 
   // Keys last, where a person looks for them; the screen never scrolls. Every line is made safe
@@ -98,7 +111,12 @@ export function renderTop(screen: TopScreen, size: { width: number; height: numb
 function sorted<Row extends RateRow>(rows: readonly Row[], by: TopMetric): Row[] {
   return rows
     .filter((r) => Object.values(r.perSecond).some((v) => v !== null && v > 0))
-    .sort((a, b) => (b.perSecond[by] ?? -1) - (a.perSecond[by] ?? -1) || (b.perSecond.total ?? 0) - (a.perSecond.total ?? 0) || (a.row.key < b.row.key ? -1 : 1));
+    .sort(
+      (a, b) =>
+        (b.perSecond[by] ?? -1) - (a.perSecond[by] ?? -1) ||
+        (b.perSecond.total ?? 0) - (a.perSecond.total ?? 0) ||
+        (a.row.key < b.row.key ? -1 : 1),
+    );
 }
 
 /** A figure in at most 5 characters: 0, 0.25, 12.5, 1234, 12.3k, '-' when not measured. */

@@ -31,8 +31,11 @@ export async function topCommand(options: TopOptions, out: NodeJS.WriteStream = 
   let lost: Error | null = null;
   client.on('error', (error) => (lost = error));
   try {
-    const { rows } = await client.query<{ ok: boolean }>("SELECT to_regclass('bpf_stats.query_stats') IS NOT NULL AND has_schema_privilege('bpf_stats', 'USAGE') AS ok");
-    if (!rows[0]?.ok) throw new UserError('no bpf_stats here: run `pg-bpf-stats run` (or migrate) against this database, or point --dsn where it writes');
+    const { rows } = await client.query<{ ok: boolean }>(
+      "SELECT to_regclass('bpf_stats.query_stats') IS NOT NULL AND has_schema_privilege('bpf_stats', 'USAGE') AS ok",
+    );
+    if (!rows[0]?.ok)
+      throw new UserError('no bpf_stats here: run `pg-bpf-stats run` (or migrate) against this database, or point --dsn where it writes');
     const source = `${client.database}@${client.host}:${client.port}`;
     const tty = Boolean(out.isTTY && process.stdin.isTTY) && options.iterations === undefined;
     let sort = options.sort;

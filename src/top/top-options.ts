@@ -12,6 +12,7 @@ export function parseTopOptions(iterations: string | undefined, sort: string | u
   if (!TOP_METRICS.includes(metric as TopMetric)) {
     throw new UserError(`--sort '${sort}': expected one of time, cpu, runq, io, lock, lwlock, reclaim, calls`);
   }
-  if (iterations !== undefined && (!/^\d+$/.test(iterations) || Number(iterations) < 1)) throw new UserError(`--iterations '${iterations}': expected a whole number of at least 1`);
+  if (iterations !== undefined && (!/^\d+$/.test(iterations) || Number(iterations) < 1))
+    throw new UserError(`--iterations '${iterations}': expected a whole number of at least 1`);
   return { sort: metric as TopMetric, ...(iterations !== undefined && { iterations: Number(iterations) }) };
 }

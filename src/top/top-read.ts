@@ -77,7 +77,14 @@ interface JsonRow extends Record<TopMetric, number | null> {
 
 /** Reads bpf_stats once (one statement). */
 export async function readTop(client: pg.ClientBase): Promise<TopRead> {
-  const { rows } = await client.query<{ flushed_at: Date | null; collectors: string; dropped_events: string; last_error: string | null; queries: JsonRow[]; backends: JsonRow[] }>(TOP_SQL);
+  const { rows } = await client.query<{
+    flushed_at: Date | null;
+    collectors: string;
+    dropped_events: string;
+    last_error: string | null;
+    queries: JsonRow[];
+    backends: JsonRow[];
+  }>(TOP_SQL);
   const row = rows[0]!;
   return {
     flushedAtMs: row.flushed_at ? row.flushed_at.getTime() : null,
@@ -90,6 +97,15 @@ export async function readTop(client: pg.ClientBase): Promise<TopRead> {
 }
 
 function topRow(r: JsonRow): TopRow {
-  const values = Object.fromEntries(TOP_METRICS.map((m) => [m, r[m] === null || r[m] === undefined ? null : Number(r[m])])) as Record<TopMetric, number | null>;
-  return { key: r.key, sinceMs: Date.parse(r.since), values, text: r.text, ...(r.wait_event !== undefined ? { waitEvent: r.wait_event } : {}) };
+  const values = Object.fromEntries(TOP_METRICS.map((m) => [m, r[m] === null || r[m] === undefined ? null : Number(r[m])])) as Record<
+    TopMetric,
+    number | null
+  >;
+  return {
+    key: r.key,
+    sinceMs: Date.parse(r.since),
+    values,
+    text: r.text,
+    ...(r.wait_event !== undefined ? { waitEvent: r.wait_event } : {}),
+  };
 }

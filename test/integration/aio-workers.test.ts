@@ -75,7 +75,11 @@ describe('PostgreSQL 18 io workers (io_method = worker, the default)', () => {
     }
     await admin.query('CHECKPOINT');
     relationBytes = Number((await admin.query("SELECT pg_relation_size('cold') AS n")).rows[0].n);
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, log: (line) => logged.push(line) });
+    sidecar = await Sidecar.start({
+      connectionString: cluster.connectionString(),
+      intervalMs: 3_600_000,
+      log: (line) => logged.push(line),
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -116,11 +120,14 @@ describe('PostgreSQL 18 io workers (io_method = worker, the default)', () => {
       const unseen = unseenCompletions(pid); // charged once their request structs are reused
       const row = await sharedStatsFor(admin, sidecar, 'SELECT count(pad) FROM cold');
       const workers = (await workerReadBytes()) - workersBefore;
-      const backend = (await admin.query('SELECT blk_read_bytes FROM bpf_stats.backend_stats WHERE pid = $1 AND exited_at IS NULL', [pid])).rows[0];
+      const backend = (await admin.query('SELECT blk_read_bytes FROM bpf_stats.backend_stats WHERE pid = $1 AND exited_at IS NULL', [pid]))
+        .rows[0];
       const read = Number(row.blk_read_bytes);
-      console.log(`PG 18 cold scan: relation ${relationBytes} B, pg_stat_io client reads ${pgStatIo} B; query blk_read_bytes ${read} ` +
-        `(${(read / relationBytes).toFixed(3)}x) in ${row.blk_read_ios} requests, ${unseen.bytes} B in ${unseen.requests} completed unseen so far; ` +
-        `its backend ${backend.blk_read_bytes} B; io workers' own rows +${workers} B`);
+      console.log(
+        `PG 18 cold scan: relation ${relationBytes} B, pg_stat_io client reads ${pgStatIo} B; query blk_read_bytes ${read} ` +
+          `(${(read / relationBytes).toFixed(3)}x) in ${row.blk_read_ios} requests, ${unseen.bytes} B in ${unseen.requests} completed unseen so far; ` +
+          `its backend ${backend.blk_read_bytes} B; io workers' own rows +${workers} B`,
+      );
       // pg_stat_io: with nothing in shared buffers, the backend read every block of the relation,
       // and with nothing in the page cache the disk read them all.
       expect(pgStatIo / relationBytes).toBeGreaterThan(0.99);
@@ -139,14 +146,16 @@ describe('PostgreSQL 18 io workers (io_method = worker, the default)', () => {
     }
   });
 
-  it('keeps each backend\'s reads apart when the same workers serve three cold scans at once', async () => {
+  it("keeps each backend's reads apart when the same workers serve three cold scans at once", async () => {
     const tables = ['cold_a', 'cold_b', 'cold_c'];
-    const clients = await Promise.all(tables.map(async () => {
-      const c = new pg.Client(cluster.connectionString());
-      await c.connect();
-      await c.query('SET max_parallel_workers_per_gather = 0');
-      return c;
-    }));
+    const clients = await Promise.all(
+      tables.map(async () => {
+        const c = new pg.Client(cluster.connectionString());
+        await c.connect();
+        await c.query('SET max_parallel_workers_per_gather = 0');
+        return c;
+      }),
+    );
     try {
       const sizes: number[] = [];
       for (const [i, t] of tables.entries()) {
@@ -161,7 +170,9 @@ describe('PostgreSQL 18 io workers (io_method = worker, the default)', () => {
         const row = await sharedStatsFor(admin, sidecar, `SELECT count(pad) FROM ${t}`);
         const unseen = unseenOf[i]!;
         const ratio = (Number(row.blk_read_bytes) + unseen.bytes) / sizes[i]!;
-        console.log(`concurrent cold scan of ${t}: relation ${sizes[i]} B, query blk_read_bytes ${row.blk_read_bytes} + ${unseen.bytes} B completed unseen (${ratio.toFixed(3)}x)`);
+        console.log(
+          `concurrent cold scan of ${t}: relation ${sizes[i]} B, query blk_read_bytes ${row.blk_read_bytes} + ${unseen.bytes} B completed unseen (${ratio.toFixed(3)}x)`,
+        );
         // Each backend's query got its own relation's reads: none of another's, none lost to
         // the workers.
         expect(ratio).toBeGreaterThan(0.99);

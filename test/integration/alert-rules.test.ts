@@ -45,14 +45,22 @@ describe('Prometheus alerting rules', () => {
     const rules = parse(readFileSync(join(RULES_DIR, RULES), 'utf8')) as { groups: Array<{ rules: Array<{ alert?: string }> }> };
     const alerts = rules.groups.flatMap((g) => g.rules.flatMap((r) => (r.alert ? [r.alert] : [])));
     const cases = RULE_TESTS.flatMap((file) => {
-      const tests = parse(readFileSync(join(RULES_DIR, file), 'utf8')) as { tests: Array<{ alert_rule_test?: Array<{ alertname: string; exp_alerts?: unknown[] }> }> };
+      const tests = parse(readFileSync(join(RULES_DIR, file), 'utf8')) as {
+        tests: Array<{ alert_rule_test?: Array<{ alertname: string; exp_alerts?: unknown[] }> }>;
+      };
       return tests.tests.flatMap((t) => t.alert_rule_test ?? []);
     });
     expect(alerts).toHaveLength(9);
     for (const alert of alerts) {
       const mine = cases.filter((c) => c.alertname === alert);
-      expect(mine.some((c) => (c.exp_alerts ?? []).length > 0), `${alert} fires in a test`).toBe(true);
-      expect(mine.some((c) => (c.exp_alerts ?? []).length === 0), `${alert} stays quiet in a test`).toBe(true);
+      expect(
+        mine.some((c) => (c.exp_alerts ?? []).length > 0),
+        `${alert} fires in a test`,
+      ).toBe(true);
+      expect(
+        mine.some((c) => (c.exp_alerts ?? []).length === 0),
+        `${alert} stays quiet in a test`,
+      ).toBe(true);
     }
   });
 });

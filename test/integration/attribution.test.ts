@@ -30,7 +30,10 @@ const CLOCK_TICK_MS = 10; // USER_HZ = 100 on Linux
 /** utime + stime (own) and cutime + cstime (reaped children) of `pid`, in milliseconds. */
 function cpuMs(pid: number): { own: number; children: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  const f = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
   // Fields 14-17 of proc(5), counted from field 3 (state) here.
   return { own: (f[11]! + f[12]!) * CLOCK_TICK_MS, children: (f[13]! + f[14]!) * CLOCK_TICK_MS };
 }
@@ -54,10 +57,10 @@ for (const target of TARGETS) {
     /** Resolves once pg_locks shows `pid` waiting for a lock on `relation`. */
     async function waitingOn(pid: number, relation: string): Promise<void> {
       for (let i = 0; i < 300; i++) {
-        const { rows } = await admin.query(
-          'SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted AND relation = $2::regclass',
-          [pid, relation],
-        );
+        const { rows } = await admin.query('SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted AND relation = $2::regclass', [
+          pid,
+          relation,
+        ]);
         if (rows.length) return;
         await sleep(10);
       }
@@ -102,8 +105,13 @@ for (const target of TARGETS) {
     it('charges a lock wait from parse analysis (SELECTs queued behind LOCK TABLE) to each statement’s own key, in either protocol', async () => {
       // The extended protocol (a statement with parameters) reports its statement again, with a
       // new start, at Bind and Execute: the wait came in Parse.
-      const statements = ['SELECT count(*) FROM queued', 'SELECT max(id) FROM queued', 'SELECT min(id) FROM queued',
-        'SELECT count(*) FROM queued WHERE id > $1', 'SELECT max(id) FROM queued WHERE id > $1'];
+      const statements = [
+        'SELECT count(*) FROM queued',
+        'SELECT max(id) FROM queued',
+        'SELECT min(id) FROM queued',
+        'SELECT count(*) FROM queued WHERE id > $1',
+        'SELECT max(id) FROM queued WHERE id > $1',
+      ];
       const holder = await connect();
       const waiters = await Promise.all(statements.map(() => connect()));
       try {
@@ -192,10 +200,14 @@ for (const target of TARGETS) {
       const holder = await connect();
       try {
         const lockWaitMs = async (where: string) =>
-          Number((await admin.query(
-            `SELECT coalesce(sum(q.lock_wait_ms), 0) AS ms FROM bpf_stats.query_stats q
+          Number(
+            (
+              await admin.query(
+                `SELECT coalesce(sum(q.lock_wait_ms), 0) AS ms FROM bpf_stats.query_stats q
               WHERE q.toplevel AND q.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${where}`,
-          )).rows[0].ms);
+              )
+            ).rows[0].ms,
+          );
         const ofText = (text: string) => `q.queryid IN (SELECT queryid FROM pg_stat_statements WHERE query = '${text}')`;
         // queryid 0 has its key before (a wait held for a statement that fails in analysis), so the
         // release is not the switch's second new key, which the queries map's per-CPU cache refuses
@@ -217,7 +229,18 @@ for (const target of TARGETS) {
         await holder.query('BEGIN');
         await holder.query('LOCK TABLE queued IN ACCESS EXCLUSIVE MODE');
         const started = performance.now();
-        const bench = promisify(execFile)(join(findPgBin(), 'pgbench'), ['-n', '-M', 'extended', '-c', '1', '-t', '1', '-f', script, cluster.connectionString()]);
+        const bench = promisify(execFile)(join(findPgBin(), 'pgbench'), [
+          '-n',
+          '-M',
+          'extended',
+          '-c',
+          '1',
+          '-t',
+          '1',
+          '-f',
+          script,
+          cluster.connectionString(),
+        ]);
         let pid = 0;
         for (let i = 0; i < 300 && !pid; i++) {
           const { rows } = await admin.query("SELECT pid FROM pg_locks WHERE NOT granted AND relation = 'queued'::regclass");
@@ -260,16 +283,38 @@ for (const target of TARGETS) {
         await idle(pid);
         await sidecar.flush();
         const zeroMs = async () =>
-          Number((await admin.query(
-            `SELECT coalesce(sum(total_time_ms), 0) AS ms FROM bpf_stats.query_stats
+          Number(
+            (
+              await admin.query(
+                `SELECT coalesce(sum(total_time_ms), 0) AS ms FROM bpf_stats.query_stats
               WHERE queryid = 0 AND toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-          )).rows[0].ms);
+              )
+            ).rows[0].ms,
+          );
         const zeroBefore = await zeroMs();
         const status = new ProcessMemory(procPidOf(sidecar.target, pid) ?? pid).readU64(sidecar.target.addresses.myBEEntry);
         const queryId = status + BigInt(sidecar.layout.queryIdOffset!);
         const stopMs = 500;
-        const gdb = spawn('gdb', ['-nx', '-batch', '-p', String(pid), '-ex', `watch -l *(long *)0x${queryId.toString(16)}`,
-          '-ex', 'echo armed\\n', '-ex', 'continue', '-ex', `shell sleep ${stopMs / 1000}`, '-ex', 'detach'], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const gdb = spawn(
+          'gdb',
+          [
+            '-nx',
+            '-batch',
+            '-p',
+            String(pid),
+            '-ex',
+            `watch -l *(long *)0x${queryId.toString(16)}`,
+            '-ex',
+            'echo armed\\n',
+            '-ex',
+            'continue',
+            '-ex',
+            `shell sleep ${stopMs / 1000}`,
+            '-ex',
+            'detach',
+          ],
+          { stdio: ['ignore', 'pipe', 'pipe'] },
+        );
         let output = '';
         gdb.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
         gdb.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -339,7 +384,9 @@ for (const target of TARGETS) {
         expect(rows[0].on_cpu_ms / truth).toBeGreaterThan(0.75);
         expect(rows[0].on_cpu_ms).toBeLessThan(truth + 4 * CLOCK_TICK_MS);
         // No key apart from the leader's: nothing under userid 0 or dbid 0.
-        const stray = await admin.query('SELECT userid, dbid, queryid::text, on_cpu_ms FROM bpf_stats.query_stats WHERE userid = 0 OR dbid = 0');
+        const stray = await admin.query(
+          'SELECT userid, dbid, queryid::text, on_cpu_ms FROM bpf_stats.query_stats WHERE userid = 0 OR dbid = 0',
+        );
         expect(stray.rows).toEqual([]);
       } finally {
         await leader.end();

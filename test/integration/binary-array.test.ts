@@ -36,9 +36,19 @@ async function asServerSees(type: ArrayElementType, values: readonly ArrayElemen
 describe('binaryArray', () => {
   it('sends each element type as the server reads it, NULLs included', async () => {
     expect(await asServerSees('float8', [1, 2.5, null, 1e-7, 123456789.125, -0.5])).toBe('{1,2.5,NULL,1e-07,123456789.125,-0.5}');
-    expect(await asServerSees('int8', [0n, -3n, 9223372036854775807n, -9223372036854775808n, null, '-7046406386565496587', 4294967296, -4294967297, 2 ** 53 - 1])).toBe(
-      '{0,-3,9223372036854775807,-9223372036854775808,NULL,-7046406386565496587,4294967296,-4294967297,9007199254740991}',
-    );
+    expect(
+      await asServerSees('int8', [
+        0n,
+        -3n,
+        9223372036854775807n,
+        -9223372036854775808n,
+        null,
+        '-7046406386565496587',
+        4294967296,
+        -4294967297,
+        2 ** 53 - 1,
+      ]),
+    ).toBe('{0,-3,9223372036854775807,-9223372036854775808,NULL,-7046406386565496587,4294967296,-4294967297,9007199254740991}');
     expect(await asServerSees('oid', [0, 10, 4294967295, null])).toBe('{0,10,4294967295,NULL}');
     expect(await asServerSees('int4', [1, -1, 2147483647, null])).toBe('{1,-1,2147483647,NULL}');
     expect(await asServerSees('bool', [true, false, null])).toBe('{t,f,NULL}');
@@ -46,7 +56,10 @@ describe('binaryArray', () => {
 
   it('sends an empty array, which unnest turns into no rows', async () => {
     expect(await asServerSees('int8', [])).toBe('{}');
-    const { rows } = await client.query('SELECT * FROM unnest($1::float8[], $2::oid[])', [binaryArray('float8', []), binaryArray('oid', [])]);
+    const { rows } = await client.query('SELECT * FROM unnest($1::float8[], $2::oid[])', [
+      binaryArray('float8', []),
+      binaryArray('oid', []),
+    ]);
     expect(rows).toEqual([]);
   });
 
@@ -65,7 +78,15 @@ describe('binaryRecordArray', () => {
   it('sends rows of a composite type, NULL columns included, as the server reads them', async () => {
     await client.query('CREATE TYPE pair AS (n int8, x float8, b bool)');
     const { rows } = await client.query<{ oid: string }>(`SELECT 'pair'::regtype::oid::int8::text AS oid`);
-    const records = binaryRecordArray(Number(rows[0]!.oid), ['int8', 'float8', 'bool'], [[-5n, 2.5, true], [null, 1e-7, null], [9223372036854775807n, null, false]]);
+    const records = binaryRecordArray(
+      Number(rows[0]!.oid),
+      ['int8', 'float8', 'bool'],
+      [
+        [-5n, 2.5, true],
+        [null, 1e-7, null],
+        [9223372036854775807n, null, false],
+      ],
+    );
     const { rows: got } = await client.query<{ text: string }>('SELECT $1::pair[]::text AS text', [records]);
     expect(got[0]!.text).toBe('{"(-5,2.5,t)","(,1e-07,)","(9223372036854775807,,f)"}');
     // The server checks each column's type: rows of another shape are refused.
@@ -87,14 +108,22 @@ describe('bpf_stats.query_increments', () => {
   });
 
   it('carries query rows to the server unchanged, NULL (not measured) columns included', async () => {
-    const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: cluster.connectionString(), max: 1 }) }) });
+    const db = new Kysely<unknown>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: cluster.connectionString(), max: 1 }) }),
+    });
     try {
       const increments = await QueryIncrements.resolve(db);
       const values = METRIC_COLUMN_NAMES.map((_, i) => (i % 3 === 0 ? null : i % 3 === 1 ? i + 0.25 : BigInt(i) * 1_000_000_007n));
       // Metric types by column: what the row type says each one is.
-      const typed = values.map((v, i) => (v === null ? null : QUERY_INCREMENTS_FIELDS[i + 4] === 'float8' ? Number(v) : BigInt(Math.trunc(Number(v)))));
+      const typed = values.map((v, i) =>
+        v === null ? null : QUERY_INCREMENTS_FIELDS[i + 4] === 'float8' ? Number(v) : BigInt(Math.trunc(Number(v))),
+      );
       const row = { userid: 10, dbid: 4294967295, toplevel: false, queryid: '-7046406386565496587', values: typed };
-      const { rows } = await sql<Record<string, unknown>>`SELECT u.*, u.queryid::text AS queryid_text FROM ${increments.unnest([row, { ...row, userid: 11, toplevel: true }])} AS u`.execute(db);
+      const { rows } = await sql<
+        Record<string, unknown>
+      >`SELECT u.*, u.queryid::text AS queryid_text FROM ${increments.unnest([row, { ...row, userid: 11, toplevel: true }])} AS u`.execute(
+        db,
+      );
       expect(rows).toHaveLength(2);
       expect(rows[0]).toMatchObject({ userid: 10, dbid: 4294967295, toplevel: false, queryid_text: '-7046406386565496587' });
       expect(rows[1]).toMatchObject({ userid: 11, toplevel: true });

@@ -80,7 +80,7 @@ describe('memory cgroups per process (containers)', () => {
       const b = await connectIn(roomy);
       sessions.push(a.client, b.client);
       await a.client.query('EXPLAIN SELECT sum(length(pad)) FROM cold'); // catalogs cached first
-      expect(evictFromPageCache(coldPath), "bytes of the relation still cached").toBe(0);
+      expect(evictFromPageCache(coldPath), 'bytes of the relation still cached').toBe(0);
       const usageBefore = limited.usage();
       const failsBefore = limited.failcnt();
       await a.client.query('SELECT sum(length(pad)) FROM cold');
@@ -111,7 +111,9 @@ describe('memory cgroups per process (containers)', () => {
       expect(Number(rowA.processes)).toBe(1);
       expect(Number(rowB.processes)).toBe(1);
       const pages = Number(rowA.reclaim_pages);
-      console.log(`cgroup ${pathA}: reclaim_pages ${pages}, expected ~${expected.toFixed(0)} from its charge counters; ${pathB}: ${rowB.reclaim_pages}`);
+      console.log(
+        `cgroup ${pathA}: reclaim_pages ${pages}, expected ~${expected.toFixed(0)} from its charge counters; ${pathB}: ${rowB.reclaim_pages}`,
+      );
       expect(pages).toBeGreaterThan(0.5 * expected);
       expect(pages).toBeLessThan(1.1 * expected + 512);
       expect(Number(rowB.reclaim_pages)).toBe(0);

@@ -54,7 +54,9 @@ afterAll(async () => {
 describe('pg-bpf-stats run', () => {
   it('collects until SIGTERM, pauses on SIGUSR1 and resumes on SIGUSR2, then exits 0 with every BPF link detached', async () => {
     const before = await collectorLinks();
-    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += chunk));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -65,7 +67,9 @@ describe('pg-bpf-stats run', () => {
     await client.connect();
     await client.query('SELECT count(*) FROM generate_series(1, 1000000)');
     await expect
-      .poll(async () => (await client.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE on_cpu_ms > 0')).rows[0].n, { timeout: 10_000 })
+      .poll(async () => (await client.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE on_cpu_ms > 0')).rows[0].n, {
+        timeout: 10_000,
+      })
       .toBeGreaterThan(0);
     await client.end();
 
@@ -87,7 +91,9 @@ describe('pg-bpf-stats run', () => {
 
   it('takes SIGUSR1 and SIGTERM sent while it starts (the probes attach before the schema is checked) and stops cleanly, exit 0', async () => {
     const before = await collectorLinks();
-    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk;
@@ -103,7 +109,10 @@ describe('pg-bpf-stats run', () => {
     const ready = lines.findIndex((l) => /collecting every 200 ms/.test(l));
     expect(ready, stderr).toBeGreaterThan(lines.findIndex((l) => /attached probe sets: cpu/.test(l)));
     // Done in order once started: the pause (its flush), then the stop (the last one).
-    expect(lines.findIndex((l) => /paused: probe sets cpu/.test(l)), stderr).toBeGreaterThan(ready);
+    expect(
+      lines.findIndex((l) => /paused: probe sets cpu/.test(l)),
+      stderr,
+    ).toBeGreaterThan(ready);
     // Said when it arrived, before the start was done.
     const said = lines.findIndex((l) => /SIGTERM during the start: stopping once it is done \(SIGTERM again stops at once\)/.test(l));
     expect(said, stderr).toBeGreaterThanOrEqual(0);
@@ -126,7 +135,9 @@ describe('a database that goes away', () => {
   it('keeps what it had collected when the postmaster restarts, and goes on with the new one', async () => {
     const target = await ThrowawayCluster.start();
     try {
-      const child = spawn(process.execPath, [cli, 'run', '--dsn', target.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn(process.execPath, [cli, 'run', '--dsn', target.connectionString(), '--interval', '200ms'], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       let stderr = '';
       child.stderr.on('data', (chunk) => (stderr += chunk));
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -144,7 +155,9 @@ describe('a database that goes away', () => {
       const after = new pg.Client(target.connectionString());
       await after.connect();
       await expect
-        .poll(async () => (await after.query('SELECT on_cpu_ms, exited_at FROM bpf_stats.backend_stats WHERE pid = $1', [pid])).rows, { timeout: 10_000 })
+        .poll(async () => (await after.query('SELECT on_cpu_ms, exited_at FROM bpf_stats.backend_stats WHERE pid = $1', [pid])).rows, {
+          timeout: 10_000,
+        })
         .toEqual([{ on_cpu_ms: expect.any(Number), exited_at: expect.any(Date) }]);
       const { rows } = await after.query('SELECT on_cpu_ms FROM bpf_stats.backend_stats WHERE pid = $1', [pid]);
       await after.end();
@@ -162,12 +175,15 @@ describe('a database that goes away', () => {
     try {
       // At the attached line itself, and a little later (into the first flush and what follows it).
       for (const delayMs of [0, 100]) {
-        const child = spawn(process.execPath, [cli, 'run', '--dsn', target.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+        const child = spawn(process.execPath, [cli, 'run', '--dsn', target.connectionString(), '--interval', '200ms'], {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
         let stderr = '';
         let restarted: Promise<void> | null = null;
         child.stderr.on('data', (chunk: Buffer) => {
           stderr += chunk;
-          if (!restarted && /attached probe sets: cpu/.test(stderr)) restarted = new Promise((r) => setTimeout(r, delayMs)).then(() => target.restart());
+          if (!restarted && /attached probe sets: cpu/.test(stderr))
+            restarted = new Promise((r) => setTimeout(r, delayMs)).then(() => target.restart());
         });
         const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
         // Either it gave up (a start is all or nothing) or it went on with the new postmaster.
@@ -211,7 +227,10 @@ describe('bad input: one line, exit code 2, nothing half-created', () => {
   };
 
   it('a DSN nobody answers', async () => {
-    oneLineError(await pgBpfStats(['run', '--dsn', 'postgresql://postgres@127.0.0.1:1/postgres']), /cannot connect to PostgreSQL at postgresql:\/\/postgres@127\.0\.0\.1:1\/postgres: .*ECONNREFUSED/);
+    oneLineError(
+      await pgBpfStats(['run', '--dsn', 'postgresql://postgres@127.0.0.1:1/postgres']),
+      /cannot connect to PostgreSQL at postgresql:\/\/postgres@127\.0\.0\.1:1\/postgres: .*ECONNREFUSED/,
+    );
   });
 
   it('an unknown probe set', async () => {
@@ -221,22 +240,29 @@ describe('bad input: one line, exit code 2, nothing half-created', () => {
   it('a user without the capabilities: one line per missing capability', async () => {
     const outcome = await pgBpfStats(['run', '--dsn', cluster.connectionString()], ['runuser', '-u', 'nobody', '--']);
     expect(outcome.code).toBe(2);
-    expect(outcome.stderr.trim().split('\n').map((l) => /ERROR pg-bpf-stats needs (CAP_\w+) \(/.exec(l)?.[1])).toEqual([
-      'CAP_BPF',
-      'CAP_PERFMON',
-      'CAP_SYS_PTRACE',
-      'CAP_DAC_READ_SEARCH',
-    ]);
+    expect(
+      outcome.stderr
+        .trim()
+        .split('\n')
+        .map((l) => /ERROR pg-bpf-stats needs (CAP_\w+) \(/.exec(l)?.[1]),
+    ).toEqual(['CAP_BPF', 'CAP_PERFMON', 'CAP_SYS_PTRACE', 'CAP_DAC_READ_SEARCH']);
   });
 
   it('a process signalled too often to load (a sampling profiler): one line, no stack', async () => {
     // node's profiler signals the process every 100 µs, which the verifier cannot outlast.
     const profiles = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-cpu-prof-'));
     try {
-      const outcome = await pgBpfStats(['run', '--dsn', cluster.connectionString()], [], ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', profiles]);
+      const outcome = await pgBpfStats(
+        ['run', '--dsn', cluster.connectionString()],
+        [],
+        ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', profiles],
+      );
       expect(outcome.code).toBe(2);
       expect(outcome.stderr).not.toMatch(/^\s+at /m);
-      const errors = outcome.stderr.trim().split('\n').filter((l) => / ERROR /.test(l));
+      const errors = outcome.stderr
+        .trim()
+        .split('\n')
+        .filter((l) => / ERROR /.test(l));
       expect(errors).toHaveLength(1);
       expect(errors[0]).toMatch(/loading the BPF programs was interrupted: the kernel verifier stops when a signal is pending/);
     } finally {
@@ -339,12 +365,15 @@ describe('pg-bpf-stats check', () => {
     }
   }
 
-  it('says when its memory cgroup\'s limit leaves no room for the maps when full, and still exits 0; run says it once, and runs', async () => {
+  it("says when its memory cgroup's limit leaves no room for the maps when full, and still exits 0; run says it once, and runs", async () => {
     const check = ['check', '--dsn', cluster.connectionString()];
     // The collector alone is ~100 MB with a full map: 120 MB leaves too little whatever the CPUs.
     const tight = await inMemoryCgroup(120, check);
     expect(tight.outcome.code).toBe(0);
-    const below = new RegExp(`^no\\s+memory limit\\s+cgroup ${tight.cgroup} limit 120 MB is below the maps when full \\(~(\\d+) MB on \\d+ CPUs\\) and the collector \\(~100 MB\\): .*give it (\\d+) MB or more`, 'm');
+    const below = new RegExp(
+      `^no\\s+memory limit\\s+cgroup ${tight.cgroup} limit 120 MB is below the maps when full \\(~(\\d+) MB on \\d+ CPUs\\) and the collector \\(~100 MB\\): .*give it (\\d+) MB or more`,
+      'm',
+    );
     expect(tight.outcome.stdout).toMatch(below);
     const [, maps, needed] = below.exec(tight.outcome.stdout)!;
     expect(Number(needed)).toBeGreaterThanOrEqual(Number(maps) + 100);
@@ -352,18 +381,26 @@ describe('pg-bpf-stats check', () => {
     // run says it too, once, and runs.
     const running = await inMemoryCgroup(120, ['run', '--dsn', cluster.connectionString(), '--duration', '2s']);
     expect(running.outcome.code, running.outcome.stderr).toBe(0);
-    expect(running.outcome.stderr.match(new RegExp(`memory limit: cgroup ${running.cgroup} limit 120 MB is below the maps when full`, 'g'))).toHaveLength(1);
+    expect(
+      running.outcome.stderr.match(new RegExp(`memory limit: cgroup ${running.cgroup} limit 120 MB is below the maps when full`, 'g')),
+    ).toHaveLength(1);
 
     const roomy = await inMemoryCgroup(4096, check);
     expect(roomy.outcome.code).toBe(0);
-    expect(roomy.outcome.stdout).toMatch(new RegExp(`^ok\\s+memory limit\\s+cgroup ${roomy.cgroup} limit 4096 MB: room for the maps when full`, 'm'));
+    expect(roomy.outcome.stdout).toMatch(
+      new RegExp(`^ok\\s+memory limit\\s+cgroup ${roomy.cgroup} limit 4096 MB: room for the maps when full`, 'm'),
+    );
   });
 
-  it('reads a container\'s limit from inside it: its own cgroup namespace, the memory hierarchy mounted there', async () => {
+  it("reads a container's limit from inside it: its own cgroup namespace, the memory hierarchy mounted there", async () => {
     // As a container runtime starts it: in the cgroup, then a cgroup namespace rooted there and
     // the hierarchy mounted again in a mount namespace of its own, so its cgroup shows as `/`.
     const mountThenExec = `umount /sys/fs/cgroup/memory && mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory && exec "$0" "$@"`;
-    const { outcome } = await inMemoryCgroup(120, ['check', '--dsn', cluster.connectionString()], ['unshare', '--cgroup', '--mount', 'sh', '-c', mountThenExec]);
+    const { outcome } = await inMemoryCgroup(
+      120,
+      ['check', '--dsn', cluster.connectionString()],
+      ['unshare', '--cgroup', '--mount', 'sh', '-c', mountThenExec],
+    );
     expect(outcome.code, outcome.stderr).toBe(0);
     expect(outcome.stdout).toMatch(/^no\s+memory limit\s+cgroup \/ limit 120 MB is below the maps when full/m);
   });

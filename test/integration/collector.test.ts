@@ -83,7 +83,7 @@ describe('collector on a real cluster', () => {
     expect(row.io_wait_ms + row.lock_wait_ms + row.lwlock_wait_ms).toBeLessThan(10);
   });
 
-  it("gives a lock waiter lock_wait_ms within 25% of the time it actually waited", async () => {
+  it('gives a lock waiter lock_wait_ms within 25% of the time it actually waited', async () => {
     const waited = await session((holder) =>
       session(async (waiter) => {
         await holder.query('BEGIN');
@@ -159,9 +159,16 @@ describe('collector on a real cluster', () => {
         WHERE s.query LIKE '%g % $3 = $4 AND g > $5' OR s.query LIKE '%pg_sleep($1), $2'`,
     );
     // Which statement, with what, if one ever is collected (seen once in CI, stop 35).
-    expect(paused.rows.map((r) => [Number(r.calls), r.collected]), JSON.stringify(paused.rows)).toEqual([[1, null], [1, null]]);
+    expect(
+      paused.rows.map((r) => [Number(r.calls), r.collected]),
+      JSON.stringify(paused.rows),
+    ).toEqual([
+      [1, null],
+      [1, null],
+    ]);
     // The backend's own row: everything it did but the paused part (which alone exceeds 100 ms).
-    const backend = (await admin.query('SELECT on_cpu_ms, runq_wait_ms, total_time_ms FROM bpf_stats.backend_stats WHERE pid = $1', [pid])).rows[0];
+    const backend = (await admin.query('SELECT on_cpu_ms, runq_wait_ms, total_time_ms FROM bpf_stats.backend_stats WHERE pid = $1', [pid]))
+      .rows[0];
     expect(backend.on_cpu_ms).toBeGreaterThan(resumedCpuMs * 0.85);
     expect(backend.on_cpu_ms).toBeLessThan(resumedCpuMs * 1.15 + 60);
     // Not the paused pg_sleep(0.3); run-queue waits count, and on a loaded host they can take seconds.
@@ -205,7 +212,10 @@ describe('collector on a real cluster', () => {
     });
     await new Promise((resolve) => setTimeout(resolve, 200));
     const row = await statsFor('SELECT count(*) FROM wide WHERE pad LIKE $_');
-    const workers = await admin.query('SELECT pid, on_cpu_ms FROM bpf_stats.backend_stats WHERE queryid = $1 AND pid <> $2', [row.queryid, leader]);
+    const workers = await admin.query('SELECT pid, on_cpu_ms FROM bpf_stats.backend_stats WHERE queryid = $1 AND pid <> $2', [
+      row.queryid,
+      leader,
+    ]);
     expect(workers.rows.length).toBeGreaterThanOrEqual(2);
     // The kernel counted the leader's own CPU: the query's figure holds the workers' on top,
     // and no more than leader and workers used together (a worker's start-up, before it has the

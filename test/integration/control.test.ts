@@ -31,14 +31,20 @@ async function statusOf(id: number, status: string, timeoutMs = 8000) {
     if (hit) return hit;
     if (Date.now() > deadline) {
       const row = (await admin.query('SELECT status, error FROM bpf_stats.collections WHERE id = $1', [id])).rows[0];
-      throw new Error(`no ${status} notification for request ${id}; row is ${JSON.stringify(row)}, seen ${JSON.stringify(statuses.filter((s) => s.id === id))}`);
+      throw new Error(
+        `no ${status} notification for request ${id}; row is ${JSON.stringify(row)}, seen ${JSON.stringify(statuses.filter((s) => s.id === id))}`,
+      );
     }
     await sleep(20);
   }
 }
 
 async function row(id: number) {
-  return (await admin.query('SELECT *, extract(epoch FROM finished_at - started_at)::float8 AS ran_s FROM bpf_stats.collections WHERE id = $1', [id])).rows[0];
+  return (
+    await admin.query('SELECT *, extract(epoch FROM finished_at - started_at)::float8 AS ran_s FROM bpf_stats.collections WHERE id = $1', [
+      id,
+    ])
+  ).rows[0];
 }
 
 async function collect(probes: string, duration: string | null): Promise<number> {
@@ -169,8 +175,20 @@ describe('control plane', () => {
     await expect(collect('{}', '1 s')).rejects.toThrow(/1 to 32 probe sets/);
     // Rows can bypass the function: the sidecar checks them too.
     const ids: number[] = [];
-    for (const [probes, duration] of [['{query}', '-5 s'], ['{query}', '0'], ['{query}', '2 days'], ['{query}', '1 mon'], ['{}', '1 s'], ['{NULL}', '1 s']]) {
-      ids.push(Number((await admin.query('INSERT INTO bpf_stats.collections (probes, duration) VALUES ($1, $2) RETURNING id', [probes, duration])).rows[0].id));
+    for (const [probes, duration] of [
+      ['{query}', '-5 s'],
+      ['{query}', '0'],
+      ['{query}', '2 days'],
+      ['{query}', '1 mon'],
+      ['{}', '1 s'],
+      ['{NULL}', '1 s'],
+    ]) {
+      ids.push(
+        Number(
+          (await admin.query('INSERT INTO bpf_stats.collections (probes, duration) VALUES ($1, $2) RETURNING id', [probes, duration]))
+            .rows[0].id,
+        ),
+      );
     }
     await admin.query("NOTIFY bpf_stats_control, ''");
     for (const id of ids) {
@@ -189,9 +207,13 @@ describe('control plane', () => {
       await expect(nobody.query('SELECT count(*) FROM bpf_stats.collections')).rejects.toMatchObject({ code: '42501' });
       await expect(nobody.query("INSERT INTO bpf_stats.collections (probes) VALUES ('{query}')")).rejects.toMatchObject({ code: '42501' });
       // Even EXECUTE granted to PUBLIC by mistake lets nobody in: the functions check membership.
-      await admin.query('GRANT USAGE ON SCHEMA bpf_stats TO PUBLIC; GRANT EXECUTE ON FUNCTION bpf_stats.collect(text[], interval, text) TO PUBLIC');
+      await admin.query(
+        'GRANT USAGE ON SCHEMA bpf_stats TO PUBLIC; GRANT EXECUTE ON FUNCTION bpf_stats.collect(text[], interval, text) TO PUBLIC',
+      );
       await expect(nobody.query("SELECT bpf_stats.collect('{query}', '1 s')")).rejects.toThrow(/nobody is not a member of bpf_stats_admin/);
-      await admin.query('REVOKE USAGE ON SCHEMA bpf_stats FROM PUBLIC; REVOKE EXECUTE ON FUNCTION bpf_stats.collect(text[], interval, text) FROM PUBLIC');
+      await admin.query(
+        'REVOKE USAGE ON SCHEMA bpf_stats FROM PUBLIC; REVOKE EXECUTE ON FUNCTION bpf_stats.collect(text[], interval, text) FROM PUBLIC',
+      );
     } finally {
       await nobody.end();
     }
@@ -235,7 +257,9 @@ describe('control plane', () => {
 
   it('keeps its own LISTEN and control connections out of the figures', async () => {
     await sidecar.flush();
-    const own = await admin.query("SELECT pid FROM pg_stat_activity WHERE application_name IN ('pg-bpf-stats listener', 'pg-bpf-stats control')");
+    const own = await admin.query(
+      "SELECT pid FROM pg_stat_activity WHERE application_name IN ('pg-bpf-stats listener', 'pg-bpf-stats control')",
+    );
     expect(own.rows).toHaveLength(2);
     const { rows } = await admin.query('SELECT pid FROM bpf_stats.backend_stats WHERE pid = ANY($1)', [own.rows.map((r) => r.pid)]);
     expect(rows).toEqual([]);
@@ -248,7 +272,9 @@ describe('control plane', () => {
   });
 
   it('reconnects after its listener is terminated and takes the request made while it was away', async () => {
-    const old = Number((await admin.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'pg-bpf-stats listener'")).rows[0].pid);
+    const old = Number(
+      (await admin.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'pg-bpf-stats listener'")).rows[0].pid,
+    );
     // While nobody can connect, the listener is terminated (and waited for) and a request is
     // made: its doorbell rings for nobody. Only the reconcile on reconnect can find it.
     const other = new pg.Client(cluster.connectionString('template1'));
@@ -308,12 +334,20 @@ describe('control plane', () => {
   });
 
   it('resumes a request a dead sidecar left running, and fails one whose end passed', async () => {
-    const resumed = Number((await admin.query(
-      "INSERT INTO bpf_stats.collections (probes, duration, status, started_at) VALUES ('{query}', '3 s', 'running', now() - interval '1 s') RETURNING id",
-    )).rows[0].id);
-    const late = Number((await admin.query(
-      "INSERT INTO bpf_stats.collections (probes, duration, status, started_at) VALUES ('{query}', '2 s', 'running', now() - interval '1 hour') RETURNING id",
-    )).rows[0].id);
+    const resumed = Number(
+      (
+        await admin.query(
+          "INSERT INTO bpf_stats.collections (probes, duration, status, started_at) VALUES ('{query}', '3 s', 'running', now() - interval '1 s') RETURNING id",
+        )
+      ).rows[0].id,
+    );
+    const late = Number(
+      (
+        await admin.query(
+          "INSERT INTO bpf_stats.collections (probes, duration, status, started_at) VALUES ('{query}', '2 s', 'running', now() - interval '1 hour') RETURNING id",
+        )
+      ).rows[0].id,
+    );
     await admin.query("NOTIFY bpf_stats_control, ''");
     const failed = await statusOf(late, 'failed');
     expect(failed.error).toMatch(/no sidecar was running when this collection was due to end/);
@@ -339,15 +373,28 @@ describe('control plane', () => {
 
   it('takes at start-up what was requested while no sidecar ran, and forgets requests finished 30 days ago', async () => {
     const pending = await collect('{query}', '1 s');
-    const old = Number((await admin.query(
-      "INSERT INTO bpf_stats.collections (probes, duration, status, finished_at) VALUES ('{query}', '1 s', 'done', now() - interval '31 days') RETURNING id",
-    )).rows[0].id);
-    const recent = Number((await admin.query(
-      "INSERT INTO bpf_stats.collections (probes, duration, status, finished_at) VALUES ('{query}', '1 s', 'done', now() - interval '29 days') RETURNING id",
-    )).rows[0].id);
+    const old = Number(
+      (
+        await admin.query(
+          "INSERT INTO bpf_stats.collections (probes, duration, status, finished_at) VALUES ('{query}', '1 s', 'done', now() - interval '31 days') RETURNING id",
+        )
+      ).rows[0].id,
+    );
+    const recent = Number(
+      (
+        await admin.query(
+          "INSERT INTO bpf_stats.collections (probes, duration, status, finished_at) VALUES ('{query}', '1 s', 'done', now() - interval '29 days') RETURNING id",
+        )
+      ).rows[0].id,
+    );
     await sleep(300);
     expect((await row(pending)).status).toBe('pending');
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 500, controlPollMs: 3_600_000, log: (line) => logs.push(line) });
+    sidecar = await Sidecar.start({
+      connectionString: cluster.connectionString(),
+      intervalMs: 500,
+      controlPollMs: 3_600_000,
+      log: (line) => logs.push(line),
+    });
     await statusOf(pending, 'running');
     await statusOf(pending, 'done');
     expect(await row(old)).toBeUndefined();
@@ -373,7 +420,9 @@ describe('the least-privileged sidecar role', () => {
     listener.on('notification', (n) => seen.push(n.payload!));
     await listener.query('LISTEN bpf_stats_status');
     try {
-      const owner = await requester.query("SELECT r.rolsuper, r.rolcreaterole FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner WHERE n.nspname = 'bpf_stats'");
+      const owner = await requester.query(
+        "SELECT r.rolsuper, r.rolcreaterole FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner WHERE n.nspname = 'bpf_stats'",
+      );
       expect(owner.rows).toEqual([{ rolsuper: false, rolcreaterole: false }]);
       const id = Number((await requester.query("SELECT bpf_stats.collect('{query}', '1 s') AS id")).rows[0].id);
       const deadline = Date.now() + 6000;

@@ -129,21 +129,34 @@ describe('pg-bpf-stats demo', () => {
     expect(insertRows.length, 'LWLock waits of the insert burst').toBeGreaterThan(0);
     for (const item of sampled.split(', ')) {
       const [, tranche, n] = item.match(/^(\w+) x(\d+)$/) ?? []; // "Lock extend ExclusiveLock x2" is a heavyweight lock
-      if (tranche && Number(n) >= 3) expect(insertRows.map((r) => r.tranche), `tranche ${tranche}`).toContain(tranche);
+      if (tranche && Number(n) >= 3)
+        expect(
+          insertRows.map((r) => r.tranche),
+          `tranche ${tranche}`,
+        ).toContain(tranche);
     }
 
     // The burst's relation extension waits are heavyweight locks: in the lock detail when caught often.
     if (Number(sampled.match(/Lock extend x(\d+)/)?.[1] ?? 0) >= 3) {
       const lockDetail = table('Heavyweight lock waits').rows;
-      expect(lockDetail.some((r) => /^INSERT INTO public\.demo_hot/.test(r.query!) && r.locktype === 'extend' && r.relation === 'public.demo_hot')).toBe(true);
+      expect(
+        lockDetail.some(
+          (r) => /^INSERT INTO public\.demo_hot/.test(r.query!) && r.locktype === 'extend' && r.relation === 'public.demo_hot',
+        ),
+      ).toBe(true);
     }
 
     // LLC: figures where the PMU exists, else the reason and NULLs, never zeros.
     if (hasHardwarePmu) expect(table('LLC').rows.length).toBeGreaterThan(0);
-    else expect(stdout).toMatch(/^LLC \(bpf_stats\.query_llc, llc set\): unsupported here: no hardware PMU.*; \d+ queries, 0 with llc figures/m);
+    else
+      expect(stdout).toMatch(
+        /^LLC \(bpf_stats\.query_llc, llc set\): unsupported here: no hardware PMU.*; \d+ queries, 0 with llc figures/m,
+      );
 
     // Health: one flush per second of the collector's life, nothing failed.
-    const health = printed(/^Health \(bpf_stats\.health\): (\d+) flushes, (\d+) rows written, (\d+) dropped events, fullest map ([\d.]+)% full, (\d+) failed flushes$/);
+    const health = printed(
+      /^Health \(bpf_stats\.health\): (\d+) flushes, (\d+) rows written, (\d+) dropped events, fullest map ([\d.]+)% full, (\d+) failed flushes$/,
+    );
     expect(Number(health[1])).toBeGreaterThanOrEqual(5);
     expect(Number(health[1])).toBeLessThanOrEqual(wallS + 2);
     expect(Number(health[2])).toBeGreaterThan(0);

@@ -57,7 +57,10 @@ describe('disk bpf_stats takes', () => {
   it('is bounded per role and in all after a burst of distinct statements, never losing a key pg_stat_statements holds', async () => {
     sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, historyIntervalMs: 0 });
     // An application's statements, each run often enough that pg_stat_statements keeps them.
-    const app = Array.from({ length: 20 }, (_, i) => `SELECT ${Array.from({ length: i + 1 }, (_, j) => `${j}`).join(', ')} FROM pg_class LIMIT 1`);
+    const app = Array.from(
+      { length: 20 },
+      (_, i) => `SELECT ${Array.from({ length: i + 1 }, (_, j) => `${j}`).join(', ')} FROM pg_class LIMIT 1`,
+    );
     for (let round = 0; round < 10; round++) await as('app', app);
     expect((await sidecar.flush()).error).toBeNull();
     const appBefore = await admin.query<{ key: string }>(
@@ -66,7 +69,10 @@ describe('disk bpf_stats takes', () => {
     expect(appBefore.rows.length).toBeGreaterThanOrEqual(20);
 
     // The burst: distinct query ids from one role, each once.
-    await as('flooder', Array.from({ length: FLOOD }, (_, n) => `SELECT 1${'+1'.repeat(n)}`));
+    await as(
+      'flooder',
+      Array.from({ length: FLOOD }, (_, n) => `SELECT 1${'+1'.repeat(n)}`),
+    );
     expect((await sidecar.flush()).error).toBeNull();
     const burst = await keysOf('flooder');
     // Written first (what bpf_stats kept for 7 days before): far more than pg_stat_statements holds.
@@ -74,7 +80,8 @@ describe('disk bpf_stats takes', () => {
     expect(burst.held).toBeLessThanOrEqual(PGSS_MAX);
 
     // The burst of new keys brings the next pass forward: the next flush bounds them.
-    const deallocs = async () => Number((await admin.query<{ n: string }>('SELECT dealloc::text AS n FROM pg_stat_statements_info')).rows[0]!.n);
+    const deallocs = async () =>
+      Number((await admin.query<{ n: string }>('SELECT dealloc::text AS n FROM pg_stat_statements_info')).rows[0]!.n);
     const deallocsBefore = await deallocs();
     expect((await sidecar.flush()).error).toBeNull();
     const after = await keysOf('flooder');
@@ -87,7 +94,9 @@ describe('disk bpf_stats takes', () => {
     // pg_stat_statements evicting its least-used) turned at least 10 once-called flood keys
     // (pg_stat_statements' minimum a deallocation) from held to unheld after the pass.
     const lateUnheld = 10 * ((await deallocs()) - deallocsBefore);
-    console.log(`flooder after the pass: ${after.rows} rows, ${after.held} held; unheld in all ${unheld[0]!.n}; deallocations since the pass began ${lateUnheld / 10}`);
+    console.log(
+      `flooder after the pass: ${after.rows} rows, ${after.held} held; unheld in all ${unheld[0]!.n}; deallocations since the pass began ${lateUnheld / 10}`,
+    );
     expect(after.rows - after.held).toBeLessThanOrEqual(PGSS_MAX / 4 + lateUnheld);
     expect(after.rows).toBeLessThanOrEqual(PGSS_MAX + PGSS_MAX / 4);
     expect(unheld[0]!.n).toBeLessThanOrEqual(PGSS_MAX / 2 + lateUnheld);
@@ -112,6 +121,8 @@ describe('disk bpf_stats takes', () => {
       `SELECT (SELECT count(*)::int FROM bpf_stats.query_stats) AS rows,
               pg_total_relation_size('bpf_stats.query_stats') + pg_total_relation_size('bpf_stats.query_texts') AS bytes`,
     );
-    console.log(`disk-bound: flooder ${burst.rows} keys after the burst, ${after.rows} after the pass (${after.held} held by pg_stat_statements); query_stats ${size[0]!.rows} rows, ${(Number(size[0]!.bytes) / 1024).toFixed(0)} kB with texts`);
+    console.log(
+      `disk-bound: flooder ${burst.rows} keys after the burst, ${after.rows} after the pass (${after.held} held by pg_stat_statements); query_stats ${size[0]!.rows} rows, ${(Number(size[0]!.bytes) / 1024).toFixed(0)} kB with texts`,
+    );
   }, 120_000);
 });

@@ -45,9 +45,15 @@ describe('one role, as many distinct statements as pg_stat_statements keeps', ()
     await runBurst(cluster.connectionString().replace('postgres@', `${ROLE}@`), STATEMENTS, SESSIONS);
     await sidecar.flush();
     await sidecar.flush();
-    const health = (await admin.query(`SELECT dropped, map_fill->'queries' AS queries FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid])).rows[0];
+    const health = (
+      await admin.query(`SELECT dropped, map_fill->'queries' AS queries FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [
+        process.pid,
+      ])
+    ).rows[0];
     const result = await compareWithPgss(admin, ROLE);
-    console.log(`${result.exact} of ${result.pgss} keys exact; dropped ${JSON.stringify(health.dropped)}; queries ${JSON.stringify(health.queries)}`);
+    console.log(
+      `${result.exact} of ${result.pgss} keys exact; dropped ${JSON.stringify(health.dropped)}; queries ${JSON.stringify(health.queries)}`,
+    );
     // The map is sized from the setting, read before load.
     expect(health.queries.max_entries).toBe(queryMapEntries(PGSS_MAX));
     expect(health.queries.max_entries).toBeGreaterThan(STATEMENTS);

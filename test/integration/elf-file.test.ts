@@ -17,12 +17,15 @@ describe('ElfFile', () => {
   });
 
   it("lists the build's USDT probes (Debian builds with --enable-dtrace)", () => {
-    const names = postgres.usdtNotes().filter((n) => n.provider === 'postgresql').map((n) => n.name);
+    const names = postgres
+      .usdtNotes()
+      .filter((n) => n.provider === 'postgresql')
+      .map((n) => n.name);
     expect(names).toContain('query__execute__done');
     expect(names).toContain('lock__wait__start');
   });
 
-  it('reads a relocatable object, which has no program headers (the collector\'s BPF object)', () => {
+  it("reads a relocatable object, which has no program headers (the collector's BPF object)", () => {
     const object = ElfFile.read(collectorObjectPath());
     expect(object.symbol('on_sched_switch')?.type).toBe(2); // STT_FUNC
     expect([...object.symbols().values()].filter((s) => s.type === 2).map((s) => s.name)).toContain('on_cpu_tick');

@@ -37,7 +37,9 @@ function bpfMapEntries(name: string): number {
 }
 
 async function collectorPids(): Promise<number[]> {
-  const { rows } = await admin.query(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'pg-bpf-stats%' AND pid <> pg_backend_pid()`);
+  const { rows } = await admin.query(
+    `SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'pg-bpf-stats%' AND pid <> pg_backend_pid()`,
+  );
   return rows.map((r) => r.pid as number);
 }
 
@@ -78,7 +80,7 @@ describe("the collector's own connections", () => {
     await workload.end();
     // The collector stays up and writes again.
     let status = await sidecar!.flush();
-    for (let i = 0; i < 20 && status.error; i++) status = await (sleep(250).then(() => sidecar!.flush()));
+    for (let i = 0; i < 20 && status.error; i++) status = await sleep(250).then(() => sidecar!.flush());
     expect(status.error).toBeNull();
     for (const pid of await collectorPids()) seen.add(pid);
     expect(seen.size).toBeGreaterThan(40);
@@ -86,7 +88,10 @@ describe("the collector's own connections", () => {
     const live = (await collectorPids()).length;
     expect(bpfMapEntries('excluded_pids')).toBeLessThanOrEqual(live);
     // None of its backends is in the figures.
-    const own = await admin.query('SELECT pid, backend_type, backend_start, exited_at, last_seen, total_time_ms, on_cpu_ms, usesysid FROM bpf_stats.backend_stats WHERE pid = ANY($1::int[])', [[...seen]]);
+    const own = await admin.query(
+      'SELECT pid, backend_type, backend_start, exited_at, last_seen, total_time_ms, on_cpu_ms, usesysid FROM bpf_stats.backend_stats WHERE pid = ANY($1::int[])',
+      [[...seen]],
+    );
     expect(own.rows).toEqual([]);
     // Calls stay exact.
     const { rows } = await admin.query(
@@ -104,16 +109,25 @@ describe("the collector's own connections", () => {
     await admin.query(`ALTER ROLE idle_collector SET idle_session_timeout = '300ms'`);
     try {
       const since = (await admin.query('SELECT now() AS t')).rows[0].t as Date;
-      await startSidecar({ connectionString: cluster.connectionString().replace('postgres@', 'idle_collector@'), maxExcludedPids: 8, intervalMs: 500 });
+      await startSidecar({
+        connectionString: cluster.connectionString().replace('postgres@', 'idle_collector@'),
+        maxExcludedPids: 8,
+        intervalMs: 500,
+      });
       await sleep(15_000); // the writer idles 500 ms between flushes: ~30 reconnections
       let status = await sidecar!.flush();
       for (let i = 0; i < 10 && status.error; i++) status = await sleep(100).then(() => sidecar!.flush());
       expect(status.error).toBeNull();
       const log = await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = 'idle_collector'`);
       expect(bpfMapEntries('excluded_pids')).toBeLessThanOrEqual(Math.max(log.rows[0].n, 1));
-      const own = await admin.query(`SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE usesysid = 'idle_collector'::regrole AND backend_start >= $1`, [since]);
+      const own = await admin.query(
+        `SELECT count(*)::int AS n FROM bpf_stats.backend_stats WHERE usesysid = 'idle_collector'::regrole AND backend_start >= $1`,
+        [since],
+      );
       expect(own.rows[0].n).toBe(0);
-      const sessions = await admin.query(`SELECT flushes, failed_flushes FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
+      const sessions = await admin.query(`SELECT flushes, failed_flushes FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [
+        process.pid,
+      ]);
       expect(Number(sessions.rows[0].flushes)).toBeGreaterThan(20);
     } finally {
       await sidecar?.stop();
@@ -124,7 +138,10 @@ describe("the collector's own connections", () => {
 
 describe('a pid the kernel gives again', () => {
   const backendRows = (pid: number) =>
-    admin.query(`SELECT backend_start, exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`, [pid]);
+    admin.query(
+      `SELECT backend_start, exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`,
+      [pid],
+    );
   /** The rows of the two processes that had `pid`, each found by its start. */
   async function rowsOf(pid: number, first: Date, second: Date) {
     const { rows } = await backendRows(pid);
@@ -139,7 +156,9 @@ describe('a pid the kernel gives again', () => {
     for (let attempt = 0; attempt < 20 && !reused; attempt++) {
       const first = new pg.Client(cluster.connectionString());
       await first.connect();
-      const { pid, started } = (await first.query('SELECT pg_backend_pid() AS pid, backend_start AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()')).rows[0];
+      const { pid, started } = (
+        await first.query('SELECT pg_backend_pid() AS pid, backend_start AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()')
+      ).rows[0];
       for (let i = 0; i < 7; i++) await first.query('SELECT balance FROM accounts WHERE id = 1');
       firstCalls += 7;
       await first.end();
@@ -148,7 +167,9 @@ describe('a pid the kernel gives again', () => {
       execFileSync('sh', ['-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid`]);
       const newcomer = new pg.Client(cluster.connectionString());
       await newcomer.connect();
-      const second = (await newcomer.query('SELECT pg_backend_pid() AS pid, backend_start AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()')).rows[0];
+      const second = (
+        await newcomer.query('SELECT pg_backend_pid() AS pid, backend_start AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()')
+      ).rows[0];
       if (second.pid === pid) reused = { pid, first: started, second: second.started, newcomer };
       else await newcomer.end(); // another process took it first: again
     }
@@ -167,7 +188,10 @@ describe('a pid the kernel gives again', () => {
       await sidecar!.flush();
       // The exited process has its own row with its own statements, the newcomer its own (each
       // also ran the pid query).
-      expect(await rowsOf(pid, first, second)).toMatchObject({ first: { exited: true, calls: '8' }, second: { exited: false, calls: '6' } });
+      expect(await rowsOf(pid, first, second)).toMatchObject({
+        first: { exited: true, calls: '8' },
+        second: { exited: false, calls: '6' },
+      });
       expect(bpfMapEntries('exited_backends')).toBe(0);
       // Written once, forgotten once: another flush adds to neither.
       for (let i = 0; i < 3; i++) await newcomer.query('SELECT balance + 1 FROM accounts WHERE id = 2');
@@ -253,7 +277,10 @@ describe('a record that outlived its process unseen', () => {
       );
       expect(rows.map((r) => [Number(r.pgss), Number(r.calls)])).toEqual([[5, 5]]);
       // The stale record was closed as exited; the newcomer has its own live row.
-      const backends = await admin.query(`SELECT exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`, [pid]);
+      const backends = await admin.query(
+        `SELECT exited_at IS NOT NULL AS exited, calls FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start`,
+        [pid],
+      );
       expect(backends.rows.map((r) => r.exited)).toEqual([true, false]);
       expect(Number(backends.rows[1].calls)).toBe(6);
     } finally {
@@ -267,7 +294,9 @@ describe('a process asleep since before the collector', () => {
     // The cluster idle and older than the identity grace (5 s): its processes asleep since
     // before the collector attached. BPF reads a process's PgBackendStatus only from its own
     // switch-outs, and the first one after attach only starts its record.
-    const { rows: ages } = await admin.query(`SELECT extract(epoch FROM now() - backend_start)::float8 AS age FROM pg_stat_activity WHERE backend_type = 'checkpointer'`);
+    const { rows: ages } = await admin.query(
+      `SELECT extract(epoch FROM now() - backend_start)::float8 AS age FROM pg_stat_activity WHERE backend_type = 'checkpointer'`,
+    );
     if (ages[0].age < 6) await sleep((6 - ages[0].age) * 1000);
     await startSidecar({ intervalMs: 3_600_000 });
     // A checkpoint with nothing to write: the checkpointer wakes, answers and sleeps again.
@@ -336,7 +365,9 @@ describe('the queries map', () => {
     );
     expect(floodRows.rows.length).toBeGreaterThan(10);
     expect(floodRows.rows.filter((r) => r.calls !== r.pgss)).toEqual([]);
-    const health = await admin.query(`SELECT map_fill->'queries' AS q FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
+    const health = await admin.query(`SELECT map_fill->'queries' AS q FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [
+      process.pid,
+    ]);
     expect(health.rows[0].q.evicted).toBeGreaterThan(30);
     expect(health.rows[0].q.entries).toBeLessThan(64);
   });
@@ -364,7 +395,9 @@ describe('retention', () => {
                                             count(*) FILTER (WHERE exited_at IS NULL)::int AS live FROM bpf_stats.backend_stats`);
     expect(after.rows[0].expired).toBe(0);
     expect(after.rows[0].live).toBeGreaterThan(0); // the checkpointer, the test's own connection ...
-    const collections = await admin.query(`SELECT count(*)::int AS n FROM bpf_stats.collections WHERE finished_at < now() - interval '1 minute'`);
+    const collections = await admin.query(
+      `SELECT count(*)::int AS n FROM bpf_stats.collections WHERE finished_at < now() - interval '1 minute'`,
+    );
     expect(collections.rows[0].n).toBe(0);
     const health = await admin.query(`SELECT host FROM bpf_stats.health WHERE host IN ('old-host', 'new-host') ORDER BY host`);
     expect(health.rows.map((r) => r.host)).toEqual(['new-host']);
@@ -378,7 +411,9 @@ describe('a crash', () => {
     await admin.query('SELECT pg_stat_statements_reset()');
     await admin.query('TRUNCATE bpf_stats.query_stats');
     const cli = cliPath();
-    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '1s', '--probes', 'query'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '1s', '--probes', 'query'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (d) => (output += d));
     child.stderr.on('data', (d) => (output += d));
@@ -410,7 +445,9 @@ describe('a crash', () => {
     );
     const collected = Number(rows[0]?.calls ?? 0);
     const lost = before - collected;
-    console.log(`SIGKILL: ${before} calls before the kill, ${collected} written, ${lost} lost; ${lastInterval} in the last interval (1 s + 0.3 s)`);
+    console.log(
+      `SIGKILL: ${before} calls before the kill, ${collected} written, ${lost} lost; ${lastInterval} in the last interval (1 s + 0.3 s)`,
+    );
     expect(lost).toBeGreaterThanOrEqual(0);
     expect(lost).toBeLessThanOrEqual(lastInterval);
     expect(collected).toBeGreaterThan(0);
@@ -436,11 +473,22 @@ describe('small things', () => {
   it('refuses --probes llc on a host without a PMU before creating anything', async () => {
     await admin.query('CREATE DATABASE untouched');
     const cli = cliPath();
-    const result = spawnSync(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('untouched'), '--probes', 'llc', '--duration', '2s'], { encoding: 'utf8', timeout: 60_000 });
-    const schema = await withSession(cluster.connectionString('untouched'), (c) => c.query(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'`));
+    const result = spawnSync(
+      process.execPath,
+      [cli, 'run', '--dsn', cluster.connectionString('untouched'), '--probes', 'llc', '--duration', '2s'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const schema = await withSession(cluster.connectionString('untouched'), (c) =>
+      c.query(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'`),
+    );
     if (result.status === 0) return; // a host with a PMU runs it: nothing to refuse
     expect(result.status).toBe(2);
-    expect(result.stderr.trim().split('\n').filter((l) => /llc/.test(l))).toHaveLength(1);
+    expect(
+      result.stderr
+        .trim()
+        .split('\n')
+        .filter((l) => /llc/.test(l)),
+    ).toHaveLength(1);
     expect(result.stderr).not.toMatch(/\n\s+at /);
     expect(schema.rows[0].n).toBe(0);
   });

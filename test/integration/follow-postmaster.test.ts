@@ -59,7 +59,11 @@ interface Collector {
 }
 
 async function startCollector(extra: string[] = []): Promise<Collector> {
-  const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms', '--probes', 'query', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms', '--probes', 'query', ...extra],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let stderr = '';
   child.stderr!.on('data', (chunk) => (stderr += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -178,7 +182,13 @@ describe('a collector across postmaster restarts', () => {
     expect(ok).toBeGreaterThan(200);
     const calls = await settle(marker, (c) => c.bpf >= ok);
     console.log(`${mode}: client ${ok} returned, ${failed} failed; collector ${calls.bpf}, pg_stat_statements ${calls.pgss}`);
-    console.log(collector.stderr().split('\n').filter((l) => /postmaster/.test(l)).join('\n'));
+    console.log(
+      collector
+        .stderr()
+        .split('\n')
+        .filter((l) => /postmaster/.test(l))
+        .join('\n'),
+    );
     // Between what returned and what returned plus what failed in flight.
     expect(calls.bpf, `client: ${ok} returned, ${failed} failed`).toBeGreaterThanOrEqual(ok);
     expect(calls.bpf).toBeLessThanOrEqual(ok + failed);
@@ -192,7 +202,9 @@ describe('a collector across postmaster restarts', () => {
       expect(calls.pgss - 1).toBeLessThanOrEqual(ok + failed);
       expect(Math.abs(calls.pgss - 1 - calls.bpf), `collector ${calls.bpf}, pg_stat_statements ${calls.pgss}`).toBeLessThanOrEqual(failed);
     }
-    expect(collector.stderr()).toMatch(/following postmaster \d+ \(pid \d+ for BPF(, adopted by BPF at its first fork)?\), \d+ ms after the old one was gone/);
+    expect(collector.stderr()).toMatch(
+      /following postmaster \d+ \(pid \d+ for BPF(, adopted by BPF at its first fork)?\), \d+ ms after the old one was gone/,
+    );
     expect(collector.child.exitCode).toBeNull();
     collector.child.kill('SIGTERM');
     expect(await collector.exited, collector.stderr()).toBe(0);
@@ -258,7 +270,11 @@ describe('a collector across postmaster restarts', () => {
   it('a postmaster gone for good: one line, exit 2, after --postmaster-wait', async () => {
     const target = await ThrowawayCluster.start();
     try {
-      const child = spawn(process.execPath, [cli, 'run', '--dsn', target.connectionString(), '--interval', '200ms', '--postmaster-wait', '2s'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn(
+        process.execPath,
+        [cli, 'run', '--dsn', target.connectionString(), '--interval', '200ms', '--postmaster-wait', '2s'],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
       let stderr = '';
       child.stderr!.on('data', (chunk) => (stderr += chunk));
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -270,7 +286,9 @@ describe('a collector across postmaster restarts', () => {
       const waited = Date.now() - stoppedAt;
       expect(waited).toBeGreaterThan(2000);
       expect(waited).toBeLessThan(10_000);
-      expect(stderr.trim().split('\n').at(-1)).toMatch(/^\S+Z ERROR postmaster \d+ is gone and no new one started in its data directory within 2 s$/);
+      expect(stderr.trim().split('\n').at(-1)).toMatch(
+        /^\S+Z ERROR postmaster \d+ is gone and no new one started in its data directory within 2 s$/,
+      );
     } finally {
       await target.stop();
     }

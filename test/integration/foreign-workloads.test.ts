@@ -34,7 +34,9 @@ describe('workloads written elsewhere, every key against pg_stat_statements', ()
   async function reset(): Promise<void> {
     await admin.query('SELECT pg_stat_statements_reset()');
     await sidecar.flush();
-    await admin.query('DROP TABLE IF EXISTS calls_before; CREATE TEMP TABLE calls_before AS SELECT userid, dbid, toplevel, queryid, calls, total_time_ms FROM bpf_stats.query_stats');
+    await admin.query(
+      'DROP TABLE IF EXISTS calls_before; CREATE TEMP TABLE calls_before AS SELECT userid, dbid, toplevel, queryid, calls, total_time_ms FROM bpf_stats.query_stats',
+    );
   }
 
   /** pg_stat_statements' keys of the workload role, next to what we counted under each since reset(). */
@@ -53,13 +55,19 @@ describe('workloads written elsewhere, every key against pg_stat_statements', ()
   }
 
   function expectExact(rows: KeyRow[], label: string): void {
-    const table = rows.map((r) => `${String(r.calls).padStart(6)} (pgss ${String(r.pgss_calls).padStart(6)}) ${(r.total_time_ms ?? NaN).toFixed(1).padStart(9)} ms (pgss ${r.pgss_ms.toFixed(1).padStart(9)})  ${r.query.replace(/\s+/g, ' ').slice(0, 70)}`).join('\n');
+    const table = rows
+      .map(
+        (r) =>
+          `${String(r.calls).padStart(6)} (pgss ${String(r.pgss_calls).padStart(6)}) ${(r.total_time_ms ?? NaN).toFixed(1).padStart(9)} ms (pgss ${r.pgss_ms.toFixed(1).padStart(9)})  ${r.query.replace(/\s+/g, ' ').slice(0, 70)}`,
+      )
+      .join('\n');
     console.log(`${label}: ${rows.length} statements\n${table}`);
     expect(rows.length, label).toBeGreaterThan(0);
     for (const r of rows) {
       expect(r.calls, `${label}: ${r.query}\n${table}`).toBe(r.pgss_calls);
       // 2% for the clocks: pgss times the executor with its own clock, we add the scheduler's slices.
-      if (r.pgss_ms / r.pgss_calls >= 1) expect(r.total_time_ms!, `${label}: ${r.query}\n${table}`).toBeGreaterThanOrEqual(r.pgss_ms * 0.98);
+      if (r.pgss_ms / r.pgss_calls >= 1)
+        expect(r.total_time_ms!, `${label}: ${r.query}\n${table}`).toBeGreaterThanOrEqual(r.pgss_ms * 0.98);
     }
   }
 
@@ -93,7 +101,15 @@ describe('workloads written elsewhere, every key against pg_stat_statements', ()
 
   it("sysbench's OLTP scripts (pgsql driver)", async () => {
     await reset();
-    const common = ['--db-driver=pgsql', `--pgsql-host=${cluster.baseDir}`, `--pgsql-port=${cluster.port}`, '--pgsql-user=workload', '--pgsql-db=workload', '--tables=2', '--table-size=2000'];
+    const common = [
+      '--db-driver=pgsql',
+      `--pgsql-host=${cluster.baseDir}`,
+      `--pgsql-port=${cluster.port}`,
+      '--pgsql-user=workload',
+      '--pgsql-db=workload',
+      '--tables=2',
+      '--table-size=2000',
+    ];
     await run('sysbench', [...common, 'oltp_read_write', 'prepare'], { timeout: 120_000 });
     await reset();
     for (const script of ['oltp_read_write', 'oltp_point_select']) {

@@ -60,22 +60,28 @@ afterAll(async () => {
 });
 
 describe('bpf_stats.capabilities', () => {
-  it('holds what `pg-bpf-stats check` prints, one row per line, replacing only this host\'s rows', async () => {
+  it("holds what `pg-bpf-stats check` prints, one row per line, replacing only this host's rows", async () => {
     // Rows of an earlier run on this host must go; another host's rows must stay.
     await startSidecar();
     await sidecar!.stop();
     // (each under a node: the sidecar's own, and another node's)
-    await admin.query(`INSERT INTO bpf_stats.capabilities (node, host, kind, probe, available, required, reason)
-                       VALUES ($2, $1, 'feature', 'stale', true, false, 'from an older version'), ('other-node', 'other-host', 'probe set', 'cpu', false, true, 'elsewhere')`, [hostname(), sidecar!.node]);
+    await admin.query(
+      `INSERT INTO bpf_stats.capabilities (node, host, kind, probe, available, required, reason)
+                       VALUES ($2, $1, 'feature', 'stale', true, false, 'from an older version'), ('other-node', 'other-host', 'probe set', 'cpu', false, true, 'elsewhere')`,
+      [hostname(), sidecar!.node],
+    );
     await startSidecar();
 
     const cli = cliPath();
     const { stdout } = await run(process.execPath, [cli, 'check', '--dsn', cluster.connectionString()], { timeout: 60_000 });
-    const printed = stdout.trim().split('\n').map((line) => {
-      const match = /^(ok {2}|FAIL|no {2}) (.+?)\s{2,}(.*)$/.exec(line);
-      expect(match, line).not.toBeNull();
-      return { ok: match![1] === 'ok  ', name: match![2]!.trim(), detail: match![3]! };
-    });
+    const printed = stdout
+      .trim()
+      .split('\n')
+      .map((line) => {
+        const match = /^(ok {2}|FAIL|no {2}) (.+?)\s{2,}(.*)$/.exec(line);
+        expect(match, line).not.toBeNull();
+        return { ok: match![1] === 'ok  ', name: match![2]!.trim(), detail: match![3]! };
+      });
     const { rows } = await admin.query('SELECT kind, probe, available, reason FROM bpf_stats.capabilities WHERE host = $1', [hostname()]);
     expect(rows).toHaveLength(printed.length);
     for (const line of printed) {
@@ -84,10 +90,15 @@ describe('bpf_stats.capabilities', () => {
       expect(row, line.name).toBeDefined();
       expect(row.available, line.name).toBe(line.ok);
       // check loads every program; the sidecar verified those of the sets it attached, and says so.
-      const reason = line.name === 'bpf load' ? expect.stringMatching(/^the programs of the attached probe sets pass the verifier/) : line.detail;
+      const reason =
+        line.name === 'bpf load' ? expect.stringMatching(/^the programs of the attached probe sets pass the verifier/) : line.detail;
       expect(row.reason, line.name).toEqual(reason);
     }
-    for (const set of Object.keys(PROBE_SETS)) expect(rows.some((r) => r.kind === 'probe set' && r.probe === set), set).toBe(true);
+    for (const set of Object.keys(PROBE_SETS))
+      expect(
+        rows.some((r) => r.kind === 'probe set' && r.probe === set),
+        set,
+      ).toBe(true);
     const cpu = rows.find((r) => r.kind === 'probe set' && r.probe === 'cpu');
     expect(cpu.available).toBe(true);
     // This machine has no hardware PMU (perf stat shows no cache-misses): never a fake true.
@@ -95,7 +106,10 @@ describe('bpf_stats.capabilities', () => {
     expect(llc.available).toBe(false);
     expect(llc.reason).toMatch(/no hardware PMU/);
 
-    const others = await admin.query('SELECT host, probe FROM bpf_stats.capabilities WHERE host <> $1 OR probe = $2', [hostname(), 'stale']);
+    const others = await admin.query('SELECT host, probe FROM bpf_stats.capabilities WHERE host <> $1 OR probe = $2', [
+      hostname(),
+      'stale',
+    ]);
     expect(others.rows).toEqual([{ host: 'other-host', probe: 'cpu' }]);
   });
 });
@@ -155,7 +169,13 @@ describe('bpf_stats.health', () => {
       s.excludeBackend((await admin.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
       await s.flush();
       const flushStatements = async () =>
-        Number((await admin.query(`SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_statements WHERE query LIKE 'WITH "%' AND query LIKE '%bpf_stats.health%'`)).rows[0].n);
+        Number(
+          (
+            await admin.query(
+              `SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_statements WHERE query LIKE 'WITH "%' AND query LIKE '%bpf_stats.health%'`,
+            )
+          ).rows[0].n,
+        );
       const before = await flushStatements();
       const health0 = await healthRow();
       const quiet0 = s.quietFlushes;
@@ -219,7 +239,8 @@ describe('bpf_stats.health', () => {
       // without a name keep them going on a cluster just started).
       const settled = async () => {
         const before = s.quietFlushes;
-        for (const deadline = Date.now() + 10_000; Date.now() < deadline && s.quietFlushes < before + 2; ) await new Promise((resolve) => setTimeout(resolve, 100));
+        for (const deadline = Date.now() + 10_000; Date.now() < deadline && s.quietFlushes < before + 2; )
+          await new Promise((resolve) => setTimeout(resolve, 100));
         return s.quietFlushes - before;
       };
       expect(await settled()).toBeGreaterThanOrEqual(2);
@@ -227,7 +248,10 @@ describe('bpf_stats.health', () => {
       // busy rule (10 ms, and 1% of the time since) counts from there. No query key changes.
       await new Promise<void>((resolve, reject) => {
         const bare = new pg.Client(cluster.connectionString());
-        bare.connect().then(() => bare.end()).then(resolve, reject);
+        bare
+          .connect()
+          .then(() => bare.end())
+          .then(resolve, reject);
       });
       expect(await settled()).toBeGreaterThanOrEqual(2);
       const [row0, proc0] = [await onCpuMs(), schedstatMs()];
@@ -324,9 +348,11 @@ describe('a memory cgroup at its limit', () => {
       }
       // Distinct statements spread over the sessions, each leaving the CPU in pg_sleep.
       const runNew = (first: number, count: number) =>
-        Promise.all(clients.map(async (client, c) => {
-          for (let i = c; i < count; i += clients.length) await client.query(`${statementOfTerms(first + i, '*')}, pg_sleep(0.001)`);
-        }));
+        Promise.all(
+          clients.map(async (client, c) => {
+            for (let i = c; i < count; i += clients.length) await client.query(`${statementOfTerms(first + i, '*')}, pg_sleep(0.001)`);
+          }),
+        );
       await runNew(10, 600);
       await s.flush();
       await s.flush(); // the 600 now quiet for a flush
@@ -342,7 +368,9 @@ describe('a memory cgroup at its limit', () => {
       }
       expect((await s.flush()).error).toBeNull();
       const atLimit = await healthRow();
-      console.log(`at the limit: ${cgroup.failcnt() - failcnt} charges refused, dropped ${JSON.stringify(atLimit.dropped)}, queries ${JSON.stringify(atLimit.map_fill.queries)}`);
+      console.log(
+        `at the limit: ${cgroup.failcnt() - failcnt} charges refused, dropped ${JSON.stringify(atLimit.dropped)}, queries ${JSON.stringify(atLimit.map_fill.queries)}`,
+      );
       expect(cgroup.failcnt()).toBeGreaterThan(failcnt);
       expect(Number(atLimit.dropped.map_no_memory)).toBeGreaterThan(0);
       // Not "full": the map was far from its 8,192 keys.
@@ -359,7 +387,9 @@ describe('a memory cgroup at its limit', () => {
       await runNew(2000, 300);
       expect((await s.flush()).error).toBeNull();
       const healed = await healthRow();
-      console.log(`healed: dropped ${JSON.stringify(healed.dropped)}, queries ${JSON.stringify(healed.map_fill.queries)}, usage ${cgroup.usage()}, failcnt ${cgroup.failcnt()}`);
+      console.log(
+        `healed: dropped ${JSON.stringify(healed.dropped)}, queries ${JSON.stringify(healed.map_fill.queries)}, usage ${cgroup.usage()}, failcnt ${cgroup.failcnt()}`,
+      );
       expect(healed.map_fill.queries.evicted).toBeGreaterThanOrEqual(600);
       // At most one more refusal per CPU: a per-CPU cache the limit emptied is refilled only
       // when the next insert there finds it empty (kernel/bpf/memalloc.c), and that one fails.
@@ -409,7 +439,8 @@ describe('history', () => {
       ['backend_stats', 'pid, backend_start'],
     ] as const) {
       const mismatches = METRIC_COLUMNS.map(
-        ({ column: c }) => `(c.${c} IS DISTINCT FROM h.${c} AND abs(coalesce(c.${c}, 0) - coalesce(h.${c}, 0)) > 1e-6 * greatest(abs(c.${c}), 1))`,
+        ({ column: c }) =>
+          `(c.${c} IS DISTINCT FROM h.${c} AND abs(coalesce(c.${c}, 0) - coalesce(h.${c}, 0)) > 1e-6 * greatest(abs(c.${c}), 1))`,
       ).join(' OR ');
       const sums = METRIC_COLUMNS.map(({ column: c }) => `sum(${c}) AS ${c}`).join(', ');
       const { rows } = await admin.query(`
@@ -439,10 +470,9 @@ describe('history', () => {
     const { rows: pgss } = await admin.query("SELECT queryid, calls FROM pg_stat_statements WHERE query LIKE '%history_granule%'");
     expect(pgss).toHaveLength(1);
     expect(Number(pgss[0].calls)).toBe(n);
-    const { rows } = await admin.query(
-      'SELECT ts, calls FROM bpf_stats.query_stats_history WHERE queryid = $1 AND calls > 0 ORDER BY ts',
-      [pgss[0].queryid],
-    );
+    const { rows } = await admin.query('SELECT ts, calls FROM bpf_stats.query_stats_history WHERE queryid = $1 AND calls > 0 ORDER BY ts', [
+      pgss[0].queryid,
+    ]);
     expect(rows.reduce((sum, r) => sum + Number(r.calls), 0)).toBe(n);
     // ~4 s of periodic flushes every 200 ms, history every 1.5 s: 2 or 3 periodic rows and the explicit one.
     expect(rows.length).toBeGreaterThanOrEqual(2);
@@ -485,7 +515,10 @@ describe('history', () => {
     // A fresh database, so that no wider partitions of the earlier tests are around.
     await admin.query('CREATE DATABASE retention');
     // A heartbeat and history every flush: the background processes' rows go out every 250 ms as data to expire.
-    const s = await startSidecar({ historyRetentionMs: 3000, historyPartitionMs: 1000, intervalMs: 250, healthHeartbeatMs: 0, historyIntervalMs: 0 }, 'retention');
+    const s = await startSidecar(
+      { historyRetentionMs: 3000, historyPartitionMs: 1000, intervalMs: 250, healthHeartbeatMs: 0, historyIntervalMs: 0 },
+      'retention',
+    );
     const db = new pg.Client(cluster.connectionString('retention'));
     await db.connect();
     try {
@@ -495,12 +528,14 @@ describe('history', () => {
       expect(Number(first.n)).toBeGreaterThan(0);
       // Background processes keep producing rows every flush meanwhile.
       await new Promise((resolve) => setTimeout(resolve, 6000));
-      const { rows } = await db.query(`
+      const { rows } = await db.query(
+        `
         SELECT (SELECT count(*) FROM bpf_stats.backend_stats_history WHERE ts <= $1) AS old,
                (SELECT count(*) FROM bpf_stats.backend_stats_history WHERE ts > now() - interval '2 seconds') AS recent,
                (SELECT extract(epoch FROM now() - min(ts)) FROM bpf_stats.backend_stats_history) AS oldest_s,
                (SELECT count(*) FROM pg_inherits WHERE inhparent = 'bpf_stats.backend_stats_history'::regclass) AS partitions`,
-        [first.ts]);
+        [first.ts],
+      );
       expect(Number(rows[0].old)).toBe(0);
       expect(Number(rows[0].recent)).toBeGreaterThan(0);
       // retention + one partition + one maintenance period (a quarter partition) + a flush.
@@ -538,7 +573,10 @@ describe('history', () => {
       expect(covers(daily, now, now + 2 * 86_400)).toBe(true);
 
       // A row in the day after tomorrow: that partition is not empty and must survive.
-      await db.query(`INSERT INTO bpf_stats.query_stats_history (ts, userid, dbid, toplevel, queryid) VALUES (to_timestamp($1), 1, 1, true, 1)`, [daily[2]!.lo + 10]);
+      await db.query(
+        `INSERT INTO bpf_stats.query_stats_history (ts, userid, dbid, toplevel, queryid) VALUES (to_timestamp($1), 1, 1, true, 1)`,
+        [daily[2]!.lo + 10],
+      );
       await db.query("SELECT * FROM bpf_stats.maintain_history('1 hour', '600 seconds')");
       const after = await partitions();
       const later = Math.floor(Date.now() / 1000);

@@ -39,7 +39,12 @@ beforeAll(async () => {
   admin = new pg.Client(cluster.connectionString());
   await admin.connect();
   await admin.query('CREATE EXTENSION pg_stat_statements');
-  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['latency'], maxHistograms: CAPACITY });
+  sidecar = await Sidecar.start({
+    connectionString: cluster.connectionString(),
+    intervalMs: 3_600_000,
+    probeSets: ['latency'],
+    maxHistograms: CAPACITY,
+  });
 });
 
 afterAll(async () => {

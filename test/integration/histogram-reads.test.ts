@@ -58,7 +58,12 @@ describe('reading only the histograms that changed', () => {
   });
 
   it('reads the whole map when more histograms changed than hist_changes holds, and loses no observation', async () => {
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['latency'], maxHistogramChanges: 4 });
+    sidecar = await Sidecar.start({
+      connectionString: cluster.connectionString(),
+      intervalMs: 3_600_000,
+      probeSets: ['latency'],
+      maxHistogramChanges: 4,
+    });
     const many = Array.from({ length: 20 }, (_, i) => statement(i + 100));
     await run(many);
     await sidecar.flush();
@@ -160,7 +165,8 @@ describe('two new histograms in one switch', () => {
     // switch-out (a full CI run, and runs alone); two per CPU make it likelier.
     expect(rows[0].n).toBeGreaterThan(sqls.length / 10);
     expect(await latencyDisagreeing(admin, sqls)).toEqual([]);
-    const dropped = (await admin.query('SELECT dropped FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL', [process.pid])).rows[0].dropped;
+    const dropped = (await admin.query('SELECT dropped FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL', [process.pid])).rows[0]
+      .dropped;
     expect(dropped.histograms_full).toBe(0);
   });
 });

@@ -57,7 +57,9 @@ beforeAll(async () => {
   await admin.query('CREATE ROLE watcher LOGIN IN ROLE pg_monitor');
   await admin.query('CREATE DATABASE fresh');
   const mallory = await connectAs('mallory');
-  await mallory.query(`CREATE TABLE public.hijacked (what text, ran_as name DEFAULT current_user, at timestamptz DEFAULT clock_timestamp())`);
+  await mallory.query(
+    `CREATE TABLE public.hijacked (what text, ran_as name DEFAULT current_user, at timestamptz DEFAULT clock_timestamp())`,
+  );
   await mallory.query('GRANT INSERT ON public.hijacked TO PUBLIC');
   // bigint * interval: the catalog has only float8 * interval, so this exact match would win.
   await mallory.query(`CREATE FUNCTION public.mul(bigint, interval) RETURNS interval LANGUAGE plpgsql AS $$
@@ -135,7 +137,7 @@ describe('objects a plain role creates on the search path', () => {
     await mallory.query(`CREATE FUNCTION public.oid_ne(oid, integer) RETURNS boolean LANGUAGE plpgsql AS $$
       BEGIN INSERT INTO public.hijacked (what) VALUES ('oid <> integer'); RETURN $1 <> $2::oid; END $$`);
     await mallory.query('CREATE OPERATOR public.<> (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.oid_ne)');
-    await mallory.query("CREATE DOMAIN public.int8 AS numeric CHECK (VALUE > 0)");
+    await mallory.query('CREATE DOMAIN public.int8 AS numeric CHECK (VALUE > 0)');
     await mallory.end();
     // As an older version left them: a view column where the head has another, the row type in
     // another order.
@@ -159,7 +161,9 @@ describe('locks and long transactions another role holds', () => {
   it('a squatter on the collector lock does not make run refuse', async () => {
     const squatters = [await connectAs('mallory', 'fresh'), await connectAs('mallory')];
     for (const s of squatters) await s.query('SELECT pg_advisory_lock($1, 1)', [LOCK_CLASS]);
-    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('fresh'), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('fresh'), '--interval', '200ms'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += chunk));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -167,9 +171,13 @@ describe('locks and long transactions another role holds', () => {
       await expect.poll(() => stderr, { timeout: 30_000, interval: 100 }).toMatch(/attached probe sets/);
       const fresh = await connectAs('postgres', 'fresh');
       await expect
-        .poll(async () => (await fresh.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'")).rows[0].n, { timeout: 30_000 })
+        .poll(async () => (await fresh.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'")).rows[0].n, {
+          timeout: 30_000,
+        })
         .toBe(1);
-      await expect.poll(async () => (await fresh.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats')).rows[0].n, { timeout: 30_000 }).toBeGreaterThan(0);
+      await expect
+        .poll(async () => (await fresh.query('SELECT count(*)::int AS n FROM bpf_stats.backend_stats')).rows[0].n, { timeout: 30_000 })
+        .toBeGreaterThan(0);
       await fresh.end();
       expect(child.exitCode, stderr).toBeNull();
       expect(stderr).toMatch(/lock is held by backend \d+ \(role mallory\), which is not a collector: ignored/);
@@ -207,7 +215,9 @@ describe('locks and long transactions another role holds', () => {
       const failed = reports.filter((r) => r.error);
       expect(failed.map((r) => r.error)).toEqual([]);
       expect(reports.length).toBeGreaterThan(10);
-      const recent = await admin.query("SELECT count(*)::int AS n FROM bpf_stats.backend_stats_history WHERE ts > now() - interval '1.5 seconds'");
+      const recent = await admin.query(
+        "SELECT count(*)::int AS n FROM bpf_stats.backend_stats_history WHERE ts > now() - interval '1.5 seconds'",
+      );
       expect(recent.rows[0].n).toBeGreaterThan(0);
     } finally {
       await sidecar?.stop();
@@ -240,7 +250,10 @@ describe('locks and long transactions another role holds', () => {
       expect(result.killed, 'migrate still waiting after 40 s').toBe(false);
       expect(result.code, result.stderr).toBe(2);
       // Its log lines, then the failure in one line (no stack).
-      const lines = result.stderr.trim().split('\n').filter((l) => !/ INFO /.test(l));
+      const lines = result.stderr
+        .trim()
+        .split('\n')
+        .filter((l) => !/ INFO /.test(l));
       expect(lines, result.stderr).toHaveLength(1);
       expect(lines[0]).toMatch(/ERROR cannot bring the bpf_stats schema up to date: a lock on it stayed held for 10 s/);
     } finally {
@@ -261,7 +274,9 @@ describe('status messages on bpf_stats_status', () => {
     const mallory = await connectAs('mallory');
     try {
       const id = Number((await listener.query("SELECT bpf_stats.collect('{query}', interval '1 hour') AS id")).rows[0].id);
-      await expect.poll(() => seen.some((p) => JSON.parse(p).id === id && JSON.parse(p).status === 'running'), { timeout: 10_000 }).toBe(true);
+      await expect
+        .poll(() => seen.some((p) => JSON.parse(p).id === id && JSON.parse(p).status === 'running'), { timeout: 10_000 })
+        .toBe(true);
       const forged = JSON.stringify({ id, status: 'done' });
       await mallory.query(`SELECT pg_notify('bpf_stats_status', $1)`, [forged]);
       await expect.poll(() => seen.includes(forged), { timeout: 5000 }).toBe(true);

@@ -55,7 +55,9 @@ describe('rows rewritten by every flush', () => {
       );
       return rows as Array<{ relname: string; updates: number; hot: number }>;
     };
-    await expect.poll(async () => (await counts()).find((r) => r.relname === 'query_histograms')?.updates ?? 0, { timeout: 10_000 }).toBeGreaterThanOrEqual(5 * 100);
+    await expect
+      .poll(async () => (await counts()).find((r) => r.relname === 'query_histograms')?.updates ?? 0, { timeout: 10_000 })
+      .toBeGreaterThanOrEqual(5 * 100);
     const rows = await counts();
     console.log(`HOT updates: ${rows.map((r) => `${r.relname} ${r.hot} of ${r.updates}`).join(', ')}`);
     expect(rows.map((r) => r.relname)).toEqual([...TABLES].sort());
@@ -69,6 +71,9 @@ describe('rows rewritten by every flush', () => {
     const backends = byName.get('backend_stats')!;
     const exited = Number((await admin.query('SELECT count(*) AS n FROM bpf_stats.backend_stats WHERE exited_at IS NOT NULL')).rows[0].n);
     expect(backends.updates).toBeGreaterThan(exited);
-    expect(backends.updates - backends.hot, `backend_stats: ${backends.hot} of ${backends.updates} updates HOT, ${exited} rows closed`).toBeLessThanOrEqual(exited);
+    expect(
+      backends.updates - backends.hot,
+      `backend_stats: ${backends.hot} of ${backends.updates} updates HOT, ${exited} rows closed`,
+    ).toBeLessThanOrEqual(exited);
   });
 });

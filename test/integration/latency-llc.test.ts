@@ -140,15 +140,24 @@ describe('statement latency (latency set)', () => {
     await admin.query('CREATE TABLE copy_target (id int)');
     // psql sends rows as it reads them: the backend sleeps on ClientRead inside the COPY
     // (state active) until the rest arrives 300 ms later.
-    const psql = spawn('psql', ['-X', '-q', '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-c', 'COPY copy_target FROM STDIN', 'postgres'], {
-      stdio: ['pipe', 'ignore', 'inherit'],
-      env: cluster.clientEnv(),
-    });
+    const psql = spawn(
+      'psql',
+      ['-X', '-q', '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-c', 'COPY copy_target FROM STDIN', 'postgres'],
+      {
+        stdio: ['pipe', 'ignore', 'inherit'],
+        env: cluster.clientEnv(),
+      },
+    );
     const exited = new Promise((resolve) => psql.on('exit', resolve));
     psql.stdin!.write('1\n2\n');
     // From the moment the COPY is running (psql needs a while to connect on a busy machine).
     await expect
-      .poll(async () => (await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'COPY copy_target%' AND state = 'active'")).rows[0].n, { timeout: 10_000, interval: 20 })
+      .poll(
+        async () =>
+          (await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'COPY copy_target%' AND state = 'active'"))
+            .rows[0].n,
+        { timeout: 10_000, interval: 20 },
+      )
       .toBe(1);
     await new Promise((resolve) => setTimeout(resolve, 300));
     psql.stdin!.end('3\n\\.\n');
@@ -162,7 +171,7 @@ describe('statement latency (latency set)', () => {
 });
 
 describe('run-queue latency histogram (sched set)', () => {
-  it('has the waits a CPU hog pinned to the backend\'s CPU causes, matching /proc/<pid>/schedstat', async () => {
+  it("has the waits a CPU hog pinned to the backend's CPU causes, matching /proc/<pid>/schedstat", async () => {
     await session(async (c, pid) => {
       const pin = spawn('taskset', ['-p', '-c', '0', String(pid)], { stdio: 'ignore' });
       await new Promise((resolve) => pin.on('exit', resolve));
@@ -204,7 +213,13 @@ describe('run-queue latency histogram (sched set)', () => {
         // before the backend gets the CPU back. Weighted by time, since this shared machine
         // adds many short waits (other tasks' wakeups) that hold little of the time.
         const timeIn = (fromUs: number, toUs: number) =>
-          counts.reduce((sum, c, i) => (KERNEL_LAYOUT.lowerUs(i) >= fromUs && KERNEL_LAYOUT.lowerUs(i) < toUs ? sum + c * (KERNEL_LAYOUT.lowerUs(i) + upperUs(i)) / 2 : sum), 0);
+          counts.reduce(
+            (sum, c, i) =>
+              KERNEL_LAYOUT.lowerUs(i) >= fromUs && KERNEL_LAYOUT.lowerUs(i) < toUs
+                ? sum + (c * (KERNEL_LAYOUT.lowerUs(i) + upperUs(i))) / 2
+                : sum,
+            0,
+          );
         const share = timeIn(1024, 16_384) / timeIn(0, Infinity);
         expect(share, `share of the wait in 1-16 ms waits: ${share}, counts ${JSON.stringify(counts)}`).toBeGreaterThan(0.7);
         expect(row.max_ms).toBeGreaterThan(1);
@@ -216,7 +231,7 @@ describe('run-queue latency histogram (sched set)', () => {
 });
 
 describe('llc set (proven with software page-fault events: the plumbing, not the PMU)', () => {
-  it('is refused with the PMU probe\'s reason when the host has no hardware PMU, and check says the same', async () => {
+  it("is refused with the PMU probe's reason when the host has no hardware PMU, and check says the same", async () => {
     const pmu = loadNative().probePerfEvent(0, 3).ok; // PERF_TYPE_HARDWARE, cache-misses
     // A server of its own: this file's collector runs on `cluster`, and a second one is refused there.
     const own = await ThrowawayCluster.start();
@@ -239,12 +254,17 @@ describe('llc set (proven with software page-fault events: the plumbing, not the
     await session(async (c, pid) => {
       await c.query("SET work_mem = '128MB'");
       await sidecar.flush();
-      const base = await admin.query('SELECT llc_references, llc_misses FROM bpf_stats.backend_stats WHERE pid = $1 AND exited_at IS NULL', [pid]);
+      const base = await admin.query(
+        'SELECT llc_references, llc_misses FROM bpf_stats.backend_stats WHERE pid = $1 AND exited_at IS NULL',
+        [pid],
+      );
       const before = faults(pid);
       await c.query('SELECT count(*) FROM (SELECT g FROM generate_series(1, 1500000) g ORDER BY g DESC) s');
       const after = faults(pid);
       await sidecar.flush();
-      const now = await admin.query('SELECT llc_references, llc_misses FROM bpf_stats.backend_stats WHERE pid = $1 AND exited_at IS NULL', [pid]);
+      const now = await admin.query('SELECT llc_references, llc_misses FROM bpf_stats.backend_stats WHERE pid = $1 AND exited_at IS NULL', [
+        pid,
+      ]);
       const all = after.minflt + after.majflt - before.minflt - before.majflt;
       const minor = after.minflt - before.minflt;
       expect(all).toBeGreaterThan(1000);
@@ -266,7 +286,7 @@ describe('bpf_stats.hist_quantile', () => {
   const q = async (counts: number[], p: number, max: number) =>
     (await admin.query('SELECT bpf_stats.hist_quantile($1::bigint[], $2, $3) AS v', [counts, p, max])).rows[0].v as number | null;
 
-  it('finds the quantile\'s log-linear bucket, interpolates inside it and never exceeds the max', async () => {
+  it("finds the quantile's log-linear bucket, interpolates inside it and never exceeds the max", async () => {
     // 10 observations in [1024, 1152) us (slot 64) and 10 in [8192, 9216) us (slot 88).
     const counts = Array.from({ length: 256 }, (_, i) => (i === 64 || i === 88 ? 10 : 0));
     expect(KERNEL_LAYOUT.lowerUs(64)).toBe(1024);
@@ -296,7 +316,7 @@ describe('bpf_stats.hist_quantile', () => {
 
   it('computes what quantileUs computes, and hist_buckets shows the bounds of the layout', async () => {
     let seed = 11;
-    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     for (let round = 0; round < 20; round++) {
       const counts = Array.from({ length: 256 }, () => (rnd() < 0.15 ? Math.floor(rnd() * 50) : 0));
       let top = counts.length - 1;

@@ -70,7 +70,10 @@ async function waits(statements: Array<{ normalized: string }>): Promise<number[
 }
 
 async function refused(): Promise<number> {
-  const { rows } = await admin.query(`SELECT (dropped ->> 'lock_waits_full')::int AS n FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
+  const { rows } = await admin.query(
+    `SELECT (dropped ->> 'lock_waits_full')::int AS n FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`,
+    [process.pid],
+  );
   expect(rows).toHaveLength(1);
   return rows[0].n ?? 0;
 }
@@ -81,7 +84,12 @@ beforeAll(async () => {
   await admin.query('CREATE EXTENSION pg_stat_statements');
   await admin.query('CREATE TABLE accounts (id int PRIMARY KEY, balance bigint)');
   await admin.query('INSERT INTO accounts VALUES (1, 0)');
-  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['locks'], maxLockWaits: CAPACITY });
+  sidecar = await Sidecar.start({
+    connectionString: cluster.connectionString(),
+    intervalMs: 3_600_000,
+    probeSets: ['locks'],
+    maxLockWaits: CAPACITY,
+  });
 });
 
 afterAll(async () => {

@@ -108,7 +108,9 @@ for (const target of TARGETS) {
       const names = new Set(sidecar.target.usdt.map((n) => n.name));
       expect(names.has('lock__wait__start') && names.has('lwlock__wait__start')).toBe(target.usdt);
       // The default sets this server can run (aio only on 18 with io workers).
-      const defaults = Object.values(PROBE_SETS).filter((s) => s.default && !(s.whereSupported && sidecar.unsupportedReason(s.name))).map((s) => s.name);
+      const defaults = Object.values(PROBE_SETS)
+        .filter((s) => s.default && !(s.whereSupported && sidecar.unsupportedReason(s.name)))
+        .map((s) => s.name);
       expect(sidecar.attached().sort()).toEqual([...defaults, 'locks', 'lwlock', 'spinlock'].sort());
     });
 
@@ -184,7 +186,11 @@ for (const target of TARGETS) {
           )
         ).rows[0].waits as number;
       const before = await zero();
-      const { waited, seen } = await contend(['BEGIN', 'LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE'], 'SELECT count(*) FROM accounts', 300);
+      const { waited, seen } = await contend(
+        ['BEGIN', 'LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE'],
+        'SELECT count(*) FROM accounts',
+        300,
+      );
       expect(seen).toEqual({ locktype: 'relation', mode: 'AccessShareLock', relation: 'accounts' });
       await sidecar.flush();
       const id = await queryid('SELECT count(*) FROM accounts');
@@ -266,9 +272,11 @@ for (const target of TARGETS) {
         await Promise.all(clients.map((c) => c.end()));
       }
       await sidecar.flush();
-      const id = await queryid("INSERT INTO hot SELECT g, repeat($1, $2) FROM generate_series($3, $4) g");
+      const id = await queryid('INSERT INTO hot SELECT g, repeat($1, $2) FROM generate_series($3, $4) g');
 
-      const lw = (await admin.query('SELECT tranche, mode, waits, wait_time_ms FROM bpf_stats.query_lwlock_detail WHERE queryid = $1', [id])).rows;
+      const lw = (
+        await admin.query('SELECT tranche, mode, waits, wait_time_ms FROM bpf_stats.query_lwlock_detail WHERE queryid = $1', [id])
+      ).rows;
       const tranches = new Set(lw.map((r) => r.tranche));
       const often = [...sampledTranches].filter(([, n]) => n >= 3).map(([name]) => name);
       expect(often.length, `pg_stat_activity showed LWLock waits (${JSON.stringify([...sampledTranches])})`).toBeGreaterThan(0);

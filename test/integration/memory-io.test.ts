@@ -50,7 +50,10 @@ function statsFor(pattern: string) {
 }
 
 async function backendThrottle(pid: number): Promise<number> {
-  const { rows } = await admin.query('SELECT writeback_throttle_ms FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start DESC LIMIT 1', [pid]);
+  const { rows } = await admin.query(
+    'SELECT writeback_throttle_ms FROM bpf_stats.backend_stats WHERE pid = $1 ORDER BY backend_start DESC LIMIT 1',
+    [pid],
+  );
   expect(rows).toHaveLength(1);
   return rows[0].writeback_throttle_ms;
 }
@@ -124,7 +127,7 @@ function pausedMs(events: TraceEvent[]): number {
  * read of it comes from the disk; the rest of the host's cache is left alone.
  */
 function evictTable(): void {
-  expect(evictFromPageCache(coldPath), "bytes of the relation still cached").toBe(0);
+  expect(evictFromPageCache(coldPath), 'bytes of the relation still cached').toBe(0);
 }
 
 /** "major,minor" of the block device holding `path`, as block events print it. */
@@ -198,10 +201,12 @@ describe('memory and IO families on a real cluster', () => {
         const row = await statsFor('SELECT count(*) FROM cold');
         const read = Number(row.blk_read_bytes);
         const observed = ioLatencyObservations(BigInt(row.queryid));
-        console.log(`cold scan ${run}: relation ${relationBytes} B; blk_read_bytes ${read} in ${row.blk_read_ios} requests so far, ` +
-          `ftrace ${tracedBytes} B over ${tracedRequests} (${traced.elsewhere} of ${traced.requests} completed in another task's context); ` +
-          `completions no BPF program saw: ${unseen.requests} pending (${unseen.bytes} B), ${Number(row.blk_read_ios) - observed} charged late; ` +
-          `io_wait_ms ${row.io_wait_ms.toFixed(1)}`);
+        console.log(
+          `cold scan ${run}: relation ${relationBytes} B; blk_read_bytes ${read} in ${row.blk_read_ios} requests so far, ` +
+            `ftrace ${tracedBytes} B over ${tracedRequests} (${traced.elsewhere} of ${traced.requests} completed in another task's context); ` +
+            `completions no BPF program saw: ${unseen.requests} pending (${unseen.bytes} B), ${Number(row.blk_read_ios) - observed} charged late; ` +
+            `io_wait_ms ${row.io_wait_ms.toFixed(1)}`,
+        );
         // The whole relation had to come from the disk (shared_buffers empty, page cache
         // dropped), and not much more: readahead stops at the end of the file, so the slack is
         // the few catalog and free-space-map pages the executor touched.
@@ -259,7 +264,7 @@ describe('memory and IO families on a real cluster', () => {
       const trace = TraceInstance.create('pgbpf-wr', ['block/block_io_start', 'block/block_rq_complete'], 8192);
       let events: TraceEvent[];
       try {
-        await client.query("INSERT INTO journal SELECT g, md5(g::text) FROM generate_series(1, 20000) g");
+        await client.query('INSERT INTO journal SELECT g, md5(g::text) FROM generate_series(1, 20000) g');
       } finally {
         events = trace.stop();
       }
@@ -267,8 +272,10 @@ describe('memory and IO families on a real cluster', () => {
       const unseen = unseenCompletions(pid);
       const row = await statsFor('INSERT INTO journal SELECT g, md5(g::text) FROM generate_series($1, $2) g');
       const written = Number(row.blk_write_bytes) + unseen.bytes;
-      console.log(`commit: blk_write_bytes ${written} in ${row.blk_write_ios} requests, ftrace ${traced.bytes} B over ${traced.requests} requests ` +
-        `(${traced.elsewhere} completed in another task's context)`);
+      console.log(
+        `commit: blk_write_bytes ${written} in ${row.blk_write_ios} requests, ftrace ${traced.bytes} B over ${traced.requests} requests ` +
+          `(${traced.elsewhere} completed in another task's context)`,
+      );
       // The commit's fdatasync wrote at least one WAL page from this backend.
       expect(traced.bytes).toBeGreaterThanOrEqual(8192);
       expect(Math.abs(written - traced.bytes)).toBeLessThan(0.01 * traced.bytes + 64 * 1024);
@@ -300,9 +307,11 @@ describe('memory and IO families on a real cluster', () => {
 
       const row = await statsFor('SELECT sum(length(pad)) FROM cold');
       const pages = Number(row.reclaim_pages);
-      console.log(`memcg ${limit / MB} MB, relation ${(relationBytes / MB).toFixed(0)} MB, memcg grew ${(grown / MB).toFixed(1)} MB, ` +
-        `limit hit ${cgroup.failcnt() - failsBefore} times: reclaim_pages ${pages} (expected ~${expected.toFixed(0)}), ` +
-        `reclaim_ms ${row.reclaim_ms.toFixed(1)} of ${wallMs.toFixed(0)} ms wall, on_cpu_ms ${row.on_cpu_ms.toFixed(1)}`);
+      console.log(
+        `memcg ${limit / MB} MB, relation ${(relationBytes / MB).toFixed(0)} MB, memcg grew ${(grown / MB).toFixed(1)} MB, ` +
+          `limit hit ${cgroup.failcnt() - failsBefore} times: reclaim_pages ${pages} (expected ~${expected.toFixed(0)}), ` +
+          `reclaim_ms ${row.reclaim_ms.toFixed(1)} of ${wallMs.toFixed(0)} ms wall, on_cpu_ms ${row.on_cpu_ms.toFixed(1)}`,
+      );
       expect(cgroup.failcnt()).toBeGreaterThan(failsBefore);
       // Pages reclaimed = pages charged (the relation, plus a little private memory) - growth.
       // Pages the eviction could not drop (another cgroup still had them cached) are never
@@ -357,7 +366,10 @@ describe('memory and IO families on a real cluster', () => {
     } finally {
       // Writing a ratio resets the bytes form and vice versa: restore whichever was in force.
       writeFileSync(`/proc/sys/vm/${dirtyBytes !== '0' ? 'dirty_bytes' : 'dirty_ratio'}`, dirtyBytes !== '0' ? dirtyBytes : dirtyRatio);
-      writeFileSync(`/proc/sys/vm/${backgroundBytes !== '0' ? 'dirty_background_bytes' : 'dirty_background_ratio'}`, backgroundBytes !== '0' ? backgroundBytes : backgroundRatio);
+      writeFileSync(
+        `/proc/sys/vm/${backgroundBytes !== '0' ? 'dirty_background_bytes' : 'dirty_background_ratio'}`,
+        backgroundBytes !== '0' ? backgroundBytes : backgroundRatio,
+      );
       events = trace.stop();
       await client.end();
     }
@@ -365,8 +377,10 @@ describe('memory and IO families on a real cluster', () => {
     const row = await statsFor('INSERT INTO dirty SELECT g, repeat($1, $2) FROM generate_series($3, $4) g');
     const queryMs = row.writeback_throttle_ms - queryBefore;
     const backendMs = (await backendThrottle(pid)) - backendBefore;
-    console.log(`writer (${runs} runs): writeback_throttle_ms query ${queryMs.toFixed(1)}, backend ${backendMs.toFixed(1)}; ftrace pauses ${paused} ms in ` +
-      `${events.length} rounds; io_wait_ms ${row.io_wait_ms.toFixed(1)}, wall ${wallMs.toFixed(0)} ms`);
+    console.log(
+      `writer (${runs} runs): writeback_throttle_ms query ${queryMs.toFixed(1)}, backend ${backendMs.toFixed(1)}; ftrace pauses ${paused} ms in ` +
+        `${events.length} rounds; io_wait_ms ${row.io_wait_ms.toFixed(1)}, wall ${wallMs.toFixed(0)} ms`,
+    );
     expect(paused, 'the kernel throttled the writer').toBeGreaterThan(20);
     // Each pause is a whole number of jiffies, which ftrace prints in ms: equal up to rounding.
     expect(Math.abs(backendMs - paused)).toBeLessThan(0.02 * paused + 8);

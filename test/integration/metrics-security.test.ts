@@ -66,7 +66,9 @@ function scrape(auth?: string): Promise<{ status: number; body: string }> {
 }
 
 async function promQuery(query: string): Promise<Array<{ metric: Record<string, string>; value: [number, string] }>> {
-  const body = (await (await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(query)}`)).json()) as { data: { result: Array<{ metric: Record<string, string>; value: [number, string] }> } };
+  const body = (await (await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(query)}`)).json()) as {
+    data: { result: Array<{ metric: Record<string, string>; value: [number, string] }> };
+  };
   return body.data.result;
 }
 
@@ -79,14 +81,60 @@ beforeAll(async () => {
   await admin.query('CREATE ROLE app LOGIN');
   await admin.end();
   // A self-signed certificate for 127.0.0.1, made here.
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-  writeFileSync(join(dir, 'web.yml'), `tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prometheus: ${bcrypt.hashSync(SCRAPE_PASSWORD, 10)}\n`);
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
+  writeFileSync(
+    join(dir, 'web.yml'),
+    `tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prometheus: ${bcrypt.hashSync(SCRAPE_PASSWORD, 10)}\n`,
+  );
   // `:0`: no host, so the loopback address; the port is whatever is free.
-  collector = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '500ms', '--probes', 'query', '--metrics-address', ':0', '--web.config.file', join(dir, 'web.yml'), '--metrics-query-text'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  collector = spawn(
+    process.execPath,
+    [
+      cli,
+      'run',
+      '--dsn',
+      cluster.connectionString(),
+      '--interval',
+      '500ms',
+      '--probes',
+      'query',
+      '--metrics-address',
+      ':0',
+      '--web.config.file',
+      join(dir, 'web.yml'),
+      '--metrics-query-text',
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   collector.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-  port = Number(await until('the metrics address in the log', async () => /metrics at https:\/\/127\.0\.0\.1:(\d+)\/metrics \(basic auth, with query text\)/.exec(log)?.[1]));
+  port = Number(
+    await until(
+      'the metrics address in the log',
+      async () => /metrics at https:\/\/127\.0\.0\.1:(\d+)\/metrics \(basic auth, with query text\)/.exec(log)?.[1],
+    ),
+  );
 });
 
 afterAll(async () => {
@@ -99,7 +147,11 @@ afterAll(async () => {
 describe('/metrics with --web.config.file', () => {
   it('listens on the loopback address only when no host is given', () => {
     // /proc/net/tcp: local address in hex, little-endian; state 0A is LISTEN.
-    const listening = readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1).map((l) => l.trim().split(/\s+/)).filter((f) => f[3] === '0A' && f[1]?.endsWith(`:${port.toString(16).toUpperCase().padStart(4, '0')}`));
+    const listening = readFileSync('/proc/net/tcp', 'utf8')
+      .split('\n')
+      .slice(1)
+      .map((l) => l.trim().split(/\s+/))
+      .filter((f) => f[3] === '0A' && f[1]?.endsWith(`:${port.toString(16).toUpperCase().padStart(4, '0')}`));
     expect(listening.map((f) => f[1])).toEqual([`0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`]);
     const v6 = readFileSync('/proc/net/tcp6', 'utf8');
     expect(v6).not.toContain(`:${port.toString(16).toUpperCase().padStart(4, '0')} 00000000000000000000000000000000:0000 0A`);
@@ -138,13 +190,26 @@ scrape_configs:
     static_configs: [{ targets: ${target} }]
 `,
     );
-    prometheus = spawn('prometheus', [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${promPort}`], { stdio: 'ignore' });
+    prometheus = spawn(
+      'prometheus',
+      [
+        `--config.file=${join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${promPort}`,
+      ],
+      { stdio: 'ignore' },
+    );
     await until('Prometheus ready', async () => (await fetch(`${promUrl}/-/ready`)).ok);
     await until('both jobs scraped', async () => (await promQuery('up')).length === 2);
-    await until('the collector up, seen through Prometheus', async () => (await promQuery('pg_bpf_stats_up{job="with_password"}'))[0]?.value[1] === '1');
+    await until(
+      'the collector up, seen through Prometheus',
+      async () => (await promQuery('pg_bpf_stats_up{job="with_password"}'))[0]?.value[1] === '1',
+    );
     const up = Object.fromEntries((await promQuery('up')).map((r) => [r.metric.job, r.value[1]]));
     expect(up).toEqual({ with_password: '1', without_password: '0' });
-    const targets = (await (await fetch(`${promUrl}/api/v1/targets`)).json()) as { data: { activeTargets: Array<{ labels: { job: string }; lastError: string }> } };
+    const targets = (await (await fetch(`${promUrl}/api/v1/targets`)).json()) as {
+      data: { activeTargets: Array<{ labels: { job: string }; lastError: string }> };
+    };
     expect(targets.data.activeTargets.find((t) => t.labels.job === 'without_password')?.lastError).toMatch(/401/);
     expect(await promQuery('pg_bpf_stats_up{job="without_password"}')).toEqual([]);
   });
@@ -158,13 +223,22 @@ scrape_configs:
         await admin.query('SELECT count(*) FROM generate_series(1, 1000) AS metrics_security_workload');
       }
       // Ground truth: pg_stat_statements keeps the password in the statement's text.
-      const { rows } = await admin.query<{ queryid: string; query: string }>("SELECT queryid::text, query FROM pg_stat_statements WHERE query LIKE 'ALTER ROLE app PASSWORD%'");
+      const { rows } = await admin.query<{ queryid: string; query: string }>(
+        "SELECT queryid::text, query FROM pg_stat_statements WHERE query LIKE 'ALTER ROLE app PASSWORD%'",
+      );
       expect(rows).toHaveLength(1);
       expect(rows[0]!.query).toContain(ROLE_PASSWORD);
-      const { rows: plain } = await admin.query<{ queryid: string }>("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%metrics_security_workload%' AND query NOT LIKE '%pg_stat_statements%'");
+      const { rows: plain } = await admin.query<{ queryid: string }>(
+        "SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%metrics_security_workload%' AND query NOT LIKE '%pg_stat_statements%'",
+      );
       const body = await until('both statements in the info metric', async () => {
         const s = (await scrape(`prometheus:${SCRAPE_PASSWORD}`)).body;
-        return s.includes(`queryid="${rows[0]!.queryid}"`) && s.includes(`pg_bpf_query_info{queryid="${plain[0]!.queryid}"`) && s.includes(`pg_bpf_query_info{queryid="${rows[0]!.queryid}`) && s;
+        return (
+          s.includes(`queryid="${rows[0]!.queryid}"`) &&
+          s.includes(`pg_bpf_query_info{queryid="${plain[0]!.queryid}"`) &&
+          s.includes(`pg_bpf_query_info{queryid="${rows[0]!.queryid}`) &&
+          s
+        );
       });
       const info = body.split('\n').filter((l) => l.startsWith('pg_bpf_query_info{'));
       expect(info.find((l) => l.includes(`queryid="${rows[0]!.queryid}"`))).toContain('query="(not shown: it may contain a password)"');
@@ -180,11 +254,15 @@ scrape_configs:
     await admin.connect();
     try {
       await admin.query(`ALTER ROLE app PASSWORD '${ROLE_PASSWORD}'`);
-      const { rows } = await admin.query<{ queryid: string }>("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE 'ALTER ROLE app PASSWORD%'");
+      const { rows } = await admin.query<{ queryid: string }>(
+        "SELECT queryid::text FROM pg_stat_statements WHERE query LIKE 'ALTER ROLE app PASSWORD%'",
+      );
       expect(rows).toHaveLength(1);
       // The collector's flushes write the texts of the statements they have figures for.
       const stored = await until('the statement in bpf_stats.query_texts', async () => {
-        const { rows: texts } = await admin.query<{ query: string }>('SELECT query FROM bpf_stats.query_texts WHERE queryid = $1::int8', [rows[0]!.queryid]);
+        const { rows: texts } = await admin.query<{ query: string }>('SELECT query FROM bpf_stats.query_texts WHERE queryid = $1::int8', [
+          rows[0]!.queryid,
+        ]);
         return texts.length > 0 && texts;
       });
       expect(stored.map((t) => t.query)).toEqual(['(not shown: it may contain a password)']);

@@ -21,26 +21,70 @@ const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'i
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-client-certs-'));
   const selfSigned = (name: string, cn: string, ...extra: string[]) =>
-    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', file(`${name}.key`), '-out', file(`${name}.pem`), '-days', '1', '-subj', `/CN=${cn}`, ...extra);
+    openssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      file(`${name}.key`),
+      '-out',
+      file(`${name}.pem`),
+      '-days',
+      '1',
+      '-subj',
+      `/CN=${cn}`,
+      ...extra,
+    );
   selfSigned('server', '127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1');
   selfSigned('ca', 'test ca');
   selfSigned('rogue', 'rogue client');
   openssl('req', '-new', '-newkey', 'rsa:2048', '-nodes', '-keyout', file('client.key'), '-out', file('client.csr'), '-subj', '/CN=client');
-  openssl('x509', '-req', '-in', file('client.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key'), '-CAcreateserial', '-out', file('client.pem'), '-days', '1');
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    file('client.csr'),
+    '-CA',
+    file('ca.pem'),
+    '-CAkey',
+    file('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    file('client.pem'),
+    '-days',
+    '1',
+  );
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** An exporter with this client_auth_type (no database: /metrics answers with what it has). */
 async function exporter(clientAuth: string): Promise<PrometheusExporter> {
-  writeFileSync(file('web.yml'), `tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n  client_auth_type: ${clientAuth}\n  client_ca_file: ca.pem\n`);
-  return PrometheusExporter.listen({ address: { host: '127.0.0.1', port: 0 }, connectionString: undefined, webConfig: readWebConfig(file('web.yml')), log: () => undefined });
+  writeFileSync(
+    file('web.yml'),
+    `tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n  client_auth_type: ${clientAuth}\n  client_ca_file: ca.pem\n`,
+  );
+  return PrometheusExporter.listen({
+    address: { host: '127.0.0.1', port: 0 },
+    connectionString: undefined,
+    webConfig: readWebConfig(file('web.yml')),
+    log: () => undefined,
+  });
 }
 
 /** GET /metrics's status with this client certificate (none: undefined); 0 when the TLS handshake is refused. */
 function status(port: number, client?: 'client' | 'rogue'): Promise<number> {
   return new Promise((resolve) => {
     const req = request(
-      { host: '127.0.0.1', port, path: '/metrics', ca: readFileSync(file('server.pem')), agent: false, ...(client && { cert: readFileSync(file(`${client}.pem`)), key: readFileSync(file(`${client}.key`)) }) },
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/metrics',
+        ca: readFileSync(file('server.pem')),
+        agent: false,
+        ...(client && { cert: readFileSync(file(`${client}.pem`)), key: readFileSync(file(`${client}.key`)) }),
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode ?? 0));
@@ -89,8 +133,16 @@ describe('client_auth_type', () => {
 describe('basic authentication while every bcrypt check is in use', () => {
   it('answers 503 with Retry-After to credentials it did not check, not 401', async () => {
     writeFileSync(file('auth.yml'), `basic_auth_users:\n  prometheus: ${bcrypt.hashSync('right horse', 12)}\n`);
-    const e = await PrometheusExporter.listen({ address: { host: '127.0.0.1', port: 0 }, connectionString: undefined, webConfig: readWebConfig(file('auth.yml')), log: () => undefined });
-    const get = (password: string) => fetch(`http://127.0.0.1:${e.address.port}/metrics`, { headers: { Authorization: `Basic ${Buffer.from(`prometheus:${password}`).toString('base64')}` } });
+    const e = await PrometheusExporter.listen({
+      address: { host: '127.0.0.1', port: 0 },
+      connectionString: undefined,
+      webConfig: readWebConfig(file('auth.yml')),
+      log: () => undefined,
+    });
+    const get = (password: string) =>
+      fetch(`http://127.0.0.1:${e.address.port}/metrics`, {
+        headers: { Authorization: `Basic ${Buffer.from(`prometheus:${password}`).toString('base64')}` },
+      });
     try {
       // Two guesses take both checks (cost 12: long enough to still run when the third arrives).
       const guesses = [get('guess 1'), get('guess 2')];

@@ -27,7 +27,9 @@ afterAll(async () => {
 
 /** The transaction that last wrote bpf_stats.activity's rule (CREATE OR REPLACE VIEW writes it). */
 async function viewWrittenBy(): Promise<string> {
-  const { rows } = await client.query<{ xmin: string }>("SELECT xmin::text FROM pg_rewrite WHERE ev_class = 'bpf_stats.activity'::regclass");
+  const { rows } = await client.query<{ xmin: string }>(
+    "SELECT xmin::text FROM pg_rewrite WHERE ev_class = 'bpf_stats.activity'::regclass",
+  );
   return rows[0]!.xmin;
 }
 
@@ -75,9 +77,11 @@ describe('migrateSchema', () => {
     }
   });
 
-  it('re-creates the views when an installed one has columns CREATE OR REPLACE cannot change, keeping a DBA\'s grants', async () => {
+  it("re-creates the views when an installed one has columns CREATE OR REPLACE cannot change, keeping a DBA's grants", async () => {
     await migrateSchema(client);
-    const { rows: wanted } = await client.query<{ attname: string }>("SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attnum > 0 ORDER BY attnum");
+    const { rows: wanted } = await client.query<{ attname: string }>(
+      "SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attnum > 0 ORDER BY attnum",
+    );
     // As an older version left it: a column where the head has another (query_locks depends on
     // query_lock_detail, so views depend on each other too).
     await client.query(`DROP VIEW bpf_stats.query_time;
@@ -88,7 +92,9 @@ describe('migrateSchema', () => {
     const said: string[] = [];
     await migrateSchema(client, (line) => said.push(line));
     expect(said.join('\n')).toMatch(/re-creating the bpf_stats views: cannot change name of view column "older_column"/);
-    const { rows: columns } = await client.query<{ attname: string }>("SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attnum > 0 ORDER BY attnum");
+    const { rows: columns } = await client.query<{ attname: string }>(
+      "SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attnum > 0 ORDER BY attnum",
+    );
     expect(columns).toEqual(wanted);
     const { rows: grants } = await client.query<{ view: string; reader: boolean; monitor: boolean; public: boolean }>(
       `SELECT v AS view, has_table_privilege('dashboard_reader', 'bpf_stats.' || v, 'SELECT') AS reader,
@@ -110,19 +116,28 @@ describe('migrateSchema', () => {
       CREATE VIEW public.my_io AS SELECT * FROM bpf_stats.query_io;
       COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
     try {
-      const error = await migrateSchema(client).then(() => null, (e: unknown) => e);
+      const error = await migrateSchema(client).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(UserError);
-      expect((error as Error).message).toMatch(/^cannot re-create the bpf_stats views whose columns change in this version: .*view my_io depends on view bpf_stats.query_io.*; drop it, run `pg-bpf-stats migrate`, then create it again$/);
+      expect((error as Error).message).toMatch(
+        /^cannot re-create the bpf_stats views whose columns change in this version: .*view my_io depends on view bpf_stats.query_io.*; drop it, run `pg-bpf-stats migrate`, then create it again$/,
+      );
       expect((error as Error).message).not.toContain('\n');
       // Rolled back: the older view and the comment are as they were.
-      const { rows } = await client.query("SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_io'::regclass AND attnum > 0 ORDER BY attnum");
+      const { rows } = await client.query(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'bpf_stats.query_io'::regclass AND attnum > 0 ORDER BY attnum",
+      );
       expect(rows.map((r) => r.attname)).toEqual(['node', 'older_column']);
       expect(await schemaComment()).toBe('pg-bpf-stats: an older version');
     } finally {
       await client.query('DROP VIEW public.my_io');
     }
     await migrateSchema(client);
-    const { rows } = await client.query("SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = 'bpf_stats.query_io'::regclass AND attname = 'older_column'");
+    const { rows } = await client.query(
+      "SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = 'bpf_stats.query_io'::regclass AND attname = 'older_column'",
+    );
     expect(rows[0].n).toBe(0);
   });
 
@@ -163,9 +178,14 @@ describe('migrateSchema', () => {
       CREATE FUNCTION public.sum_increments(bpf_stats.query_increments) RETURNS float8 LANGUAGE sql AS 'SELECT $1.total_time_ms';
       COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
     try {
-      const error = await migrateSchema(client).then(() => null, (e: unknown) => e);
+      const error = await migrateSchema(client).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(UserError);
-      expect((error as Error).message).toMatch(/^cannot rebuild bpf_stats.query_increments for this version's metric columns: .*(column row of table kept_increments|function sum_increments\(bpf_stats.query_increments\)) depends on type bpf_stats.query_increments.*; drop what depends on it and start again$/);
+      expect((error as Error).message).toMatch(
+        /^cannot rebuild bpf_stats.query_increments for this version's metric columns: .*(column row of table kept_increments|function sum_increments\(bpf_stats.query_increments\)) depends on type bpf_stats.query_increments.*; drop what depends on it and start again$/,
+      );
       expect((error as Error).message).not.toContain('\n');
       expect(await schemaComment()).toBe('pg-bpf-stats: an older version');
     } finally {
@@ -180,7 +200,10 @@ describe('migrateSchema', () => {
       ALTER TABLE bpf_stats.backend_stats ALTER COLUMN reclaim_ms SET NOT NULL;
       COMMENT ON SCHEMA bpf_stats IS 'pg-bpf-stats: an older version'`);
     try {
-      const error = await migrateSchema(client).then(() => null, (e: unknown) => e);
+      const error = await migrateSchema(client).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(UserError);
       expect((error as Error).message).toBe(
         'cannot bring the bpf_stats schema up to date: bpf_stats.backend_stats.reclaim_ms is NOT NULL, but a flush writes NULL while memory is off; ' +
@@ -193,7 +216,7 @@ describe('migrateSchema', () => {
     await migrateSchema(client);
   });
 
-  it('lets a reader queued behind the views\' rebuild read the new view, never an error', async () => {
+  it("lets a reader queued behind the views' rebuild read the new view, never an error", async () => {
     await migrateSchema(client);
     await client.query(`DROP VIEW bpf_stats.query_time;
       CREATE VIEW bpf_stats.query_time AS SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid, q.calls AS older_column FROM bpf_stats.query_stats q;
@@ -230,7 +253,9 @@ describe('migrateSchema', () => {
       }
       // The reader read the view created while it waited, not the one it had found.
       expect(await activityOid()).not.toBe(before);
-      const { rows } = await client.query("SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attname = 'on_cpu_share'");
+      const { rows } = await client.query(
+        "SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = 'bpf_stats.query_time'::regclass AND attname = 'on_cpu_share'",
+      );
       expect(rows[0].n).toBe(1);
     } finally {
       await holder.end();

@@ -113,7 +113,10 @@ for (const target of TARGETS) {
       expect(top!.pgss_calls).toBe(CALLS);
       console.log(
         [sleep!, burn!, top!]
-          .map((r) => `${r.toplevel ? 'top   ' : 'nested'} ${r.query.slice(0, 50).padEnd(50)} calls ${r.calls} (pgss ${r.pgss_calls}) total ${r.total_time_ms.toFixed(1)} ms (pgss ${r.pgss_ms.toFixed(1)}), on-CPU ${r.on_cpu_ms.toFixed(1)}, run queue ${r.runq_wait_ms.toFixed(1)}, other waits ${r.other_wait_ms.toFixed(1)}`)
+          .map(
+            (r) =>
+              `${r.toplevel ? 'top   ' : 'nested'} ${r.query.slice(0, 50).padEnd(50)} calls ${r.calls} (pgss ${r.pgss_calls}) total ${r.total_time_ms.toFixed(1)} ms (pgss ${r.pgss_ms.toFixed(1)}), on-CPU ${r.on_cpu_ms.toFixed(1)}, run queue ${r.runq_wait_ms.toFixed(1)}, other waits ${r.other_wait_ms.toFixed(1)}`,
+          )
           .join('\n'),
       );
       // Each nested statement's time is what pg_stat_statements measured for it.

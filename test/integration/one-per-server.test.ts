@@ -34,7 +34,9 @@ afterAll(async () => {
 
 describe('a second collector on the same server', () => {
   it('refuses in one line naming the first (its pid and database), exit 2, nothing created; the first goes on', async () => {
-    const first = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const first = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     first.stderr.on('data', (chunk) => (stderr += chunk));
     const exited = new Promise<number | null>((resolve) => first.on('exit', (code) => resolve(code)));
@@ -52,7 +54,9 @@ describe('a second collector on the same server', () => {
       expect(second.code).toBe(2);
       const lines = second.stderr.trim().split('\n');
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(new RegExp(`^\\S+Z ERROR another collector already runs on this server: pid ${first.pid} on .*, database postgres`));
+      expect(lines[0]).toMatch(
+        new RegExp(`^\\S+Z ERROR another collector already runs on this server: pid ${first.pid} on .*, database postgres`),
+      );
 
       const other = new pg.Client(cluster.connectionString('other'));
       await other.connect();
@@ -68,21 +72,27 @@ describe('a second collector on the same server', () => {
     }
 
     // The lock went with the first collector's session: a new one starts (in the other database).
-    const next = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('other'), '--duration', '1s'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const next = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('other'), '--duration', '1s'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let nextErr = '';
     next.stderr.on('data', (chunk) => (nextErr += chunk));
     expect(await new Promise((resolve) => next.on('exit', resolve)), nextErr).toBe(0);
   });
 
   it('released by a crash: after kill -9 of the first, a second one starts', async () => {
-    const first = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const first = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     first.stderr.on('data', (chunk) => (stderr += chunk));
     const exited = new Promise((resolve) => first.on('exit', resolve));
     await expect.poll(() => stderr, { timeout: 30_000, interval: 100 }).toMatch(/attached probe sets: cpu/);
     first.kill('SIGKILL');
     await exited;
-    const next = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('other'), '--duration', '1s'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const next = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString('other'), '--duration', '1s'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let nextErr = '';
     next.stderr.on('data', (chunk) => (nextErr += chunk));
     expect(await new Promise((resolve) => next.on('exit', resolve)), nextErr).toBe(0);

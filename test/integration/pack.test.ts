@@ -46,18 +46,35 @@ afterAll(async () => {
 describe('the npm package', () => {
   it('holds what runs and nothing of the sources, tests or benches', () => {
     const top = readdirSync(installed).sort();
-    expect(top.filter((f) => f !== 'node_modules')).toEqual(['README.md', 'build', 'dashboards', 'deploy', 'dist', 'docs', 'migrations', 'package.json', 'prebuilds', 'sql']);
+    expect(top.filter((f) => f !== 'node_modules')).toEqual([
+      'README.md',
+      'build',
+      'dashboards',
+      'deploy',
+      'dist',
+      'docs',
+      'migrations',
+      'package.json',
+      'prebuilds',
+      'sql',
+    ]);
     expect(readdirSync(join(installed, 'build'))).toEqual(['bpf']);
     // The Grafana dashboards and the Prometheus rules (with their promtool tests) ship as files to import.
     expect(readdirSync(join(installed, 'dashboards')).sort()).toEqual(['pg-bpf-stats-postgresql.json', 'pg-bpf-stats-prometheus.json']);
-    expect(readdirSync(join(installed, 'deploy', 'prometheus')).sort()).toEqual(['pg-bpf-stats.rules.test.yml', 'pg-bpf-stats.rules.yml', 'pg-bpf-stats.statements.rules.test.yml']);
+    expect(readdirSync(join(installed, 'deploy', 'prometheus')).sort()).toEqual([
+      'pg-bpf-stats.rules.test.yml',
+      'pg-bpf-stats.rules.yml',
+      'pg-bpf-stats.statements.rules.test.yml',
+    ]);
     expect(readdirSync(join(installed, 'build', 'bpf'))).toEqual(['pgstats.bpf.o']);
     // One bundled file runs (minified; its source map beside it, read only with node's
     // --enable-source-maps), through its launcher; of the dependencies only the addon's finder
     // is installed beside it. No code cache yet: the first start makes it.
     expect(readdirSync(join(installed, 'dist')).sort()).toEqual(['pg-bpf-stats.cjs', 'pg-bpf-stats.cjs.map', 'pg-bpf-stats.js']);
     expect(readdirSync(join(installed, 'node_modules')).filter((f) => f !== '.bin')).toEqual(['node-gyp-build']);
-    expect(readdirSync(join(installed, 'prebuilds', `${process.platform}-${process.arch}`)).filter((f) => f.endsWith('.node'))).toHaveLength(1);
+    expect(
+      readdirSync(join(installed, 'prebuilds', `${process.platform}-${process.arch}`)).filter((f) => f.endsWith('.node')),
+    ).toHaveLength(1);
   });
 
   it('runs with no compiler reachable: check, then run --duration 3s whose figures match the scheduler', async () => {
@@ -87,8 +104,16 @@ describe('the npm package', () => {
 
   it('says in one line what to do when the addon or the BPF object is missing (exit 2)', async () => {
     for (const [what, path, pattern] of [
-      ['addon', join(installed, 'prebuilds'), /ERROR the native addon for linux-x64 is missing .*install pg-bpf-stats from its npm package/],
-      ['object', join(installed, 'build', 'bpf', 'pgstats.bpf.o'), /ERROR the BPF object .*pgstats\.bpf\.o is missing: install pg-bpf-stats from its npm package/],
+      [
+        'addon',
+        join(installed, 'prebuilds'),
+        /ERROR the native addon for linux-x64 is missing .*install pg-bpf-stats from its npm package/,
+      ],
+      [
+        'object',
+        join(installed, 'build', 'bpf', 'pgstats.bpf.o'),
+        /ERROR the BPF object .*pgstats\.bpf\.o is missing: install pg-bpf-stats from its npm package/,
+      ],
     ] as const) {
       renameSync(path, `${path}.away`);
       try {

@@ -104,7 +104,11 @@ describe('query_latency percentiles', () => {
     expect(Number(row.observations)).toBeLessThanOrEqual(n);
 
     const report: string[] = [];
-    for (const [q, ms] of [[0.5, row.p50_ms], [0.95, row.p95_ms], [0.99, row.p99_ms]] as const) {
+    for (const [q, ms] of [
+      [0.5, row.p50_ms],
+      [0.95, row.p95_ms],
+      [0.99, row.p99_ms],
+    ] as const) {
       const exactMs = exactQuantile(logged, q) / 1000;
       const error = Math.abs(ms - exactMs) / exactMs;
       report.push(`p${q * 100}: ${ms.toFixed(3)} ms, exact ${exactMs.toFixed(3)} ms (${(error * 100).toFixed(2)}%)`);
@@ -118,7 +122,9 @@ describe('query_latency percentiles', () => {
     // The same latencies in log2 buckets miss by more: the 10% above is a check they would fail.
     const log2Counts = new Array<number>(LOG2_LAYOUT.slots).fill(0);
     for (const us of logged) log2Counts[LOG2_LAYOUT.slotOf(us)]!++;
-    const log2Errors = [0.5, 0.95, 0.99].map((q) => Math.abs(quantileUs(LOG2_LAYOUT, log2Counts, q, logged.at(-1)!)! - exactQuantile(logged, q)) / exactQuantile(logged, q));
+    const log2Errors = [0.5, 0.95, 0.99].map(
+      (q) => Math.abs(quantileUs(LOG2_LAYOUT, log2Counts, q, logged.at(-1)!)! - exactQuantile(logged, q)) / exactQuantile(logged, q),
+    );
     expect(Math.max(...log2Errors)).toBeGreaterThan(0.1);
   });
 });
@@ -132,7 +138,9 @@ describe('migration 1764600000000 (log-linear histograms)', () => {
       await client.query('SET search_path = pg_catalog, pg_temp');
       await client.query('CREATE SCHEMA bpf_stats');
       // Every migration before this one, as a collector of the previous version left the schema.
-      const migrations = readdirSync(join(packageRoot(), 'migrations')).filter((f) => f.endsWith('.sql')).sort();
+      const migrations = readdirSync(join(packageRoot(), 'migrations'))
+        .filter((f) => f.endsWith('.sql'))
+        .sort();
       expect(migrations.at(-1)).toBe('1764600000000_log-linear-histograms.sql');
       await runner({
         noLock: true,
@@ -162,10 +170,17 @@ describe('migration 1764600000000 (log-linear histograms)', () => {
       );
       expect(rows).toEqual([
         {
-          node: 'n1', queryid: '42', kind: 'query_latency', counts: `{${log2.join(',')}}`, observations: '20', max_ms: 16, since: '2025-01-01 00:00:00+00',
+          node: 'n1',
+          queryid: '42',
+          kind: 'query_latency',
+          counts: `{${log2.join(',')}}`,
+          observations: '20',
+          max_ms: 16,
+          since: '2025-01-01 00:00:00+00',
           // In log2 buckets, as before: 1024 + 1024 * 5/10 us; p99 in [8192, 16000) us, the bucket
           // the max closes: 8192 + 7808 * 0.98 us (before, 16220.16 us clamped to the max, 16 ms).
-          p25: 1.536, p99: 15.84384,
+          p25: 1.536,
+          p99: 15.84384,
         },
       ]);
       // New rows take the kernel's 256 buckets, and only those.

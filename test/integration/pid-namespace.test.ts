@@ -55,7 +55,18 @@ interface Collector {
 }
 
 async function startCollector(prefix: string[]): Promise<Collector> {
-  const [file, ...argv] = [...prefix, process.execPath, cli, 'run', '--dsn', cluster.childConnectionString(), '--interval', '200ms', '--probes', 'query'];
+  const [file, ...argv] = [
+    ...prefix,
+    process.execPath,
+    cli,
+    'run',
+    '--dsn',
+    cluster.childConnectionString(),
+    '--interval',
+    '200ms',
+    '--probes',
+    'query',
+  ];
   const child = spawn(file!, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: cluster.childEnv() });
   let stderr = '';
   child.stderr!.on('data', (chunk) => (stderr += chunk));
@@ -116,7 +127,9 @@ describe.each([
 
   /** The collector's process: nsenter forks into the pid namespace and does not pass signals on, so there it is nsenter's child. */
   const collectorPid = () =>
-    placement === 'inside' ? Number(readFileSync(`/proc/${collector.child.pid}/task/${collector.child.pid}/children`, 'utf8').trim()) : collector.child.pid!;
+    placement === 'inside'
+      ? Number(readFileSync(`/proc/${collector.child.pid}/task/${collector.child.pid}/children`, 'utf8').trim())
+      : collector.child.pid!;
 
   afterAll(async () => {
     process.kill(collectorPid(), 'SIGTERM');
@@ -124,7 +137,10 @@ describe.each([
   });
 
   it('names the postmaster by its pid in the container, the host pid BPF filters on, and the binary through its root', () => {
-    const line = collector.stderr().split('\n').find((l) => /postmaster \d+/.test(l))!;
+    const line = collector
+      .stderr()
+      .split('\n')
+      .find((l) => /postmaster \d+/.test(l))!;
     const host = cluster.postmasterHostPid();
     expect(line).toContain(`postmaster ${cluster.postmasterNsPid()} (pid ${host} on the host, pid namespace level 1)`);
     expect(line).toContain(placement === 'inside' ? `${INSIDE_BIN}/postgres` : `/proc/${host}/root${INSIDE_BIN}/postgres`);
@@ -158,14 +174,18 @@ describe.each([
     // not read at all: the ground truth is what the scan read, pg_stat_statements' shared_blks_read,
     // all from disk once the page cache is emptied. (PostgreSQL 15 cannot drop one relation's buffers.)
     const readBytes = async () =>
-      Number((await admin.query(
-        `SELECT coalesce(sum(shared_blks_read), 0) * current_setting('block_size')::bigint AS n FROM pg_stat_statements WHERE query = 'SELECT count(pad) FROM cold'`,
-      )).rows[0].n);
+      Number(
+        (
+          await admin.query(
+            `SELECT coalesce(sum(shared_blks_read), 0) * current_setting('block_size')::bigint AS n FROM pg_stat_statements WHERE query = 'SELECT count(pad) FROM cold'`,
+          )
+        ).rows[0].n,
+      );
     let scanRead = 0;
     try {
       await client.query('EXPLAIN SELECT count(pad) FROM cold'); // catalogs cached first
       const nsPid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
-      expect(evictFromPageCache(coldPath), "bytes of the relation still cached").toBe(0);
+      expect(evictFromPageCache(coldPath), 'bytes of the relation still cached').toBe(0);
       const readBefore = await readBytes();
       await client.query('SELECT count(pad) FROM cold');
       scanRead = (await readBytes()) - readBefore;
@@ -176,7 +196,9 @@ describe.each([
     }
     const row = await statsFor('SELECT count(pad) FROM cold', (r) => r.calls === 1 && r.blk_read_bytes > 0);
     const charged = row.blk_read_bytes + unseen.bytes;
-    console.log(`cold scan (${placement}): relation ${relationBytes} B, read by the scan ${scanRead} B; query blk_read_bytes ${row.blk_read_bytes}, ${unseen.bytes} B in ${unseen.requests} completed unseen so far`);
+    console.log(
+      `cold scan (${placement}): relation ${relationBytes} B, read by the scan ${scanRead} B; query blk_read_bytes ${row.blk_read_bytes}, ${unseen.bytes} B in ${unseen.requests} completed unseen so far`,
+    );
     // Most of it was read (the buffers hold at most a third of the relation). Every block the scan
     // read came from the disk; the kernel's readahead may also have read blocks the buffers held,
     // but nothing beyond the file.
@@ -224,8 +246,26 @@ describe('the collector on the host, across a crash of the container\u2019s post
       const killedAt = Date.now();
       for (;;) {
         try {
-          await run('nsenter', ['-t', String(cluster.initHostPid), '-p', '-m', '--', 'runuser', '-u', 'postgres', '--',
-            `${INSIDE_BIN}/pg_ctl`, '-D', INSIDE_DATA, '-l', '/srv/pgdata/server.log', '-w', '-t', '60', 'start']);
+          await run('nsenter', [
+            '-t',
+            String(cluster.initHostPid),
+            '-p',
+            '-m',
+            '--',
+            'runuser',
+            '-u',
+            'postgres',
+            '--',
+            `${INSIDE_BIN}/pg_ctl`,
+            '-D',
+            INSIDE_DATA,
+            '-l',
+            '/srv/pgdata/server.log',
+            '-w',
+            '-t',
+            '60',
+            'start',
+          ]);
           break;
         } catch (error) {
           if (Date.now() > killedAt + 30_000) throw error;
@@ -258,7 +298,11 @@ describe('a pid namespace that cannot be translated', () => {
     try {
       let outcome: { code: number; stderr: string };
       try {
-        await run('unshare', ['--pid', '--fork', '--mount', '--mount-proc', process.execPath, cli, 'run', '--dsn', host.connectionString()], { timeout: 60_000 });
+        await run(
+          'unshare',
+          ['--pid', '--fork', '--mount', '--mount-proc', process.execPath, cli, 'run', '--dsn', host.connectionString()],
+          { timeout: 60_000 },
+        );
         outcome = { code: 0, stderr: '' };
       } catch (error) {
         outcome = error as { code: number; stderr: string };
@@ -266,7 +310,9 @@ describe('a pid namespace that cannot be translated', () => {
       expect(outcome.code).toBe(2);
       const lines = outcome.stderr.trim().split('\n');
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(/^\S+Z ERROR postmaster not found: backend pid \d+ of this connection is not a PostgreSQL process on this host, nor in a pid namespace this host can see/);
+      expect(lines[0]).toMatch(
+        /^\S+Z ERROR postmaster not found: backend pid \d+ of this connection is not a PostgreSQL process on this host, nor in a pid namespace this host can see/,
+      );
       const c = new pg.Client(host.connectionString());
       await c.connect();
       const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'bpf_stats'");

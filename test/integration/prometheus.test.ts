@@ -65,7 +65,11 @@ async function until<T>(what: string, fn: () => Promise<T | undefined | null | f
 /** One PromQL instant query, at `time` (Unix seconds) or now: the single value, or null for an empty result. */
 async function promQuery(query: string, time?: number): Promise<number | null> {
   const url = `${promUrl}/api/v1/query?query=${encodeURIComponent(query)}${time === undefined ? '' : `&time=${time}`}`;
-  const body = (await (await fetch(url)).json()) as { status: string; data: { result: Array<{ value: [number, string] }> }; error?: string };
+  const body = (await (await fetch(url)).json()) as {
+    status: string;
+    data: { result: Array<{ value: [number, string] }> };
+    error?: string;
+  };
   if (body.status !== 'success') throw new Error(`${query}: ${body.error}`);
   expect(body.data.result.length, query).toBeLessThanOrEqual(1);
   return body.data.result.length ? Number(body.data.result[0]!.value[1]) : null;
@@ -94,9 +98,7 @@ beforeAll(async () => {
 afterAll(async () => {
   collector?.kill('SIGTERM');
   prometheus?.kill('SIGTERM');
-  await Promise.all(
-    [collector, prometheus].map((p) => (p && p.exitCode === null ? new Promise((r) => p.once('exit', r)) : undefined)),
-  );
+  await Promise.all([collector, prometheus].map((p) => (p && p.exitCode === null ? new Promise((r) => p.once('exit', r)) : undefined)));
   if (promDir) rmSync(promDir, { recursive: true, force: true });
   await admin?.end();
   await cluster?.stop();
@@ -110,7 +112,9 @@ describe('run --metrics-address: bad input', () => {
     try {
       const out = await cliRun(['run', '--dsn', cluster.connectionString(), '--metrics-address', `127.0.0.1:${port}`, '--duration', '2s']);
       expect(out.code).toBe(2);
-      expect(logMessages(out.stderr)).toEqual([`--metrics-address 127.0.0.1:${port}: address already in use (another exporter or collector listens there)`]);
+      expect(logMessages(out.stderr)).toEqual([
+        `--metrics-address 127.0.0.1:${port}: address already in use (another exporter or collector listens there)`,
+      ]);
       const { rows } = await admin.query("SELECT to_regnamespace('bpf_stats') AS schema");
       expect(rows[0].schema, 'no schema was created').toBeNull();
     } finally {
@@ -128,9 +132,17 @@ describe('run --metrics-address: bad input', () => {
   });
 
   it('with the database away: the one line of the connection error, exit 2', async () => {
-    const away = await cliRun(['run', '--dsn', 'postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2', '--metrics-address', '127.0.0.1:0']);
+    const away = await cliRun([
+      'run',
+      '--dsn',
+      'postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2',
+      '--metrics-address',
+      '127.0.0.1:0',
+    ]);
     expect(away.code).toBe(2);
-    expect(logMessages(away.stderr)).toEqual(['cannot connect to PostgreSQL at postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2: connect ECONNREFUSED 127.0.0.1:1']);
+    expect(logMessages(away.stderr)).toEqual([
+      'cannot connect to PostgreSQL at postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2: connect ECONNREFUSED 127.0.0.1:1',
+    ]);
   });
 });
 
@@ -141,11 +153,30 @@ describe('Prometheus scraping the collector', () => {
 
   beforeAll(async () => {
     // History every second (not the default 5 min), to compare windows with Prometheus' 1 s steps.
-    collector = spawn(process.execPath, [cli, 'run', '--dsn', cluster.connectionString(), '--metrics-address', '127.0.0.1:0', '--probes', 'query,latency', '--metrics-query-text', '--history-interval', '1s'], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    collector = spawn(
+      process.execPath,
+      [
+        cli,
+        'run',
+        '--dsn',
+        cluster.connectionString(),
+        '--metrics-address',
+        '127.0.0.1:0',
+        '--probes',
+        'query,latency',
+        '--metrics-query-text',
+        '--history-interval',
+        '1s',
+      ],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     collector.stderr!.on('data', (d: Buffer) => (collectorLog += d.toString()));
-    const port = await until('the metrics address in the log', async () => /metrics at http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(collectorLog)?.[1]);
+    const port = await until(
+      'the metrics address in the log',
+      async () => /metrics at http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(collectorLog)?.[1],
+    );
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     await until('the first flush', async () => (await (await fetch(metricsUrl)).text()).includes('pg_bpf_stats_up 1'));
 
@@ -156,9 +187,17 @@ describe('Prometheus scraping the collector', () => {
       join(promDir, 'prometheus.yml'),
       `global: { scrape_interval: 1s, evaluation_interval: 1s }\nscrape_configs:\n  - job_name: pgbpf\n    static_configs: [{ targets: ['127.0.0.1:${port}'] }]\n`,
     );
-    prometheus = spawn('prometheus', [`--config.file=${join(promDir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(promDir, 'data')}`, `--web.listen-address=127.0.0.1:${promPort}`], {
-      stdio: 'ignore',
-    });
+    prometheus = spawn(
+      'prometheus',
+      [
+        `--config.file=${join(promDir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${join(promDir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${promPort}`,
+      ],
+      {
+        stdio: 'ignore',
+      },
+    );
     await until('Prometheus ready', async () => (await fetch(`${promUrl}/-/ready`)).ok);
     await until('a first scrape of the collector', async () => (await promQuery('up{job="pgbpf"}')) === 1);
 
@@ -173,7 +212,9 @@ describe('Prometheus scraping the collector', () => {
   });
 
   async function workloadQueryid(): Promise<string> {
-    const { rows } = await admin.query<{ queryid: string }>("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%prometheus_workload%' AND query NOT LIKE '%pg_stat_statements%'");
+    const { rows } = await admin.query<{ queryid: string }>(
+      "SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%prometheus_workload%' AND query NOT LIKE '%pg_stat_statements%'",
+    );
     expect(rows).toHaveLength(1);
     return rows[0]!.queryid;
   }
@@ -192,7 +233,9 @@ describe('Prometheus scraping the collector', () => {
 
   it('counts calls as pg_stat_statements does, and the workload ran them', async () => {
     const queryid = await workloadQueryid();
-    const { rows } = await admin.query<{ calls: string }>('SELECT sum(calls)::text AS calls FROM pg_stat_statements WHERE queryid = $1', [queryid]);
+    const { rows } = await admin.query<{ calls: string }>('SELECT sum(calls)::text AS calls FROM pg_stat_statements WHERE queryid = $1', [
+      queryid,
+    ]);
     expect(Number(rows[0]!.calls)).toBe(statements);
     expect(await promQuery(`pg_bpf_query_calls_total{queryid="${queryid}",datname="postgres",user="postgres"}`)).toBe(statements);
     // The info metric carries the text; the counters do not.
@@ -201,10 +244,17 @@ describe('Prometheus scraping the collector', () => {
 
   it('has the same totals as bpf_stats.query_stats, in seconds', async () => {
     const queryid = await workloadQueryid();
-    const { rows } = await admin.query('SELECT sum(total_time_ms) AS total, sum(on_cpu_ms) AS cpu, sum(runq_wait_ms) AS runq FROM bpf_stats.query_stats WHERE queryid = $1', [queryid]);
+    const { rows } = await admin.query(
+      'SELECT sum(total_time_ms) AS total, sum(on_cpu_ms) AS cpu, sum(runq_wait_ms) AS runq FROM bpf_stats.query_stats WHERE queryid = $1',
+      [queryid],
+    );
     const db = rows[0]!;
     expect(db.cpu).toBeGreaterThan(1000);
-    for (const [metric, ms] of [['total_time', db.total], ['on_cpu', db.cpu], ['runq_wait', db.runq]] as const) {
+    for (const [metric, ms] of [
+      ['total_time', db.total],
+      ['on_cpu', db.cpu],
+      ['runq_wait', db.runq],
+    ] as const) {
       const value = await promQuery(`pg_bpf_query_${metric}_seconds_total{queryid="${queryid}"}`);
       expect(value, metric).toBeCloseTo(ms / 1000, 6);
     }
@@ -219,10 +269,15 @@ describe('Prometheus scraping the collector', () => {
         WHERE queryid = $1 AND ts > to_timestamp($2) AND ts <= to_timestamp($3)`,
       [queryid, windowEnd - seconds, windowEnd],
     );
-    for (const [metric, ms] of [['total_time', rows[0].total], ['on_cpu', rows[0].cpu]] as const) {
+    for (const [metric, ms] of [
+      ['total_time', rows[0].total],
+      ['on_cpu', rows[0].cpu],
+    ] as const) {
       const increase = await promQuery(`sum(increase(pg_bpf_query_${metric}_seconds_total{queryid="${queryid}"}[${seconds}s]))`, windowEnd);
       expect(increase, metric).not.toBeNull();
-      expect(Math.abs(increase! - ms / 1000) / (ms / 1000), `${metric}: Prometheus ${increase} s, bpf_stats ${ms / 1000} s`).toBeLessThan(0.25);
+      expect(Math.abs(increase! - ms / 1000) / (ms / 1000), `${metric}: Prometheus ${increase} s, bpf_stats ${ms / 1000} s`).toBeLessThan(
+        0.25,
+      );
     }
     // The workload kept one backend busy: its statements took most of each second.
     const rate = await promQuery(`sum(rate(pg_bpf_query_total_time_seconds_total{queryid="${queryid}"}[${seconds}s]))`, windowEnd);
@@ -278,7 +333,10 @@ describe('Prometheus scraping the collector', () => {
   });
 
   it('top needs no root: it runs as nobody, with no capabilities', async () => {
-    const out = await cliRun(['top', '--dsn', cluster.tcpConnectionString(), '--iterations', '2'], ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all']);
+    const out = await cliRun(
+      ['top', '--dsn', cluster.tcpConnectionString(), '--iterations', '2'],
+      ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all'],
+    );
     expect(out.code, out.stderr).toBe(0);
     expect(out.stdout).toContain('pg-bpf-stats top');
   });

@@ -102,7 +102,12 @@ describe('reading only the query keys that changed', () => {
   });
 
   it('reads the whole map when more keys changed than query_changes holds, and loses no call', async () => {
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['query'], maxQueryChanges: 4 });
+    sidecar = await Sidecar.start({
+      connectionString: cluster.connectionString(),
+      intervalMs: 3_600_000,
+      probeSets: ['query'],
+      maxQueryChanges: 4,
+    });
     await sidecar.flush();
     const fresh = Array.from({ length: 12 }, (_, i) => statement(i + 1, '*'));
     await run(fresh);
@@ -122,7 +127,7 @@ describe('reading only the query keys that changed', () => {
     expect(await disagreeing('SELECT $1*$2')).toEqual([]);
   });
 
-  it('gives an explicit flush asked while another is writing what ran before it, not that flush\'s read', async () => {
+  it("gives an explicit flush asked while another is writing what ran before it, not that flush's read", async () => {
     await sidecar?.stop();
     sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, probeSets: ['query'] });
     await sidecar.flush();
@@ -137,13 +142,15 @@ describe('reading only the query keys that changed', () => {
       await blocker.query('LOCK TABLE bpf_stats.query_stats IN EXCLUSIVE MODE');
       first = sidecar.flush();
       for (let waiting = 0; !waiting; ) {
-        const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'pg-bpf-stats writer' AND wait_event_type = 'Lock'");
+        const { rows } = await admin.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'pg-bpf-stats writer' AND wait_event_type = 'Lock'",
+        );
         waiting = rows[0].n;
       }
       await run([text], 4);
       const second = sidecar.flush();
       await blocker.query('COMMIT');
-      expect((await first as { error: string | null }).error).toBeNull();
+      expect(((await first) as { error: string | null }).error).toBeNull();
       expect((await second).error).toBeNull();
     } finally {
       await blocker.end();

@@ -30,9 +30,13 @@ interface Collector {
 
 function startCollector(): Collector {
   // The bin's own V8 flags (src/cli/launcher.ts), so the heap limit is the one users run with.
-  const child = spawn(process.execPath, ['--max-old-space-size=160', '--max-semi-space-size=4', cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--max-old-space-size=160', '--max-semi-space-size=4', cli, 'run', '--dsn', cluster.connectionString(), '--interval', '200ms'],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   children.push(child);
   let stderr = '';
   child.stderr!.on('data', (chunk) => (stderr += chunk));
@@ -93,7 +97,12 @@ afterAll(async () => {
 describe('query texts another role wrote', () => {
   it('are read cut to 1024 characters: three 40 MB statements, and tiny ones with their query ids after a restart, leave the collector up', async () => {
     const first = startCollector();
-    await until('the first flush', async () => (await admin.query('SELECT 1 FROM bpf_stats.health WHERE last_flush_at IS NOT NULL').catch(() => ({ rows: [] }))).rows.length > 0, first);
+    await until(
+      'the first flush',
+      async () =>
+        (await admin.query('SELECT 1 FROM bpf_stats.health WHERE last_flush_at IS NOT NULL').catch(() => ({ rows: [] }))).rows.length > 0,
+      first,
+    );
 
     const comment = `/* ${'x'.repeat(COMMENT_BYTES)} */`;
     await asPlain(STATEMENTS.map((statement) => `${statement} ${comment}`));
@@ -126,7 +135,12 @@ describe('query texts another role wrote', () => {
     // same 40 MB texts pg_stat_statements still holds.
     await admin.query("DELETE FROM bpf_stats.query_texts WHERE userid = 'plain'::regrole");
     const second = startCollector();
-    await until('the second run to flush', async () => (await admin.query('SELECT 1 FROM bpf_stats.health WHERE stopped_at IS NULL AND last_flush_at IS NOT NULL')).rows.length > 0, second);
+    await until(
+      'the second run to flush',
+      async () =>
+        (await admin.query('SELECT 1 FROM bpf_stats.health WHERE stopped_at IS NULL AND last_flush_at IS NOT NULL')).rows.length > 0,
+      second,
+    );
     await asPlain(STATEMENTS);
     await until('the three texts again', async () => (await storedTexts()).size === 3, second);
     for (const len of (await storedTexts()).values()) expect(len).toBe(TEXT_MAX);
@@ -136,6 +150,8 @@ describe('query texts another role wrote', () => {
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
     // Far below what one whole text would take (40 MB as a string, as much again in the socket's buffer).
-    console.log(`query-text-bound: collector peak RSS ${firstPeak.toFixed(0)} MB (40 MB texts), ${secondPeak.toFixed(0)} MB (after the restart)`);
+    console.log(
+      `query-text-bound: collector peak RSS ${firstPeak.toFixed(0)} MB (40 MB texts), ${secondPeak.toFixed(0)} MB (after the restart)`,
+    );
   }, 180_000);
 });

@@ -19,7 +19,10 @@ import { runCli } from '../support/run-cli.js';
 const LOCKED = 'UPDATE report_accounts SET v = v + 1 WHERE id = 1';
 const CPU_BOUND = 'SELECT count(*) FROM generate_series(1, 300000)';
 /** How pg_stat_statements shows them: constants become $n. */
-const SHOWN: Record<string, string> = { [LOCKED]: 'UPDATE report_accounts SET v = v + $1 WHERE id = $2', [CPU_BOUND]: 'SELECT count(*) FROM generate_series($1, $2)' };
+const SHOWN: Record<string, string> = {
+  [LOCKED]: 'UPDATE report_accounts SET v = v + $1 WHERE id = $2',
+  [CPU_BOUND]: 'SELECT count(*) FROM generate_series($1, $2)',
+};
 const CALLS = 4;
 const HOLD_MS = 250;
 const OUTPUT = resolve('build/test-output/report');
@@ -47,7 +50,10 @@ function runDelay(pid: number): number {
 }
 
 async function pgssCalls(): Promise<Map<string, number>> {
-  const { rows } = await admin.query('SELECT query, calls FROM pg_stat_statements WHERE query IN ($1, $2)', [SHOWN[LOCKED], SHOWN[CPU_BOUND]]);
+  const { rows } = await admin.query('SELECT query, calls FROM pg_stat_statements WHERE query IN ($1, $2)', [
+    SHOWN[LOCKED],
+    SHOWN[CPU_BOUND],
+  ]);
   const calls = new Map<string, number>(rows.map((r) => [r.query, Number(r.calls)]));
   return new Map([LOCKED, CPU_BOUND].map((q) => [q, calls.get(SHOWN[q]!) ?? 0]));
 }
@@ -77,7 +83,9 @@ async function lockedOnce(): Promise<number> {
     const started = performance.now();
     const done = worker.query(LOCKED).then(() => performance.now() - started);
     for (let i = 0; ; i++) {
-      const { rows } = await admin.query("SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted AND locktype = 'transactionid'", [workerPid]);
+      const { rows } = await admin.query("SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted AND locktype = 'transactionid'", [
+        workerPid,
+      ]);
       if (rows.length) break;
       if (i > 500) throw new Error('the UPDATE never waited for the row lock');
       await sleep(5);
@@ -121,7 +129,12 @@ function grewMs(line: string, component: string): number {
   return Number(match![1]);
 }
 
-const windowArgs = () => ['--window', `${iso(periods.window[0])}..${iso(periods.window[1])}`, '--baseline-window', `${iso(periods.baseline[0])}..${iso(periods.baseline[1])}`];
+const windowArgs = () => [
+  '--window',
+  `${iso(periods.window[0])}..${iso(periods.window[1])}`,
+  '--baseline-window',
+  `${iso(periods.baseline[0])}..${iso(periods.baseline[1])}`,
+];
 
 beforeAll(async () => {
   cluster = await ThrowawayCluster.start();
@@ -135,7 +148,13 @@ beforeAll(async () => {
   await worker.query('SET max_parallel_workers_per_gather = 0');
   workerPid = (await worker.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
   // Exact calls (the query set); a history row per flush, flushed by the test only.
-  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), probeSets: ['query'], intervalMs: 3_600_000, historyIntervalMs: 0, log: () => undefined });
+  sidecar = await Sidecar.start({
+    connectionString: cluster.connectionString(),
+    probeSets: ['query'],
+    intervalMs: 3_600_000,
+    historyIntervalMs: 0,
+    log: () => undefined,
+  });
 
   // Baseline: both statements, nothing in their way.
   periods.baseline[0] = await flushAndMark();
@@ -204,7 +223,9 @@ describe('pg-bpf-stats report', () => {
     const runqMs = grewMs(cpu, 'run queue');
     // The kernel's own run-queue delay of the backend per call, window against baseline.
     const truth = (runDelayMs.window - runDelayMs.baseline) / CALLS;
-    console.log(`lock: report +${lockMs} ms/call, client-timed waits ${lockWaits.map((w) => w.toFixed(0)).join(', ')} ms; run queue: report +${runqMs} ms/call, schedstat +${truth.toFixed(1)} ms/call`);
+    console.log(
+      `lock: report +${lockMs} ms/call, client-timed waits ${lockWaits.map((w) => w.toFixed(0)).join(', ')} ms; run queue: report +${runqMs} ms/call, schedstat +${truth.toFixed(1)} ms/call`,
+    );
     expect(truth).toBeGreaterThan(10);
     expect(runqMs).toBeGreaterThan(0.7 * truth);
     expect(runqMs).toBeLessThan(1.3 * truth + 2);
@@ -213,14 +234,34 @@ describe('pg-bpf-stats report', () => {
   it('reads --since/--until with a --baseline span (the same window shifted back) and names the same parts', async () => {
     // Shifted back by more than the window's length: it covers the shorter baseline period and ends before the window starts.
     const shiftSeconds = Math.ceil((periods.window[1] - periods.window[0]) / 1000) + 1;
-    const { code, stdout, stderr } = await runCli(['report', '--dsn', cluster.connectionString(), '--since', iso(periods.window[0]), '--until', iso(periods.window[1]), '--baseline', `${shiftSeconds} seconds`]);
+    const { code, stdout, stderr } = await runCli([
+      'report',
+      '--dsn',
+      cluster.connectionString(),
+      '--since',
+      iso(periods.window[0]),
+      '--until',
+      iso(periods.window[1]),
+      '--baseline',
+      `${shiftSeconds} seconds`,
+    ]);
     expect(stderr).toBe('');
     expect(code).toBe(0);
-    expect(stdout).toContain(`baseline ${iso(Math.floor(periods.window[0] / 1000) * 1000 - shiftSeconds * 1000).replace(/\.\d{3}Z$/, 'Z')}`);
+    expect(stdout).toContain(
+      `baseline ${iso(Math.floor(periods.window[0] / 1000) * 1000 - shiftSeconds * 1000).replace(/\.\d{3}Z$/, 'Z')}`,
+    );
     grewMs(lineOf(stdout, ids[LOCKED]!), 'lock');
     grewMs(lineOf(stdout, ids[CPU_BOUND]!), 'run queue');
     // Without a baseline: the window's calls and time per call alone.
-    const alone = await runCli(['report', '--dsn', cluster.connectionString(), '--since', iso(periods.window[0]), '--until', iso(periods.window[1])]);
+    const alone = await runCli([
+      'report',
+      '--dsn',
+      cluster.connectionString(),
+      '--since',
+      iso(periods.window[0]),
+      '--until',
+      iso(periods.window[1]),
+    ]);
     expect(alone.code, alone.stderr).toBe(0);
     expect(lineOf(alone.stdout, ids[LOCKED]!).split(/\s+/)[1]).toBe(String(truthCalls.window.get(LOCKED)));
   });
@@ -240,7 +281,18 @@ describe('pg-bpf-stats report', () => {
     const chromium = (extra: string[]) =>
       spawnSync(
         'chromium',
-        ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', `--user-data-dir=${profile}`, ...extra, `file://${html}`],
+        [
+          '--headless',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+          `--user-data-dir=${profile}`,
+          ...extra,
+          `file://${html}`,
+        ],
         { encoding: 'utf8', timeout: 90_000, maxBuffer: 64 << 20 },
       );
     try {

@@ -33,8 +33,14 @@ afterAll(async () => {
 });
 
 /** Runs the collector until its first flush is in bpf_stats; returns what ps and /proc showed of it, then stops it. */
-async function collectorSeenFromOutside(args: string[], env: NodeJS.ProcessEnv): Promise<{ cmdline: string; ps: string; flushes: number; code: number | null; log: string }> {
-  const child: ChildProcess = spawn(process.execPath, [cli, 'run', '--interval', '200ms', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env });
+async function collectorSeenFromOutside(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ cmdline: string; ps: string; flushes: number; code: number | null; log: string }> {
+  const child: ChildProcess = spawn(process.execPath, [cli, 'run', '--interval', '200ms', ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env,
+  });
   let log = '';
   child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -52,10 +58,12 @@ async function collectorSeenFromOutside(args: string[], env: NodeJS.ProcessEnv):
     try {
       for (let i = 0; i < 50 && flushes === 0; i++) {
         await new Promise((r) => setTimeout(r, 200));
-        flushes = Number((await admin.query("SELECT count(*) AS n FROM bpf_stats.health WHERE last_flush_at IS NOT NULL")).rows[0].n);
+        flushes = Number((await admin.query('SELECT count(*) AS n FROM bpf_stats.health WHERE last_flush_at IS NOT NULL')).rows[0].n);
       }
       // It logged in as the role whose password it was given.
-      const { rows } = await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE usename = 'collector' AND application_name LIKE 'pg-bpf-stats%'");
+      const { rows } = await admin.query<{ n: string }>(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE usename = 'collector' AND application_name LIKE 'pg-bpf-stats%'",
+      );
       expect(Number(rows[0]!.n)).toBeGreaterThan(0);
     } finally {
       await admin.end();

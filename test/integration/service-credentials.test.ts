@@ -21,16 +21,29 @@ const USER = 'pgbpf-test';
 
 /** The unit's AmbientCapabilities, e.g. ['bpf', 'perfmon', ...] as setpriv names them. */
 function unitCapabilities(): string[] {
-  const line = readFileSync(unitPath, 'utf8').split('\n').find((l) => l.startsWith('AmbientCapabilities='))!;
-  return line.slice('AmbientCapabilities='.length).trim().split(/\s+/).map((c) => c.replace(/^CAP_/, '').toLowerCase());
+  const line = readFileSync(unitPath, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('AmbientCapabilities='))!;
+  return line
+    .slice('AmbientCapabilities='.length)
+    .trim()
+    .split(/\s+/)
+    .map((c) => c.replace(/^CAP_/, '').toLowerCase());
 }
 
 function asServiceUser(capabilities: string[]): string[] {
   const caps = capabilities.length ? capabilities.map((c) => `+${c}`).join(',') : '-all';
   return [
-    'setpriv', `--reuid=${USER}`, `--regid=${USER}`, '--clear-groups', '--no-new-privs',
-    `--inh-caps=${caps}`, `--ambient-caps=${caps}`, `--bounding-set=-all${capabilities.length ? `,${caps}` : ''}`,
-    process.execPath, cli,
+    'setpriv',
+    `--reuid=${USER}`,
+    `--regid=${USER}`,
+    '--clear-groups',
+    '--no-new-privs',
+    `--inh-caps=${caps}`,
+    `--ambient-caps=${caps}`,
+    `--bounding-set=-all${capabilities.length ? `,${caps}` : ''}`,
+    process.execPath,
+    cli,
   ];
 }
 
@@ -39,7 +52,11 @@ let createdUser = false;
 
 beforeAll(async () => {
   expect(existsSync(cli), 'the CLI is built (npm run build)').toBe(true);
-  if (!readFileSync('/etc/passwd', 'utf8').split('\n').some((l) => l.startsWith(`${USER}:`))) {
+  if (
+    !readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .some((l) => l.startsWith(`${USER}:`))
+  ) {
     execFileSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', USER]);
     createdUser = true;
   }
@@ -97,7 +114,9 @@ describe('a non-root user with the unit capabilities', () => {
       const env = { ...process.env, CACHE_DIRECTORY: cacheDirectory };
       const first = await collectCpuBurn(cluster, asServiceUser(unitCapabilities()), env);
       expect(first.code, first.stderr).toBe(0);
-      expect(first.stderr).toMatch(new RegExp(`INFO\\s+saved V8's code cache for the next start \\(${cacheDirectory}/pg-bpf-stats\\.cjs\\.v8-cache, `));
+      expect(first.stderr).toMatch(
+        new RegExp(`INFO\\s+saved V8's code cache for the next start \\(${cacheDirectory}/pg-bpf-stats\\.cjs\\.v8-cache, `),
+      );
       expect(readdirSync(cacheDirectory)).toEqual(['pg-bpf-stats.cjs.v8-cache']);
       expect(statSync(join(cacheDirectory, 'pg-bpf-stats.cjs.v8-cache')).uid).toBe(uid);
 
@@ -139,12 +158,21 @@ describe('a non-root user with the unit capabilities', () => {
     await admin.query('CREATE DATABASE uprobe_sets');
     await admin.end();
     const [file, ...args] = asServiceUser(unitCapabilities());
-    const outcome = await run(file!, [...args, 'run', '--probes', 'query,lwlock,sched', '--dsn', cluster.tcpConnectionString('uprobe_sets')]).then(
+    const outcome = await run(file!, [
+      ...args,
+      'run',
+      '--probes',
+      'query,lwlock,sched',
+      '--dsn',
+      cluster.tcpConnectionString('uprobe_sets'),
+    ]).then(
       () => ({ code: 0, stderr: '' }),
       (e: { code: number; stderr: string }) => e,
     );
     expect(outcome.code).toBe(2);
-    expect(outcome.stderr.trim().split('\n')).toEqual([expect.stringMatching(/ERROR probe sets query, lwlock need CAP_SYS_ADMIN \(attaching uprobes/)]);
+    expect(outcome.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/ERROR probe sets query, lwlock need CAP_SYS_ADMIN \(attaching uprobes/),
+    ]);
     expect(await schemaExists('uprobe_sets')).toBe(false);
 
     // check says the same, per set, and still exits 0 (they are opt-in).

@@ -33,10 +33,21 @@ async function until(what: string, check: () => Promise<boolean> | boolean, ms =
 
 /** Everything of node B's that the sink holds, as the sink's owner reads it. */
 async function nodeBRows(): Promise<Record<string, unknown[]>> {
-  const tables = ['query_stats', 'backend_stats', 'health', 'query_texts', 'capabilities', 'collections', 'query_stats_history', 'backend_stats_history'];
+  const tables = [
+    'query_stats',
+    'backend_stats',
+    'health',
+    'query_texts',
+    'capabilities',
+    'collections',
+    'query_stats_history',
+    'backend_stats_history',
+  ];
   const out: Record<string, unknown[]> = {};
   for (const table of tables) {
-    out[table] = (await admin.query(`SELECT to_jsonb(t) AS row FROM bpf_stats.${table} t WHERE node = 'node-b' ORDER BY to_jsonb(t)::text`)).rows.map((r) => r.row);
+    out[table] = (
+      await admin.query(`SELECT to_jsonb(t) AS row FROM bpf_stats.${table} t WHERE node = 'node-b' ORDER BY to_jsonb(t)::text`)
+    ).rows.map((r) => r.row);
   }
   return out;
 }
@@ -52,7 +63,9 @@ beforeAll(async () => {
   admin = new pg.Client(serverA.connectionString());
   await admin.connect();
   await admin.query('CREATE DATABASE central');
-  await admin.query('CREATE ROLE node_a LOGIN; CREATE ROLE node_b LOGIN; CREATE ROLE stranger LOGIN; CREATE ROLE watcher LOGIN IN ROLE pg_monitor; CREATE ROLE node_f LOGIN');
+  await admin.query(
+    'CREATE ROLE node_a LOGIN; CREATE ROLE node_b LOGIN; CREATE ROLE stranger LOGIN; CREATE ROLE watcher LOGIN IN ROLE pg_monitor; CREATE ROLE node_f LOGIN',
+  );
   await admin.end();
   admin = new pg.Client(serverA.connectionString('central'));
   await admin.connect();
@@ -72,14 +85,20 @@ describe('a sink of several nodes', () => {
     expect((await runCli(['sink-node', 'add', 'node-b', '--role', 'node_b', '--dsn', serverA.connectionString('central')])).code).toBe(0);
     const noRole = await runCli(['sink-node', 'add', 'node-c', '--role', 'nobody_here', '--dsn', serverA.connectionString('central')]);
     expect(noRole.code).toBe(2);
-    expect(logMessages(noRole.stderr)).toEqual([expect.stringMatching(/^sink-node add node-c: role nobody_here does not exist: create it first/)]);
+    expect(logMessages(noRole.stderr)).toEqual([
+      expect.stringMatching(/^sink-node add node-c: role nobody_here does not exist: create it first/),
+    ]);
     const superuser = await runCli(['sink-node', 'add', 'node-c', '--role', 'postgres', '--dsn', serverA.connectionString('central')]);
     expect(superuser.code).toBe(2);
-    expect(logMessages(superuser.stderr)).toEqual([expect.stringMatching(/role postgres is a superuser, bypasses row-level security or owns bpf_stats/)]);
+    expect(logMessages(superuser.stderr)).toEqual([
+      expect.stringMatching(/role postgres is a superuser, bypasses row-level security or owns bpf_stats/),
+    ]);
     // A reader's role would read every node's rows through the views, which run as the owner.
     const reader = await runCli(['sink-node', 'add', 'node-w', '--role', 'watcher', '--dsn', serverA.connectionString('central')]);
     expect(reader.code).toBe(2);
-    expect(logMessages(reader.stderr)).toEqual([expect.stringMatching(/role watcher is a member of pg_monitor or bpf_stats_admin: a node's role must be neither/)]);
+    expect(logMessages(reader.stderr)).toEqual([
+      expect.stringMatching(/role watcher is a member of pg_monitor or bpf_stats_admin: a node's role must be neither/),
+    ]);
     expect((await admin.query('SELECT node, role FROM bpf_stats.nodes ORDER BY node')).rows).toEqual([
       { node: 'node-a', role: 'node_a' },
       { node: 'node-b', role: 'node_b' },
@@ -87,13 +106,25 @@ describe('a sink of several nodes', () => {
 
     const checked = await runCli(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('stranger')]);
     expect(checked.code).toBe(2);
-    expect(logMessages(checked.stderr)).toEqual([expect.stringMatching(/^sink: role stranger is not registered as a node there: .*sink-node add NODE --role stranger/)]);
+    expect(logMessages(checked.stderr)).toEqual([
+      expect.stringMatching(/^sink: role stranger is not registered as a node there: .*sink-node add NODE --role stranger/),
+    ]);
     expect((await runCli(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('node_b')])).code).toBe(0);
-    const unregistered = Sidecar.start({ connectionString: serverB.connectionString(), sink: sinkAs('stranger'), node: 'node-s', intervalMs: 3_600_000 });
+    const unregistered = Sidecar.start({
+      connectionString: serverB.connectionString(),
+      sink: sinkAs('stranger'),
+      node: 'node-s',
+      intervalMs: 3_600_000,
+    });
     await expect(unregistered).rejects.toThrow(
       /^sink: role stranger is not registered as a node there: the sink's owner runs `pg-bpf-stats sink-node add node-s --role stranger --dsn SINK`/,
     );
-    const impostor = Sidecar.start({ connectionString: serverB.connectionString(), sink: sinkAs('node_a'), node: 'node-b', intervalMs: 3_600_000 });
+    const impostor = Sidecar.start({
+      connectionString: serverB.connectionString(),
+      sink: sinkAs('node_a'),
+      node: 'node-b',
+      intervalMs: 3_600_000,
+    });
     await expect(impostor).rejects.toThrow(/^sink: role node_a is registered as node node-a, not node-b: run with --node node-a$/);
     expect((await admin.query('SELECT count(*)::int AS n FROM bpf_stats.health')).rows).toEqual([{ n: 0 }]);
     expect((await admin.query('SELECT count(*)::int AS n FROM bpf_stats.capabilities')).rows).toEqual([{ n: 0 }]);
@@ -102,13 +133,30 @@ describe('a sink of several nodes', () => {
   it("keeps node A's role away from node B's rows and requests: every attempt fails, B's figures stay, B starts only what an admin asked", async () => {
     const lines: string[] = [];
     const log = (line: string) => lines.push(line);
-    const onA = await Sidecar.start({ connectionString: serverA.connectionString(), sink: sinkAs('node_a'), node: 'node-a', intervalMs: 3_600_000, historyIntervalMs: 0, log });
+    const onA = await Sidecar.start({
+      connectionString: serverA.connectionString(),
+      sink: sinkAs('node_a'),
+      node: 'node-a',
+      intervalMs: 3_600_000,
+      historyIntervalMs: 0,
+      log,
+    });
     sidecars.push(onA);
-    const onB = await Sidecar.start({ connectionString: serverB.connectionString(), sink: sinkAs('node_b'), node: 'node-b', intervalMs: 3_600_000, historyIntervalMs: 0, controlPollMs: 500, log });
+    const onB = await Sidecar.start({
+      connectionString: serverB.connectionString(),
+      sink: sinkAs('node_b'),
+      node: 'node-b',
+      intervalMs: 3_600_000,
+      historyIntervalMs: 0,
+      controlPollMs: 500,
+      log,
+    });
     sidecars.push(onB);
 
     // An admin's request for B, taken by B's collector under its node role.
-    const { rows: asked } = await admin.query<{ id: string }>("SELECT bpf_stats.collect('{query}', interval '10 minutes', node => 'node-b') AS id");
+    const { rows: asked } = await admin.query<{ id: string }>(
+      "SELECT bpf_stats.collect('{query}', interval '10 minutes', node => 'node-b') AS id",
+    );
     await until("B's collector to take the admin's request", () => onB.attached().includes('query'));
     for (const server of [serverA, serverB]) {
       const c = new pg.Client(server.connectionString());
@@ -125,7 +173,8 @@ describe('a sink of several nodes', () => {
     expect(before.health).toHaveLength(1);
     expect(before.query_stats_history!.length).toBeGreaterThan(0);
     expect(before.collections).toEqual([expect.objectContaining({ id: Number(asked[0]!.id), status: 'running' })]);
-    const someB = (await admin.query("SELECT userid, dbid, toplevel, queryid FROM bpf_stats.query_stats WHERE node = 'node-b' LIMIT 1")).rows[0];
+    const someB = (await admin.query("SELECT userid, dbid, toplevel, queryid FROM bpf_stats.query_stats WHERE node = 'node-b' LIMIT 1"))
+      .rows[0];
     expect((await admin.query("SELECT count(*)::int AS n FROM bpf_stats.query_stats WHERE node = 'node-a'")).rows[0].n).toBeGreaterThan(0);
 
     // Node A's role, as a collector's session would be (its node named), and as it could be (B's named).
@@ -134,10 +183,20 @@ describe('a sink of several nodes', () => {
     try {
       const affected = async (text: string, values: unknown[] = []) => (await a.query(text, values)).rowCount;
       // Invisible: B's rows can be neither read, nor changed, nor deleted.
-      for (const table of ['query_stats', 'backend_stats', 'health', 'query_texts', 'capabilities', 'query_stats_history', 'backend_stats_history', 'collections']) {
+      for (const table of [
+        'query_stats',
+        'backend_stats',
+        'health',
+        'query_texts',
+        'capabilities',
+        'query_stats_history',
+        'backend_stats_history',
+        'collections',
+      ]) {
         expect((await a.query(`SELECT count(*)::int AS n FROM bpf_stats.${table} WHERE node = 'node-b'`)).rows, table).toEqual([{ n: 0 }]);
         // (the history tables take no DELETE from a node role at all)
-        if (table.endsWith('_history')) await expect(a.query(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).rejects.toThrow(/permission denied/);
+        if (table.endsWith('_history'))
+          await expect(a.query(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).rejects.toThrow(/permission denied/);
         else expect(await affected(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).toBe(0);
       }
       expect(await affected("UPDATE bpf_stats.query_stats SET total_time_ms = 1e9 WHERE node = 'node-b'")).toBe(0);
@@ -145,9 +204,15 @@ describe('a sink of several nodes', () => {
       expect(await affected("UPDATE bpf_stats.collections SET status = 'stopped' WHERE node = 'node-b'")).toBe(0);
       // Forged rows under B: refused, by name, by the session's node, and over B's existing key.
       const rls = /new row violates row-level security policy/;
-      await expect(a.query("INSERT INTO bpf_stats.query_stats (node, userid, dbid, toplevel, queryid, total_time_ms) VALUES ('node-b', 10, 5, true, 42, 1e9)")).rejects.toThrow(rls);
+      await expect(
+        a.query(
+          "INSERT INTO bpf_stats.query_stats (node, userid, dbid, toplevel, queryid, total_time_ms) VALUES ('node-b', 10, 5, true, 42, 1e9)",
+        ),
+      ).rejects.toThrow(rls);
       await a.query("SET bpf_stats.node = 'node-b'");
-      await expect(a.query('INSERT INTO bpf_stats.query_stats (userid, dbid, toplevel, queryid, total_time_ms) VALUES (10, 5, true, 42, 1e9)')).rejects.toThrow(rls);
+      await expect(
+        a.query('INSERT INTO bpf_stats.query_stats (userid, dbid, toplevel, queryid, total_time_ms) VALUES (10, 5, true, 42, 1e9)'),
+      ).rejects.toThrow(rls);
       await expect(
         a.query(
           `INSERT INTO bpf_stats.query_stats (node, userid, dbid, toplevel, queryid, total_time_ms) VALUES ('node-b', $1, $2, $3, $4, 1e9)
@@ -158,18 +223,38 @@ describe('a sink of several nodes', () => {
       await a.query("SET bpf_stats.node = 'node-a'");
       // Its own rows cannot be handed to B either.
       await expect(a.query("UPDATE bpf_stats.query_stats SET node = 'node-b'")).rejects.toThrow(rls);
-      await expect(a.query("INSERT INTO bpf_stats.query_stats_history (ts, node, userid, dbid, toplevel, queryid, total_time_ms) VALUES (now(), 'node-b', 10, 5, true, 42, 1e9)")).rejects.toThrow(rls);
-      await expect(a.query("INSERT INTO bpf_stats.query_texts (node, userid, dbid, toplevel, queryid, query) VALUES ('node-b', 10, 5, true, 42, 'forged')")).rejects.toThrow(rls);
+      await expect(
+        a.query(
+          "INSERT INTO bpf_stats.query_stats_history (ts, node, userid, dbid, toplevel, queryid, total_time_ms) VALUES (now(), 'node-b', 10, 5, true, 42, 1e9)",
+        ),
+      ).rejects.toThrow(rls);
+      await expect(
+        a.query(
+          "INSERT INTO bpf_stats.query_texts (node, userid, dbid, toplevel, queryid, query) VALUES ('node-b', 10, 5, true, 42, 'forged')",
+        ),
+      ).rejects.toThrow(rls);
       // Partitions are reached only through their parent.
-      const { rows: parts } = await admin.query<{ name: string }>("SELECT inhrelid::regclass::text AS name FROM pg_inherits WHERE inhparent = 'bpf_stats.query_stats_history'::regclass LIMIT 1");
-      await expect(a.query(`INSERT INTO ${parts[0]!.name} (ts, node, userid, dbid, toplevel, queryid) VALUES (now(), 'node-b', 10, 5, true, 42)`)).rejects.toThrow(/permission denied/);
+      const { rows: parts } = await admin.query<{ name: string }>(
+        "SELECT inhrelid::regclass::text AS name FROM pg_inherits WHERE inhparent = 'bpf_stats.query_stats_history'::regclass LIMIT 1",
+      );
+      await expect(
+        a.query(`INSERT INTO ${parts[0]!.name} (ts, node, userid, dbid, toplevel, queryid) VALUES (now(), 'node-b', 10, 5, true, 42)`),
+      ).rejects.toThrow(/permission denied/);
       // Requests: none can be made, for B or for no node, nor can one be rewritten into another.
-      await expect(a.query("INSERT INTO bpf_stats.collections (probes, duration, node) VALUES ('{lwlock}', '1 day', 'node-b')")).rejects.toThrow(/permission denied/);
-      await expect(a.query("INSERT INTO bpf_stats.collections (probes, duration) VALUES ('{lwlock}', '1 day')")).rejects.toThrow(/permission denied/);
+      await expect(
+        a.query("INSERT INTO bpf_stats.collections (probes, duration, node) VALUES ('{lwlock}', '1 day', 'node-b')"),
+      ).rejects.toThrow(/permission denied/);
+      await expect(a.query("INSERT INTO bpf_stats.collections (probes, duration) VALUES ('{lwlock}', '1 day')")).rejects.toThrow(
+        /permission denied/,
+      );
       await expect(a.query("UPDATE bpf_stats.collections SET probes = '{lwlock}'")).rejects.toThrow(/permission denied/);
-      await expect(a.query("SELECT bpf_stats.collect('{lwlock}', interval '1 day', node => 'node-b')")).rejects.toThrow(/permission denied/);
+      await expect(a.query("SELECT bpf_stats.collect('{lwlock}', interval '1 day', node => 'node-b')")).rejects.toThrow(
+        /permission denied/,
+      );
       await expect(a.query("SELECT bpf_stats.add_node('node-x', 'node_a')")).rejects.toThrow(/permission denied/);
-      await expect(a.query("SELECT bpf_stats.maintain_history(interval '1 second', interval '1 second')")).rejects.toThrow(/permission denied|must be owner/);
+      await expect(a.query("SELECT bpf_stats.maintain_history(interval '1 second', interval '1 second')")).rejects.toThrow(
+        /permission denied|must be owner/,
+      );
       // The doorbell rings: B looks, and finds nothing new for it.
       await a.query("NOTIFY bpf_stats_control, '1'");
     } finally {
@@ -187,8 +272,10 @@ describe('a sink of several nodes', () => {
     expect((await onA.flush()).error).toBeNull();
     // Under their roles, history partitions, row retention and the control plane ran without a failure.
     expect(lines.filter((line) => /fail|denied|violates/i.test(line))).toEqual([]);
-    expect(lines.filter((line) => /^history: .* kept as the sink keeps them \(the owner's collector drops old partitions/.test(line))).toHaveLength(2);
-    expect((await admin.query("SELECT node, last_error FROM bpf_stats.health WHERE stopped_at IS NULL ORDER BY node")).rows).toEqual([
+    expect(
+      lines.filter((line) => /^history: .* kept as the sink keeps them \(the owner's collector drops old partitions/.test(line)),
+    ).toHaveLength(2);
+    expect((await admin.query('SELECT node, last_error FROM bpf_stats.health WHERE stopped_at IS NULL ORDER BY node')).rows).toEqual([
       { node: 'node-a', last_error: null },
       { node: 'node-b', last_error: null },
     ]);
@@ -256,7 +343,9 @@ describe('a sink of several nodes', () => {
     const checked = await runCli(['check', '--dsn', serverB.connectionString(), '--sink', sinkAs('watcher')]);
     expect(checked.code).toBe(2);
     expect(logMessages(checked.stderr)).toEqual([
-      expect.stringMatching(/^sink: role watcher \(node node-w\) is a member of pg_monitor, which would let it read or request for every node there: .*REVOKE pg_monitor FROM watcher$/),
+      expect.stringMatching(
+        /^sink: role watcher \(node node-w\) is a member of pg_monitor, which would let it read or request for every node there: .*REVOKE pg_monitor FROM watcher$/,
+      ),
     ]);
     await admin.query("SELECT bpf_stats.remove_node('node-w')");
   }, 60_000);
@@ -294,7 +383,10 @@ describe('a sink of several nodes', () => {
       const local = async () => (await admin.query<{ n: string }>('SELECT n FROM bpf_stats.local_nodes() AS n')).rows.map((r) => r.n);
       expect(await local()).not.toContain('node-f');
       // The same name on a session of the owner's (here a superuser's) counts.
-      const owner = new pg.Client({ connectionString: serverA.connectionString('central'), application_name: 'pg-bpf-stats (pid 4242 on forged-host)' });
+      const owner = new pg.Client({
+        connectionString: serverA.connectionString('central'),
+        application_name: 'pg-bpf-stats (pid 4242 on forged-host)',
+      });
       await owner.connect();
       try {
         expect(await local()).toContain('node-f');

@@ -69,8 +69,15 @@ beforeAll(async () => {
   await admin.query('CREATE DATABASE readonly');
   await admin.query('ALTER DATABASE readonly SET default_transaction_read_only = on');
   standby = await primary.startStandby();
-  await until('the standby to replay the workload role', async () =>
-    (await query<{ ok: boolean }>(standby.connectionString(), "SELECT has_table_privilege('workload', 'pgbench_accounts', 'SELECT') AS ok"))[0]!.ok,
+  await until(
+    'the standby to replay the workload role',
+    async () =>
+      (
+        await query<{ ok: boolean }>(
+          standby.connectionString(),
+          "SELECT has_table_privilege('workload', 'pgbench_accounts', 'SELECT') AS ok",
+        )
+      )[0]!.ok,
   );
 }, 120_000);
 
@@ -93,17 +100,37 @@ describe('a standby and a sink', () => {
 
     const toStandby = await runCli(['run', '--dsn', standby.connectionString(), '--sink', standby.connectionString(), '--duration', '1s']);
     expect(toStandby.code).toBe(2);
-    expect(logMessages(toStandby.stderr)).toEqual([expect.stringMatching(/^sink .* is a hot standby \(read-only\): give the primary's DSN to --sink$/)]);
+    expect(logMessages(toStandby.stderr)).toEqual([
+      expect.stringMatching(/^sink .* is a hot standby \(read-only\): give the primary's DSN to --sink$/),
+    ]);
 
-    const readOnly = await runCli(['run', '--dsn', standby.connectionString(), '--sink', primary.connectionString('readonly'), '--duration', '1s']);
+    const readOnly = await runCli([
+      'run',
+      '--dsn',
+      standby.connectionString(),
+      '--sink',
+      primary.connectionString('readonly'),
+      '--duration',
+      '1s',
+    ]);
     expect(readOnly.code).toBe(2);
     expect(logMessages(readOnly.stderr)).toEqual([expect.stringMatching(/^sink .* is read-only \(default_transaction_read_only = on\)/)]);
     const checkedReadOnly = await runCli(['check', '--dsn', standby.connectionString(), '--sink', primary.connectionString('readonly')]);
     expect(checkedReadOnly.code).toBe(2);
 
-    const away = await runCli(['run', '--dsn', standby.connectionString(), '--sink', 'postgresql://postgres@127.0.0.1:1/postgres', '--duration', '1s']);
+    const away = await runCli([
+      'run',
+      '--dsn',
+      standby.connectionString(),
+      '--sink',
+      'postgresql://postgres@127.0.0.1:1/postgres',
+      '--duration',
+      '1s',
+    ]);
     expect(away.code).toBe(2);
-    expect(logMessages(away.stderr)).toEqual([expect.stringMatching(/^sink: cannot connect to PostgreSQL at postgresql:\/\/postgres@127\.0\.0\.1:1\/postgres/)]);
+    expect(logMessages(away.stderr)).toEqual([
+      expect.stringMatching(/^sink: cannot connect to PostgreSQL at postgresql:\/\/postgres@127\.0\.0\.1:1\/postgres/),
+    ]);
 
     // Nothing was created in the read-only database nor in the primary's postgres database.
     expect(await query(primary.connectionString('readonly'), "SELECT 1 FROM pg_namespace WHERE nspname = 'bpf_stats'")).toEqual([]);
@@ -112,22 +139,55 @@ describe('a standby and a sink', () => {
 
   it("writes the standby's figures into the primary under its own node, calls equal to the standby's pg_stat_statements, controlled from the primary", async () => {
     // The primary's own collector (no sink), then the standby's, writing into the primary.
-    sidecars.push(await Sidecar.start({ connectionString: primary.connectionString(), intervalMs: 3_600_000, probeSets: ['query'], node: 'primary-node' }));
-    const onStandby = await Sidecar.start({ connectionString: standby.connectionString(), sink: primary.connectionString(), intervalMs: 3_600_000, node: 'standby-node' });
+    sidecars.push(
+      await Sidecar.start({
+        connectionString: primary.connectionString(),
+        intervalMs: 3_600_000,
+        probeSets: ['query'],
+        node: 'primary-node',
+      }),
+    );
+    const onStandby = await Sidecar.start({
+      connectionString: standby.connectionString(),
+      sink: primary.connectionString(),
+      intervalMs: 3_600_000,
+      node: 'standby-node',
+    });
     sidecars.push(onStandby);
     expect(onStandby.attached()).not.toContain('query');
 
     // A standby can neither write nor NOTIFY: the request is made on the sink, for the node.
-    const { rows } = await admin.query<{ id: string }>("SELECT bpf_stats.collect('{query}', interval '10 minutes', node => 'standby-node') AS id");
+    const { rows } = await admin.query<{ id: string }>(
+      "SELECT bpf_stats.collect('{query}', interval '10 minutes', node => 'standby-node') AS id",
+    );
     await until('the standby collector to take the request', async () => onStandby.attached().includes('query'));
-    expect((await admin.query('SELECT status, node FROM bpf_stats.collections WHERE id = $1', [rows[0]!.id])).rows).toEqual([{ status: 'running', node: 'standby-node' }]);
+    expect((await admin.query('SELECT status, node FROM bpf_stats.collections WHERE id = $1', [rows[0]!.id])).rows).toEqual([
+      { status: 'running', node: 'standby-node' },
+    ]);
 
     // From here on the standby's pg_stat_statements and our calls count the same statements.
     await query(standby.connectionString(), 'SELECT pg_stat_statements_reset()');
     await query(primary.connectionString(), 'SELECT pg_stat_statements_reset()');
-    await standby.exec('pgbench', ['-S', '-n', '-t', '300', '-c', '2', '-h', standby.baseDir, '-p', String(standby.port), '-U', 'workload', 'postgres']);
+    await standby.exec('pgbench', [
+      '-S',
+      '-n',
+      '-t',
+      '300',
+      '-c',
+      '2',
+      '-h',
+      standby.baseDir,
+      '-p',
+      String(standby.port),
+      '-U',
+      'workload',
+      'postgres',
+    ]);
     // The primary runs statements of its own, which must stay under its node.
-    for (let i = 0; i < 7; i++) await query(primary.connectionString().replace('postgres@', 'workload@'), 'SELECT count(*) FROM pgbench_branches WHERE bid > $1', [i]);
+    for (let i = 0; i < 7; i++)
+      await query(primary.connectionString().replace('postgres@', 'workload@'), 'SELECT count(*) FROM pgbench_branches WHERE bid > $1', [
+        i,
+      ]);
     for (const sidecar of sidecars) expect((await sidecar.flush()).error).toBeNull();
 
     const standbyTruth = await pgssCalls(standby);
@@ -145,13 +205,21 @@ describe('a standby and a sink', () => {
     for (const id of standbyTruth.keys()) expect(primaryOurs.has(id)).toBe(false);
 
     // The texts travelled with the figures: the sink shows the standby's statement text as the standby had it.
-    const texts = await query<{ queryid: string; query: string }>(standby.connectionString(), "SELECT queryid::text, query FROM pg_stat_statements WHERE userid = 'workload'::regrole AND calls = 600");
-    const shown = await admin.query("SELECT query FROM bpf_stats.query_time WHERE node = 'standby-node' AND queryid = $1", [texts[0]!.queryid]);
+    const texts = await query<{ queryid: string; query: string }>(
+      standby.connectionString(),
+      "SELECT queryid::text, query FROM pg_stat_statements WHERE userid = 'workload'::regrole AND calls = 600",
+    );
+    const shown = await admin.query("SELECT query FROM bpf_stats.query_time WHERE node = 'standby-node' AND queryid = $1", [
+      texts[0]!.queryid,
+    ]);
     expect(shown.rows).toEqual([{ query: texts[0]!.query }]);
     expect(texts[0]!.query).toMatch(/^SELECT abalance FROM pgbench_accounts WHERE aid = \$1/);
 
     // Each collector's health row is under its node.
     const health = await admin.query('SELECT node, last_error FROM bpf_stats.health WHERE stopped_at IS NULL ORDER BY node');
-    expect(health.rows).toEqual([{ node: 'primary-node', last_error: null }, { node: 'standby-node', last_error: null }]);
+    expect(health.rows).toEqual([
+      { node: 'primary-node', last_error: null },
+      { node: 'standby-node', last_error: null },
+    ]);
   }, 120_000);
 });

@@ -12,7 +12,10 @@ import { packageRoot } from '../../src/package-root.js';
  */
 describe('soak (60 s)', () => {
   it('stays exact, bounded and up through everything hostile at once', () => {
-    const result = spawnSync(process.execPath, [join(packageRoot(), 'dist/bench/soak.js'), '--seconds', '60'], { encoding: 'utf8', timeout: 300_000 });
+    const result = spawnSync(process.execPath, [join(packageRoot(), 'dist/bench/soak.js'), '--seconds', '60'], {
+      encoding: 'utf8',
+      timeout: 300_000,
+    });
     const output = `${result.stdout}\n${result.stderr}`;
     expect(output, output).toMatch(/^ok: calls exact in every era/m);
     expect(result.status, output).toBe(0);

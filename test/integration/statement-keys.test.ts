@@ -119,11 +119,19 @@ for (const target of TARGETS) {
       });
       await sidecar.flush();
       const rows = await keys();
-      const table = rows.map((r) => `${r.rolname.padEnd(9)} ${r.toplevel ? 'top   ' : 'nested'} calls ${String(r.calls).padStart(4)} (pgss ${String(r.pgss_calls).padStart(4)})  ${r.query.slice(0, 60)}`).join('\n');
+      const table = rows
+        .map(
+          (r) =>
+            `${r.rolname.padEnd(9)} ${r.toplevel ? 'top   ' : 'nested'} calls ${String(r.calls).padStart(4)} (pgss ${String(r.pgss_calls).padStart(4)})  ${r.query.slice(0, 60)}`,
+        )
+        .join('\n');
       console.log(table);
       // The statements this test is about, under the users pg_stat_statements has them.
       const has = (rolname: string, toplevel: boolean, pattern: RegExp, calls: number) =>
-        expect(rows.find((r) => r.rolname === rolname && r.toplevel === toplevel && pattern.test(r.query))?.pgss_calls, `${rolname} ${pattern}\n${table}`).toBe(calls);
+        expect(
+          rows.find((r) => r.rolname === rolname && r.toplevel === toplevel && pattern.test(r.query))?.pgss_calls,
+          `${rolname} ${pattern}\n${table}`,
+        ).toBe(calls);
       has('tenant_a', true, /^SELECT count\(\*\) FROM tenant_rows/, 10);
       has('tenant_b', true, /^SELECT count\(\*\) FROM tenant_rows/, 10);
       has('tenant_b', true, /^SELECT max\(id\)/, 7);
@@ -164,7 +172,9 @@ for (const target of TARGETS) {
           await session.end();
         }
       })();
-      const { rows: sleepIds } = await admin.query<{ queryid: string }>("SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%multi_probe_sleep%'");
+      const { rows: sleepIds } = await admin.query<{ queryid: string }>(
+        "SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%multi_probe_sleep%'",
+      );
       expect(observed).not.toBeNull();
       expect(sidecar.layout.perStatementQueryIds).toBe(observed === sleepIds[0]?.queryid);
       expect(sidecar.layout.perStatementQueryIds, 'every minor release this suite runs resets the id per statement').toBe(true);
@@ -207,32 +217,37 @@ for (const target of TARGETS) {
 
     // track_utility on (the default): pg_stat_statements clears the EXECUTE's id and the prepared
     // statement reports its own; off: the EXECUTE keeps an id, which BPF maps to the prepared one.
-    it.each(['on', 'off'])('counts a SQL-level EXECUTE once, under the prepared statement, as pg_stat_statements does (track_utility %s)', async (trackUtility) => {
-      await admin.query(`ALTER SYSTEM SET pg_stat_statements.track_utility = ${trackUtility}`);
-      await admin.query('SELECT pg_reload_conf()');
-      await reset();
-      await asApp(async (s) => {
-        await s.query('PREPARE by_id(int) AS SELECT id FROM tenant_rows WHERE id = $1 /* prepared_by_id */');
-        for (let i = 0; i < 30; i++) await s.query(`EXECUTE by_id(${i})`);
-        // With track_utility off pg_stat_statements keeps no utility statement (DEALLOCATE); we do.
-        if (trackUtility === 'on') await s.query('DEALLOCATE by_id');
-      });
-      await sidecar.flush();
-      const rows = await keys();
-      const table = rows.map((r) => `${r.rolname} ${r.toplevel ? 'top' : 'nested'} calls ${r.calls} (pgss ${r.pgss_calls}) ${r.query.slice(0, 70)}`).join('\n');
-      console.log(table);
-      const prepared = rows.find((r) => /prepared_by_id/.test(r.query) && r.toplevel);
-      expect(prepared?.pgss_calls, table).toBe(30);
-      for (const row of rows) expect(row.calls, `${row.query}\n${table}`).toBe(row.pgss_calls);
-      // No call of ours since the reset on a key pg_stat_statements does not have (the EXECUTE's, the PREPARE's).
-      const { rows: extra } = await admin.query<{ queryid: string; calls: number }>(
-        `SELECT q.queryid::text, q.toplevel, (q.calls - coalesce(b.calls, 0))::int AS calls
+    it.each(['on', 'off'])(
+      'counts a SQL-level EXECUTE once, under the prepared statement, as pg_stat_statements does (track_utility %s)',
+      async (trackUtility) => {
+        await admin.query(`ALTER SYSTEM SET pg_stat_statements.track_utility = ${trackUtility}`);
+        await admin.query('SELECT pg_reload_conf()');
+        await reset();
+        await asApp(async (s) => {
+          await s.query('PREPARE by_id(int) AS SELECT id FROM tenant_rows WHERE id = $1 /* prepared_by_id */');
+          for (let i = 0; i < 30; i++) await s.query(`EXECUTE by_id(${i})`);
+          // With track_utility off pg_stat_statements keeps no utility statement (DEALLOCATE); we do.
+          if (trackUtility === 'on') await s.query('DEALLOCATE by_id');
+        });
+        await sidecar.flush();
+        const rows = await keys();
+        const table = rows
+          .map((r) => `${r.rolname} ${r.toplevel ? 'top' : 'nested'} calls ${r.calls} (pgss ${r.pgss_calls}) ${r.query.slice(0, 70)}`)
+          .join('\n');
+        console.log(table);
+        const prepared = rows.find((r) => /prepared_by_id/.test(r.query) && r.toplevel);
+        expect(prepared?.pgss_calls, table).toBe(30);
+        for (const row of rows) expect(row.calls, `${row.query}\n${table}`).toBe(row.pgss_calls);
+        // No call of ours since the reset on a key pg_stat_statements does not have (the EXECUTE's, the PREPARE's).
+        const { rows: extra } = await admin.query<{ queryid: string; calls: number }>(
+          `SELECT q.queryid::text, q.toplevel, (q.calls - coalesce(b.calls, 0))::int AS calls
            FROM bpf_stats.query_stats q JOIN pg_roles r ON r.oid = q.userid
            LEFT JOIN calls_before b USING (userid, dbid, toplevel, queryid)
           WHERE r.rolname = 'app' AND q.calls > coalesce(b.calls, 0)
             AND NOT EXISTS (SELECT 1 FROM pg_stat_statements s WHERE (s.userid, s.dbid, s.toplevel, s.queryid) = (q.userid, q.dbid, q.toplevel, q.queryid))`,
-      );
-      expect(extra, table).toEqual([]);
-    });
+        );
+        expect(extra, table).toEqual([]);
+      },
+    );
   });
 }

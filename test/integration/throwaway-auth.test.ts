@@ -20,7 +20,11 @@ let cluster: ThrowawayCluster;
 async function psqlAsNobody(args: string[], env: Record<string, string> = {}): Promise<{ ok: boolean; out: string }> {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PG')));
   try {
-    const { stdout } = await run('runuser', ['-u', 'nobody', '--', join(cluster.pgBin, 'psql'), '-X', '-At', '-w', ...args], { cwd: '/', env: { ...clean, ...env }, timeout: 30_000 });
+    const { stdout } = await run('runuser', ['-u', 'nobody', '--', join(cluster.pgBin, 'psql'), '-X', '-At', '-w', ...args], {
+      cwd: '/',
+      env: { ...clean, ...env },
+      timeout: 30_000,
+    });
     return { ok: true, out: stdout.trim() };
   } catch (error) {
     return { ok: false, out: String((error as { stderr?: string }).stderr ?? error).trim() };
@@ -51,7 +55,18 @@ describe('a throwaway cluster, entered by another local user', () => {
   });
 
   it('keeps its socket where nobody can reach it', async () => {
-    const socket = await psqlAsNobody(['-h', cluster.baseDir, '-p', String(cluster.port), '-U', 'postgres', '-d', 'postgres', '-c', 'SELECT 1']);
+    const socket = await psqlAsNobody([
+      '-h',
+      cluster.baseDir,
+      '-p',
+      String(cluster.port),
+      '-U',
+      'postgres',
+      '-d',
+      'postgres',
+      '-c',
+      'SELECT 1',
+    ]);
     expect(socket.ok).toBe(false);
     expect(socket.out).toMatch(/Permission denied/);
     expect(statSync(cluster.baseDir).mode & 0o777).toBe(0o700);
@@ -61,7 +76,9 @@ describe('a throwaway cluster, entered by another local user', () => {
     const admin = new pg.Client(cluster.connectionString());
     await admin.connect();
     try {
-      const { rows } = await admin.query<{ type: string; auth_method: string }>('SELECT DISTINCT type, auth_method FROM pg_hba_file_rules ORDER BY 1, 2');
+      const { rows } = await admin.query<{ type: string; auth_method: string }>(
+        'SELECT DISTINCT type, auth_method FROM pg_hba_file_rules ORDER BY 1, 2',
+      );
       expect(rows).toEqual([
         { type: 'host', auth_method: 'scram-sha-256' },
         { type: 'local', auth_method: 'trust' },
@@ -79,7 +96,19 @@ describe('a throwaway cluster, entered by another local user', () => {
       await admin.end();
     }
     // The cluster's binaries get the password through the environment.
-    const { stdout } = await cluster.exec('psql', ['-X', '-At', '-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-c', 'SELECT 2', 'postgres']);
+    const { stdout } = await cluster.exec('psql', [
+      '-X',
+      '-At',
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(cluster.port),
+      '-U',
+      'postgres',
+      '-c',
+      'SELECT 2',
+      'postgres',
+    ]);
     expect(stdout.trim()).toBe('2');
   });
 });

@@ -51,7 +51,9 @@ async function readRows(client: pg.Client, only?: Rows): Promise<Rows> {
     const columns = only?.get(movedFrom ?? table.relname)?.columns ?? table.columns;
     if (only && !only.has(table.relname) && !(movedFrom && only.has(movedFrom))) continue;
     const list = columns.map((c) => client.escapeIdentifier(c)).join(', ');
-    const { rows } = await client.query<{ row: string }>(`SELECT ROW(${list})::text AS row FROM bpf_stats.${client.escapeIdentifier(table.relname)}`);
+    const { rows } = await client.query<{ row: string }>(
+      `SELECT ROW(${list})::text AS row FROM bpf_stats.${client.escapeIdentifier(table.relname)}`,
+    );
     result.set(table.relname, { columns, rows: rows.map((r) => r.row).sort() });
   }
   return result;
@@ -131,7 +133,15 @@ for (const release of RELEASES) {
       });
 
       it('is a deployed schema with figures and history to keep', () => {
-        for (const table of ['query_stats', 'query_stats_history', 'backend_stats', 'backend_stats_history', 'query_histograms', 'health', 'migrations']) {
+        for (const table of [
+          'query_stats',
+          'query_stats_history',
+          'backend_stats',
+          'backend_stats_history',
+          'query_histograms',
+          'health',
+          'migrations',
+        ]) {
           expect(before.get(table)?.rows.length, table).toBeGreaterThan(0);
         }
       });
@@ -176,7 +186,8 @@ for (const release of RELEASES) {
           // `pg-bpf-stats migrate` applies sql/ again: views and functions are rewritten in place,
           // but nothing is dropped: every object keeps its oid, the row type included.
           await migrateSchema(store, undefined, NODE, { reapply: true });
-          const oids = (entries: string[]) => entries.filter((e) => e.startsWith('class ') || e.startsWith('type ')).map((e) => e.split(' ').slice(0, 3).join(' '));
+          const oids = (entries: string[]) =>
+            entries.filter((e) => e.startsWith('class ') || e.startsWith('type ')).map((e) => e.split(' ').slice(0, 3).join(' '));
           expect(oids(await readCatalog(admin))).toEqual(oids(catalog));
         } finally {
           await store.end();
@@ -185,7 +196,13 @@ for (const release of RELEASES) {
       });
 
       it('is written to by the head collector: a short collection adds figures pg_stat_statements agrees with', async () => {
-        const sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), node: NODE, intervalMs: 3_600_000, historyIntervalMs: 0, probeSets: ['query'] });
+        const sidecar = await Sidecar.start({
+          connectionString: cluster.connectionString(),
+          node: NODE,
+          intervalMs: 3_600_000,
+          historyIntervalMs: 0,
+          probeSets: ['query'],
+        });
         try {
           await admin.query('SELECT pg_stat_statements_reset()');
           for (let i = 0; i < 25; i++) await admin.query('SELECT count(*) AS upgrade_probe FROM generate_series(1, 1000)');

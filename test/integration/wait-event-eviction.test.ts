@@ -36,7 +36,9 @@ async function run(statements: Array<{ text: string }>): Promise<void> {
 }
 
 /** Per statement: its PgSleep waits and time in query_wait_events, and other_wait_ms in query_stats. */
-async function figures(statements: Array<{ normalized: string }>): Promise<Array<{ calls: number; waits: number; waitMs: number; otherWaitMs: number }>> {
+async function figures(
+  statements: Array<{ normalized: string }>,
+): Promise<Array<{ calls: number; waits: number; waitMs: number; otherWaitMs: number }>> {
   const { rows } = await admin.query(
     `SELECT s.query, s.calls::int, q.other_wait_ms,
             coalesce((SELECT sum(w.waits) FROM bpf_stats.query_wait_events w
@@ -57,7 +59,10 @@ async function figures(statements: Array<{ normalized: string }>): Promise<Array
 }
 
 async function refused(counter: string): Promise<number> {
-  const { rows } = await admin.query(`SELECT (dropped ->> $2)::int AS n FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid, counter]);
+  const { rows } = await admin.query(`SELECT (dropped ->> $2)::int AS n FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [
+    process.pid,
+    counter,
+  ]);
   expect(rows).toHaveLength(1);
   return rows[0].n ?? 0;
 }

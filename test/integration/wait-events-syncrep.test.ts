@@ -34,7 +34,10 @@ beforeAll(async () => {
   standby = await primary.startStandby();
   await admin.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
   await admin.query('SELECT pg_reload_conf()');
-  await until('the standby to be synchronous', async () => (await admin.query("SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'")).rows[0]);
+  await until(
+    'the standby to be synchronous',
+    async () => (await admin.query("SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'")).rows[0],
+  );
   sidecar = await Sidecar.start({ connectionString: primary.connectionString(), intervalMs: 3_600_000 });
 });
 
@@ -58,8 +61,14 @@ describe('a commit waiting for a synchronous standby', () => {
       const started = performance.now();
       const done = client.query('INSERT INTO synced VALUES (1)').then(() => performance.now() - started);
       try {
-        shown = await until('the commit to wait', async () =>
-          (await admin.query("SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'IPC'", [pid])).rows[0],
+        shown = await until(
+          'the commit to wait',
+          async () =>
+            (
+              await admin.query("SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'IPC'", [
+                pid,
+              ])
+            ).rows[0],
         );
         await sleep(1000);
       } finally {

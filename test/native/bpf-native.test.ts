@@ -9,14 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findPgBin } from '../../src/cluster/throwaway-cluster.js';
-import {
-  isNativeError,
-  loadNative,
-  MapType,
-  type BpfLink,
-  type BpfNative,
-  type BpfObject,
-} from '../../src/native/bpf-native.js';
+import { isNativeError, loadNative, MapType, type BpfLink, type BpfNative, type BpfObject } from '../../src/native/bpf-native.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const FIXTURE = join(ROOT, 'test', 'fixtures', 'minimal.bpf.c');
@@ -108,11 +101,9 @@ beforeAll(() => {
   let vmlinuxDir = join(ROOT, 'build');
   if (!existsSync(join(vmlinuxDir, 'vmlinux.h'))) {
     vmlinuxDir = tmp;
-    const header = execFileSync(
-      'bpftool',
-      ['btf', 'dump', 'file', '/sys/kernel/btf/vmlinux', 'format', 'c'],
-      { maxBuffer: 512 * 1024 * 1024 },
-    );
+    const header = execFileSync('bpftool', ['btf', 'dump', 'file', '/sys/kernel/btf/vmlinux', 'format', 'c'], {
+      maxBuffer: 512 * 1024 * 1024,
+    });
     writeFileSync(join(tmp, 'vmlinux.h'), header);
   }
   objPath = join(tmp, 'minimal.bpf.o');
@@ -236,10 +227,7 @@ describe('BpfObject before load', () => {
       ],
     });
     expect(obj.mapLayout('pcpu')).toEqual({ key: [int('', 0, 4)], value: [int('', 0, 8)] });
-    expect(obj.mapLayout('.rodata').value).toEqual([
-      int('cfg_tag', 0, 4),
-      int('cfg_target_tgid', 8, 8),
-    ]);
+    expect(obj.mapLayout('.rodata').value).toEqual([int('cfg_tag', 0, 4), int('cfg_target_tgid', 8, 8)]);
   });
 
   it('changes max entries and autoload', () => {
@@ -436,7 +424,11 @@ describe('loaded object', () => {
     expect(batch.count).toBe(3);
     expect(batch.valueSize).toBe(56);
     const got = Array.from({ length: batch.count }, (_, i) => [batch.keys.readUInt32LE(i * 8), batch.values.readBigUInt64LE(i * 56)]);
-    expect(got).toEqual([[3004, 40n], [3000, 0n], [3002, 20n]]);
+    expect(got).toEqual([
+      [3004, 40n],
+      [3000, 0n],
+      [3002, 20n],
+    ]);
     expect(obj.mapLookupKeys('counts', keys, 0).count).toBe(0);
     expect(thrown(() => obj.mapLookupKeys('counts', keys, wanted.length + 1))).toMatchObject({ code: 'ERANGE' });
     // Per-CPU values come whole, every possible CPU's.
@@ -482,9 +474,7 @@ describe('loaded object', () => {
     link.destroy();
     const after = pcpuCount(obj, PCPU_PERF_EVENT);
 
-    const bad = thrown(() =>
-      obj.attachPerfEvent('on_cpu_clock', { type: 0x7fff, config: 0, samplePeriod: 1, cpu: 0 }),
-    );
+    const bad = thrown(() => obj.attachPerfEvent('on_cpu_clock', { type: 0x7fff, config: 0, samplePeriod: 1, cpu: 0 }));
     expect(bad.message).toMatch(/^perf_event_open\(prog 'on_cpu_clock', perf_event type 32767/);
     expect(bad.errno).toBeGreaterThan(0);
     await sleep(100);
@@ -519,7 +509,7 @@ describe('loaded object', () => {
     again.destroy();
   });
 
-  it('loads a second instance on the first one\'s maps (reuseMapFd): it adds to them and runs on their .rodata', () => {
+  it("loads a second instance on the first one's maps (reuseMapFd): it adds to them and runs on their .rodata", () => {
     const second = openFixture();
     try {
       for (const p of second.programs()) second.setAutoload(p.name, p.name === 'on_getppid');
@@ -563,13 +553,9 @@ describe('loaded object', () => {
     bpf.drainLog();
     const tp = thrown(() => obj.attachTracepoint('on_getppid', 'syscalls', 'sys_enter_no_such_call'));
     expect(tp).toMatchObject({ errno: 2, code: 'ENOENT' });
-    expect(tp.message).toContain(
-      "bpf_program__attach_tracepoint(prog 'on_getppid', tracepoint 'syscalls/sys_enter_no_such_call') failed",
-    );
+    expect(tp.message).toContain("bpf_program__attach_tracepoint(prog 'on_getppid', tracepoint 'syscalls/sys_enter_no_such_call') failed");
 
-    const usdt = thrown(() =>
-      obj.attachUsdt('on_query_start', -1, '/bin/true', 'postgresql', 'query__start'),
-    );
+    const usdt = thrown(() => obj.attachUsdt('on_query_start', -1, '/bin/true', 'postgresql', 'query__start'));
     expect(isNativeError(usdt)).toBe(true);
     expect(usdt.message).toContain("bpf_program__attach_usdt(prog 'on_query_start', usdt 'postgresql:query__start' in /bin/true");
     expect(usdt.message).toContain('no USDT notes section (.note.stapsdt)');
@@ -577,9 +563,7 @@ describe('loaded object', () => {
     expect(bpf.drainLog()).toEqual([]);
 
     expect(thrown(() => obj.attach('no_such_prog'))).toMatchObject({ code: 'ENOENT' });
-    expect(() => obj.attachTracepoint('on_getppid', 'syscalls', 1 as unknown as string)).toThrow(
-      TypeError,
-    );
+    expect(() => obj.attachTracepoint('on_getppid', 'syscalls', 1 as unknown as string)).toThrow(TypeError);
   });
 
   it('attaches USDT and uprobes to postgres', () => {
@@ -595,9 +579,7 @@ describe('loaded object', () => {
     const ret = obj.attachUprobe('on_uprobe', true, -1, POSTGRES, 'LWLockAcquire', 0);
     ret.destroy();
 
-    const missing = thrown(() =>
-      obj.attachUprobe('on_uprobe', false, -1, POSTGRES, 'NoSuchFunctionHere', 0),
-    );
+    const missing = thrown(() => obj.attachUprobe('on_uprobe', false, -1, POSTGRES, 'NoSuchFunctionHere', 0));
     expect(missing.message).toContain('bpf_program__attach_uprobe_opts(');
     expect(missing.errno).toBeGreaterThan(0);
   });
@@ -610,9 +592,7 @@ describe('close', () => {
     obj.load();
     const link = obj.attach('on_switch');
     const id = linkId(link);
-    const usdt = existsSync(POSTGRES)
-      ? obj.attachUsdt('on_query_start', -1, POSTGRES, 'postgresql', 'query__start')
-      : undefined;
+    const usdt = existsSync(POSTGRES) ? obj.attachUsdt('on_query_start', -1, POSTGRES, 'postgresql', 'query__start') : undefined;
 
     obj.close();
     obj.close();

@@ -36,7 +36,9 @@ function note(...queryids: number[]): void {
 
 function queryids(reads: ReturnType<ChangedKeyReads['read']>): number[] {
   const { batch } = reads;
-  return Array.from({ length: batch.count }, (_, i) => Number(batch.keys.readBigUInt64LE(i * batch.keySize + Structs.query_key.fields.queryid.offset))).sort((a, b) => a - b);
+  return Array.from({ length: batch.count }, (_, i) =>
+    Number(batch.keys.readBigUInt64LE(i * batch.keySize + Structs.query_key.fields.queryid.offset)),
+  ).sort((a, b) => a - b);
 }
 
 beforeAll(() => {
@@ -149,12 +151,15 @@ describe('reading the histograms map', () => {
     k.writeUInt32LE(10, Structs.hist_key.fields['q.userid'].offset);
     return k;
   }
-  const histogram = (queryid: number) => object.mapUpdate('histograms', histKey(queryid), Buffer.alloc(Math.ceil(Structs.hist.size / 8) * 8 * cpus));
+  const histogram = (queryid: number) =>
+    object.mapUpdate('histograms', histKey(queryid), Buffer.alloc(Math.ceil(Structs.hist.size / 8) * 8 * cpus));
   const noteHistograms = (...queryids: number[]) => {
     for (const id of queryids) object.mapUpdate('hist_changes', histKey(id), Buffer.from([1]));
   };
   const histogramQueryids = ({ batch }: ReturnType<ChangedKeyReads['read']>) =>
-    Array.from({ length: batch.count }, (_, i) => Number(batch.keys.readBigUInt64LE(i * batch.keySize + Structs.hist_key.fields['q.queryid'].offset))).sort((a, b) => a - b);
+    Array.from({ length: batch.count }, (_, i) =>
+      Number(batch.keys.readBigUInt64LE(i * batch.keySize + Structs.hist_key.fields['q.queryid'].offset)),
+    ).sort((a, b) => a - b);
 
   it('takes the histograms noted in hist_changes, and reads the whole map first', () => {
     const reads = new ChangedKeyReads(object, globals, HISTOGRAM_CHANGES);

@@ -36,7 +36,7 @@ function memlock(map: MapName): number {
 }
 
 describe('the maps when full, as check estimates them', () => {
-  it.each(FILLED)('%s: at most the kernel\'s own memlock once every element is there, and not 15 percent under', (name) => {
+  it.each(FILLED)("%s: at most the kernel's own memlock once every element is there, and not 15 percent under", (name) => {
     const info = object.maps().find((m) => m.name === name)!;
     expect(info.maxEntries).toBe(CAPACITY);
     const value = Buffer.alloc(perCpuMap(info.type) ? Math.ceil(info.valueSize / 8) * 8 * cpus : info.valueSize);

@@ -22,7 +22,10 @@ describe('a kernel without some tracepoints', () => {
       const disabled = disableMissingTracepoints(object, new KernelWithout(['block_io_start', 'mm_compaction_end']));
       expect(disabled.sort()).toEqual(['on_blk_start', 'on_compact_end']);
       object.load(); // the verifier still sees, and accepts, every other program
-      const loaded = object.programs().filter((p) => p.autoload).map((p) => p.name);
+      const loaded = object
+        .programs()
+        .filter((p) => p.autoload)
+        .map((p) => p.name);
       expect(loaded).toEqual(expect.arrayContaining(['on_sched_switch', 'on_blk_merge', 'on_blk_done', 'on_mreclaim_end']));
       expect(loaded).not.toContain('on_blk_start');
     } finally {

@@ -21,7 +21,11 @@ export interface CpuBurnOutcome {
  * collects, and reads back what the collector wrote for that backend next to the scheduler's
  * own figure. `command` is how the collector is started (a setpriv prefix, an installed bin).
  */
-export async function collectCpuBurn(cluster: ThrowawayCluster, command: string[], env: NodeJS.ProcessEnv = process.env): Promise<CpuBurnOutcome> {
+export async function collectCpuBurn(
+  cluster: ThrowawayCluster,
+  command: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<CpuBurnOutcome> {
   const [file, ...args] = command;
   const child = spawn(file!, [...args, 'run', '--dsn', cluster.connectionString(), '--duration', '3s', '--interval', '500ms'], {
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -150,6 +150,9 @@ export function checkReferences(root: string): Array<DocReference & { broken: st
     return headings;
   };
   return scannedFiles(root).flatMap((file) =>
-    findReferences(root, file, readFileSync(file, 'utf8')).map((reference) => ({ ...reference, broken: brokenReason(reference, headingsOf) })),
+    findReferences(root, file, readFileSync(file, 'utf8')).map((reference) => ({
+      ...reference,
+      broken: brokenReason(reference, headingsOf),
+    })),
   );
 }

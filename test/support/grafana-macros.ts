@@ -40,7 +40,12 @@ export function parseDuration(text: string): number {
 
 /** A duration as Grafana writes intervals: the largest unit that divides it (1h, 5m, 30s, 250ms). */
 export function formatDuration(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const) {
     if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
   }
   return `${Math.round(ms)}ms`;

@@ -38,7 +38,14 @@ export function backendSample(fields: Partial<BackendSample> & { pid: number }):
 
 /** A top-level statement of user 10 in database 5 that ran `calls` times; its raw key is its id's low byte. */
 export function querySample(queryid: number, calls: number): QuerySample {
-  return { userid: 10, dbid: 5, toplevel: true, queryid: BigInt(queryid), metrics: metrics({ calls }), rawKey: Buffer.from([queryid & 0xff]) };
+  return {
+    userid: 10,
+    dbid: 5,
+    toplevel: true,
+    queryid: BigInt(queryid),
+    metrics: metrics({ calls }),
+    rawKey: Buffer.from([queryid & 0xff]),
+  };
 }
 
 /**

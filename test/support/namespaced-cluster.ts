@@ -31,7 +31,9 @@ async function freePort(): Promise<number> {
 
 /** NSpid of a host process: its pid at every level (host first). */
 export function nsPidsOnHost(pid: number): number[] {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('NSpid:'))!;
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('NSpid:'))!;
   return line.slice(6).trim().split(/\s+/).map(Number);
 }
 
@@ -84,7 +86,28 @@ export class NamespacedCluster {
     writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
     chownSync(pwfile, uid, gid);
     try {
-      execFileSync('runuser', ['-u', 'postgres', '--', join(pgBin, 'initdb'), '-D', join(baseDir, 'data'), '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${pwfile}`, '--no-sync', '-E', 'UTF8', '--locale', 'C'], { stdio: 'ignore' });
+      execFileSync(
+        'runuser',
+        [
+          '-u',
+          'postgres',
+          '--',
+          join(pgBin, 'initdb'),
+          '-D',
+          join(baseDir, 'data'),
+          '-U',
+          'postgres',
+          '--auth-local=trust',
+          '--auth-host=scram-sha-256',
+          `--pwfile=${pwfile}`,
+          '--no-sync',
+          '-E',
+          'UTF8',
+          '--locale',
+          'C',
+        ],
+        { stdio: 'ignore' },
+      );
     } finally {
       rmSync(pwfile, { force: true });
     }
@@ -100,7 +123,12 @@ export class NamespacedCluster {
       logging_collector: 'off',
       ...settings,
     };
-    appendFileSync(join(baseDir, 'data', 'postgresql.conf'), `\n${Object.entries(conf).map(([k, v]) => `${k} = ${v}`).join('\n')}\n`);
+    appendFileSync(
+      join(baseDir, 'data', 'postgresql.conf'),
+      `\n${Object.entries(conf)
+        .map(([k, v]) => `${k} = ${v}`)
+        .join('\n')}\n`,
+    );
     const script = [
       'set -e',
       'mount -t tmpfs tmpfs /srv',
@@ -114,7 +142,9 @@ export class NamespacedCluster {
       // gone, not a zombie whose pid keeps its lock files taken.
       `exec python3 -c '${REAPER}'`,
     ].join('\n');
-    const init = spawn('unshare', ['--pid', '--fork', '--mount', '--mount-proc', '--propagation', 'private', 'sh', '-c', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const init = spawn('unshare', ['--pid', '--fork', '--mount', '--mount-proc', '--propagation', 'private', 'sh', '-c', script], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     init.stdout!.on('data', (c) => (out += c));
     init.stderr!.on('data', (c) => (out += c));

@@ -27,7 +27,9 @@ const hex = (b: Buffer) => [...b].map((x) => x.toString(16).padStart(2, '0'));
  * const entries = dumpOwnMap('histograms');
  */
 export function dumpOwnMap(name: string, holder: number | 'self' = 'self'): MapEntry[] {
-  const dump = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(ownMapId(name, holder))], { encoding: 'utf8', maxBuffer: 256 << 20 })) as BpftoolEntry[];
+  const dump = JSON.parse(
+    execFileSync('bpftool', ['-j', 'map', 'dump', 'id', String(ownMapId(name, holder))], { encoding: 'utf8', maxBuffer: 256 << 20 }),
+  ) as BpftoolEntry[];
   return dump.map((e) => ({ key: bytes(e.key), values: e.values ? e.values.map((v) => bytes(v.value)) : [bytes(e.value ?? [])] }));
 }
 
@@ -44,16 +46,23 @@ export function deleteFromOwnMap(name: string, key: Buffer): void {
 /** The names of the BPF programs this process holds open (the collector's, when it runs in the test's process). */
 export function ownProgramNames(): string[] {
   const own = ownIds('prog_id');
-  const programs = JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as { id: number; name?: string }[];
+  const programs = JSON.parse(execFileSync('bpftool', ['-j', 'prog', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as {
+    id: number;
+    name?: string;
+  }[];
   return programs.filter((p) => own.has(p.id)).map((p) => p.name ?? '');
 }
 
 /** The id of the BPF map called `name` that this process (or `holder`) holds open. */
 function ownMapId(name: string, holder: number | 'self' = 'self'): number {
   const own = ownIds('map_id', holder);
-  const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as { id: number; name?: string }[];
+  const maps = JSON.parse(execFileSync('bpftool', ['-j', 'map', 'show'], { encoding: 'utf8', maxBuffer: 64 << 20 })) as {
+    id: number;
+    name?: string;
+  }[];
   const ids = maps.filter((m) => m.name === name && own.has(m.id)).map((m) => m.id);
-  if (ids.length !== 1) throw new Error(`expected one ${name} map held by ${holder === 'self' ? 'this process' : `process ${holder}`}, found ${ids.length}`);
+  if (ids.length !== 1)
+    throw new Error(`expected one ${name} map held by ${holder === 'self' ? 'this process' : `process ${holder}`}, found ${ids.length}`);
   return ids[0]!;
 }
 

@@ -25,7 +25,11 @@ describe('alternating blocks', () => {
       { at: 10.5, on: false },
       { at: 16.5, on: true },
     ];
-    const blocks = splitBlocks(seconds(1, 22, (at) => at), toggles, true);
+    const blocks = splitBlocks(
+      seconds(1, 22, (at) => at),
+      toggles,
+      true,
+    );
     expect(blocks).toEqual([
       { on: true, tps: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] },
       // 11 (10..11 holds the switch) and 12 (the switch's own second after it) are dropped

@@ -10,7 +10,9 @@ const V1 = [
   '35 25 0:32 / /sys/fs/cgroup/memory rw,relatime shared:14 - cgroup cgroup rw,memory',
   '36 25 0:33 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct',
 ].join('\n');
-const V2 = ['24 30 0:21 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot'].join('\n');
+const V2 = [
+  '24 30 0:21 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot',
+].join('\n');
 
 describe('memory cgroup paths', () => {
   it("finds cgroup v1's memory hierarchy before the unified one, and cgroup v2 alone", () => {

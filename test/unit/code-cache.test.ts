@@ -1,5 +1,17 @@
 import { spawnSync, execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  constants,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +22,8 @@ import { codeCachePath, loadBundle } from '../../src/cli/code-cache.js';
 import { packageRoot } from '../../src/package-root.js';
 
 /** A CommonJS module whose answer is in its source; `digits` keeps every version the same length. */
-const bundleSource = (digits: string) => `'use strict';\nfunction answer() { return ${digits}; }\nexports.answer = answer;\nexports.dir = __dirname;\n`;
+const bundleSource = (digits: string) =>
+  `'use strict';\nfunction answer() { return ${digits}; }\nexports.answer = answer;\nexports.dir = __dirname;\n`;
 
 let dir: string;
 let bundle: string;
@@ -84,13 +97,17 @@ describe('V8 code cache for the bundled CLI', () => {
   });
 
   it('starts without it when the file is damaged, and says in one line when it cannot save one', () => {
-    writeFileSync(cache, Buffer.concat([createHash('sha256').update(readFileSync(bundle, 'utf8')).digest(), Buffer.from('not V8 data')]), { mode: 0o644 });
+    writeFileSync(cache, Buffer.concat([createHash('sha256').update(readFileSync(bundle, 'utf8')).digest(), Buffer.from('not V8 data')]), {
+      mode: 0o644,
+    });
     const damaged = loadBundle(bundle, cache);
     expect(damaged.cacheUsed).toBe(false);
     expect(answer(damaged)).toBe(1111);
 
     const nowhere = loadBundle(bundle, join(dir, 'missing', 'cli.cjs.v8-cache'));
-    expect(nowhere.saveCache()).toMatch(/^V8's code cache not saved \(.*missing\/cli\.cjs\.v8-cache: ENOENT\): every start compiles the CLI again/);
+    expect(nowhere.saveCache()).toMatch(
+      /^V8's code cache not saved \(.*missing\/cli\.cjs\.v8-cache: ENOENT\): every start compiles the CLI again/,
+    );
   });
 
   it('refuses a symbolic link at its path in one line, even to a good cache of this build', () => {
@@ -130,12 +147,20 @@ process.stdout.write(JSON.stringify({ used: b.cacheUsed, refused: b.refused, ans
     const child = spawnSync(process.execPath, ['--input-type=module', '-e', probe], { encoding: 'utf8', timeout: 10_000 });
     expect(child.signal, 'the child hung in open() and was killed').toBeNull();
     expect(child.status, child.stderr).toBe(0);
-    expect(JSON.parse(child.stdout)).toEqual({ used: false, refused: `V8's code cache ${cache} not used: not a regular file (a FIFO)`, answer: 1111 });
+    expect(JSON.parse(child.stdout)).toEqual({
+      used: false,
+      refused: `V8's code cache ${cache} not used: not a regular file (a FIFO)`,
+      answer: 1111,
+    });
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
   it("lives in systemd's CacheDirectory= when the service has one, else beside the bundle", () => {
-    expect(codeCachePath('/usr/lib/node_modules/pg-bpf-stats/dist/pg-bpf-stats.cjs', {})).toBe('/usr/lib/node_modules/pg-bpf-stats/dist/pg-bpf-stats.cjs.v8-cache');
-    expect(codeCachePath('/usr/lib/x/dist/pg-bpf-stats.cjs', { CACHE_DIRECTORY: '/var/cache/pg-bpf-stats:/var/cache/other' })).toBe('/var/cache/pg-bpf-stats/pg-bpf-stats.cjs.v8-cache');
+    expect(codeCachePath('/usr/lib/node_modules/pg-bpf-stats/dist/pg-bpf-stats.cjs', {})).toBe(
+      '/usr/lib/node_modules/pg-bpf-stats/dist/pg-bpf-stats.cjs.v8-cache',
+    );
+    expect(codeCachePath('/usr/lib/x/dist/pg-bpf-stats.cjs', { CACHE_DIRECTORY: '/var/cache/pg-bpf-stats:/var/cache/other' })).toBe(
+      '/var/cache/pg-bpf-stats/pg-bpf-stats.cjs.v8-cache',
+    );
   });
 });

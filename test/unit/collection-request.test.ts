@@ -7,16 +7,28 @@ import type { PostmasterTarget, StatusLayout } from '../../src/target/postmaster
 // Only what the sets' support check reads: a build with and one without PortalRun.
 const target = (t: object) => t as unknown as PostmasterTarget;
 const layout = { activityStartOffset: 96 } as unknown as StatusLayout;
-const supportOf = (t: PostmasterTarget, l: StatusLayout | null = layout) => (set: ProbeSetName) => probeSetUnsupportedReason(set, { target: t, layout: l, perfEvents: {} });
-const withPortalRun = supportOf(target({ binaryPath: '/usr/lib/postgresql/15/bin/postgres', statementEnd: { kind: 'uretprobe', symbol: 'PortalRun' } }));
+const supportOf =
+  (t: PostmasterTarget, l: StatusLayout | null = layout) =>
+  (set: ProbeSetName) =>
+    probeSetUnsupportedReason(set, { target: t, layout: l, perfEvents: {} });
+const withPortalRun = supportOf(
+  target({ binaryPath: '/usr/lib/postgresql/15/bin/postgres', statementEnd: { kind: 'uretprobe', symbol: 'PortalRun' } }),
+);
 const stripped = supportOf(target({ binaryPath: '/opt/pg/bin/postgres', statementEnd: null }));
 // On this kernel every default set is supported (the memory and io tracepoints exist), but
 // for aio, which only PostgreSQL 18's io workers need: 'default' leaves it out elsewhere.
-const DEFAULT_SETS = Object.values(PROBE_SETS).filter((s) => s.default && s.name !== 'aio').map((s) => s.name);
+const DEFAULT_SETS = Object.values(PROBE_SETS)
+  .filter((s) => s.default && s.name !== 'aio')
+  .map((s) => s.name);
 
 describe('validateCollectionRequest', () => {
   it('accepts known sets and expands default to the always-on sets', () => {
-    expect(validateCollectionRequest({ id: '7', probes: ['query'], duration_s: 2 }, withPortalRun)).toEqual({ ok: true, id: 7, sets: ['query'], durationMs: 2000 });
+    expect(validateCollectionRequest({ id: '7', probes: ['query'], duration_s: 2 }, withPortalRun)).toEqual({
+      ok: true,
+      id: 7,
+      sets: ['query'],
+      durationMs: 2000,
+    });
     expect(validateCollectionRequest({ id: '8', probes: ['default', 'query', 'query'], duration_s: 0.5 }, withPortalRun)).toEqual({
       ok: true,
       id: 8,
@@ -40,7 +52,10 @@ describe('validateCollectionRequest', () => {
   });
 
   it('names unknown sets, quoted, whatever they contain', () => {
-    const r = validateCollectionRequest({ id: 3, probes: ['query', 'nosuch', "x'; DROP TABLE t; --", 'nosuch', '__proto__', 'toString'] , duration_s: 1 }, withPortalRun);
+    const r = validateCollectionRequest(
+      { id: 3, probes: ['query', 'nosuch', "x'; DROP TABLE t; --", 'nosuch', '__proto__', 'toString'], duration_s: 1 },
+      withPortalRun,
+    );
     expect(r).toEqual({
       ok: false,
       id: 3,
@@ -62,7 +77,10 @@ describe('validateCollectionRequest', () => {
       error: 'probe set query is not supported here: /opt/pg/bin/postgres exports no PortalRun',
     });
     // The default sets are supported everywhere the sidecar runs.
-    expect(validateCollectionRequest({ id: 5, probes: ['default'], duration_s: 1 }, stripped)).toMatchObject({ ok: true, sets: DEFAULT_SETS });
+    expect(validateCollectionRequest({ id: 5, probes: ['default'], duration_s: 1 }, stripped)).toMatchObject({
+      ok: true,
+      sets: DEFAULT_SETS,
+    });
   });
 
   it('rejects latency where the calibrated layout has no query_start/state_change, as run and check say', () => {
@@ -75,6 +93,9 @@ describe('validateCollectionRequest', () => {
       id: 6,
       error: `probe set latency is not supported here: ${reason}`,
     });
-    expect(validateCollectionRequest({ id: 7, probes: ['latency'], duration_s: 1 }, supportOf(t))).toMatchObject({ ok: true, sets: ['latency'] });
+    expect(validateCollectionRequest({ id: 7, probes: ['latency'], duration_s: 1 }, supportOf(t))).toMatchObject({
+      ok: true,
+      sets: ['latency'],
+    });
   });
 });

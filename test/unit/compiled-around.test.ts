@@ -22,7 +22,10 @@ describe('compiledAround', () => {
   it('gives the statement the builder gives, text and parameters, whatever the rows', () => {
     const around = compiledAround(upsert);
     for (const [a, b] of [
-      [[1, 2], ['x', 'y']],
+      [
+        [1, 2],
+        ['x', 'y'],
+      ],
       [[3], ['z']],
     ] as const) {
       const direct = sql`WITH w AS (${upsert(rowsOf([...a], [...b]))}) SELECT 1`.compile(db);
@@ -34,7 +37,8 @@ describe('compiledAround', () => {
   });
 
   it('refuses a statement with parameters of its own, or without the hole', () => {
-    const withParameter = (rows: RawBuilder<unknown>) => db.insertInto('t').columns(['a']).expression(sql`SELECT u.a FROM ${rows} AS u(a) WHERE u.a > ${1}`);
+    const withParameter = (rows: RawBuilder<unknown>) =>
+      db.insertInto('t').columns(['a']).expression(sql`SELECT u.a FROM ${rows} AS u(a) WHERE u.a > ${1}`);
     expect(() => compiledAround(withParameter)).toThrow(/one hole and no parameters, not 1 and 1/);
     expect(() => compiledAround(() => db.deleteFrom('t'))).toThrow(/one hole and no parameters, not 0 and 0/);
   });

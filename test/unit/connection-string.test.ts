@@ -21,7 +21,14 @@ describe('connection string forms', () => {
   });
 
   it('refuses anything else with one line that names the forms, without the password', () => {
-    for (const dsn of ['not a dsn', 'localhost', 'postgresql://u:pw@[bad/x', "password='pw@unterminated", 'pasword=pw@x host=h', 'host=a port=x password=pw@x']) {
+    for (const dsn of [
+      'not a dsn',
+      'localhost',
+      'postgresql://u:pw@[bad/x',
+      "password='pw@unterminated",
+      'pasword=pw@x host=h',
+      'host=a port=x password=pw@x',
+    ]) {
       let error: unknown;
       try {
         clientConfig(dsn);
@@ -42,8 +49,18 @@ describe('key=value connection strings, as libpq reads them', () => {
     expect(config).toMatchObject({ host: '/tmp', port: 5433, database: 'my db', user: 'u', password: "it's a \\ secret" });
     expect(clientConfig('host=127.0.0.1 dbname=postgres')).toMatchObject({ host: '127.0.0.1', database: 'postgres' });
     // A backslash takes the next character as it is in unquoted values too.
-    expect(parseKeywordValue('password=a\\ b user=x')).toEqual(new Map([['password', 'a b'], ['user', 'x']]));
-    expect(parseKeywordValue("password = '' user\t=\tx")).toEqual(new Map([['password', ''], ['user', 'x']]));
+    expect(parseKeywordValue('password=a\\ b user=x')).toEqual(
+      new Map([
+        ['password', 'a b'],
+        ['user', 'x'],
+      ]),
+    );
+    expect(parseKeywordValue("password = '' user\t=\tx")).toEqual(
+      new Map([
+        ['password', ''],
+        ['user', 'x'],
+      ]),
+    );
   });
 
   it('maps connect_timeout, keepalives and the TLS keywords', () => {

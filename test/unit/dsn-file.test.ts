@@ -38,7 +38,9 @@ describe('--dsn-file and --sink-file', () => {
 
   it('refuse a file with a password that group or others can read, as libpq refuses such a .pgpass', () => {
     const loose = file('dsn', 'postgresql://u:s3cret@db/postgres', 0o640);
-    expect(error(['run', '--dsn-file', loose])).toBe(`--dsn-file ${loose} holds a password and group or others can read it (mode 640): chmod 600 it`);
+    expect(error(['run', '--dsn-file', loose])).toBe(
+      `--dsn-file ${loose} holds a password and group or others can read it (mode 640): chmod 600 it`,
+    );
     // Without a password (it comes from PGPASSFILE or PGPASSWORD) the mode does not matter.
     const open = file('open', 'host=db dbname=postgres user=collector', 0o644);
     expect((parseCli(['run', '--dsn-file', open]) as CliOptions).dsn).toBe('host=db dbname=postgres user=collector');

@@ -21,7 +21,7 @@ describe('ExactInt', () => {
     expect(addExact(1.5e3, 2)).toBe(1502);
   });
 
-  it('sums a histogram\'s slots exactly, a number while it can be', () => {
+  it("sums a histogram's slots exactly, a number while it can be", () => {
     expect(sumExact([])).toBe(0);
     expect(sumExact([1, 2, 3n])).toBe(6);
     expect(sumExact([MAX, 1, 1])).toBe(2n ** 53n + 1n);

@@ -42,7 +42,10 @@ describe('FlushWriter', () => {
   it('lets a part that says what a flush sending nothing means to it keep what it prepared', async () => {
     const { db, sent } = recordingDb();
     const calls: string[] = [];
-    const waiting: FlushPart = { name: 'waiting', prepare: () => ({ statements: [], commit: () => calls.push('commit'), skipped: () => calls.push('skipped') }) };
+    const waiting: FlushPart = {
+      name: 'waiting',
+      prepare: () => ({ statements: [], commit: () => calls.push('commit'), skipped: () => calls.push('skipped') }),
+    };
     expect(await new FlushWriter(db, [waiting, part('health', 1, true).p]).write(input)).toBe(0);
     expect(sent).toEqual([]);
     expect(calls).toEqual(['skipped']);
@@ -53,7 +56,13 @@ describe('FlushWriter', () => {
     let built = 0;
     const health: FlushPart = {
       name: 'health',
-      prepare: () => ({ statements: [], build: () => (built++, [sql`INSERT INTO h DEFAULT VALUES`]), companion: true, commit: () => undefined, skipped: () => undefined }),
+      prepare: () => ({
+        statements: [],
+        build: () => (built++, [sql`INSERT INTO h DEFAULT VALUES`]),
+        companion: true,
+        commit: () => undefined,
+        skipped: () => undefined,
+      }),
     };
     expect(await new FlushWriter(db, [part('data', 0).p, health]).write(input)).toBe(0);
     expect(built).toBe(0);

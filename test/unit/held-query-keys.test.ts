@@ -35,14 +35,19 @@ describe('readHeldQueryKeys', () => {
     expect((await readHeldQueryKeys(node({ max: null, schema: null }).client)).max).toBe(5000);
     expect((await readHeldQueryKeys(node({ max: '5000', schema: 'public' }, { ...keys, hidden: true }).client)).pgss).toBeNull();
     expect((await readHeldQueryKeys(node({ max: '5000', schema: 'public' }, undefined, { code: '55000' }).client)).pgss).toBeNull();
-    await expect(readHeldQueryKeys(node({ max: '5000', schema: 'public' }, undefined, { code: '57P01' }).client)).rejects.toThrow('refused');
+    await expect(readHeldQueryKeys(node({ max: '5000', schema: 'public' }, undefined, { code: '57P01' }).client)).rejects.toThrow(
+      'refused',
+    );
   });
 });
 
 describe('unheldBounds', () => {
   it('keeps M/4 unheld keys per role and M/2 per node beside the held ones, M and 2M when none is known held', () => {
     const running = { userid: [], dbid: [], queryid: [] };
-    expect(unheldBounds({ max: 5000, pgss: { userid: [], dbid: [], toplevel: [], queryid: [] }, running })).toEqual({ perRole: 1250, perNode: 2500 });
+    expect(unheldBounds({ max: 5000, pgss: { userid: [], dbid: [], toplevel: [], queryid: [] }, running })).toEqual({
+      perRole: 1250,
+      perNode: 2500,
+    });
     expect(unheldBounds({ max: 5000, pgss: null, running })).toEqual({ perRole: 5000, perNode: 10000 });
   });
 });

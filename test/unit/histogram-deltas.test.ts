@@ -61,7 +61,12 @@ describe('HistogramDeltas', () => {
     const first = decodeHistograms(batch(HistKind.HIST_QUERY_LATENCY, [1, 2, 0, 0], [0, 0, 0, 0], [3_000_000, 0]), LAYOUT, 2);
     const a = deltas.prepare(first);
     expect(a.rows).toHaveLength(1);
-    expect(a.rows[0]).toMatchObject({ kind: 'query_latency', counts: padded([1, 2, 0, 0]), maxMs: 3, queryid: BigInt.asIntN(64, 0xfedcba9876543210n).toString() });
+    expect(a.rows[0]).toMatchObject({
+      kind: 'query_latency',
+      counts: padded([1, 2, 0, 0]),
+      maxMs: 3,
+      queryid: BigInt.asIntN(64, 0xfedcba9876543210n).toString(),
+    });
     a.commit();
     const second = decodeHistograms(batch(HistKind.HIST_QUERY_LATENCY, [1, 2, 0, 1], [0, 1, 0, 0], [3_000_000, 0]), LAYOUT, 2);
     const failed = deltas.prepare(second); // not committed: the write failed

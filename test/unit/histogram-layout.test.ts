@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { HistLayout, Structs } from '../../src/bpf/contract.js';
-import { KERNEL_LAYOUT, LOG2_LAYOUT, layoutOfCounts, logLinearLayout, quantileUs, type HistogramLayout } from '../../src/collector/histogram-layout.js';
+import {
+  KERNEL_LAYOUT,
+  LOG2_LAYOUT,
+  layoutOfCounts,
+  logLinearLayout,
+  quantileUs,
+  type HistogramLayout,
+} from '../../src/collector/histogram-layout.js';
 import { cumulativeBuckets, KERNEL_BUCKETS_PER_EXPORTED } from '../../src/exporters/prometheus/metric-names.js';
 
 /*
@@ -61,7 +68,7 @@ function distributions(): Array<{ name: string; values: number[] }> {
     make('exponential, mean 5 ms', () => -5000 * Math.log(1 - rnd())),
     make('uniform 1 .. 2 ms', () => 1000 + 1000 * rnd()),
     make('bimodal 200 us / 80 ms', () => (rnd() < 0.9 ? 200 + 20 * normal() : 80_000 + 8000 * normal())),
-    make('Pareto from 100 us, alpha 1.2', () => 100 / Math.pow(1 - rnd(), 1 / 1.2)),
+    make('Pareto from 100 us, alpha 1.2', () => 100 / (1 - rnd()) ** (1 / 1.2)),
     // Nearly every observation at the very start or end of a power of two, the max elsewhere:
     // the worst cases for interpolation.
     make('98% at 8.192 ms, 2% at 100 ms', () => (rnd() < 0.98 ? 8192 : 100_000)),
@@ -118,7 +125,8 @@ describe('the kernel layout (bpf/records.h)', () => {
         const slot = layout.slotOf(us);
         expect(us).toBeGreaterThanOrEqual(layout.lowerUs(slot));
         expect(us).toBeLessThan(layout.upperUs(slot));
-        if (layout.lowerUs(slot) >= 2 << subBits) expect((layout.upperUs(slot) - layout.lowerUs(slot)) / layout.lowerUs(slot)).toBeLessThanOrEqual(1 / 2 ** subBits);
+        if (layout.lowerUs(slot) >= 2 << subBits)
+          expect((layout.upperUs(slot) - layout.lowerUs(slot)) / layout.lowerUs(slot)).toBeLessThanOrEqual(1 / 2 ** subBits);
       }
     }
   });

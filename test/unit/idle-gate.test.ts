@@ -11,7 +11,10 @@ import { querySample as sample, snapshotOf } from '../support/map-samples.js';
 const MEASURED = new Set(['query', 'cpu']);
 
 function flush(rows: MetricRows, queries: QuerySample[]): void {
-  const prepared = rows.prepare(snapshotOf({ queries, counters: { queries_full: 0n }, fill: [{ map: 'queries', entries: queries.length, maxEntries: 100 }] }), MEASURED);
+  const prepared = rows.prepare(
+    snapshotOf({ queries, counters: { queries_full: 0n }, fill: [{ map: 'queries', entries: queries.length, maxEntries: 100 }] }),
+    MEASURED,
+  );
   prepared.commitQueries();
   prepared.commitBackends();
 }

@@ -25,7 +25,14 @@ function decoder() {
   const decoded: number[] = [];
   const decode = (b: MapBatch, i: number): QuerySample => {
     decoded.push(b.keys.readUInt32LE(i * KEY));
-    return { userid: 1, dbid: 1, toplevel: true, queryid: BigInt(b.keys.readUInt32LE(i * KEY)), metrics: [b.values.readBigUInt64LE(i * VALUE)], rawKey: b.keys.subarray(i * KEY, (i + 1) * KEY) };
+    return {
+      userid: 1,
+      dbid: 1,
+      toplevel: true,
+      queryid: BigInt(b.keys.readUInt32LE(i * KEY)),
+      metrics: [b.values.readBigUInt64LE(i * VALUE)],
+      rawKey: b.keys.subarray(i * KEY, (i + 1) * KEY),
+    };
   };
   return { decoded, decode };
 }
@@ -34,17 +41,39 @@ describe('KeyedEntries', () => {
   it('decodes what changed, reuses the figures of what did not, and counts the keys held', () => {
     const entries = new KeyedEntries<QuerySample>((sample, rawKey) => ({ ...sample, rawKey }));
     const { decoded, decode } = decoder();
-    const first = entries.update(batch([[1, 10], [2, 20], [3, 30]]), true, decode);
+    const first = entries.update(
+      batch([
+        [1, 10],
+        [2, 20],
+        [3, 30],
+      ]),
+      true,
+      decode,
+    );
     expect(decoded).toEqual([1, 2, 3]);
     // A partial read of two keys: only the changed one is decoded; the map still holds three.
-    const second = entries.update(batch([[3, 31], [1, 10]]), false, decode);
+    const second = entries.update(
+      batch([
+        [3, 31],
+        [1, 10],
+      ]),
+      false,
+      decode,
+    );
     expect(decoded).toEqual([1, 2, 3, 3]);
     expect(second.map((s) => s.metrics[0])).toEqual([31n, 10n]);
     expect(second[1]!.metrics).toBe(first[0]!.metrics); // the same array: DeltaTracker sees it unchanged
     expect(second[1]!.rawKey.readUInt32LE(0)).toBe(1); // its key from the newest read
     expect(entries.size).toBe(3);
     // A whole read without key 2: gone.
-    entries.update(batch([[1, 10], [3, 31]]), true, decode);
+    entries.update(
+      batch([
+        [1, 10],
+        [3, 31],
+      ]),
+      true,
+      decode,
+    );
     expect(decoded).toEqual([1, 2, 3, 3]);
     expect(entries.size).toBe(2);
     entries.delete(Buffer.from([1, 0, 0, 0]));
@@ -54,7 +83,14 @@ describe('KeyedEntries', () => {
   it('decodes every entry again after forgetDecoded() (other fields are read)', () => {
     const entries = new KeyedEntries<QuerySample>();
     const { decoded, decode } = decoder();
-    entries.update(batch([[1, 10], [2, 20]]), true, decode);
+    entries.update(
+      batch([
+        [1, 10],
+        [2, 20],
+      ]),
+      true,
+      decode,
+    );
     entries.forgetDecoded();
     entries.update(batch([[2, 20]]), false, decode);
     expect(decoded).toEqual([1, 2, 2]);
@@ -65,8 +101,22 @@ describe('KeyedEntries', () => {
     const entries = new KeyedEntries<QuerySample>();
     const { decoded, decode } = decoder();
     const skipTwo = (b: MapBatch, i: number) => (b.keys.readUInt32LE(i * KEY) === 2 ? null : decode(b, i));
-    const first = entries.update(batch([[1, 10], [2, 20]]), true, skipTwo);
-    const second = entries.update(batch([[2, 20], [1, 10]]), true, skipTwo);
+    const first = entries.update(
+      batch([
+        [1, 10],
+        [2, 20],
+      ]),
+      true,
+      skipTwo,
+    );
+    const second = entries.update(
+      batch([
+        [2, 20],
+        [1, 10],
+      ]),
+      true,
+      skipTwo,
+    );
     expect(second[1]).toBe(first[0]);
     expect(second[0]).toBeNull();
     expect(decoded).toEqual([1]);

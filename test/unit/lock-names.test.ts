@@ -4,7 +4,7 @@ import { lockModeName, locktypeName, lwlockModeName } from '../../src/families/l
 import { lockRodata } from '../../src/families/locks/lock-probe-sets.js';
 
 describe('lock names', () => {
-  it("names lock tag types and modes as pg_locks does, and says so when it cannot", () => {
+  it('names lock tag types and modes as pg_locks does, and says so when it cannot', () => {
     expect(locktypeName(0)).toBe('relation');
     expect(locktypeName(1)).toBe('extend');
     expect(locktypeName(4)).toBe('tuple');

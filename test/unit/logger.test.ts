@@ -3,7 +3,13 @@ import { createLogger } from '../../src/cli/logger.js';
 
 function sink(isTTY: boolean) {
   let text = '';
-  return { isTTY, write: (t: string) => (text += t), get text() { return text; } };
+  return {
+    isTTY,
+    write: (t: string) => (text += t),
+    get text() {
+      return text;
+    },
+  };
 }
 
 describe('createLogger', () => {
@@ -15,7 +21,9 @@ describe('createLogger', () => {
     log.info('attached probe sets: cpu');
     log.warn('probe set io is not supported here');
     log.error('cannot connect');
-    expect(out.text).toBe('pg-bpf-stats: attached probe sets: cpu\npg-bpf-stats: warning: probe set io is not supported here\npg-bpf-stats: error: cannot connect\n');
+    expect(out.text).toBe(
+      'pg-bpf-stats: attached probe sets: cpu\npg-bpf-stats: warning: probe set io is not supported here\npg-bpf-stats: error: cannot connect\n',
+    );
   });
 
   it('stamps each line with an ISO 8601 time and its level elsewhere', () => {

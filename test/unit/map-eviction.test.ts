@@ -33,6 +33,8 @@ describe('MapEviction', () => {
     expect(eviction.delete(keys)).toBeNull();
     expect(calls).toBe(1);
     expect(eviction.enabled).toBe(false);
-    expect(lines).toEqual(['cannot evict from the lock_waits map on this kernel, a full lock_waits map stays full: Operation not supported']);
+    expect(lines).toEqual([
+      'cannot evict from the lock_waits map on this kernel, a full lock_waits map stays full: Operation not supported',
+    ]);
   });
 });

@@ -20,12 +20,15 @@ function metricColumnsDoc(): string {
     '<!-- Generated from src/families/*/ by test/unit/metric-columns-doc.test.ts (UPDATE_EXPECTED=1); do not edit. -->',
     '',
     `Every one is a column of ${METRIC_TABLES.map((t) => `\`bpf_stats.${t}\``).join(', ')} (the history`,
-    'tables hold one flush interval\'s increment), and `\\d+` shows its meaning as the column\'s comment.',
+    "tables hold one flush interval's increment), and `\\d+` shows its meaning as the column's comment.",
     'NULL means "not measured": none of its probe sets was attached.',
     '',
     '| column | type | probe sets | meaning |',
     '| --- | --- | --- | --- |',
-    ...METRIC_COLUMNS.map((c) => `| \`${c.column}\` | ${metricColumnType(c.unit)} | ${c.measuredBy.map((s) => `\`${s}\``).join(', ')} | ${cell(c.description)} |`),
+    ...METRIC_COLUMNS.map(
+      (c) =>
+        `| \`${c.column}\` | ${metricColumnType(c.unit)} | ${c.measuredBy.map((s) => `\`${s}\``).join(', ')} | ${cell(c.description)} |`,
+    ),
     '',
   ].join('\n');
 }

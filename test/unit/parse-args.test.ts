@@ -59,7 +59,9 @@ describe('parseCli', () => {
     expect(() => parseCli(['run', '--probes', 'query,llamas'])).toThrow(/unknown probe set llamas: known sets are cpu, sched, query/);
     expect(() => parseCli(['run', 'extra'])).toThrow(/unexpected argument 'extra'/);
     // A role name may hold a newline: the message shows it as a JSON string, on one line.
-    expect(() => parseCli(['sink-node', 'add', 'n', '--role', `x\n${'y'.repeat(70)}`])).toThrow(/^--role "x\\ny+": expected a role name of 1 to 63 characters$/);
+    expect(() => parseCli(['sink-node', 'add', 'n', '--role', `x\n${'y'.repeat(70)}`])).toThrow(
+      /^--role "x\\ny+": expected a role name of 1 to 63 characters$/,
+    );
   });
 
   it('reads every duration option with the same units and refuses negatives in one line', () => {
@@ -67,7 +69,11 @@ describe('parseCli', () => {
     expect(parseCli(['run', '--history-retention', '36h'])).toMatchObject({ historyRetentionMs: 129_600_000 });
     expect(parseCli(['run', '--history-interval', '1min'])).toMatchObject({ historyIntervalMs: 60_000 });
     expect(() => parseCli(['run', '--history-interval', '-1min'])).toThrow(/^invalid --history-interval '-1min': must be positive$/);
-    for (const argv of [['run', '--interval', '-5s'], ['run', '--interval=-5s'], ['run', '--history-retention', '-1d']]) {
+    for (const argv of [
+      ['run', '--interval', '-5s'],
+      ['run', '--interval=-5s'],
+      ['run', '--history-retention', '-1d'],
+    ]) {
       expect(() => parseCli(argv), argv.join(' ')).toThrow(/^invalid --(interval|history-retention) '-\d[a-z]+': must be positive$/);
     }
   });
@@ -78,8 +84,14 @@ describe('parseCli', () => {
     });
     expect(parseCli(['run'])).not.toHaveProperty('metrics');
     expect(() => parseCli(['run', '--metrics-top', '20'])).toThrow('--metrics-top and --metrics-query-text need --metrics-address');
-    expect(() => parseCli(['run', '--metrics-address', ':9187', '--metrics-top', '0'])).toThrow("--metrics-top '0': expected a whole number of at least 1");
-    expect(parseCli(['top', '--iterations', '2', '--sort', 'io', '--interval', '2s'])).toMatchObject({ command: 'top', intervalMs: 2000, top: { iterations: 2, sort: 'io' } });
+    expect(() => parseCli(['run', '--metrics-address', ':9187', '--metrics-top', '0'])).toThrow(
+      "--metrics-top '0': expected a whole number of at least 1",
+    );
+    expect(parseCli(['top', '--iterations', '2', '--sort', 'io', '--interval', '2s'])).toMatchObject({
+      command: 'top',
+      intervalMs: 2000,
+      top: { iterations: 2, sort: 'io' },
+    });
     expect(() => parseCli(['run', '--sort', 'io'])).toThrow('--iterations and --sort are options of top');
   });
 });

@@ -46,7 +46,15 @@ describe("the collector's pools check each new session's search_path before usin
     const { Client, seen, ended } = fakeClients('"$user", public');
     const lines: string[] = [];
     const excluded: number[] = [];
-    const pool = new pg.Pool({ Client, max: 1, onConnect: pinnedOnConnect('writer', (line) => lines.push(line), (c) => void excluded.push((c as unknown as { processID: number }).processID)) });
+    const pool = new pg.Pool({
+      Client,
+      max: 1,
+      onConnect: pinnedOnConnect(
+        'writer',
+        (line) => lines.push(line),
+        (c) => void excluded.push((c as unknown as { processID: number }).processID),
+      ),
+    });
     try {
       await expect(pool.query('INSERT INTO bpf_stats.query_stats VALUES (1)')).rejects.toThrow(UserError);
       expect(seen).toEqual(["SELECT pg_catalog.current_setting('search_path') AS path"]);
@@ -80,9 +88,13 @@ describe("the collector's pools check each new session's search_path before usin
     const pool = new pg.Pool({
       Client,
       max: 1,
-      onConnect: pinnedOnConnect('writer', (line) => lines.push(line), () => {
-        throw new Error('cannot exclude its backend: map full');
-      }),
+      onConnect: pinnedOnConnect(
+        'writer',
+        (line) => lines.push(line),
+        () => {
+          throw new Error('cannot exclude its backend: map full');
+        },
+      ),
     });
     try {
       await expect(pool.query('SELECT 1')).rejects.toThrow(/cannot exclude its backend/);

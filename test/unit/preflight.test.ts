@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { assertHostReady, hostChecks } from '../../src/capabilities/host-checks.js';
-import { CAPABILITY_BITS, type CapabilityName, effectiveCapabilities, hasCapability, MissingCapabilities } from '../../src/capabilities/linux-capabilities.js';
+import {
+  CAPABILITY_BITS,
+  type CapabilityName,
+  effectiveCapabilities,
+  hasCapability,
+  MissingCapabilities,
+} from '../../src/capabilities/linux-capabilities.js';
 import { setCapabilities } from '../../src/capabilities/probe-set-capabilities.js';
 import { PROBE_SETS } from '../../src/families/index.js';
 
@@ -10,7 +16,8 @@ const BASE = caps('CAP_BPF', 'CAP_PERFMON', 'CAP_SYS_PTRACE', 'CAP_DAC_READ_SEAR
 describe('effectiveCapabilities', () => {
   it('reads CapEff from /proc/<pid>/status text', () => {
     // setpriv --inh-caps=+bpf,+perfmon,+sys_ptrace,+dac_read_search ... grep Cap /proc/self/status
-    const status = 'Name:\tcat\nCapInh:\t000000c000080004\nCapPrm:\t000000c000080004\nCapEff:\t000000c000080004\nCapBnd:\t000000c000080004\n';
+    const status =
+      'Name:\tcat\nCapInh:\t000000c000080004\nCapPrm:\t000000c000080004\nCapEff:\t000000c000080004\nCapBnd:\t000000c000080004\n';
     expect(effectiveCapabilities(status)).toBe(BASE);
     expect(effectiveCapabilities('Name:\tx\n')).toBe(0n);
   });
@@ -29,7 +36,10 @@ describe('hostChecks', () => {
     expect(privileges.map((c) => c.ok)).toEqual([false, false]);
     expect(privileges[0]!.detail).toMatch(/^pg-bpf-stats needs CAP_PERFMON \(/);
     expect(privileges[1]!.detail).toMatch(/^pg-bpf-stats needs CAP_DAC_READ_SEARCH \(/);
-    expect(checks.find((c) => c.name === 'btf')).toMatchObject({ ok: false, detail: expect.stringMatching(/^no BTF: .*CONFIG_DEBUG_INFO_BTF=y/) });
+    expect(checks.find((c) => c.name === 'btf')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/^no BTF: .*CONFIG_DEBUG_INFO_BTF=y/),
+    });
     for (const c of checks) expect(c.detail).not.toMatch(/\n/);
   });
 
@@ -50,7 +60,9 @@ describe('assertHostReady', () => {
     }
     expect(error).toBeInstanceOf(MissingCapabilities);
     expect((error as MissingCapabilities).exitCode).toBe(2);
-    expect((error as MissingCapabilities).lines).toEqual([expect.stringMatching(/^probe sets query, locks need CAP_SYS_ADMIN \(attaching uprobes/)]);
+    expect((error as MissingCapabilities).lines).toEqual([
+      expect.stringMatching(/^probe sets query, locks need CAP_SYS_ADMIN \(attaching uprobes/),
+    ]);
     expect(() => assertHostReady(['query', 'locks', 'lwlock', 'spinlock'], BASE | caps('CAP_SYS_ADMIN'))).not.toThrow();
   });
 

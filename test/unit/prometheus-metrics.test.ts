@@ -16,12 +16,31 @@ function values(set: Record<string, number | bigint>): MetricValue[] {
 }
 
 function report(over: Partial<FlushReport>): FlushReport {
-  return { at: new Date(1_700_000_000_000), ms: 12, queries: 0, backends: 0, error: null, queryRows: [], backendRows: [], histogramRows: [], waitEventRows: [], counters: {}, fill: [], attached: ['cpu'], ...over };
+  return {
+    at: new Date(1_700_000_000_000),
+    ms: 12,
+    queries: 0,
+    backends: 0,
+    error: null,
+    queryRows: [],
+    backendRows: [],
+    histogramRows: [],
+    waitEventRows: [],
+    counters: {},
+    fill: [],
+    attached: ['cpu'],
+    ...over,
+  };
 }
 
 /** Names known without a database: what CatalogNames holds once it looked them up. */
 function knownNames(): CatalogNames {
-  const names = new CatalogNames(undefined, () => undefined, () => undefined, 10);
+  const names = new CatalogNames(
+    undefined,
+    () => undefined,
+    () => undefined,
+    10,
+  );
   Object.assign(names, { schedule: () => undefined });
   (names as unknown as { databases: Map<number, string> }).databases.set(5, 'shop');
   (names as unknown as { users: Map<number, string> }).users.set(10, 'app');
@@ -45,7 +64,7 @@ describe('Prometheus names and units', () => {
     expect(names).toContain('blk_write_bytes_total');
   });
 
-  it('turns the kernel\'s log-linear microsecond slots into cumulative le buckets in seconds', () => {
+  it("turns the kernel's log-linear microsecond slots into cumulative le buckets in seconds", () => {
     // Slots 0..15 are 1 us wide; two of them make one exported bucket (histogram-layout.test.ts has the rest).
     const slots = new Array(256).fill(0);
     slots[0] = 1;
@@ -83,7 +102,13 @@ describe('--metrics-address', () => {
 describe('FlushTotals', () => {
   it('adds committed increments in base units, summed over toplevel, per backend type', () => {
     const totals = new FlushTotals(1000);
-    const row = (toplevel: boolean, ms: number, calls: bigint) => ({ userid: 10, dbid: 5, toplevel, queryid: '-42', values: values({ total_time_ms: ms, on_cpu_ms: ms / 2, calls }) });
+    const row = (toplevel: boolean, ms: number, calls: bigint) => ({
+      userid: 10,
+      dbid: 5,
+      toplevel,
+      queryid: '-42',
+      values: values({ total_time_ms: ms, on_cpu_ms: ms / 2, calls }),
+    });
     totals.observe(report({ queryRows: [row(true, 1500, 3n), row(false, 500, 1n)] }));
     totals.observe(report({ queryRows: [row(true, 1000, 2n)] }));
     const [q] = totals.top(10);
@@ -92,7 +117,23 @@ describe('FlushTotals', () => {
     expect(q!.values[col('calls')]).toBe(6);
     // Not measured is not 0.
     expect(q!.values[col('llc_misses')]).toBeNull();
-    totals.observe(report({ backendRows: [{ pid: 1, backendStartUs: 0n, backendType: 'checkpointer', datid: null, usesysid: null, queryid: null, cgroup: null, values: values({ io_wait_ms: 250 }), exitedAtUs: null }] }));
+    totals.observe(
+      report({
+        backendRows: [
+          {
+            pid: 1,
+            backendStartUs: 0n,
+            backendType: 'checkpointer',
+            datid: null,
+            usesysid: null,
+            queryid: null,
+            cgroup: null,
+            values: values({ io_wait_ms: 250 }),
+            exitedAtUs: null,
+          },
+        ],
+      }),
+    );
     expect(totals.backendTypes.get('checkpointer')![col('io_wait_ms')]).toBe(0.25);
   });
 
@@ -106,7 +147,10 @@ describe('FlushTotals', () => {
 
   it('keeps a bounded number of statements, forgetting those with the least time', () => {
     const totals = new FlushTotals(100);
-    for (let i = 1; i <= 1000; i++) totals.observe(report({ queryRows: [{ userid: 10, dbid: 5, toplevel: true, queryid: String(i), values: values({ total_time_ms: i }) }] }));
+    for (let i = 1; i <= 1000; i++)
+      totals.observe(
+        report({ queryRows: [{ userid: 10, dbid: 5, toplevel: true, queryid: String(i), values: values({ total_time_ms: i }) }] }),
+      );
     expect(totals.queries.size).toBeLessThanOrEqual(125);
     expect(totals.evictedQueries).toBe(1000 - totals.queries.size);
     expect(totals.top(3).map((q) => q.queryid)).toEqual(['1000', '999', '998']);
@@ -118,8 +162,24 @@ describe('the /metrics text', () => {
     const totals = new FlushTotals(1000);
     totals.observe(
       report({
-        queryRows: [1, 2, 3].map((i) => ({ userid: 10, dbid: 5, toplevel: true, queryid: String(i), values: values({ total_time_ms: i * 1000, calls: BigInt(i) }) })),
-        histogramRows: [{ userid: 10, dbid: 5, toplevel: true, queryid: '1', kind: 'query_latency', counts: [0n, 2n, 1n, ...new Array(253).fill(0n)], maxMs: 0.005 }],
+        queryRows: [1, 2, 3].map((i) => ({
+          userid: 10,
+          dbid: 5,
+          toplevel: true,
+          queryid: String(i),
+          values: values({ total_time_ms: i * 1000, calls: BigInt(i) }),
+        })),
+        histogramRows: [
+          {
+            userid: 10,
+            dbid: 5,
+            toplevel: true,
+            queryid: '1',
+            kind: 'query_latency',
+            counts: [0n, 2n, 1n, ...new Array(253).fill(0n)],
+            maxMs: 0.005,
+          },
+        ],
         counters: { backends_full: 2n },
         fill: [{ map: 'queries', entries: 3, maxEntries: 8192 }],
       }),
@@ -154,9 +214,22 @@ describe('the /metrics text', () => {
 
   it('sums wait event time per database over statements and flushes, bounded, without the no-event rows', async () => {
     const totals = new FlushTotals(2);
-    const row = (queryid: string, type: string, event: string, waits: bigint, waitMs: number) =>
-      ({ userid: 10, dbid: 5, toplevel: true, queryid, waitEventType: type, waitEvent: event, waits, waitMs, runqMs: 0 });
-    totals.observe(report({ waitEventRows: [row('1', 'Lock', 'transactionid', 1n, 700), row('2', 'Lock', 'transactionid', 2n, 300), row('1', '', '', 3n, 5)] }));
+    const row = (queryid: string, type: string, event: string, waits: bigint, waitMs: number) => ({
+      userid: 10,
+      dbid: 5,
+      toplevel: true,
+      queryid,
+      waitEventType: type,
+      waitEvent: event,
+      waits,
+      waitMs,
+      runqMs: 0,
+    });
+    totals.observe(
+      report({
+        waitEventRows: [row('1', 'Lock', 'transactionid', 1n, 700), row('2', 'Lock', 'transactionid', 2n, 300), row('1', '', '', 3n, 5)],
+      }),
+    );
     totals.observe(report({ waitEventRows: [row('1', 'IPC', 'SyncRep', 4n, 1000), row('2', 'Lock', 'transactionid', 1n, 500)] }));
     const metrics = new MetricsRegistry(totals, knownNames(), { top: 2, queryText: false });
     metrics.prepareScrape();

@@ -23,7 +23,13 @@ function snapshot(
   queries: QuerySample[],
   { entries = queries.length, maxEntries = 100, queriesFull = 0, backends = [] as BackendSample[], complete = true } = {},
 ): MapSnapshot {
-  return snapshotOf({ backends, queries, queriesComplete: complete, counters: { queries_full: BigInt(queriesFull) }, fill: [{ map: 'queries', entries, maxEntries }] });
+  return snapshotOf({
+    backends,
+    queries,
+    queriesComplete: complete,
+    counters: { queries_full: BigInt(queriesFull) },
+    fill: [{ map: 'queries', entries, maxEntries }],
+  });
 }
 
 /** One flush: the query rows' calls, then the commit a written flush makes. */

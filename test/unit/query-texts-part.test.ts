@@ -22,7 +22,9 @@ function node(known: Map<string, string>) {
       if (/pg_extension/.test(sql)) return { rows: [{ name: 'public.pg_stat_statements' }] };
       const ids = params[3] as string[];
       statements.push({ sql, ids });
-      return { rows: ids.filter((id) => known.has(id)).map((id) => ({ userid: 10, dbid: 5, toplevel: true, queryid: id, query: known.get(id)! })) };
+      return {
+        rows: ids.filter((id) => known.has(id)).map((id) => ({ userid: 10, dbid: 5, toplevel: true, queryid: id, query: known.get(id)! })),
+      };
     },
   } as unknown as pg.Client;
   const load = async (part: QueryTextsPart, rows: QueryRow[]) => {
@@ -36,7 +38,12 @@ function node(known: Map<string, string>) {
 describe('QueryTextsPart', () => {
   it('looks each text up once, writes it with the flush that commits, and not again', async () => {
     const part = new QueryTextsPart();
-    const { load, lookups } = node(new Map([['1', 'SELECT 1'], ['2', 'SELECT 2']]));
+    const { load, lookups } = node(
+      new Map([
+        ['1', 'SELECT 1'],
+        ['2', 'SELECT 2'],
+      ]),
+    );
     await load(part, [row('1'), row('2')]);
     const first = part.prepare();
     expect(first.statements).toHaveLength(1);
@@ -105,15 +112,22 @@ describe('QueryTextsPart', () => {
     try {
       const part = new QueryTextsPart();
       const { load, lookups } = node(new Map());
-      const broken = { query: async () => Promise.reject(Object.assign(new Error('Connection terminated unexpectedly'), { code: undefined })) };
-      await expect(part.load([row('1'), row('2')], broken as unknown as pg.Client, () => undefined)).rejects.toThrow('Connection terminated');
+      const broken = {
+        query: async () => Promise.reject(Object.assign(new Error('Connection terminated unexpectedly'), { code: undefined })),
+      };
+      await expect(part.load([row('1'), row('2')], broken as unknown as pg.Client, () => undefined)).rejects.toThrow(
+        'Connection terminated',
+      );
       expect(part.due()).toBe(true);
       await load(part, []);
       expect(lookups).toEqual([['1', '2']]);
       // A flood of distinct keys pg_stat_statements never holds: the oldest are forgotten.
       for (let round = 0; round < 12; round++) {
         vi.advanceTimersByTime(70_000);
-        await load(part, Array.from({ length: 10_000 }, (_, i) => row(`f${round * 10_000 + i}`)));
+        await load(
+          part,
+          Array.from({ length: 10_000 }, (_, i) => row(`f${round * 10_000 + i}`)),
+        );
       }
       vi.advanceTimersByTime(70_000);
       await load(part, []);
@@ -126,7 +140,10 @@ describe('QueryTextsPart', () => {
       const queued = () => (part as unknown as { queued: number }).queued;
       for (let burst = 0; burst < 20; burst++) {
         vi.advanceTimersByTime(1);
-        await load(part, Array.from({ length: 10_000 }, (_, i) => row(`b${burst * 10_000 + i}`)));
+        await load(
+          part,
+          Array.from({ length: 10_000 }, (_, i) => row(`b${burst * 10_000 + i}`)),
+        );
         expect(queued()).toBeLessThanOrEqual(2 * 50_000 + 1024 + 10_000);
       }
     } finally {
@@ -138,7 +155,10 @@ describe('QueryTextsPart', () => {
     const part = new QueryTextsPart();
     const known = new Map(Array.from({ length: 6000 }, (_, i) => [String(i), `SELECT ${i}`] as [string, string]));
     const { load, statements } = node(known);
-    await load(part, Array.from({ length: 6000 }, (_, i) => row(String(i))));
+    await load(
+      part,
+      Array.from({ length: 6000 }, (_, i) => row(String(i))),
+    );
     // The bound is in the SQL: the node's server cuts the text, the collector never receives it whole.
     expect(statements[0]!.sql).toMatch(/left\(s\.query, 1024\) END AS query\s+FROM public\.pg_stat_statements s/);
     expect(statements.map((s) => s.ids.length)).toEqual([1000, 1000, 1000, 1000, 96]);
@@ -171,7 +191,9 @@ describe('QueryTextsPart', () => {
   it('goes on without texts where pg_stat_statements is not installed, saying so once', async () => {
     const part = new QueryTextsPart();
     const lines: string[] = [];
-    const missing = { query: async () => Promise.reject(Object.assign(new Error('relation "pg_stat_statements" does not exist'), { code: '42P01' })) };
+    const missing = {
+      query: async () => Promise.reject(Object.assign(new Error('relation "pg_stat_statements" does not exist'), { code: '42P01' })),
+    };
     await part.load([row('1')], missing as unknown as pg.Client, (l) => lines.push(l));
     await part.load([row('2')], missing as unknown as pg.Client, (l) => lines.push(l));
     expect(lines).toHaveLength(1);

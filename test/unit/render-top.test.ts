@@ -15,7 +15,16 @@ const dir = join(import.meta.dirname, '../fixtures/top');
 const [first, second] = JSON.parse(readFileSync(join(dir, 'reads.json'), 'utf8')) as [TopRead, TopRead];
 
 function screen(sort: TopScreen['sort']): TopScreen {
-  return { source: 'postgres@db1:5432', clock: '05:33:44', rates: topRates(first, second), sort, flushAgeSeconds: 0.4, collectors: 1, droppedEvents: 3, lastError: null };
+  return {
+    source: 'postgres@db1:5432',
+    clock: '05:33:44',
+    rates: topRates(first, second),
+    sort,
+    flushAgeSeconds: 0.4,
+    collectors: 1,
+    droppedEvents: 3,
+    lastError: null,
+  };
 }
 
 function golden(name: string, lines: string[]): void {
@@ -79,14 +88,18 @@ describe('renderTop', () => {
   });
 
   it('says when it waits for a second flush, and shows a collector error', () => {
-    const lines = renderTop({ ...screen('cpu'), rates: null, flushAgeSeconds: null, lastError: 'connection refused' }, { width: 80, height: 24 });
+    const lines = renderTop(
+      { ...screen('cpu'), rates: null, flushAgeSeconds: null, lastError: 'connection refused' },
+      { width: 80, height: 24 },
+    );
     expect(lines[0]).toContain('no flush yet');
     expect(lines[1]).toBe('collector error: connection refused');
     expect(lines).toContain('  (waiting for two flushes to compute rates)');
   });
 
   it('fits every figure in 5 characters', () => {
-    for (const v of [0, 0.004, 1, 9.999, 12.34, 99.9, 999, 12345, 99999, 123456, 9_999_999, 12_345_678, 1e9, 5e11]) expect(fmt(v).length, String(v)).toBeLessThanOrEqual(5);
+    for (const v of [0, 0.004, 1, 9.999, 12.34, 99.9, 999, 12345, 99999, 123456, 9_999_999, 12_345_678, 1e9, 5e11])
+      expect(fmt(v).length, String(v)).toBeLessThanOrEqual(5);
     expect(fmt(null)).toBe('-');
     expect(fmt(640)).toBe('640');
   });

@@ -3,7 +3,12 @@ import { METRIC_COLUMNS } from '../../src/families/index.js';
 import { timeParts, whatGrew, type PeriodFigures } from '../../src/report/report-compare.js';
 import type { ReportColumn } from '../../src/report/report-read.js';
 
-const columns: ReportColumn[] = METRIC_COLUMNS.map((c) => ({ column: c.column, unit: c.unit, alreadyCounted: 'alreadyCounted' in c && c.alreadyCounted === true, description: c.description }));
+const columns: ReportColumn[] = METRIC_COLUMNS.map((c) => ({
+  column: c.column,
+  unit: c.unit,
+  alreadyCounted: 'alreadyCounted' in c && c.alreadyCounted === true,
+  description: c.description,
+}));
 const { parts, details } = timeParts(columns);
 
 function period(ms: Record<string, number>): PeriodFigures {
@@ -15,21 +20,35 @@ function period(ms: Record<string, number>): PeriodFigures {
 describe('what grew', () => {
   it('takes the parts from the column list: the partition of total_time_ms, and the details already counted in it', () => {
     // Every ns column but the total is one or the other; a family's new column lands in one without a change here.
-    expect([...parts, ...details].map((c) => c.column).sort()).toEqual(columns.filter((c) => c.unit === 'ns' && c.column !== 'total_time_ms').map((c) => c.column).sort());
-    expect(parts.map((c) => c.column)).toEqual(expect.arrayContaining(['on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'lock_wait_ms', 'lwlock_wait_ms', 'other_wait_ms']));
+    expect([...parts, ...details].map((c) => c.column).sort()).toEqual(
+      columns
+        .filter((c) => c.unit === 'ns' && c.column !== 'total_time_ms')
+        .map((c) => c.column)
+        .sort(),
+    );
+    expect(parts.map((c) => c.column)).toEqual(
+      expect.arrayContaining(['on_cpu_ms', 'runq_wait_ms', 'io_wait_ms', 'lock_wait_ms', 'lwlock_wait_ms', 'other_wait_ms']),
+    );
     expect(details.map((c) => c.column)).toEqual(expect.arrayContaining(['reclaim_ms', 'compaction_stall_ms', 'writeback_throttle_ms']));
     // Each detail's own description says it is never added to the partition.
     for (const d of details) expect(d.description).toMatch(/^Of which, never add to the partition/);
   });
 
   it('names the part whose time per call grew most', () => {
-    const grew = whatGrew(period({ on_cpu_ms: 5, runq_wait_ms: 12, lock_wait_ms: 200 }), period({ on_cpu_ms: 5, runq_wait_ms: 2 }), columns);
+    const grew = whatGrew(
+      period({ on_cpu_ms: 5, runq_wait_ms: 12, lock_wait_ms: 200 }),
+      period({ on_cpu_ms: 5, runq_wait_ms: 2 }),
+      columns,
+    );
     expect(grew).toEqual([{ column: 'lock_wait_ms', label: 'lock', deltaMs: 200 }]);
   });
 
   it('names reclaim before on CPU when reclaim explains the on-CPU growth, and not when it is a small share', () => {
     const base = period({ on_cpu_ms: 10 });
-    expect(whatGrew(period({ on_cpu_ms: 50, reclaim_ms: 35 }), base, columns).map((g) => [g.label, g.within])).toEqual([['reclaim', 'on CPU'], ['on CPU', undefined]]);
+    expect(whatGrew(period({ on_cpu_ms: 50, reclaim_ms: 35 }), base, columns).map((g) => [g.label, g.within])).toEqual([
+      ['reclaim', 'on CPU'],
+      ['on CPU', undefined],
+    ]);
     expect(whatGrew(period({ on_cpu_ms: 50, reclaim_ms: 5 }), base, columns).map((g) => g.label)).toEqual(['on CPU']);
   });
 

@@ -26,7 +26,8 @@ describe('report windows', () => {
     expect(parseSpan('2 days', '--baseline')).toBe(2 * 86_400_000);
     expect(parseSpan('24h', '--baseline')).toBe(86_400_000);
     expect(parseSpan('1.5 hours', '--baseline')).toBe(5_400_000);
-    for (const bad of ['tuesday', 'week', '0 days', '-1 week', '3 fortnights']) expect(() => parseSpan(bad, '--baseline')).toThrow(/--baseline/);
+    for (const bad of ['tuesday', 'week', '0 days', '-1 week', '3 fortnights'])
+      expect(() => parseSpan(bad, '--baseline')).toThrow(/--baseline/);
   });
 
   it('shifts the window back for --baseline, and takes explicit ranges', () => {
@@ -34,7 +35,9 @@ describe('report windows', () => {
       window: { fromMs: local(24, 9), toMs: NOW },
       baseline: { fromMs: local(17, 9), toMs: NOW - 7 * 86_400_000 },
     });
-    expect(parseReportWindows({ window: '2026-11-26 10:00..2026-11-26 11:00', baselineWindow: '2026-11-25 10:00..2026-11-25 11:00' }, NOW)).toEqual({
+    expect(
+      parseReportWindows({ window: '2026-11-26 10:00..2026-11-26 11:00', baselineWindow: '2026-11-25 10:00..2026-11-25 11:00' }, NOW),
+    ).toEqual({
       window: { fromMs: local(26, 10), toMs: local(26, 11) },
       baseline: { fromMs: local(25, 10), toMs: local(25, 11) },
     });
@@ -45,7 +48,9 @@ describe('report windows', () => {
 
   it('refuses contradictory, reversed, future and overlapping periods', () => {
     expect(() => parseReportWindows({ since: 'yesterday', window: 'a..b' }, NOW)).toThrow(/--window and --since/);
-    expect(() => parseReportWindows({ since: 'yesterday', baseline: '1 day', baselineWindow: 'a..b' }, NOW)).toThrow(/--baseline and --baseline-window/);
+    expect(() => parseReportWindows({ since: 'yesterday', baseline: '1 day', baselineWindow: 'a..b' }, NOW)).toThrow(
+      /--baseline and --baseline-window/,
+    );
     expect(() => parseReportWindows({ window: '2026-11-26 11:00..2026-11-26 10:00' }, NOW)).toThrow(/not before the end/);
     expect(() => parseReportWindows({ window: '2026-11-26 10:00' }, NOW)).toThrow(/expected START\.\.END/);
     expect(() => parseReportWindows({ since: 'next friday' }, NOW)).toThrow(/future|not before/);

@@ -17,7 +17,13 @@ const ON_CPU = METRIC_COLUMNS.findIndex((c) => c.column === 'on_cpu_ms');
 const START = process.hrtime.bigint() - 60_000_000_000n;
 
 function backend(pid: number, onCpuNs: number, exited: boolean): BackendSample {
-  return backendSample({ pid, metrics: metrics({ on_cpu_ms: onCpuNs }), backendStartUs: BigInt(pid) * 1000n, taskStartNs: START, exitedNs: exited ? START + 1n : 0n });
+  return backendSample({
+    pid,
+    metrics: metrics({ on_cpu_ms: onCpuNs }),
+    backendStartUs: BigInt(pid) * 1000n,
+    taskStartNs: START,
+    exitedNs: exited ? START + 1n : 0n,
+  });
 }
 
 const query = querySample;
@@ -82,18 +88,36 @@ describe('rows per flush after failed flushes', () => {
     let calls = 1;
     for (let round = 0; round < 12; round++) {
       calls++;
-      const committed = rows.prepare(snapshot([], Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls))), MEASURED);
+      const committed = rows.prepare(
+        snapshot(
+          [],
+          Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls)),
+        ),
+        MEASURED,
+      );
       expect(committed.queries.length).toBe(128);
       committed.commitQueries();
       for (const q of committed.queries) written.set(q.queryid, (written.get(q.queryid) ?? 0) + Number(q.values[CALLS]));
       calls++;
-      rows.prepare(snapshot([], Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls))), MEASURED); // not written
+      rows.prepare(
+        snapshot(
+          [],
+          Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls)),
+        ),
+        MEASURED,
+      ); // not written
     }
     // Map order alone wrote the same first 128 statements 12 times and never the other 872.
     expect(written.size).toBe(1000);
     // Once flushes are written again, the rest comes, and each statement's rows add up to its calls.
     for (let flush = 0; flush < 6; flush++) {
-      const prepared = rows.prepare(snapshot([], Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls))), MEASURED);
+      const prepared = rows.prepare(
+        snapshot(
+          [],
+          Array.from({ length: 1000 }, (_, i) => query(1000 + i, calls)),
+        ),
+        MEASURED,
+      );
       prepared.commitQueries();
       for (const q of prepared.queries) written.set(q.queryid, (written.get(q.queryid) ?? 0) + Number(q.values[CALLS]));
     }

@@ -22,7 +22,7 @@ const HOSTILE = [
   'SELECT 5 /* \x1bP+q544e\x1b\\ DCS (asks the terminal to answer) */',
   'SELECT 6 /* \x1b7\x1b8\x1bc save, restore, reset */',
   'SELECT 7 /* \x07\x08\x00\x7f bell, backspace, NUL, DEL */',
-  "SELECT 8 /* \u202eevil\u202c reversed */",
+  'SELECT 8 /* \u202eevil\u202c reversed */',
   'SELECT 9 /* unterminated OSC \x1b]0;eats the rest',
   'SELECT 10 /* lone ESC at the end \x1b',
 ];
@@ -63,7 +63,19 @@ describe('top with hostile texts', () => {
     const rates = topRates(first, hostile);
     expect(rates!.queries.length).toBeGreaterThan(3);
     for (const lastError of [null, 'relation "\x1b]0;owned\x07x" does not exist']) {
-      const lines = renderTop({ source: 'postgres@db1:5432', clock: '05:33:44', rates, sort: 'total', flushAgeSeconds: 0.4, collectors: 1, droppedEvents: 0, lastError }, { width: 200, height: 40 });
+      const lines = renderTop(
+        {
+          source: 'postgres@db1:5432',
+          clock: '05:33:44',
+          rates,
+          sort: 'total',
+          flushAgeSeconds: 0.4,
+          collectors: 1,
+          droppedEvents: 0,
+          lastError,
+        },
+        { width: 200, height: 40 },
+      );
       for (const line of lines) expect(line, JSON.stringify(line)).not.toMatch(CONTROL);
       // The statements are still there to read.
       expect(lines.some((l) => l.includes('SELECT 1 /* clear the screen */'))).toBe(true);

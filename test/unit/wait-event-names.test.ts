@@ -15,7 +15,10 @@ describe('WaitEventNames', () => {
     expect(new WaitEventNames(14).name(info(9, 1))).toEqual({ type: 'Timeout', name: 'PgSleep' });
     expect(new WaitEventNames(14).name(info(9, 2))).toEqual({ type: 'Timeout', name: 'RecoveryApplyDelay' });
     for (const major of [15, 16, 17, 18]) expect(new WaitEventNames(major).name(info(9, 2))).toEqual({ type: 'Timeout', name: 'PgSleep' });
-    const syncRep = (major: number) => Object.entries(Array.from({ length: 256 }, (_, id) => new WaitEventNames(major).name(info(8, id)).name)).find(([, n]) => n === 'SyncRep')?.[0];
+    const syncRep = (major: number) =>
+      Object.entries(Array.from({ length: 256 }, (_, id) => new WaitEventNames(major).name(info(8, id)).name)).find(
+        ([, n]) => n === 'SyncRep',
+      )?.[0];
     for (const major of [14, 15, 16, 17, 18]) expect(syncRep(major), `PostgreSQL ${major}`).toBeDefined();
     expect(new Set([14, 15, 16, 17, 18].map(syncRep)).size).toBeGreaterThan(1);
   });

@@ -12,7 +12,25 @@ let dir: string;
 const hash = bcrypt.hashSync('right horse', 4);
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-web-config-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem'), '-days', '1', '-subj', '/CN=127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      join(dir, 'k.pem'),
+      '-out',
+      join(dir, 'c.pem'),
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -33,7 +51,10 @@ const refusal = (path: string) => {
 
 describe('--web.config.file (exporter-toolkit format)', () => {
   it('reads TLS files relative to itself, and bcrypt users ($2y$ from htpasswd too)', () => {
-    const path = config('web.yml', `tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  min_version: TLS12\nbasic_auth_users:\n  prometheus: ${hash}\n  other: '${hash.replace('$2b$', '$2y$')}'\n`);
+    const path = config(
+      'web.yml',
+      `tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  min_version: TLS12\nbasic_auth_users:\n  prometheus: ${hash}\n  other: '${hash.replace('$2b$', '$2y$')}'\n`,
+    );
     const web = readWebConfig(path);
     expect(web.tls?.cert.toString()).toMatch(/BEGIN CERTIFICATE/);
     expect(web.tls).toMatchObject({ requestCert: false, rejectUnauthorized: false, minVersion: 'TLSv1.2' });
@@ -45,11 +66,19 @@ describe('--web.config.file (exporter-toolkit format)', () => {
     expect(refusal(config('typo.yml', `basic_auth_user:\n  p: ${hash}\n`))).toMatch(/unknown key "basic_auth_user"/);
     expect(refusal(config('plain.yml', 'basic_auth_users:\n  p: secret\n'))).toMatch(/basic_auth_users\."p": not a bcrypt hash/);
     // Names from the file are shown as JSON strings: a newline in one cannot break the line.
-    expect(refusal(config('newline.yml', 'basic_auth_users:\n  "p\\nforged: line": secret\n'))).toContain('basic_auth_users."p\\nforged: line": not a bcrypt hash');
+    expect(refusal(config('newline.yml', 'basic_auth_users:\n  "p\\nforged: line": secret\n'))).toContain(
+      'basic_auth_users."p\\nforged: line": not a bcrypt hash',
+    );
     expect(refusal(config('newkey.yml', 'tls_server_config:\n  "x\\ny": 1\n'))).toContain('unknown key tls_server_config."x\\ny"');
     expect(refusal(config('half.yml', 'tls_server_config:\n  cert_file: c.pem\n'))).toMatch(/needs cert_file and key_file/);
-    expect(refusal(config('gone.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: nope.pem\n'))).toMatch(/key_file ".*nope\.pem": cannot read it \(ENOENT\)/);
-    expect(refusal(config('mtls.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAndVerifyClientCert\n'))).toMatch(/needs client_ca_file/);
+    expect(refusal(config('gone.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: nope.pem\n'))).toMatch(
+      /key_file ".*nope\.pem": cannot read it \(ENOENT\)/,
+    );
+    expect(
+      refusal(
+        config('mtls.yml', 'tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAndVerifyClientCert\n'),
+      ),
+    ).toMatch(/needs client_ca_file/);
     expect(refusal(config('bad.yml', 'a: [\n'))).toMatch(/not YAML/);
     expect(refusal(join(dir, 'missing.yml'))).toMatch(/cannot read it \(ENOENT\)/);
   });
@@ -63,7 +92,15 @@ describe('basic authentication', () => {
     expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
     // remembered: the same pair again, without bcrypt
     expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
-    for (const wrong of [header('prometheus', 'wrong horse'), header('prometheus', 'right horse '), header('root', 'right horse'), header('prometheus', ''), undefined, 'Bearer x', 'Basic !!!']) {
+    for (const wrong of [
+      header('prometheus', 'wrong horse'),
+      header('prometheus', 'right horse '),
+      header('root', 'right horse'),
+      header('prometheus', ''),
+      undefined,
+      'Bearer x',
+      'Basic !!!',
+    ]) {
       expect(await auth.allows(wrong), String(wrong)).toBe(false);
     }
     expect(await new BasicAuth(new Map()).allows(undefined)).toBe(true);

@@ -65,7 +65,12 @@ export class CatalogNames {
   wantTexts(statements: ReadonlyArray<{ userid: number; dbid: number; queryid: string }>): void {
     const keep = new Set(statements.map((s) => `${s.userid}/${s.dbid}/${s.queryid}`));
     for (const key of this.texts.keys()) if (!keep.has(key)) this.texts.delete(key);
-    this.wantedTexts = new Map(statements.filter((s) => !this.texts.has(`${s.userid}/${s.dbid}/${s.queryid}`)).slice(0, this.maxTexts).map((s) => [`${s.userid}/${s.dbid}/${s.queryid}`, s]));
+    this.wantedTexts = new Map(
+      statements
+        .filter((s) => !this.texts.has(`${s.userid}/${s.dbid}/${s.queryid}`))
+        .slice(0, this.maxTexts)
+        .map((s) => [`${s.userid}/${s.dbid}/${s.queryid}`, s]),
+    );
     this.schedule();
   }
 
@@ -94,12 +99,18 @@ export class CatalogNames {
     const userids = [...this.wantedUsers];
     const texts = [...this.wantedTexts.values()];
     if (dbids.length) {
-      const { rows } = await client.query<{ oid: number; datname: string }>('SELECT oid::int8::float8 AS oid, datname FROM pg_database WHERE oid = ANY($1::oid[])', [dbids]);
+      const { rows } = await client.query<{ oid: number; datname: string }>(
+        'SELECT oid::int8::float8 AS oid, datname FROM pg_database WHERE oid = ANY($1::oid[])',
+        [dbids],
+      );
       for (const id of dbids) this.databases.set(id, rows.find((r) => Number(r.oid) === id)?.datname ?? String(id));
       for (const id of dbids) this.wantedDatabases.delete(id);
     }
     if (userids.length) {
-      const { rows } = await client.query<{ oid: number; rolname: string }>('SELECT oid::int8::float8 AS oid, rolname FROM pg_roles WHERE oid = ANY($1::oid[])', [userids]);
+      const { rows } = await client.query<{ oid: number; rolname: string }>(
+        'SELECT oid::int8::float8 AS oid, rolname FROM pg_roles WHERE oid = ANY($1::oid[])',
+        [userids],
+      );
       for (const id of userids) this.users.set(id, rows.find((r) => Number(r.oid) === id)?.rolname ?? String(id));
       for (const id of userids) this.wantedUsers.delete(id);
     }
@@ -114,7 +125,8 @@ export class CatalogNames {
              FROM ${relation} WHERE queryid = ANY($1::int8[])`,
           [texts.map((t) => t.queryid)],
         );
-        for (const row of rows) found.set(row.key, row.query === null || mayHoldPassword(row.query) ? WITHHELD_TEXT : row.query.replace(/\s+/g, ' ').trim());
+        for (const row of rows)
+          found.set(row.key, row.query === null || mayHoldPassword(row.query) ? WITHHELD_TEXT : row.query.replace(/\s+/g, ' ').trim());
       }
       for (const t of texts) {
         const key = `${t.userid}/${t.dbid}/${t.queryid}`;

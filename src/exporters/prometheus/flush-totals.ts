@@ -62,7 +62,16 @@ export class FlushTotals {
    */
   readonly waitEvents = new Map<string, WaitEventTotals>();
   evictedWaitEvents = 0;
-  readonly health: FlushHealth = { lastSuccessAt: null, lastSeconds: null, lastError: null, succeeded: 0, failed: 0, counters: {}, fill: [], attached: [] };
+  readonly health: FlushHealth = {
+    lastSuccessAt: null,
+    lastSeconds: null,
+    lastError: null,
+    succeeded: 0,
+    failed: 0,
+    counters: {},
+    fill: [],
+    attached: [],
+  };
 
   constructor(readonly maxQueries: number) {}
 
@@ -84,7 +93,11 @@ export class FlushTotals {
     for (const row of report.queryRows) {
       const key = `${row.userid}/${row.dbid}/${row.queryid}`;
       let totals = this.queries.get(key);
-      if (!totals) this.queries.set(key, (totals = { userid: row.userid, dbid: row.dbid, queryid: row.queryid, values: COLUMN_METRICS.map(() => null) }));
+      if (!totals)
+        this.queries.set(
+          key,
+          (totals = { userid: row.userid, dbid: row.dbid, queryid: row.queryid, values: COLUMN_METRICS.map(() => null) }),
+        );
       add(totals.values, row.values);
     }
     for (const row of report.backendRows) {
@@ -102,7 +115,11 @@ export class FlushTotals {
       if (row.waitEventType === '') continue; // asleep without a wait event: not a wait event's series
       const key = `${row.dbid}/${row.waitEventType}/${row.waitEvent}`;
       let totals = this.waitEvents.get(key);
-      if (!totals) this.waitEvents.set(key, (totals = { dbid: row.dbid, waitEventType: row.waitEventType, waitEvent: row.waitEvent, waits: 0, seconds: 0 }));
+      if (!totals)
+        this.waitEvents.set(
+          key,
+          (totals = { dbid: row.dbid, waitEventType: row.waitEventType, waitEvent: row.waitEvent, waits: 0, seconds: 0 }),
+        );
       totals.waits += Number(row.waits);
       totals.seconds += row.waitMs / 1000;
     }

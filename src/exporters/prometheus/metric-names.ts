@@ -29,7 +29,12 @@ export function columnMetric(column: { column: string; unit: string; description
   const description = (column.description ?? column.column).split(/(?<=\.) /)[0]!;
   if (column.unit === 'ns') {
     if (!column.column.endsWith('_ms')) throw new Error(`time column ${column.column} does not end in _ms`);
-    return { column: column.column, suffix: `${column.column.slice(0, -'_ms'.length)}_seconds_total`, scale: 1 / 1000, description: description.replace(/^Milliseconds/, 'Seconds') };
+    return {
+      column: column.column,
+      suffix: `${column.column.slice(0, -'_ms'.length)}_seconds_total`,
+      scale: 1 / 1000,
+      description: description.replace(/^Milliseconds/, 'Seconds'),
+    };
   }
   return { column: column.column, suffix: `${column.column}_total`, scale: 1, description };
 }
@@ -40,7 +45,10 @@ export const COLUMN_METRICS: readonly ColumnMetric[] = METRIC_COLUMNS.map(column
 /** The histogram kinds of bpf_stats.query_histograms and their Prometheus names (seconds). */
 export const HISTOGRAM_METRICS: Readonly<Record<string, { name: string; help: string }>> = {
   query_latency: { name: `${PREFIX}_query_latency_seconds`, help: 'Statement latency (probe set latency), all statements of a database.' },
-  runq: { name: `${PREFIX}_runq_latency_seconds`, help: 'Run-queue waits: each wait of a backend for a CPU (probe set sched), all statements of a database.' },
+  runq: {
+    name: `${PREFIX}_runq_latency_seconds`,
+    help: 'Run-queue waits: each wait of a backend for a CPU (probe set sched), all statements of a database.',
+  },
   io: { name: `${PREFIX}_block_io_latency_seconds`, help: 'Block IO request latency (probe set io), all statements of a database.' },
 };
 

@@ -75,7 +75,9 @@ export class PrometheusExporter {
           (error: unknown) => response.writeHead(500, { 'Content-Type': 'text/plain' }).end(`${oneLine(error)}\n`),
         );
       } else if (path === '/') {
-        response.writeHead(200, { 'Content-Type': 'text/html' }).end('<html><body><a href="/metrics">/metrics</a> of pg-bpf-stats</body></html>\n');
+        response
+          .writeHead(200, { 'Content-Type': 'text/html' })
+          .end('<html><body><a href="/metrics">/metrics</a> of pg-bpf-stats</body></html>\n');
       } else {
         response.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found: try /metrics\n');
       }
@@ -92,8 +94,12 @@ export class PrometheusExporter {
         (verdict) => {
           if (verdict === 'allowed') handle(request, response);
           // Not checked (every bcrypt check in use): not a wrong password, so not 401.
-          else if (verdict === 'busy') response.writeHead(503, { 'Retry-After': '1', 'Content-Type': 'text/plain' }).end('Busy checking passwords: try again\n');
-          else response.writeHead(401, { 'WWW-Authenticate': 'Basic realm="pg-bpf-stats"', 'Content-Type': 'text/plain' }).end('Unauthorized\n');
+          else if (verdict === 'busy')
+            response.writeHead(503, { 'Retry-After': '1', 'Content-Type': 'text/plain' }).end('Busy checking passwords: try again\n');
+          else
+            response
+              .writeHead(401, { 'WWW-Authenticate': 'Basic realm="pg-bpf-stats"', 'Content-Type': 'text/plain' })
+              .end('Unauthorized\n');
         },
         () => response.writeHead(500).end(),
       );

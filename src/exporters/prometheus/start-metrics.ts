@@ -20,7 +20,9 @@ export async function startMetrics(
       const { port } = exporter.address;
       const scheme = webConfig?.tls ? 'https' : 'http';
       const extras = [webConfig?.users.size ? 'basic auth' : '', options.queryText ? 'with query text' : ''].filter(Boolean);
-      log(`serving Prometheus metrics at ${scheme}://${formatMetricsAddress({ ...options.address, port, host: options.address.host ?? DEFAULT_METRICS_HOST })}/metrics${extras.length ? ` (${extras.join(', ')})` : ''}`);
+      log(
+        `serving Prometheus metrics at ${scheme}://${formatMetricsAddress({ ...options.address, port, host: options.address.host ?? DEFAULT_METRICS_HOST })}/metrics${extras.length ? ` (${extras.join(', ')})` : ''}`,
+      );
     },
     close: () => exporter.close(),
   };

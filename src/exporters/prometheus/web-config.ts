@@ -22,12 +22,26 @@ import { oneLine, UserError } from '../../errors.js';
  * a password that is not a bcrypt hash.
  */
 export interface WebConfig {
-  tls: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert: boolean; rejectUnauthorized: boolean; clientAuth: ClientAuthType; minVersion?: TlsVersion; maxVersion?: TlsVersion } | null;
+  tls: {
+    cert: Buffer;
+    key: Buffer;
+    ca?: Buffer;
+    requestCert: boolean;
+    rejectUnauthorized: boolean;
+    clientAuth: ClientAuthType;
+    minVersion?: TlsVersion;
+    maxVersion?: TlsVersion;
+  } | null;
   /** user -> bcrypt hash; empty: no authentication. */
   users: Map<string, string>;
 }
 
-export type ClientAuthType = 'NoClientCert' | 'RequestClientCert' | 'RequireAnyClientCert' | 'VerifyClientCertIfGiven' | 'RequireAndVerifyClientCert';
+export type ClientAuthType =
+  | 'NoClientCert'
+  | 'RequestClientCert'
+  | 'RequireAnyClientCert'
+  | 'VerifyClientCertIfGiven'
+  | 'RequireAndVerifyClientCert';
 type TlsVersion = 'TLSv1' | 'TLSv1.1' | 'TLSv1.2' | 'TLSv1.3';
 const TLS_VERSIONS: Record<string, TlsVersion> = { TLS10: 'TLSv1', TLS11: 'TLSv1.1', TLS12: 'TLSv1.2', TLS13: 'TLSv1.3' };
 /*
@@ -63,7 +77,8 @@ export function readWebConfig(path: string): WebConfig {
   doc ??= {};
   if (!isObject(doc)) throw bad('expected a mapping (tls_server_config, basic_auth_users)');
   for (const key of Object.keys(doc)) {
-    if (key !== 'tls_server_config' && key !== 'basic_auth_users') throw bad(`unknown key ${JSON.stringify(key)} (supported: tls_server_config, basic_auth_users)`);
+    if (key !== 'tls_server_config' && key !== 'basic_auth_users')
+      throw bad(`unknown key ${JSON.stringify(key)} (supported: tls_server_config, basic_auth_users)`);
   }
   const fromDir = (file: unknown, what: string): Buffer => {
     if (typeof file !== 'string' || !file) throw bad(`tls_server_config.${what} must be a file name`);
@@ -71,7 +86,9 @@ export function readWebConfig(path: string): WebConfig {
     try {
       return readFileSync(full);
     } catch (error) {
-      throw bad(`tls_server_config.${what} ${JSON.stringify(full)}: cannot read it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`);
+      throw bad(
+        `tls_server_config.${what} ${JSON.stringify(full)}: cannot read it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`,
+      );
     }
   };
 
@@ -79,17 +96,20 @@ export function readWebConfig(path: string): WebConfig {
   const t = doc.tls_server_config;
   if (t !== undefined && t !== null) {
     if (!isObject(t)) throw bad('tls_server_config must be a mapping');
-    for (const key of Object.keys(t)) if (!TLS_KEYS.includes(key)) throw bad(`unknown key tls_server_config.${JSON.stringify(key)} (supported: ${TLS_KEYS.join(', ')})`);
+    for (const key of Object.keys(t))
+      if (!TLS_KEYS.includes(key)) throw bad(`unknown key tls_server_config.${JSON.stringify(key)} (supported: ${TLS_KEYS.join(', ')})`);
     if (t.cert_file === undefined || t.key_file === undefined) throw bad('tls_server_config needs cert_file and key_file');
     const auth = t.client_auth_type ?? 'NoClientCert';
-    if (typeof auth !== 'string' || !Object.hasOwn(CLIENT_AUTH, auth)) throw bad(`tls_server_config.client_auth_type: expected one of ${Object.keys(CLIENT_AUTH).join(', ')}`);
+    if (typeof auth !== 'string' || !Object.hasOwn(CLIENT_AUTH, auth))
+      throw bad(`tls_server_config.client_auth_type: expected one of ${Object.keys(CLIENT_AUTH).join(', ')}`);
     if (auth === 'RequireAndVerifyClientCert' || auth === 'VerifyClientCertIfGiven') {
       if (t.client_ca_file === undefined) throw bad(`tls_server_config.client_auth_type ${auth} needs client_ca_file`);
     }
     const version = (key: 'min_version' | 'max_version'): TlsVersion | undefined => {
       const v = t[key];
       if (v === undefined) return undefined;
-      if (typeof v !== 'string' || !TLS_VERSIONS[v]) throw bad(`tls_server_config.${key}: expected one of ${Object.keys(TLS_VERSIONS).join(', ')}`);
+      if (typeof v !== 'string' || !TLS_VERSIONS[v])
+        throw bad(`tls_server_config.${key}: expected one of ${Object.keys(TLS_VERSIONS).join(', ')}`);
       return TLS_VERSIONS[v];
     };
     tls = {
@@ -108,7 +128,8 @@ export function readWebConfig(path: string): WebConfig {
   if (u !== undefined && u !== null) {
     if (!isObject(u)) throw bad('basic_auth_users must be a mapping of user names to bcrypt hashes');
     for (const [user, hash] of Object.entries(u)) {
-      if (typeof hash !== 'string' || !/^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/.test(hash)) throw bad(`basic_auth_users.${JSON.stringify(user)}: not a bcrypt hash (make one with htpasswd -nBC 10 USER)`);
+      if (typeof hash !== 'string' || !/^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/.test(hash))
+        throw bad(`basic_auth_users.${JSON.stringify(user)}: not a bcrypt hash (make one with htpasswd -nBC 10 USER)`);
       users.set(user, hash);
     }
   }

@@ -47,7 +47,8 @@ function sites(binaryPath: string): AioSites {
  * // 'PostgreSQL 15 has no io workers: backends do their own IO (set io covers it)'
  */
 export function aioUnsupportedReason(target: Pick<PostmasterTarget, 'majorVersion' | 'ioMethod' | 'binaryPath'>): string | null {
-  if (!(target.majorVersion >= 18)) return `PostgreSQL ${target.majorVersion} has no io workers: backends do their own IO (set io covers it)`;
+  if (!(target.majorVersion >= 18))
+    return `PostgreSQL ${target.majorVersion} has no io workers: backends do their own IO (set io covers it)`;
   if (target.ioMethod !== 'worker') {
     return target.ioMethod === 'io_uring'
       ? "io_method = io_uring: IO is submitted by the backend itself, and io_uring's worker threads are in its thread group (set io covers it)"
@@ -59,7 +60,8 @@ export function aioUnsupportedReason(target: Pick<PostmasterTarget, 'majorVersio
 
 export const AIO_PROBE_SET: ProbeSet<'aio'> = {
   name: 'aio',
-  description: 'PostgreSQL 18 io workers: block IO a worker performs for a backend is charged to that backend and its query (and to the worker)',
+  description:
+    'PostgreSQL 18 io workers: block IO a worker performs for a backend is charged to that backend and its query (and to the worker)',
   default: true,
   whereSupported: true,
   unsupportedReason: ({ target }) => aioUnsupportedReason(target),

@@ -28,23 +28,42 @@ export const ioFamily = defineFamily({
   },
   columns: [
     {
-      column: 'writeback_throttle_ms', field: 'writeback_throttle_ns', unit: 'ns', measuredBy: ['io'], alreadyCounted: true,
-      description: 'Of which, never add to the partition: milliseconds paused by writeback throttling (balance_dirty_pages), already counted in io_wait_ms. Probe set `io`; NULL: not measured.',
+      column: 'writeback_throttle_ms',
+      field: 'writeback_throttle_ns',
+      unit: 'ns',
+      measuredBy: ['io'],
+      alreadyCounted: true,
+      description:
+        'Of which, never add to the partition: milliseconds paused by writeback throttling (balance_dirty_pages), already counted in io_wait_ms. Probe set `io`; NULL: not measured.',
     },
     {
-      column: 'blk_read_ios', field: 'blk_read_ios', unit: 'count', measuredBy: ['io'],
-      description: 'Block read requests this process created (count): reads that missed the page cache, O_DIRECT; charged when they complete. Page-cache hits are not block IO. Probe set `io`; NULL: not measured.',
+      column: 'blk_read_ios',
+      field: 'blk_read_ios',
+      unit: 'count',
+      measuredBy: ['io'],
+      description:
+        'Block read requests this process created (count): reads that missed the page cache, O_DIRECT; charged when they complete. Page-cache hits are not block IO. Probe set `io`; NULL: not measured.',
     },
     {
-      column: 'blk_read_bytes', field: 'blk_read_bytes', unit: 'count', measuredBy: ['io'],
+      column: 'blk_read_bytes',
+      field: 'blk_read_bytes',
+      unit: 'count',
+      measuredBy: ['io'],
       description: 'Bytes of the block read requests in blk_read_ios. Probe set `io`; NULL: not measured.',
     },
     {
-      column: 'blk_write_ios', field: 'blk_write_ios', unit: 'count', measuredBy: ['io'],
-      description: 'Block write requests this process created (count): its own fsync/fdatasync (the WAL at commit), *_flush_after writeback, O_DIRECT; charged when they complete. Dirty pages the kernel\'s flusher writes back later belong to no process. Probe set `io`; NULL: not measured.',
+      column: 'blk_write_ios',
+      field: 'blk_write_ios',
+      unit: 'count',
+      measuredBy: ['io'],
+      description:
+        "Block write requests this process created (count): its own fsync/fdatasync (the WAL at commit), *_flush_after writeback, O_DIRECT; charged when they complete. Dirty pages the kernel's flusher writes back later belong to no process. Probe set `io`; NULL: not measured.",
     },
     {
-      column: 'blk_write_bytes', field: 'blk_write_bytes', unit: 'count', measuredBy: ['io'],
+      column: 'blk_write_bytes',
+      field: 'blk_write_bytes',
+      unit: 'count',
+      measuredBy: ['io'],
       description: 'Bytes of the block write requests in blk_write_ios. Probe set `io`; NULL: not measured.',
     },
   ],

@@ -32,12 +32,20 @@ export const llcFamily = defineFamily({
   },
   columns: [
     {
-      column: 'llc_references', field: 'llc_references', unit: 'count', measuredBy: ['llc'],
-      description: 'Last-level cache references (count, sampled: each sample of the hardware event adds its period). Probe set `llc`, which needs a hardware PMU; NULL: not measured.',
+      column: 'llc_references',
+      field: 'llc_references',
+      unit: 'count',
+      measuredBy: ['llc'],
+      description:
+        'Last-level cache references (count, sampled: each sample of the hardware event adds its period). Probe set `llc`, which needs a hardware PMU; NULL: not measured.',
     },
     {
-      column: 'llc_misses', field: 'llc_misses', unit: 'count', measuredBy: ['llc'],
-      description: 'Last-level cache misses (count, sampled: each sample of the hardware event adds its period). Probe set `llc`, which needs a hardware PMU; NULL: not measured.',
+      column: 'llc_misses',
+      field: 'llc_misses',
+      unit: 'count',
+      measuredBy: ['llc'],
+      description:
+        'Last-level cache misses (count, sampled: each sample of the hardware event adds its period). Probe set `llc`, which needs a hardware PMU; NULL: not measured.',
     },
   ],
 });

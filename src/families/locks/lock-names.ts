@@ -6,12 +6,29 @@ import { LwlockMode } from '../../bpf/contract.js';
  * Postgres may add show as "locktype <n>" / "mode <n>" rather than a wrong name.
  */
 const LOCKTAG_TYPES = [
-  'relation', 'extend', 'frozenid', 'page', 'tuple', 'transactionid', 'virtualxid',
-  'spectoken', 'object', 'userlock', 'advisory', 'applytransaction',
+  'relation',
+  'extend',
+  'frozenid',
+  'page',
+  'tuple',
+  'transactionid',
+  'virtualxid',
+  'spectoken',
+  'object',
+  'userlock',
+  'advisory',
+  'applytransaction',
 ];
 const LOCK_MODES = [
-  'INVALID', 'AccessShareLock', 'RowShareLock', 'RowExclusiveLock', 'ShareUpdateExclusiveLock',
-  'ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock',
+  'INVALID',
+  'AccessShareLock',
+  'RowShareLock',
+  'RowExclusiveLock',
+  'ShareUpdateExclusiveLock',
+  'ShareLock',
+  'ShareRowExclusiveLock',
+  'ExclusiveLock',
+  'AccessExclusiveLock',
 ];
 /** enum lwlock_mode (bpf/locks.bpf.h) as pg_stat_activity's users read it. */
 const LWLOCK_MODES: Record<number, string> = {

@@ -19,7 +19,8 @@ function hasUsdt(target: PostmasterTarget, name: string): boolean {
 /** Where perform_spin_delay calls pg_usleep, found once per binary. */
 const spinSleeps = new Map<string, bigint | null>();
 function spinSleep(target: PostmasterTarget): bigint | null {
-  if (!spinSleeps.has(target.binaryPath)) spinSleeps.set(target.binaryPath, findCallSite(ElfFile.read(target.binaryPath), 'perform_spin_delay', 'pg_usleep'));
+  if (!spinSleeps.has(target.binaryPath))
+    spinSleeps.set(target.binaryPath, findCallSite(ElfFile.read(target.binaryPath), 'perform_spin_delay', 'pg_usleep'));
   return spinSleeps.get(target.binaryPath)!;
 }
 
@@ -85,7 +86,7 @@ export const LOCK_PROBE_SETS: { locks: ProbeSet<'locks'>; lwlock: ProbeSet<'lwlo
   },
   spinlock: {
     name: 'spinlock',
-    description: "spinlock delays: the sleeps (pg_usleep, 1 ms and up) a spinlock wait takes once spinning did not get it",
+    description: 'spinlock delays: the sleeps (pg_usleep, 1 ms and up) a spinlock wait takes once spinning did not get it',
     default: false,
     unsupportedReason: ({ target }) =>
       spinSleep(target) !== null ? null : `${target.binaryPath}: no direct call of pg_usleep found in perform_spin_delay`,

@@ -160,7 +160,11 @@ export class LockWaitReader {
         commit();
         // Off: no need to look for quiet entries. What each deleted one held is decoded with its key as an entry of a read.
         const eviction = this.evictions[map];
-        if (eviction.enabled) deltas.evict(refused > this.refusedBefore[map], (keys) => eviction.delete(keys)?.map((held, i) => held && decode(keys[i]!, 0, held, 0)) ?? null);
+        if (eviction.enabled)
+          deltas.evict(
+            refused > this.refusedBefore[map],
+            (keys) => eviction.delete(keys)?.map((held, i) => held && decode(keys[i]!, 0, held, 0)) ?? null,
+          );
         this.refusedBefore[map] = refused;
       },
     };
@@ -168,7 +172,14 @@ export class LockWaitReader {
 }
 
 /** An entry's id, key and cumulative counters (struct wait_totals). */
-function waitCounts(keys: Buffer, k: number, keySize: number, values: Buffer, v: number, value: RecordLayout<'waits' | 'wait_ns'>): CumulativeEntry {
+function waitCounts(
+  keys: Buffer,
+  k: number,
+  keySize: number,
+  values: Buffer,
+  v: number,
+  value: RecordLayout<'waits' | 'wait_ns'>,
+): CumulativeEntry {
   const rawKey = keys.subarray(k, k + keySize);
   return { id: rawKey.toString('hex'), rawKey, counts: [value.int(values, v, 'waits'), value.int(values, v, 'wait_ns')] };
 }

@@ -4,7 +4,14 @@ import { defineFamily } from '../family.js';
 import { missingTracepoint } from '../missing-tracepoint.js';
 
 /** The reclaim and compaction begin/end programs (their tracepoints are in their ELF sections). */
-const MEMORY_PROGRAMS: readonly ProgramName[] = ['on_dreclaim_beg', 'on_dreclaim_end', 'on_mreclaim_beg', 'on_mreclaim_end', 'on_compact_beg', 'on_compact_end'];
+const MEMORY_PROGRAMS: readonly ProgramName[] = [
+  'on_dreclaim_beg',
+  'on_dreclaim_end',
+  'on_mreclaim_beg',
+  'on_mreclaim_end',
+  'on_compact_beg',
+  'on_compact_end',
+];
 const MEMORY_TRACEPOINTS = MEMORY_PROGRAMS.map(tracepointOf);
 
 /** Reclaim and compaction stalls a backend suffered. */
@@ -23,16 +30,29 @@ export const memoryFamily = defineFamily({
   },
   columns: [
     {
-      column: 'reclaim_ms', field: 'reclaim_ns', unit: 'ns', measuredBy: ['memory'], alreadyCounted: true,
-      description: 'Of which, never add to the partition: milliseconds inside direct or memory-cgroup reclaim, already counted in the partition (mostly as on_cpu_ms). Probe set `memory`; NULL: not measured.',
+      column: 'reclaim_ms',
+      field: 'reclaim_ns',
+      unit: 'ns',
+      measuredBy: ['memory'],
+      alreadyCounted: true,
+      description:
+        'Of which, never add to the partition: milliseconds inside direct or memory-cgroup reclaim, already counted in the partition (mostly as on_cpu_ms). Probe set `memory`; NULL: not measured.',
     },
     {
-      column: 'reclaim_pages', field: 'reclaim_pages', unit: 'count', measuredBy: ['memory'],
-      description: 'Pages reclaimed by this process\'s direct or memory-cgroup reclaim (count). Probe set `memory`; NULL: not measured.',
+      column: 'reclaim_pages',
+      field: 'reclaim_pages',
+      unit: 'count',
+      measuredBy: ['memory'],
+      description: "Pages reclaimed by this process's direct or memory-cgroup reclaim (count). Probe set `memory`; NULL: not measured.",
     },
     {
-      column: 'compaction_stall_ms', field: 'compaction_ns', unit: 'ns', measuredBy: ['memory'], alreadyCounted: true,
-      description: 'Of which, never add to the partition: milliseconds stalled in direct memory compaction, already counted in the partition. Probe set `memory`; NULL: not measured.',
+      column: 'compaction_stall_ms',
+      field: 'compaction_ns',
+      unit: 'ns',
+      measuredBy: ['memory'],
+      alreadyCounted: true,
+      description:
+        'Of which, never add to the partition: milliseconds stalled in direct memory compaction, already counted in the partition. Probe set `memory`; NULL: not measured.',
     },
   ],
 });

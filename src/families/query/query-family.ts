@@ -37,7 +37,14 @@ export const queryFamily = defineFamily({
       cost: "the query set's trap, plus two uprobe traps per statement executed, top-level or nested (~4 us each)",
     },
   },
-  columns: [{ column: 'calls', field: 'calls', unit: 'count', measuredBy: ['query', 'nested'],
-      description: 'Statements executed (count), exact: counted where each top-level statement ends, and where each nested statement\'s executor ends (the nested set). Only while the `query` or `nested` probe set is attached; NULL: not measured (never a guess).',
-    }],
+  columns: [
+    {
+      column: 'calls',
+      field: 'calls',
+      unit: 'count',
+      measuredBy: ['query', 'nested'],
+      description:
+        "Statements executed (count), exact: counted where each top-level statement ends, and where each nested statement's executor ends (the nested set). Only while the `query` or `nested` probe set is attached; NULL: not measured (never a guess).",
+    },
+  ],
 });

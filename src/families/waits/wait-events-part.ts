@@ -85,20 +85,30 @@ class WaitEventMap<Row extends QueryWaitEventRow | BackendWaitEventRow> {
   }
 
   /** `decodeRow`: the row an entry is written as; null while that is not known yet (the entry waits, cumulative, in the map). */
-  prepare(snapshot: MapSnapshot, decodeRow: (raw: RawMap<WaitMap>, keys: Buffer, at: number) => RowKey<Row> | null): { rows: Row[]; commit: () => void } {
+  prepare(
+    snapshot: MapSnapshot,
+    decodeRow: (raw: RawMap<WaitMap>, keys: Buffer, at: number) => RowKey<Row> | null,
+  ): { rows: Row[]; commit: () => void } {
     const raw = snapshot.map(this.map) as RawMap<WaitMap>;
     const { batch } = raw;
     const decode = (keys: Buffer, k: number, values: Buffer, v: number): WaitEntry<Row> | null => {
       const row = decodeRow(raw, keys, k);
       if (!row) return null;
       const rawKey = keys.subarray(k, k + batch.keySize);
-      return { id: rawKey.toString('hex'), rawKey, counts: [raw.value.int(values, v, 'waits'), raw.value.int(values, v, 'wait_ns'), raw.value.int(values, v, 'runq_ns')], row };
+      return {
+        id: rawKey.toString('hex'),
+        rawKey,
+        counts: [raw.value.int(values, v, 'waits'), raw.value.int(values, v, 'wait_ns'), raw.value.int(values, v, 'runq_ns')],
+        row,
+      };
     };
-    const entries = Array.from({ length: batch.count }, (_, i) => decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize)).filter(
-      (entry): entry is WaitEntry<Row> => entry !== null,
-    );
+    const entries = Array.from({ length: batch.count }, (_, i) =>
+      decode(batch.keys, i * batch.keySize, batch.values, i * batch.valueSize),
+    ).filter((entry): entry is WaitEntry<Row> => entry !== null);
     const { increments, commit } = this.deltas.prepare(entries);
-    const rows = increments.map(({ entry, delta }) => ({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6, runqMs: Number(delta[2]) / 1e6 }) as Row);
+    const rows = increments.map(
+      ({ entry, delta }) => ({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6, runqMs: Number(delta[2]) / 1e6 }) as Row,
+    );
     const refused = snapshot.counters[this.counter] ?? 0n;
     return {
       rows,
@@ -106,7 +116,10 @@ class WaitEventMap<Row extends QueryWaitEventRow | BackendWaitEventRow> {
         commit();
         if (this.eviction.enabled) {
           // An evicted entry whose row is not known yet (the rare process still awaiting its identity) loses what it held beyond its baseline.
-          this.deltas.evict(refused > this.refusedBefore, (keys) => this.eviction.delete(keys)?.map((held, i) => held && decode(keys[i]!, 0, held, 0)) ?? null);
+          this.deltas.evict(
+            refused > this.refusedBefore,
+            (keys) => this.eviction.delete(keys)?.map((held, i) => held && decode(keys[i]!, 0, held, 0)) ?? null,
+          );
         }
         this.refusedBefore = refused;
       },
@@ -197,9 +210,17 @@ export class WaitEventsPart implements FlushPart {
         continue;
       }
       if (now[0] !== was[0] || now[1] !== was[1]) {
-        rows.push({ ...row, waitEventType: client.type, waitEvent: client.name, waits: now[0] - was[0], waitMs: Number(now[1] - was[1]) / 1e6, runqMs: 0 });
+        rows.push({
+          ...row,
+          waitEventType: client.type,
+          waitEvent: client.name,
+          waits: now[0] - was[0],
+          waitMs: Number(now[1] - was[1]) / 1e6,
+          runqMs: 0,
+        });
       }
-      if (now[2] !== was[2]) rows.push({ ...row, waitEventType: '', waitEvent: '', waits: 0, waitMs: Number(now[2] - was[2]) / 1e6, runqMs: 0 });
+      if (now[2] !== was[2])
+        rows.push({ ...row, waitEventType: '', waitEvent: '', waits: 0, waitMs: Number(now[2] - was[2]) / 1e6, runqMs: 0 });
       next.set(id, now);
     }
     return { rows, commit: () => (this.recordWritten = next) };
@@ -269,7 +290,8 @@ function merge<R extends QueryWaitEventRow | BackendWaitEventRow>(rows: R[], key
   for (const r of rows) {
     const id = JSON.stringify(key(r));
     const seen = byKey.get(id);
-    if (seen) byKey.set(id, { ...seen, waits: addExact(seen.waits, r.waits), waitMs: seen.waitMs + r.waitMs, runqMs: seen.runqMs + r.runqMs });
+    if (seen)
+      byKey.set(id, { ...seen, waits: addExact(seen.waits, r.waits), waitMs: seen.waitMs + r.waitMs, runqMs: seen.runqMs + r.runqMs });
     else byKey.set(id, r);
   }
   return [...byKey.values()];
