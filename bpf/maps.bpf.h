@@ -59,9 +59,9 @@ static __always_inline void count_refusal(long err, enum counter_index full)
  * The value of `key` in the hash `map`, inserted as a copy of `init` when absent; NULL when
  * it cannot be added, which is counted (count_refusal). BPF_NOEXIST keeps a value another CPU
  * inserted between our lookup and our update: that update fails, and the second lookup finds
- * the winner's value.
+ * the winner's value. An insertion is not noted as a change (see map_lookup_or_init).
  */
-static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init, enum counter_index full)
+static __always_inline void *map_lookup_or_insert(void *map, const void *key, const void *init, enum counter_index full)
 {
 	void *value = bpf_map_lookup_elem(map, key);
 	long err;
@@ -73,8 +73,20 @@ static __always_inline void *map_lookup_or_init(void *map, const void *key, cons
 		count_refusal(err, full);
 		return NULL;
 	}
-	note_change();
 	return bpf_map_lookup_elem(map, key);
+}
+
+/* The same, an insertion noted as a change a flush would write (bpf/activity.bpf.h). */
+static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init, enum counter_index full)
+{
+	void *value = bpf_map_lookup_elem(map, key);
+
+	if (value)
+		return value;
+	value = map_lookup_or_insert(map, key, init, full);
+	if (value)
+		note_change();
+	return value;
 }
 
 /*

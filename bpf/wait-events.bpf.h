@@ -73,11 +73,15 @@ static __always_inline void add_wait_event(void *map, const void *key, __u64 ns,
 					   enum counter_index full_counter)
 {
 	static const struct wait_event_totals zero = {};
-	struct wait_event_totals *t = map_lookup_or_init(map, key, &zero, full_counter);
+	struct wait_event_totals *t = map_lookup_or_insert(map, key, &zero, full_counter);
 
 	if (!t)
 		return;
-	note_change();
+	/*
+	 * No note_change() for an added sleep or a new key: a statement's sleep notes its query's change anyway, and
+	 * a background process's idle sleeps (a latch every few hundred ms) are not a change, so an idle
+	 * server's flushes stay quiet and the heartbeat writes them, as it writes their records.
+	 */
 	__sync_fetch_and_add(&t->waits, 1);
 	__sync_fetch_and_add(&t->wait_ns, ns);
 	__sync_fetch_and_add(&t->runq_ns, runq_ns);

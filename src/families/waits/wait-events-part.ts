@@ -68,7 +68,7 @@ interface WaitEntry<Row> extends CumulativeEntry {
 class WaitEventMap<Row extends QueryWaitEventRow | BackendWaitEventRow> {
   private readonly deltas = new EvictableDeltas<WaitEntry<Row>>();
   private readonly eviction: MapEviction<Buffer>;
-  /** The map's *_full counter as the last written flush read it: one more refusal is pressure. */
+  /** The map's *_full counter plus map_no_memory as the last written flush read them: one more refusal is pressure. */
   private refusedBefore = 0n;
 
   constructor(
@@ -80,8 +80,9 @@ class WaitEventMap<Row extends QueryWaitEventRow | BackendWaitEventRow> {
     this.eviction = new MapEviction(map, evict && ((keys: Buffer[]) => evict(map, keys)), log);
   }
 
-  settled(): boolean {
-    return this.deltas.settled(this.eviction.enabled);
+  /** Nothing left to write; with `untilEvicted`, nor any key held until it is evicted. */
+  settled(untilEvicted = true): boolean {
+    return this.deltas.settled(this.eviction.enabled && untilEvicted);
   }
 
   /** `decodeRow`: the row an entry is written as; null while that is not known yet (the entry waits, cumulative, in the map). */
@@ -109,7 +110,9 @@ class WaitEventMap<Row extends QueryWaitEventRow | BackendWaitEventRow> {
     const rows = increments.map(
       ({ entry, delta }) => ({ ...entry.row, waits: delta[0]!, waitMs: Number(delta[1]) / 1e6, runqMs: Number(delta[2]) / 1e6 }) as Row,
     );
-    const refused = snapshot.counters[this.counter] ?? 0n;
+    // A key refused with room left (map_no_memory, any map's) is pressure too: the maps share the
+    // collector's memory cgroup, and an evicted key gives its memory back to all of them.
+    const refused = (snapshot.counters[this.counter] ?? 0n) + (snapshot.counters.map_no_memory ?? 0n);
     return {
       rows,
       commit: () => {
@@ -227,7 +230,10 @@ export class WaitEventsPart implements FlushPart {
   }
 
   wouldWriteNothing(): boolean {
-    return this.queries.settled() && this.backends.settled();
+    // A background process's keys never go quiet (its latch wakes it every few hundred ms), so
+    // waiting for them to be evicted would keep every flush of an idle server from being quiet;
+    // an exited process's keys are evicted by the next full flush (the heartbeat's at the latest).
+    return this.queries.settled() && this.backends.settled(false);
   }
 
   prepare({ maps, measured }: FlushInput): PreparedPart {
