@@ -198,7 +198,10 @@ async function reportsEachStatementsId(probe: pg.Client): Promise<boolean> {
   const ownId = 'SELECT query_id::text AS id FROM pg_catalog.pg_stat_activity WHERE pid = pg_catalog.pg_backend_pid()';
   const alone = (await probe.query<{ id: string | null }>(ownId)).rows[0]?.id ?? null;
   // A text without parameters goes out as one simple-protocol message: pg answers with one result per statement.
-  const results = (await probe.query(`SELECT 1; ${ownId}`)) as unknown as Array<pg.QueryResult<{ id: string | null }>>;
+  // The string starts with the calibration query itself: a statement of a new shape (a bare
+  // `SELECT 1`) would be the first text pg_stat_statements keeps for its id, which every
+  // `SELECT <constant> AS <alias>` of the application shares (aliases are not part of the id).
+  const results = (await probe.query(`${CALIBRATION_QUERY}; ${ownId}`)) as unknown as Array<pg.QueryResult<{ id: string | null }>>;
   const second = Array.isArray(results) ? (results[1]?.rows[0]?.id ?? null) : null;
   return alone !== null && second === alone;
 }
