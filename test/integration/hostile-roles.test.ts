@@ -125,7 +125,9 @@ describe('objects a plain role creates on the search path', () => {
     const reader = await connectAs('postgres');
     await reader.query('SELECT * FROM bpf_stats.activity');
     await reader.query('SELECT * FROM bpf_stats.query_latency');
-    expect((await reader.query("SELECT bpf_stats.hist_quantile(array_fill(1::bigint, ARRAY[256]), 0.5, 100) AS q")).rows[0].q).toBeGreaterThan(0);
+    expect(
+      (await reader.query('SELECT bpf_stats.hist_quantile(array_fill(1::bigint, ARRAY[256]), 0.5, 100) AS q')).rows[0].q,
+    ).toBeGreaterThan(0);
     await reader.end();
     expect(await hijacks()).toEqual([]);
   }, 60_000);
