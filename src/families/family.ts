@@ -2,7 +2,7 @@ import type { FieldOf, MapName, ProgramName, RodataName } from '../bpf/contract.
 import type { BackendSample } from '../collector/map-samples.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { ProbeAttachment } from '../collector/probe-attachment.js';
-import type { FlushPart } from '../flush/flush-part.js';
+import type { FlushPart } from './flush-part.js';
 import type { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
 import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
 

@@ -1,6 +1,6 @@
 import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { queryIdentityKey, type BackendRecordRef, type BackendSample, type QuerySample } from '../collector/map-samples.js';
-import { DeltaTracker } from '../flush/delta-tracker.js';
+import { DeltaTracker } from '../deltas/delta-tracker.js';
 import { addExact, isZero, type ExactInt } from '../exact-int.js';
 import { columnValuesFor } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
@@ -8,9 +8,9 @@ import { bootTimeSeconds } from '../target/proc-stat.js';
 import { CgroupPaths } from '../instance/cgroup-paths.js';
 import { BackendTypeNames } from './backend-type-names.js';
 import { RowBacklog } from './row-backlog.js';
-import { HeldKeys, MAX_EVICTIONS_PER_FLUSH, PRESSURE_FILL, QUIET_FLUSHES } from '../flush/held-keys.js';
-import { MapEviction } from '../flush/map-eviction.js';
-import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
+import { HeldKeys, MAX_EVICTIONS_PER_FLUSH, PRESSURE_FILL, QUIET_FLUSHES } from '../deltas/held-keys.js';
+import { MapEviction } from '../deltas/map-eviction.js';
+import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import { PG_EPOCH_UNIX_US } from '../postgres-timestamp.js';
 
 const IDENTITY_GRACE_NS = 5_000_000_000n;
