@@ -21,7 +21,7 @@
  * The postmaster being watched as the kernel numbers it (its tgid in the initial pid
  * namespace), whatever pid namespace Postgres and the collector run in. A variable, not a
  * setting: the collector writes it after load, once it has found that number (in a container
- * only BPF can see it, src/instance/), before it attaches anything, and again when the
+ * only BPF can see it, CollectorObject.findTgid), before it attaches anything, and again when the
  * postmaster restarts (NO_POSTMASTER meanwhile), without reloading the object.
  */
 enum postmaster_tgid_value {

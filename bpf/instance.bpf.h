@@ -41,7 +41,7 @@ int BPF_PROG(find_postmaster, bool preempt, struct task_struct *prev, struct tas
 
 /*
  * Following the postmaster across restarts in the kernel, so that no statement of the new one
- * runs unseen and user space need not poll /proc (src/instance/postmaster-follower.ts):
+ * runs unseen and user space need not poll /proc (src/sidecar/postmaster-follower.ts):
  * on_postmaster_exit points the filter at nothing when the postmaster exits (its number will be
  * reused); adopt_postmaster points it at the successor at the successor's first fork (the
  * startup process), which a new postmaster does long after it chdirs to its data directory and

@@ -12,8 +12,8 @@ import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
 import { loadNative } from '../native/bpf-native.js';
 import { connect } from '../storage/connect.js';
 import { shorten } from '../shorten.js';
-import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
-import { discoverPostmaster } from '../target/discover-postmaster.js';
+import { calibrateStatusLayout } from '../postmaster/calibrate-status-layout.js';
+import { discoverPostmaster } from '../postmaster/discover-postmaster.js';
 import { hostChecks } from './host-checks.js';
 import { mapsFullBytes, ownMemoryLimit } from './memory-limit.js';
 

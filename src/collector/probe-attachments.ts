@@ -1,7 +1,7 @@
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
 import type { MapName, ProgramName } from '../bpf/contract.js';
 import type { BpfLink } from '../native/bpf-native.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
+import type { PostmasterTarget } from '../postmaster/postmaster-target.js';
 import { attachTargetProbes } from './attach-target-probes.js';
 import { markExitedWhilePaused } from './exited-while-paused.js';
 import type { LoadedPrograms } from './loaded-programs.js';

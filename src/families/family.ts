@@ -3,8 +3,8 @@ import type { BackendSample } from '../collector/map-samples.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { ProbeAttachment } from '../collector/probe-attachment.js';
 import type { FlushPart } from './flush-part.js';
-import type { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
-import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import type { LwlockTrancheNames } from '../postmaster/lwlock-tranche-names.js';
+import type { PostmasterTarget, StatusLayout } from '../postmaster/postmaster-target.js';
 
 /*
  * The one seam a family of metrics plugs into. A family is one folder of src/families/ and

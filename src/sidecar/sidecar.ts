@@ -39,16 +39,16 @@ import { MetricRows } from '../flush/metric-rows.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 import { QueryIncrements } from '../storage/query-increments.js';
 import { QueryStatsPart } from '../flush/query-stats-part.js';
-import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
-import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
-import { PostmasterFollower } from '../instance/postmaster-follower.js';
-import { collectorApplicationName, lockServer } from '../instance/server-lock.js';
-import { discoverPostmaster } from '../target/discover-postmaster.js';
+import { LwlockTrancheNames } from '../postmaster/lwlock-tranche-names.js';
+import { calibrateStatusLayout } from '../postmaster/calibrate-status-layout.js';
+import { PostmasterFollower } from './postmaster-follower.js';
+import { collectorApplicationName, lockServer } from '../postmaster/server-lock.js';
+import { discoverPostmaster } from '../postmaster/discover-postmaster.js';
 import { defaultNodeName, nodeConnectionOptions } from '../sink/node-name.js';
 import { QueryTextsPart } from '../flush/query-texts-part.js';
 import { isStandby, openSink, sinkOnNode, sinkWriter, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
 import { markVanishedBackends } from '../sink/vanished-backends.js';
-import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import type { PostmasterTarget, StatusLayout } from '../postmaster/postmaster-target.js';
 import { clientConfig } from '../storage/connection-string.js';
 
 /** The writer session's lock_timeout (see the writer pool). */
@@ -723,7 +723,7 @@ export class Sidecar {
   }
 
   /**
-   * Follows the postmaster across restarts (src/instance/postmaster-follower.ts): the BPF
+   * Follows the postmaster across restarts (src/sidecar/postmaster-follower.ts): the BPF
    * filter moves to the new one; the maps and what they hold stay, so nothing is lost or
    * counted twice. A postmaster gone for good (or back as another binary) ends the run.
    */

@@ -5,7 +5,7 @@ import type { MapBatch } from '../../native/bpf-native.js';
 import { EvictableDeltas, type CumulativeEntry } from '../../deltas/evictable-deltas.js';
 import { MapEviction } from '../../deltas/map-eviction.js';
 import type { ExactInt } from '../../exact-int.js';
-import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
+import type { LwlockTrancheNames } from '../../postmaster/lwlock-tranche-names.js';
 import { lockModeName, locktypeName, lwlockModeName } from './lock-names.js';
 
 /** The query a wait belongs to: pg_stat_statements' key. */

@@ -1,4 +1,4 @@
-import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
+import type { LwlockTrancheNames } from '../../postmaster/lwlock-tranche-names.js';
 import { PG14 } from './names/pg14.js';
 import { PG15 } from './names/pg15.js';
 import { PG16 } from './names/pg16.js';

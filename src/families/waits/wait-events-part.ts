@@ -7,7 +7,7 @@ import { EvictableDeltas, type CumulativeEntry } from '../../deltas/evictable-de
 import type { FlushInput, FlushPart, PreparedPart } from '../flush-part.js';
 import { MapEviction } from '../../deltas/map-eviction.js';
 import { PG_EPOCH_UNIX_US } from '../../postgres-timestamp.js';
-import { bootTimeSeconds } from '../../target/proc-stat.js';
+import { bootTimeSeconds } from '../../postmaster/proc-stat.js';
 import type { WaitEventNames } from './wait-event-names.js';
 
 /** A process without PgBackendStatus is keyed as backend_stats keys it: boot time + its task's start (src/flush/metric-rows.ts). */
