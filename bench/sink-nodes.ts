@@ -27,7 +27,7 @@ import { FlushWriter } from '../src/flush/flush-writer.js';
 import { HealthPart } from '../src/flush/health-part.js';
 import { HistoryPart } from '../src/flush/history-part.js';
 import { HistoryRetention } from '../src/retention/history-retention.js';
-import { nodeConnectionOptions } from '../src/sink/node-name.js';
+import { nodeConnectionOptions } from '../src/storage/node-name.js';
 import { QueryTextsPart } from '../src/flush/query-texts-part.js';
 import { BackendStatsPart } from '../src/flush/backend-stats-part.js';
 import type { BpfStatsDatabase } from '../src/storage/database.js';

@@ -20,7 +20,7 @@ import pg from 'pg';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { CollectorObject, collectorObjectPath } from '../src/collector/collector-object.js';
 import { familyRodata, PROBE_SETS } from '../src/families/index.js';
-import { probeSetUnsupportedReason } from '../src/families/probe-set-support.js';
+import { probeSetUnsupportedReason } from '../src/capabilities/probe-set-support.js';
 import { loadNative } from '../src/native/bpf-native.js';
 import { connect } from '../src/storage/connect.js';
 import { calibrateStatusLayout } from '../src/postmaster/calibrate-status-layout.js';

@@ -19,7 +19,7 @@ const IN_FLIGHT_MAPS: readonly MapName[] = ['mem_stalls', 'io_inflight', 'lock_w
 /**
  * The probe sets attached to the loaded object, by name: attach and detach, the switches of
  * sets that share a program, pause and resume. Whether a set is supported here is decided
- * before (src/families/probe-set-support.ts), not here.
+ * before (src/capabilities/probe-set-support.ts), not here.
  *
  * @example
  * object.probes.attach('cpu');

@@ -46,7 +46,7 @@ export interface ProbeSet<Name extends string = string> {
   whereSupported?: boolean;
   /**
    * Why this set cannot run here, or null when it can. Called only through
-   * probeSetUnsupportedReason (probe-set-support.ts), which adds what every set shares.
+   * probeSetUnsupportedReason (src/capabilities/probe-set-support.ts), which adds what every set shares.
    */
   unsupportedReason(context: SupportContext): string | null;
   attachments: readonly ProbeAttachment[];

@@ -16,7 +16,7 @@ import { loadNative } from '../native/bpf-native.js';
 import { LOG_PERIOD_MS, rateLimited } from '../rate-limited-log.js';
 import type { SupportContext } from '../families/family.js';
 import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
-import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
+import { probeSetUnsupportedReason } from '../capabilities/probe-set-support.js';
 import { FlushWriter } from '../flush/flush-writer.js';
 import type { HistogramRow } from '../flush/histogram-deltas.js';
 import { HistogramsPart } from '../flush/histograms-part.js';
@@ -44,7 +44,7 @@ import { calibrateStatusLayout } from '../postmaster/calibrate-status-layout.js'
 import { PostmasterFollower } from './postmaster-follower.js';
 import { collectorApplicationName, lockServer } from '../postmaster/server-lock.js';
 import { discoverPostmaster } from '../postmaster/discover-postmaster.js';
-import { defaultNodeName, nodeConnectionOptions } from '../sink/node-name.js';
+import { defaultNodeName, nodeConnectionOptions } from '../storage/node-name.js';
 import { QueryTextsPart } from '../flush/query-texts-part.js';
 import { isStandby, openSink, sinkOnNode, sinkWriter, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
 import { markVanishedBackends } from '../sink/vanished-backends.js';
@@ -62,7 +62,7 @@ export interface SidecarOptions {
   connectionString?: string;
   /** Where bpf_stats is written (`run --sink`): another database, e.g. a standby's primary; undefined: the node's own. */
   sink?: string;
-  /** The node's name in bpf_stats (`run --node`); default: host name and port (src/sink/node-name.ts). */
+  /** The node's name in bpf_stats (`run --node`); default: host name and port (src/storage/node-name.ts). */
   node?: string;
   /** Flush period. */
   intervalMs: number;

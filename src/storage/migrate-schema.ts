@@ -8,7 +8,7 @@ import { packageRoot } from '../package-root.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { commentMetricColumns } from './metric-column-comments.js';
 import { checkMetricColumns, queryIncrementsAttributes, rebuildQueryIncrementsType } from './metric-schema.js';
-import { defaultNodeName, nameNode } from '../sink/node-name.js';
+import { defaultNodeName, nameNode } from './node-name.js';
 import { lockMigrations, unlockMigrations } from '../postmaster/server-lock.js';
 
 /**
