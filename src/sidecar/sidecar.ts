@@ -15,37 +15,27 @@ import { oneLine, UserError } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
 import { LOG_PERIOD_MS, rateLimited } from '../rate-limited-log.js';
 import type { SupportContext } from '../families/family.js';
-import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
+import { familyRodata, PROBE_SETS, type ProbeSetName } from '../families/index.js';
 import { probeSetUnsupportedReason } from '../capabilities/probe-set-support.js';
-import { FlushWriter } from '../flush/flush-writer.js';
+import { type FlushWiring, METRIC_FIELDS, wireFlush } from '../flush/flush-wiring.js';
 import type { HistogramRow } from '../flush/histogram-deltas.js';
-import { HistogramsPart } from '../flush/histograms-part.js';
-import { WaitEventsPart, type QueryWaitEventRow } from '../families/waits/wait-events-part.js';
+import { type QueryWaitEventRow } from '../families/waits/wait-events-part.js';
 import { IdleGate } from '../flush/idle-gate.js';
-import { HealthPart } from '../flush/health-part.js';
-import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../flush/history-part.js';
+import { DEFAULT_HISTORY_INTERVAL_MS } from '../flush/history-part.js';
 import { pinnedConfig, pinnedOnConnect } from '../storage/pinned-session.js';
-import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../retention/history-retention.js';
-import { RowRetention } from '../retention/row-retention.js';
-import { readHeldQueryKeys } from '../retention/held-query-keys.js';
 import { backendPid } from '../storage/backend-pid.js';
-import { BackendStatsPart } from '../flush/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
 import { preparingPool } from '../storage/preparing-pool.js';
 import { connect, exemptFromIdleTimeout } from '../storage/connect.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import type { BackendRow, QueryRow } from '../storage/metric-row.js';
-import { MetricRows } from '../flush/metric-rows.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 import { QueryIncrements } from '../storage/query-increments.js';
-import { QueryStatsPart } from '../flush/query-stats-part.js';
-import { LwlockTrancheNames } from '../postmaster/lwlock-tranche-names.js';
 import { calibrateStatusLayout } from '../postmaster/calibrate-status-layout.js';
 import { PostmasterFollower } from './postmaster-follower.js';
 import { collectorApplicationName, lockServer } from '../postmaster/server-lock.js';
 import { discoverPostmaster } from '../postmaster/discover-postmaster.js';
 import { defaultNodeName, nodeConnectionOptions } from '../storage/node-name.js';
-import { QueryTextsPart } from '../flush/query-texts-part.js';
 import { isStandby, openSink, sinkOnNode, sinkWriter, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
 import { markVanishedBackends } from '../sink/vanished-backends.js';
 import type { PostmasterTarget, StatusLayout } from '../postmaster/postmaster-target.js';
@@ -53,9 +43,6 @@ import { clientConfig } from '../storage/connection-string.js';
 
 /** The writer session's lock_timeout (see the writer pool). */
 const WRITER_LOCK_TIMEOUT = '-c lock_timeout=5s';
-
-/** The members of struct metrics every flush reads, in METRIC_COLUMNS order. */
-const METRIC_FIELDS = METRIC_COLUMNS.map((c) => c.field);
 
 export interface SidecarOptions {
   /** libpq DSN of the node (the server measured); undefined means the PG* environment variables. */
@@ -353,7 +340,7 @@ export class Sidecar {
       db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
 
       let nodeClient = async (): Promise<pg.Client> => control;
-      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options, asNode, () => nodeClient());
+      const writing = wireFlush(db, await QueryIncrements.resolve(db), object, target, layout, options, asNode, () => nodeClient());
       forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
       await writing.health.start();
       await writing.retention?.maintain(db);
@@ -818,7 +805,6 @@ const FINAL_FLUSH_ATTEMPTS = 3;
  * (bench/journal/memory.md#freed-malloc-memory-given-back-after-a-large-flush).
  */
 const TRIM_AFTER_ROWS = 512;
-const COLLECTIONS_RETENTION_MS = 30 * 86_400_000;
 const DEFAULT_POSTMASTER_WAIT_MS = 60_000;
 /** How long after a restart orphans of the old postmaster are looked for (they exit once they notice). */
 const ORPHAN_SWEEP_MS = 30_000;
@@ -876,84 +862,6 @@ const COUNTER_MEANING: Record<DroppedCounterName, string> = {
   map_no_memory:
     "a map insert was refused with room left (the kernel's BPF allocator had nothing at hand, or the memory cgroup is at its limit): that event's figure is lost as for a full map",
 };
-
-/** What every flush writes with: the metric rows its parts share, the writer, and health and history's own handles. */
-interface FlushWiring {
-  rows: MetricRows;
-  writer: FlushWriter<BpfStatsDatabase>;
-  health: HealthPart;
-  retention: HistoryRetention | null;
-  rowRetention: RowRetention;
-  histograms: HistogramsPart;
-  /** The wait events' part, whose written rows each flush reports. */
-  waitEvents: WaitEventsPart | undefined;
-  texts: QueryTextsPart;
-}
-
-/** The parts of every flush, in the order their statements run. */
-function flushParts(
-  db: Kysely<BpfStatsDatabase>,
-  increments: QueryIncrements,
-  object: CollectorObject<ProbeSetName>,
-  target: PostmasterTarget,
-  layout: StatusLayout,
-  options: SidecarOptions,
-  /** Writing into a sink under a node role (src/sink/sink.ts). */
-  asNode: boolean,
-  /** A connection to the node (the control connection, reopened when lost). */
-  nodeClient: () => Promise<pg.Client>,
-): FlushWiring {
-  const rows = new MetricRows(target.pgPid, (records) => object.deleteBackends(records), {
-    evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
-    log: options.log,
-    version: { majorVersion: target.majorVersion, clientBackendType: layout.clientBackendType },
-  });
-  const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
-  const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs, asNode);
-  // A getter: the postmaster's pid changes when it restarts (target is updated in place).
-  const histograms = new HistogramsPart({ evict: (keys) => object.maps.evictHistograms(keys), log: options.log });
-  const health = new HealthPart(db, rows, {
-    get postmasterPid() {
-      return target.pgPid;
-    },
-    intervalMs: options.intervalMs,
-    probeSets: () => object.probes.attached(),
-    historyRetentionMs: retentionMs,
-    heartbeatMs: options.healthHeartbeatMs,
-    evictedHistograms: () => histograms.evicted,
-  });
-  const texts = new QueryTextsPart();
-  const familyParts = familyFlushParts({
-    target,
-    trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath),
-    lookupAndDelete: (map, keys) => object.maps.lookupAndDelete(map, keys),
-    backendRowKey: (sample) => rows.backendRowKey(sample),
-    log: options.log,
-  });
-  const waitEvents = familyParts.find((part): part is WaitEventsPart => part instanceof WaitEventsPart);
-  const writer = new FlushWriter(db, [
-    new QueryStatsPart(db, rows, increments),
-    texts,
-    new BackendStatsPart(db, rows, asNode),
-    histograms,
-    ...familyParts,
-    ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
-    health,
-  ]);
-  // Finished requests keep their documented 30 days unless a row retention is asked for.
-  // Which query keys the node still holds is read from the node (its pg_stat_statements and
-  // pg_stat_activity), not from the sink, which may be another server.
-  const rowRetention = new RowRetention(
-    options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS,
-    options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS,
-    {
-      heldKeys: async () => readHeldQueryKeys(await nodeClient()),
-      forget: (keys) => texts.forget(keys),
-      asNode,
-    },
-  );
-  return { rows, writer, health, retention, rowRetention, histograms, waitEvents, texts };
-}
 
 function seconds(ms: number): string {
   return ms % 86_400_000 === 0 ? `${ms / 86_400_000} d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000} h` : `${ms / 1000} s`;
