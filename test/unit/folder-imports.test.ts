@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -60,5 +60,23 @@ describe('src/', () => {
     expect(edges.filter((edge) => edge.from === 'sidecar').length).toBeGreaterThan(5);
     const cycles = folderCycles(edges).map((cycle) => `${cycle.folders.join(' -> ')}: ${cycle.imports.join('; ')}`);
     expect(cycles).toEqual([]);
+  });
+});
+
+describe('CONTRIBUTING.md', () => {
+  it('lists every folder of src/ in its table of rooms', () => {
+    const rooms = readFileSync(join(packageRoot(), 'CONTRIBUTING.md'), 'utf8');
+    // Folders with TypeScript in them (git keeps no empty folder, a worktree may).
+    const folders = readdirSync(join(packageRoot(), 'src'), { withFileTypes: true }).filter(
+      (entry) =>
+        entry.isDirectory() &&
+        readdirSync(join(entry.parentPath, entry.name), { recursive: true }).some((name) => String(name).endsWith('.ts')),
+    );
+    expect(folders.length).toBeGreaterThan(10);
+    expect(
+      folders
+        .map((folder) => `src/${folder.name}/`)
+        .filter((folder) => !rooms.includes(`| \`${folder}`) && !rooms.includes(`, \`${folder}`)),
+    ).toEqual([]);
   });
 });
