@@ -2,7 +2,7 @@ import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { queryIdentityKey, type BackendRecordRef, type BackendSample, type QuerySample } from '../collector/map-samples.js';
 import { DeltaTracker } from '../deltas/delta-tracker.js';
 import { addExact, isZero, type ExactInt } from '../exact-int.js';
-import { columnValuesFor } from '../families/metric-values.js';
+import { columnValuesFor, type MetricValue } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { bootTimeSeconds } from '../postmaster/proc-stat.js';
 import { CgroupPaths } from '../postmaster/cgroup-paths.js';
@@ -305,8 +305,49 @@ export class MetricRows {
     if (this.unwritten) this.rowBudget = Math.max(MIN_ROWS_PER_TABLE, this.rowBudget >> 1);
     this.unwritten = true;
     const budget = this.rowBudget;
-    let deferred = 0;
     const toColumnValues = columnValuesFor(measured);
+    const { queries, queryCommits, queriesDeferred } = this.prepareQueryRows(snapshot, budget, toColumnValues);
+    const { backends, backendCommits, backendsDeferred, exited, busy, identities, backendsUrgent, retracted, ownRecords } =
+      this.prepareBackendRows(snapshot, budget, toColumnValues, readByMs);
+    const deferred = queriesDeferred + backendsDeferred;
+    const busyNs = BigInt(busy);
+    this.waiting = { busyNs, identities };
+    this.lastDeferred = deferred;
+    let wasWritten = false;
+    const written = () => {
+      if (wasWritten) return;
+      wasWritten = true;
+      this.unwritten = false;
+      this.rowBudget = Math.min(MAX_ROWS_PER_TABLE, this.rowBudget * 2);
+    };
+    return {
+      queries,
+      backends,
+      retracted,
+      deferred,
+      rowsPerTable: budget,
+      backendsUrgent: backendsUrgent || ownRecords.length > 0 || this.busyEnough(busyNs),
+      commitQueries: () => {
+        written();
+        for (const commit of queryCommits) commit();
+      },
+      commitBackends: () => {
+        written();
+        if (backends.length) {
+          this.backendsWrittenNs = process.hrtime.bigint();
+          this.waiting = { ...this.waiting, busyNs: 0n };
+        }
+        for (const commit of backendCommits) commit();
+        this.forgetBackends(exited);
+      },
+    };
+  }
+
+  /**
+   * The query rows of a snapshot, at most `budget`: each key's delta since its figures were last
+   * written, with what evicted or refused keys still owe; and what to commit once written.
+   */
+  private prepareQueryRows(snapshot: MapSnapshot, budget: number, toColumnValues: (delta: readonly ExactInt[]) => MetricValue[]) {
     const queryCommits: Array<() => void> = [];
     const queries: QueryRow[] = [];
     const changed = new Set<string>();
@@ -346,7 +387,6 @@ export class MetricRows {
     }
     const chosenQueries = this.queryBacklog.choose(queryCandidates, (c) => c.key, budget);
     const queriesDeferred = queryCandidates.length - chosenQueries.length;
-    deferred += queriesDeferred;
     for (const c of chosenQueries) {
       const { identity } = c;
       queries.push({
@@ -381,7 +421,19 @@ export class MetricRows {
       snapshot.queriesWritten(queriesDeferred === 0);
       this.evictQuiet(snapshot.backends, pressure, fill?.maxEntries ?? 0);
     });
+    return { queries, queryCommits, queriesDeferred };
+  }
 
+  /**
+   * The backend rows of a snapshot, at most `budget`, exited processes first, never the
+   * collector's own backends; and what to commit once written.
+   */
+  private prepareBackendRows(
+    snapshot: MapSnapshot,
+    budget: number,
+    toColumnValues: (delta: readonly ExactInt[]) => MetricValue[],
+    readByMs: number,
+  ) {
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
     // Summed exactly without a bigint per addition; one at the end.
@@ -436,7 +488,7 @@ export class MetricRows {
       budget,
       (c) => (c.record ? 0 : 1),
     );
-    deferred += backendCandidates.length - chosenBackends.length;
+    const backendsDeferred = backendCandidates.length - chosenBackends.length;
     for (const c of chosenBackends) {
       backends.push(c.row);
       if (c.record) exited.push(c.record);
@@ -462,37 +514,7 @@ export class MetricRows {
       const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));
       this.retracting = this.retracting.filter((r) => !done.has(r));
     });
-    const busyNs = BigInt(busy);
-    this.waiting = { busyNs, identities };
-    this.lastDeferred = deferred;
-    let wasWritten = false;
-    const written = () => {
-      if (wasWritten) return;
-      wasWritten = true;
-      this.unwritten = false;
-      this.rowBudget = Math.min(MAX_ROWS_PER_TABLE, this.rowBudget * 2);
-    };
-    return {
-      queries,
-      backends,
-      retracted,
-      deferred,
-      rowsPerTable: budget,
-      backendsUrgent: backendsUrgent || ownRecords.length > 0 || this.busyEnough(busyNs),
-      commitQueries: () => {
-        written();
-        for (const commit of queryCommits) commit();
-      },
-      commitBackends: () => {
-        written();
-        if (backends.length) {
-          this.backendsWrittenNs = process.hrtime.bigint();
-          this.waiting = { ...this.waiting, busyNs: 0n };
-        }
-        for (const commit of backendCommits) commit();
-        this.forgetBackends(exited);
-      },
-    };
+    return { backends, backendCommits, backendsDeferred, exited, busy, identities, backendsUrgent, retracted, ownRecords };
   }
 
   /**
