@@ -262,6 +262,26 @@ COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.waits IS 'Sleeps in this wa
 COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.wait_time_ms IS 'Milliseconds asleep in this wait event, summed.';
 COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.runq_after_ms IS 'As query_wait_event_stats.runq_after_ms; 0 for ClientRead and the row without a wait event (kept in the process record, without it).';
 
+COMMENT ON TABLE bpf_stats.query_wait_event_stats_history IS
+  'What each history interval added to query_wait_event_stats: one row per query and wait event changed in that interval (run --history-interval, default 5 min), stamped ts, written in the same statement as the cumulative rows, so a key''s rows sum to its query_wait_event_stats row. Range-partitioned by ts like query_stats_history, with the same retention; a query key''s rows go with its query_stats row.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.ts IS 'Transaction time of the flush that wrote this row (= query_wait_event_stats.last_seen after it).';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.wait_event_type IS 'As query_wait_event_stats.wait_event_type.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.wait_event IS 'As query_wait_event_stats.wait_event.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.waits IS 'Sleeps in this wait event during the interval (count).';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.wait_time_ms IS 'Milliseconds asleep in this wait event during the interval (as query_wait_event_stats.wait_time_ms).';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.runq_after_ms IS 'Run-queue wait after the interval''s wake-ups in this event, milliseconds (as query_wait_event_stats.runq_after_ms).';
+
+COMMENT ON TABLE bpf_stats.backend_wait_event_stats_history IS
+  'What each history interval added to backend_wait_event_stats: one row per process and wait event changed in that interval, stamped ts, written in the same statement as the cumulative rows. Range-partitioned by ts like backend_stats_history, with the same retention.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.ts IS 'Transaction time of the flush that wrote this row (= backend_wait_event_stats.last_seen after it).';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.pid IS 'Process id; with backend_start, its backend_stats row.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.backend_start IS 'As backend_stats.backend_start.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.wait_event_type IS 'As backend_wait_event_stats.wait_event_type.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.wait_event IS 'As backend_wait_event_stats.wait_event.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.waits IS 'Sleeps in this wait event during the interval (count).';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.wait_time_ms IS 'Milliseconds asleep in this wait event during the interval.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.runq_after_ms IS 'As backend_wait_event_stats.runq_after_ms, during the interval.';
+
 COMMENT ON VIEW bpf_stats.query_wait_events IS
   'Time per query and wait event, shaped like pg_wait_sampling''s profile but exact: one row per wait event the query slept in, and one row with wait_event_type and wait_event NULL for the time without a wait event (on CPU, in the run queue, asleep without one). Per query the rows sum to query_stats.total_time_ms (waits before the statement had its query id are under queryid 0). Idle time between statements is in no row (see backend_wait_events).';
 COMMENT ON COLUMN bpf_stats.query_wait_events.wait_event_type IS 'pg_stat_activity.wait_event_type as this server''s version names it; NULL: the time without a wait event.';

@@ -21,6 +21,7 @@ import { FlushWriter } from '../flush/flush-writer.js';
 import type { HistogramRow } from '../flush/histogram-deltas.js';
 import { HistogramsPart } from '../flush/histograms-part.js';
 import { WaitEventsPart, type QueryWaitEventRow } from '../families/waits/wait-events-part.js';
+import { WaitEventHistoryPart } from '../families/waits/wait-event-history-part.js';
 import { IdleGate } from '../flush/idle-gate.js';
 import { HealthPart } from '../health/health-part.js';
 import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part.js';
@@ -940,6 +941,7 @@ function flushParts(
     histograms,
     ...familyParts,
     ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
+    ...(retention && waitEvents ? [new WaitEventHistoryPart(waitEvents, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.
