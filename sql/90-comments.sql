@@ -301,6 +301,31 @@ COMMENT ON COLUMN bpf_stats.backend_wait_events.waits IS 'Sleeps in this wait ev
 COMMENT ON COLUMN bpf_stats.backend_wait_events.wait_time_ms IS 'Milliseconds asleep in this wait event; for the NULL row on_cpu_ms + runq_wait_ms + the sleeps without a wait event.';
 COMMENT ON COLUMN bpf_stats.backend_wait_events.runq_after_ms IS 'As query_wait_events.runq_after_ms.';
 
+COMMENT ON TABLE bpf_stats.query_wait_blocker_stats IS
+  'Who ended each wait (opt-in probe set `blockers`), cumulative since stats_since: the sleeps of query_wait_event_stats that the set saw woken, per waker. Read it through query_wait_blockers.';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.queryid IS 'As query_wait_event_stats.queryid: the waiter''s statement.';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.wait_event_type IS 'As query_wait_event_stats.wait_event_type: what the waiter waited for.';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.wait_event IS 'As query_wait_event_stats.wait_event.';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_type IS 'The process that woke the waiter: a child of the postmaster by pg_stat_activity.backend_type (''postmaster child'' before its type was read), ''postmaster'', ''interrupt'' (a timer, a device: no process), ''kernel thread'', or ''other process'' (outside the postmaster).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_userid IS 'The user of the statement the waker was on when it woke the waiter (0: none).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_dbid IS 'The database of that statement (0: none).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_toplevel IS 'Whether that statement was top level (st_query_id only holds top-level ids).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_queryid IS 'The query id of that statement, as pg_stat_statements.queryid (0: none, or a process without statements).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waits IS 'Sleeps this waker ended (count).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.wait_time_ms IS 'Milliseconds asleep in those sleeps, summed, as query_wait_event_stats.wait_time_ms counts them (leaving the CPU to the wake-up).';
+
+COMMENT ON VIEW bpf_stats.query_wait_blockers IS
+  'Who ended each wait (opt-in probe set `blockers`): per query and wait event, the process that woke the waiter, by its backend type and the statement it was on: the lock holder at its commit, the walsender releasing a synchronous commit, the backend or io worker that finished an IO, or an interrupt (a timer ending a sleep). Counts the sleeps woken while the set was attached: per query and wait event at most query_wait_events'' waits and wait_time_ms.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.wait_event_type IS 'As query_wait_events.wait_event_type: what the waiter waited for.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.wait_event IS 'As query_wait_events.wait_event.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_type IS 'As query_wait_blocker_stats.waker_type.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_userid IS 'The user of the statement the waker was on; NULL: it was on none.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_dbid IS 'The database of that statement; NULL: none.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_toplevel IS 'Whether that statement was top level; NULL: none.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_queryid IS 'Its query id (join pg_stat_statements on waker_userid, waker_dbid, waker_toplevel, waker_queryid); NULL: none.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waits IS 'Sleeps this waker ended (count).';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.wait_time_ms IS 'Milliseconds asleep in them, summed (leaving the CPU to the wake-up).';
+
 COMMENT ON VIEW bpf_stats.query_lwlock_detail IS
   'LWLock waits per query by tranche and mode (probe set `lwlock`); see query_lwlock_waits.';
 COMMENT ON COLUMN bpf_stats.query_lwlock_detail.queryid IS 'Query id of the top-level statement; 0: waits before it had a query id.';

@@ -12,6 +12,7 @@ const KEYED_TABLES = [
   'bpf_stats.query_lock_waits',
   'bpf_stats.query_lwlock_waits',
   'bpf_stats.query_wait_event_stats',
+  'bpf_stats.query_wait_blocker_stats',
   'bpf_stats.query_texts',
   'bpf_stats.query_stats_history',
   'bpf_stats.query_wait_event_stats_history',
