@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Finding the postmaster as BPF numbers it (src/instance/). BPF sees every task by its tgid in
+ * Finding the postmaster as BPF numbers it (src/postmaster/pid-namespace.ts, src/sidecar/postmaster-follower.ts). BPF sees every task by its tgid in
  * the initial pid namespace; a collector running inside a container's pid namespace (a pod
  * with a shared process namespace) sees only the container's numbers, and /proc there has no
  * way back. So the collector names the postmaster by what it can see (its pid namespace's nsfs

@@ -88,8 +88,10 @@ BEGIN
   END IF;
   created := 0;
   dropped := 0;
-  LOCK TABLE bpf_stats.query_stats_history, bpf_stats.backend_stats_history IN SHARE UPDATE EXCLUSIVE MODE;
-  FOREACH parent IN ARRAY ARRAY['query_stats_history', 'backend_stats_history'] LOOP
+  LOCK TABLE bpf_stats.query_stats_history, bpf_stats.backend_stats_history,
+             bpf_stats.query_wait_event_stats_history, bpf_stats.backend_wait_event_stats_history IN SHARE UPDATE EXCLUSIVE MODE;
+  FOREACH parent IN ARRAY ARRAY['query_stats_history', 'backend_stats_history',
+                                'query_wait_event_stats_history', 'backend_wait_event_stats_history'] LOOP
     los := '{}';
     his := '{}';
     doomed := '{}';

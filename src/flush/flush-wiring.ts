@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { CollectorObject } from '../collector/collector-object.js';
 import { familyFlushParts, METRIC_COLUMNS, type ProbeSetName } from '../families/index.js';
 import { WaitEventsPart } from '../families/waits/wait-events-part.js';
+import { WaitEventHistoryPart } from '../families/waits/wait-event-history-part.js';
 import { LwlockTrancheNames } from '../postmaster/lwlock-tranche-names.js';
 import type { PostmasterTarget, StatusLayout } from '../postmaster/postmaster-target.js';
 import { readHeldQueryKeys } from '../retention/held-query-keys.js';
@@ -96,6 +97,7 @@ export function wireFlush(
     histograms,
     ...familyParts,
     ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
+    ...(retention && waitEvents ? [new WaitEventHistoryPart(waitEvents, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.

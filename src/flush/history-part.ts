@@ -8,7 +8,8 @@ import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.j
 import type { MetricValue } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { addExact } from '../exact-int.js';
-import { MAX_ROWS_PER_TABLE, retractedRowTest, type MetricRows } from './metric-rows.js';
+import { MAX_ROWS_PER_TABLE } from '../families/flush-part.js';
+import { retractedRowTest, type MetricRows } from './metric-rows.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
 
 /** How often periodic flushes write history rows by default: each row is a key's increments over this long. */

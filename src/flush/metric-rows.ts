@@ -6,12 +6,13 @@ import { columnValuesFor, type MetricValue } from '../families/metric-values.js'
 import { METRIC_COLUMNS } from '../families/index.js';
 import { bootTimeSeconds } from '../postmaster/proc-stat.js';
 import { CgroupPaths } from '../postmaster/cgroup-paths.js';
-import { BackendTypeNames } from './backend-type-names.js';
+import { BackendTypeNames } from '../postmaster/backend-type-names.js';
 import { RowBacklog } from './row-backlog.js';
 import { HeldKeys, MAX_EVICTIONS_PER_FLUSH, PRESSURE_FILL, QUIET_FLUSHES } from '../deltas/held-keys.js';
 import { MapEviction } from '../deltas/map-eviction.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import { PG_EPOCH_UNIX_US } from '../postgres-timestamp.js';
+import { MAX_ROWS_PER_TABLE } from '../families/flush-part.js';
 
 const IDENTITY_GRACE_NS = 5_000_000_000n;
 /**
@@ -51,14 +52,6 @@ const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
 const UNSEEN_START_WINDOW_NS = 10_000_000_000n;
 /** Rows' backend_start is Postgres' clock, or task start + boot time in whole seconds: this much either side. */
 const ROW_START_SLACK_US = 2_000_000n;
-/*
- * Rows per table a flush writes at most. A flush that was not written (its connection
- * terminated, a statement timeout) halves the budget of the next one, and a written one doubles
- * it back: whatever kills long statements, a flush small enough to commit comes, commits, and
- * frees map entries, rather than a backlog that grows with each failure until no flush can
- * commit. Rows left out stay in the maps (their baselines are not committed): the next flush has them.
- */
-export const MAX_ROWS_PER_TABLE = 16_384;
 const MIN_ROWS_PER_TABLE = 128;
 
 export interface MetricRowsOptions {

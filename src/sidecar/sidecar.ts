@@ -703,6 +703,8 @@ const COUNTER_MEANING: Record<DroppedCounterName, string> = {
     "a (query, wait event) key could not be added: query_wait_events map full; that sleep counts in its query's wait columns and in backend_wait_events only",
   backend_wait_events_full:
     "a (backend, wait event) key could not be added: backend_wait_events map full; that sleep counts in its backend's wait columns only",
+  wait_blockers_full:
+    'a (query, wait event, waker) key could not be added: query_wait_blockers map full (blockers set); that sleep counts in query_wait_events without its waker',
   role_quota:
     "a query key was not added: the queries map is 7/8 full and its role holds half of it (a flood of distinct statements), and its backend's overflow slot held another key; its time counts per backend only",
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",

@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { FlushInput, PreparedPart } from '../../src/families/flush-part.js';
 import { HistoryPart } from '../../src/flush/history-part.js';
-import { MAX_ROWS_PER_TABLE, MetricRows } from '../../src/flush/metric-rows.js';
+import { MAX_ROWS_PER_TABLE } from '../../src/families/flush-part.js';
+import { MetricRows } from '../../src/flush/metric-rows.js';
 import { QueryIncrements } from '../../src/storage/query-increments.js';
 import { answeringDb, queryHistoryRows } from '../support/increments-db.js';
 import { querySample, snapshotOf } from '../support/map-samples.js';
