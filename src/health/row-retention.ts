@@ -14,6 +14,7 @@ const KEYED_TABLES = [
   'bpf_stats.query_wait_event_stats',
   'bpf_stats.query_texts',
   'bpf_stats.query_stats_history',
+  'bpf_stats.query_histogram_history',
 ];
 /**
  * The bounds on query keys the node's pg_stat_statements does not hold ("unheld": it deallocated

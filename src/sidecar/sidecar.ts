@@ -937,7 +937,9 @@ function flushParts(
     new BackendStatsPart(db, rows, asNode),
     histograms,
     ...familyParts,
-    ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
+    ...(retention
+      ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS, () => histograms.preparedRows)]
+      : []),
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.
