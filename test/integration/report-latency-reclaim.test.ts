@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -188,6 +189,38 @@ describe('pg-bpf-stats report over two periods', () => {
         expect(shown[period][i], `${period} p${q * 100}`).toBeGreaterThanOrEqual(low * (1 - KEEP_WITHIN));
         expect(shown[period][i], `${period} p${q * 100}`).toBeLessThanOrEqual(high * (1 + KEEP_WITHIN));
       });
+    }
+  });
+
+  it('puts the same percentiles in the HTML file', async () => {
+    const text = await report();
+    const heading = text.stdout.split('\n').indexOf('Statement latency (ms, p50/p95/p99; baseline → window)');
+    const [baseline, window] = lineOf(text.stdout, ids.sleep, heading)
+      .replace(/^\S+\s+/, '')
+      .split(' → ')
+      .map((p) => p.split('/'));
+    const dir = mkdtempSync(join(tmpdir(), 'pgbpf-report-'));
+    try {
+      const file = join(dir, 'report.html');
+      const { code, stderr } = await runCli([
+        'report',
+        '--dsn',
+        cluster.connectionString(),
+        '--window',
+        `${iso(periods.window[0])}..${iso(periods.window[1])}`,
+        '--baseline-window',
+        `${iso(periods.baseline[0])}..${iso(periods.baseline[1])}`,
+        '--html',
+        file,
+      ]);
+      expect(code, stderr).toBe(0);
+      const html = readFileSync(file, 'utf8');
+      const block = html.slice(html.indexOf(`queryid ${ids.sleep}`));
+      const cells = (p: string[] | undefined) => p!.map((v) => `<td class="num">${v}</td>`).join('');
+      expect(block).toContain(`<tr><th>baseline</th><td class="num">${sleeps.baseline.length}</td>${cells(baseline)}</tr>`);
+      expect(block).toContain(`<tr><th>window</th><td class="num">${sleeps.window.length}</td>${cells(window)}</tr>`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
