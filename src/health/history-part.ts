@@ -38,6 +38,8 @@ const MAX_PENDING_ROWS = MAX_ROWS_PER_TABLE;
  *
  * Memory: one pending row per key that changed in the interval, at most MAX_PENDING_ROWS per
  * table: past that (connection churn makes a key per connection), the sums are written early.
+ * A pending histogram holds only the buckets that gained something: typically a few dozen of
+ * 256, at worst 256 map entries for each of MAX_PENDING_ROWS (query, kind) keys.
  *
  * @example
  * new FlushWriter(db, [queryStats, backendStats, new HistoryPart(db, rows, increments, 300_000), health]);
