@@ -1,17 +1,19 @@
 /*
  * Per-event cost of the lock families' BPF programs: a contended workload (heavyweight
  * extension and row locks, LWLock and spinlock contention) against a throwaway cluster with
- * the locks, lwlock and spinlock sets attached, and kernel.bpf_stats_enabled on meanwhile.
+ * the locks, lwlock and spinlock sets attached (or the sets --sets names, `none` for the default
+ * sets alone: the blockers set's wake-ups are mostly lock releases), and kernel.bpf_stats_enabled on meanwhile.
  * Prints each program's runs and mean ns per run (program time only: the uprobe trap around
  * it, ~4 us on our VMs, comes on top of every run).
  *
- *   node dist/bench/lock-probe-cost.js [--pg-bin DIR] [--clients 16] [--seconds 5]
+ *   node dist/bench/lock-probe-cost.js [--pg-bin DIR] [--clients 16] [--seconds 5] [--sets locks,lwlock,spinlock]
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { parseProbeSets } from '../src/families/index.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
 
@@ -26,6 +28,7 @@ const LOCK_PROGRAMS = [
   'on_sema_lock_rt',
   'on_spin_delay',
   'on_sched_switch',
+  'on_sched_waking',
 ];
 
 /** Program ids this process holds open: ours, not another collector's of the same name. */
@@ -43,8 +46,14 @@ function ownPrograms(): Set<number> {
 }
 
 const { values } = parseArgs({
-  options: { 'pg-bin': { type: 'string' }, clients: { type: 'string', default: '16' }, seconds: { type: 'string', default: '5' } },
+  options: {
+    'pg-bin': { type: 'string' },
+    clients: { type: 'string', default: '16' },
+    seconds: { type: 'string', default: '5' },
+    sets: { type: 'string', default: 'locks,lwlock,spinlock' },
+  },
 });
+const probeSets = values.sets === 'none' ? [] : parseProbeSets(values.sets);
 const cluster = await ThrowawayCluster.start(values['pg-bin'] ? { pgBin: resolve(values['pg-bin']) } : {});
 const statsBefore = readStatsEnabled();
 let sidecar: Sidecar | null = null;
@@ -58,7 +67,7 @@ try {
   sidecar = await Sidecar.start({
     connectionString: cluster.connectionString(),
     intervalMs: 1000,
-    probeSets: ['locks', 'lwlock', 'spinlock'],
+    probeSets,
   });
   const own = ownPrograms();
   await setStatsEnabled('1');
@@ -86,7 +95,7 @@ try {
   await Promise.all(clients.map((c) => c.end()));
   await admin.end();
   console.log(
-    `${statements} statements by ${values.clients} clients in ${values.seconds} s, PostgreSQL ${sidecar.target.majorVersion} at ${sidecar.target.binaryPath}`,
+    `${statements} statements by ${values.clients} clients in ${values.seconds} s, sets ${values.sets}, PostgreSQL ${sidecar.target.majorVersion} at ${sidecar.target.binaryPath}`,
   );
   console.log('program          runs      ns/run   runs/statement');
   for (const d of programDeltas(before, after)) {

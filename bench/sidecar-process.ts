@@ -29,6 +29,8 @@ export interface SidecarProcessOptions {
   args?: string[];
   /** Its niceness from the start (`nice -n`, as systemd's Nice= sets it); absent: the bench's own. */
   nice?: number;
+  /** Another build's CLI (an A/B against an older commit's tree); absent: this package's. */
+  cli?: string;
 }
 
 /**
@@ -57,7 +59,8 @@ export class SidecarProcess {
    * from the spawn to its "attached probe sets" line (attachMs) and to that line (readyMs).
    */
   static async start(options: SidecarProcessOptions): Promise<{ sidecar: SidecarProcess; attachMs: number; readyMs: number }> {
-    const args = [...binNodeFlags(), CLI, 'run', '--dsn', options.dsn, '--interval', options.interval ?? '1s'];
+    const cli = options.cli ?? CLI;
+    const args = [...binNodeFlags(cli), cli, 'run', '--dsn', options.dsn, '--interval', options.interval ?? '1s'];
     if (options.probes) args.push('--probes', options.probes);
     args.push(...(options.args ?? []));
     const spawnedAt = performance.now();

@@ -17,6 +17,7 @@
  *   attribution.bpf.h  backends and queries maps, the postmaster filter
  *   latency.bpf.h      statement latency and run-queue histograms, fed by the cpu family
  *   nested.bpf.h       opt-in "nested": nested statements' own keys, fed by the cpu family
+ *   wait-blockers.bpf.h  opt-in "blockers": who woke each wait (sched_waking), fed to by the cpu family
  *   wait-events.bpf.h  off-CPU time per wait event, per query and per backend, fed by the cpu family
  *   cpu.bpf.h          default set "cpu": sched_switch accounting and the CPU-clock tick
  *   query.bpf.h        opt-in "query": exact call counts; "nested": the executor probes

@@ -146,6 +146,23 @@ struct nested_statements {
 	__u64 statement_us;       /* st_activity_start_timestamp of the top-level statement they run in */
 };
 
+/* Who woke a sleeping backend (opt-in set "blockers", bpf/wait-blockers.bpf.h). */
+enum waker_kind {
+	WAKER_NONE = 0,          /* no wake-up seen for this sleep */
+	WAKER_PROCESS = 1,       /* a child of the postmaster: backend_type and key say which */
+	WAKER_POSTMASTER = 2,    /* the postmaster itself */
+	WAKER_INTERRUPT = 3,     /* hard or soft interrupt context: a timer, a device, the network */
+	WAKER_KERNEL_THREAD = 4, /* a kernel thread (a kworker completing IO, ksoftirqd) */
+	WAKER_OTHER_PROCESS = 5, /* a process outside the postmaster (a client, pg_ctl, the collector) */
+};
+
+/* The waker of one sleep: its kind, its st_backendType (-1: unknown) and the query it was on (queryid 0: none). */
+struct wait_waker {
+	struct query_key key;
+	__s32 backend_type;
+	enum waker_kind kind;
+};
+
 /* A heavyweight lock wait (the opt-in locks set) from before the statement had a query id. */
 struct held_lock_wait {
 	__u32 locktag_type;
@@ -204,6 +221,12 @@ struct backend_record {
 	__u64 client_wait_ns;
 	/* The remainder of its runnable intervals (SLEEP_NONE: a preempted slice's interrupt time), which other_wait_ns holds: no wait event. */
 	__u64 unclassed_ns;
+	/*
+	 * The waker of the sleep that began at waker_sleep_ts (the record's last_ts then), left by the
+	 * blockers set at the wake-up and taken by the switch-out that ends that sleep (bpf/wait-blockers.bpf.h).
+	 */
+	__u64 waker_sleep_ts;
+	struct wait_waker waker;
 	/*
 	 * What a running statement did before it had a query id (parse analysis, its relation
 	 * locks): charged to the id it gets, or to queryid 0 if it ends without one
@@ -267,7 +290,8 @@ enum counter_index {
 	COUNTER_QUERY_KEY_HELD = 18, /* a query key the map refused at once: its figures were held for the next flush, not dropped (bpf/attribution.bpf.h) */
 	COUNTER_WAIT_EVENTS_FULL = 19, /* a (query, wait event) key could not be added: query_wait_events map full (bpf/wait-events.bpf.h) */
 	COUNTER_BACKEND_WAIT_EVENTS_FULL = 20, /* a (backend, wait event) key could not be added: backend_wait_events map full */
-	COUNTER_MAX = 21,                      /* room for the families' own counters */
+	COUNTER_WAIT_BLOCKERS_FULL = 21, /* a (query, wait event, waker) key could not be added: query_wait_blockers map full (bpf/wait-blockers.bpf.h) */
+	COUNTER_MAX = 22, /* room for the families' own counters */
 };
 
 #endif /* RECORDS_H */

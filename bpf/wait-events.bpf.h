@@ -24,6 +24,7 @@
 #include <bpf/bpf_helpers.h>
 #include "records.h"
 #include "maps.bpf.h"
+#include "wait-blockers.bpf.h"
 
 /* A query and a wait event: pg_wait_sampling's profile key. */
 struct wait_event_key {
@@ -90,9 +91,9 @@ static __always_inline void add_wait_event(void *map, const void *key, __u64 ns,
 /*
  * The sleep of `r` that just ended, `ns` long, and the run-queue wait after it (`runq_ns`: the
  * task's run delay since its last switch-out, from its wake-up on): to its backend and, when
- * `to_query` (in a statement), to its query. A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
+ * `to_query` (in a statement), to its query, and to who woke it (the blockers set). A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
  */
-__noinline int wait_events_add(const struct backend_record *r, __u32 pid, __u64 ns, __u64 runq_ns, __u32 to_query)
+__noinline int wait_events_add(struct backend_record *r, __u32 pid, __u64 ns, __u64 runq_ns, __u32 to_query)
 {
 	struct backend_wait_key bk = {};
 	struct wait_event_key qk = {};
@@ -108,6 +109,7 @@ __noinline int wait_events_add(const struct backend_record *r, __u32 pid, __u64 
 	qk.q = r->sleep_key;
 	qk.wait_event_info = r->sleep_wait_event;
 	add_wait_event(&query_wait_events, &qk, ns, runq_ns, COUNTER_WAIT_EVENTS_FULL);
+	wait_blockers_add(r, &qk.q, qk.wait_event_info, ns);
 	return 1;
 }
 

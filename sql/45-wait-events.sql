@@ -36,3 +36,13 @@ SELECT b.node, b.pid, b.backend_start, b.backend_type, NULL::text, NULL::text,
   LEFT JOIN bpf_stats.backend_wait_event_stats n
     ON (n.node, n.pid, n.backend_start, n.wait_event_type) = (b.node, b.pid, b.backend_start, '')
  WHERE b.on_cpu_ms IS NOT NULL;
+
+-- Who ended each wait (opt-in probe set `blockers`): the sleeps of query_wait_events the set saw
+-- woken, by the waker's backend type and the query it was on (NULL key: it was on none).
+CREATE OR REPLACE VIEW bpf_stats.query_wait_blockers AS
+SELECT b.node, b.userid, b.dbid, b.toplevel, b.queryid, b.wait_event_type, b.wait_event, b.waker_type,
+       nullif(b.waker_userid, 0) AS waker_userid, nullif(b.waker_dbid, 0) AS waker_dbid,
+       CASE WHEN b.waker_queryid <> 0 THEN b.waker_toplevel END AS waker_toplevel,
+       nullif(b.waker_queryid, 0) AS waker_queryid,
+       b.waits, b.wait_time_ms, b.stats_since, b.last_seen
+  FROM bpf_stats.query_wait_blocker_stats b;

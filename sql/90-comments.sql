@@ -271,6 +271,26 @@ COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.waits IS 'Sleeps in this wa
 COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.wait_time_ms IS 'Milliseconds asleep in this wait event, summed.';
 COMMENT ON COLUMN bpf_stats.backend_wait_event_stats.runq_after_ms IS 'As query_wait_event_stats.runq_after_ms; 0 for ClientRead and the row without a wait event (kept in the process record, without it).';
 
+COMMENT ON TABLE bpf_stats.query_wait_event_stats_history IS
+  'What each history interval added to query_wait_event_stats: one row per query and wait event changed in that interval (run --history-interval, default 5 min), stamped ts, written in the same statement as the cumulative rows, so a key''s rows sum to its query_wait_event_stats row. Range-partitioned by ts like query_stats_history, with the same retention; a query key''s rows go with its query_stats row.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.ts IS 'Transaction time of the flush that wrote this row (= query_wait_event_stats.last_seen after it).';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.wait_event_type IS 'As query_wait_event_stats.wait_event_type.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.wait_event IS 'As query_wait_event_stats.wait_event.';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.waits IS 'Sleeps in this wait event during the interval (count).';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.wait_time_ms IS 'Milliseconds asleep in this wait event during the interval (as query_wait_event_stats.wait_time_ms).';
+COMMENT ON COLUMN bpf_stats.query_wait_event_stats_history.runq_after_ms IS 'Run-queue wait after the interval''s wake-ups in this event, milliseconds (as query_wait_event_stats.runq_after_ms).';
+
+COMMENT ON TABLE bpf_stats.backend_wait_event_stats_history IS
+  'What each history interval added to backend_wait_event_stats: one row per process and wait event changed in that interval, stamped ts, written in the same statement as the cumulative rows. Range-partitioned by ts like backend_stats_history, with the same retention.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.ts IS 'Transaction time of the flush that wrote this row (= backend_wait_event_stats.last_seen after it).';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.pid IS 'Process id; with backend_start, its backend_stats row.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.backend_start IS 'As backend_stats.backend_start.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.wait_event_type IS 'As backend_wait_event_stats.wait_event_type.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.wait_event IS 'As backend_wait_event_stats.wait_event.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.waits IS 'Sleeps in this wait event during the interval (count).';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.wait_time_ms IS 'Milliseconds asleep in this wait event during the interval.';
+COMMENT ON COLUMN bpf_stats.backend_wait_event_stats_history.runq_after_ms IS 'As backend_wait_event_stats.runq_after_ms, during the interval.';
+
 COMMENT ON VIEW bpf_stats.query_wait_events IS
   'Time per query and wait event, shaped like pg_wait_sampling''s profile but exact: one row per wait event the query slept in, and one row with wait_event_type and wait_event NULL for the time without a wait event (on CPU, in the run queue, asleep without one). Per query the rows sum to query_stats.total_time_ms (waits before the statement had its query id are under queryid 0). Idle time between statements is in no row (see backend_wait_events).';
 COMMENT ON COLUMN bpf_stats.query_wait_events.wait_event_type IS 'pg_stat_activity.wait_event_type as this server''s version names it; NULL: the time without a wait event.';
@@ -289,6 +309,31 @@ COMMENT ON COLUMN bpf_stats.backend_wait_events.wait_event IS 'As query_wait_eve
 COMMENT ON COLUMN bpf_stats.backend_wait_events.waits IS 'Sleeps in this wait event (count); for the NULL row, sleeps without a wait event.';
 COMMENT ON COLUMN bpf_stats.backend_wait_events.wait_time_ms IS 'Milliseconds asleep in this wait event; for the NULL row on_cpu_ms + runq_wait_ms + the sleeps without a wait event.';
 COMMENT ON COLUMN bpf_stats.backend_wait_events.runq_after_ms IS 'As query_wait_events.runq_after_ms.';
+
+COMMENT ON TABLE bpf_stats.query_wait_blocker_stats IS
+  'Who ended each wait (opt-in probe set `blockers`), cumulative since stats_since: the sleeps of query_wait_event_stats that the set saw woken, per waker. Read it through query_wait_blockers.';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.queryid IS 'As query_wait_event_stats.queryid: the waiter''s statement.';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.wait_event_type IS 'As query_wait_event_stats.wait_event_type: what the waiter waited for.';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.wait_event IS 'As query_wait_event_stats.wait_event.';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_type IS 'The process that woke the waiter: a child of the postmaster by pg_stat_activity.backend_type (''postmaster child'' before its type was read), ''postmaster'', ''interrupt'' (a timer, a device: no process), ''kernel thread'', or ''other process'' (outside the postmaster).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_userid IS 'The user of the statement the waker was on when it woke the waiter (0: none).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_dbid IS 'The database of that statement (0: none).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_toplevel IS 'Whether that statement was top level (st_query_id only holds top-level ids).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waker_queryid IS 'The query id of that statement, as pg_stat_statements.queryid (0: none, or a process without statements).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.waits IS 'Sleeps this waker ended (count).';
+COMMENT ON COLUMN bpf_stats.query_wait_blocker_stats.wait_time_ms IS 'Milliseconds asleep in those sleeps, summed, as query_wait_event_stats.wait_time_ms counts them (leaving the CPU to the wake-up).';
+
+COMMENT ON VIEW bpf_stats.query_wait_blockers IS
+  'Who ended each wait (opt-in probe set `blockers`): per query and wait event, the process that woke the waiter, by its backend type and the statement it was on: the lock holder at its commit, the walsender releasing a synchronous commit, the backend or io worker that finished an IO, or an interrupt (a timer ending a sleep). Counts the sleeps woken while the set was attached: per query and wait event at most query_wait_events'' waits and wait_time_ms.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.wait_event_type IS 'As query_wait_events.wait_event_type: what the waiter waited for.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.wait_event IS 'As query_wait_events.wait_event.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_type IS 'As query_wait_blocker_stats.waker_type.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_userid IS 'The user of the statement the waker was on; NULL: it was on none.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_dbid IS 'The database of that statement; NULL: none.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_toplevel IS 'Whether that statement was top level; NULL: none.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waker_queryid IS 'Its query id (join pg_stat_statements on waker_userid, waker_dbid, waker_toplevel, waker_queryid); NULL: none.';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.waits IS 'Sleeps this waker ended (count).';
+COMMENT ON COLUMN bpf_stats.query_wait_blockers.wait_time_ms IS 'Milliseconds asleep in them, summed (leaving the CPU to the wake-up).';
 
 COMMENT ON VIEW bpf_stats.query_lwlock_detail IS
   'LWLock waits per query by tranche and mode (probe set `lwlock`); see query_lwlock_waits.';

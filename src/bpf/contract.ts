@@ -2,7 +2,7 @@
 // bpf/*.h is the one definition: `npm run build` regenerates this file; commit it with the bpf/ change.
 
 /** The object's programs and the ELF section each lives in (its attach type). */
-export const Programs = { adopt_postmaster: 'tp_btf/sched_process_fork', find_postmaster: 'tp_btf/sched_switch', on_aio_perform: 'uprobe', on_aio_performed: 'uprobe', on_aio_submit: 'uprobe', on_blk_done: 'tp_btf/block_rq_complete', on_blk_merge: 'tp_btf/block_rq_merge', on_blk_start: 'tp_btf/block_io_start', on_compact_beg: 'tp_btf/mm_compaction_begin', on_compact_end: 'tp_btf/mm_compaction_end', on_cpu_tick: 'perf_event', on_dirty_pause: 'tp_btf/balance_dirty_pages', on_dreclaim_beg: 'tp_btf/mm_vmscan_direct_reclaim_begin', on_dreclaim_end: 'tp_btf/mm_vmscan_direct_reclaim_end', on_execute_plan: 'uprobe', on_executor_beg: 'uprobe', on_executor_end: 'uprobe', on_llc_miss: 'perf_event', on_llc_reference: 'perf_event', on_lock_done: 'usdt', on_lock_start: 'usdt', on_lwlock_done: 'usdt', on_lwlock_start: 'usdt', on_mreclaim_beg: 'tp_btf/mm_vmscan_memcg_reclaim_begin', on_mreclaim_end: 'tp_btf/mm_vmscan_memcg_reclaim_end', on_postmaster_exit: 'tp_btf/sched_process_exit', on_prepare_stmt: 'uprobe', on_procsleep: 'uprobe', on_procsleep_rt: 'uretprobe', on_query_done: 'uprobe', on_sched_switch: 'tp_btf/sched_switch', on_sema_lock: 'uprobe', on_sema_lock_rt: 'uretprobe', on_spin_delay: 'uprobe' } as const;
+export const Programs = { adopt_postmaster: 'tp_btf/sched_process_fork', find_postmaster: 'tp_btf/sched_switch', on_aio_perform: 'uprobe', on_aio_performed: 'uprobe', on_aio_submit: 'uprobe', on_blk_done: 'tp_btf/block_rq_complete', on_blk_merge: 'tp_btf/block_rq_merge', on_blk_start: 'tp_btf/block_io_start', on_compact_beg: 'tp_btf/mm_compaction_begin', on_compact_end: 'tp_btf/mm_compaction_end', on_cpu_tick: 'perf_event', on_dirty_pause: 'tp_btf/balance_dirty_pages', on_dreclaim_beg: 'tp_btf/mm_vmscan_direct_reclaim_begin', on_dreclaim_end: 'tp_btf/mm_vmscan_direct_reclaim_end', on_execute_plan: 'uprobe', on_executor_beg: 'uprobe', on_executor_end: 'uprobe', on_llc_miss: 'perf_event', on_llc_reference: 'perf_event', on_lock_done: 'usdt', on_lock_start: 'usdt', on_lwlock_done: 'usdt', on_lwlock_start: 'usdt', on_mreclaim_beg: 'tp_btf/mm_vmscan_memcg_reclaim_begin', on_mreclaim_end: 'tp_btf/mm_vmscan_memcg_reclaim_end', on_postmaster_exit: 'tp_btf/sched_process_exit', on_prepare_stmt: 'uprobe', on_procsleep: 'uprobe', on_procsleep_rt: 'uretprobe', on_query_done: 'uprobe', on_sched_switch: 'tp_btf/sched_switch', on_sched_waking: 'tp_btf/sched_waking', on_sema_lock: 'uprobe', on_sema_lock_rt: 'uretprobe', on_spin_delay: 'uprobe' } as const;
 export type ProgramName = keyof typeof Programs;
 
 /** The object's maps: key and value type (a struct of bpf/*.h, or a size), and max_entries as compiled. */
@@ -12,7 +12,7 @@ export const Maps = {
   query_wait_events: { key: 'wait_event_key', value: 'wait_event_totals', maxEntries: 8192 },
   __bpf_usdt_specs: { key: '4 bytes', value: '208 bytes', maxEntries: 256 },
   activity: { key: '4 bytes', value: 'activity', maxEntries: 1 },
-  counters: { key: '4 bytes', value: '8 bytes', maxEntries: 21 },
+  counters: { key: '4 bytes', value: '8 bytes', maxEntries: 22 },
   histograms: { key: 'hist_key', value: 'hist', maxEntries: 8192 },
   hist_changes: { key: 'hist_key', value: '1 bytes', maxEntries: 8192 },
   status_span_scratch: { key: '4 bytes', value: 'status_span', maxEntries: 1 },
@@ -25,6 +25,7 @@ export const Maps = {
   role_added: { key: '4 bytes', value: '8 bytes', maxEntries: 1024 },
   role_evicted: { key: '4 bytes', value: '8 bytes', maxEntries: 1024 },
   query_overflow: { key: '4 bytes', value: 'query_overflow', maxEntries: 8192 },
+  query_wait_blockers: { key: 'wait_blocker_key', value: 'wait_blocker_totals', maxEntries: 8192 },
   mem_stalls: { key: '4 bytes', value: 'mem_stall', maxEntries: 1024 },
   aio_handles: { key: '8 bytes', value: 'aio_owner', maxEntries: 4096 },
   aio_acting: { key: '4 bytes', value: 'aio_owner', maxEntries: 256 },
@@ -60,6 +61,8 @@ export const Rodata = {
   query_keys_guard_fill: { size: 4 },
   querydesc_plannedstmt_off: { size: 4 },
   plannedstmt_queryid_off: { size: 4 },
+  runqueues_percpu_off: { size: 4 },
+  preempt_count_percpu_off: { size: 4 },
   jiffy_ns: { size: 8 },
   proc_sleep_dont_wait_arg: { size: 4 },
 } as const;
@@ -101,7 +104,7 @@ export type BssName = keyof typeof Bss;
 export const BackendFlags = { BACKEND_IDENTITY_KNOWN: 1, BACKEND_EXCLUDED: 2, BACKEND_HOLDING: 4, BACKEND_SLEEP_HELD: 8, BACKEND_HOLDING_LOCK_WAIT: 16 } as const;
 
 /** enum counter_index (bpf/). */
-export const CounterIndex = { COUNTER_BACKENDS_FULL: 0, COUNTER_QUERIES_FULL: 1, COUNTER_STATUS_UNREADABLE: 2, COUNTER_HISTOGRAMS_FULL: 3, COUNTER_MEM_STALLS_FULL: 4, COUNTER_IO_INFLIGHT_FULL: 5, COUNTER_MEMIO_UNTRACKED: 6, COUNTER_IO_COMPLETIONS_MISSED: 7, COUNTER_LOCK_WAITS_FULL: 8, COUNTER_LWLOCK_WAITS_FULL: 9, COUNTER_ROLE_QUOTA: 10, COUNTER_ROLE_QUOTA_UNTRACKED: 11, COUNTER_EXITED_FULL: 12, COUNTER_AIO_HANDLES_FULL: 13, COUNTER_CALLS_UNATTRIBUTED: 14, COUNTER_QUERY_CHANGES_FULL: 15, COUNTER_HIST_CHANGES_FULL: 16, COUNTER_MAP_NO_MEMORY: 17, COUNTER_QUERY_KEY_HELD: 18, COUNTER_WAIT_EVENTS_FULL: 19, COUNTER_BACKEND_WAIT_EVENTS_FULL: 20, COUNTER_MAX: 21 } as const;
+export const CounterIndex = { COUNTER_BACKENDS_FULL: 0, COUNTER_QUERIES_FULL: 1, COUNTER_STATUS_UNREADABLE: 2, COUNTER_HISTOGRAMS_FULL: 3, COUNTER_MEM_STALLS_FULL: 4, COUNTER_IO_INFLIGHT_FULL: 5, COUNTER_MEMIO_UNTRACKED: 6, COUNTER_IO_COMPLETIONS_MISSED: 7, COUNTER_LOCK_WAITS_FULL: 8, COUNTER_LWLOCK_WAITS_FULL: 9, COUNTER_ROLE_QUOTA: 10, COUNTER_ROLE_QUOTA_UNTRACKED: 11, COUNTER_EXITED_FULL: 12, COUNTER_AIO_HANDLES_FULL: 13, COUNTER_CALLS_UNATTRIBUTED: 14, COUNTER_QUERY_CHANGES_FULL: 15, COUNTER_HIST_CHANGES_FULL: 16, COUNTER_MAP_NO_MEMORY: 17, COUNTER_QUERY_KEY_HELD: 18, COUNTER_WAIT_EVENTS_FULL: 19, COUNTER_BACKEND_WAIT_EVENTS_FULL: 20, COUNTER_WAIT_BLOCKERS_FULL: 21, COUNTER_MAX: 22 } as const;
 
 /** enum hist_kind (bpf/). */
 export const HistKind = { HIST_QUERY_LATENCY: 0, HIST_RUNQ: 1, HIST_IO: 2 } as const;
@@ -129,6 +132,9 @@ export const SleepClass = { SLEEP_NONE: 0, SLEEP_CLIENT: 1, SLEEP_IO: 2, SLEEP_L
 
 /** enum status_span_bound (bpf/). */
 export const StatusSpanBound = { STATUS_SPAN_MAX: 256 } as const;
+
+/** enum waker_kind (bpf/). */
+export const WakerKind = { WAKER_NONE: 0, WAKER_PROCESS: 1, WAKER_POSTMASTER: 2, WAKER_INTERRUPT: 3, WAKER_KERNEL_THREAD: 4, WAKER_OTHER_PROCESS: 5 } as const;
 
 /** Record layouts of bpf/*.h: fields flattened as RecordLayout names them, offsets and sizes in bytes. */
 export const Structs = {
@@ -159,7 +165,7 @@ export const Structs = {
     },
   },
   backend_record: {
-    size: 944,
+    size: 984,
     fields: {
       'm.total_ns': { offset: 0, size: 8, signed: false },
       'm.on_cpu_ns': { offset: 8, size: 8, signed: false },
@@ -228,43 +234,51 @@ export const Structs = {
       client_waits: { offset: 448, size: 8, signed: false },
       client_wait_ns: { offset: 456, size: 8, signed: false },
       unclassed_ns: { offset: 464, size: 8, signed: false },
-      'held.total_ns': { offset: 472, size: 8, signed: false },
-      'held.on_cpu_ns': { offset: 480, size: 8, signed: false },
-      'held.runq_ns': { offset: 488, size: 8, signed: false },
-      'held.io_wait_ns': { offset: 496, size: 8, signed: false },
-      'held.lock_wait_ns': { offset: 504, size: 8, signed: false },
-      'held.lwlock_wait_ns': { offset: 512, size: 8, signed: false },
-      'held.reclaim_ns': { offset: 520, size: 8, signed: false },
-      'held.other_wait_ns': { offset: 528, size: 8, signed: false },
-      'held.calls': { offset: 536, size: 8, signed: false },
-      'held.minflt': { offset: 544, size: 8, signed: false },
-      'held.majflt': { offset: 552, size: 8, signed: false },
-      'held.nvcsw': { offset: 560, size: 8, signed: false },
-      'held.nivcsw': { offset: 568, size: 8, signed: false },
-      'held.cpu_migrations': { offset: 576, size: 8, signed: false },
-      'held.reclaim_pages': { offset: 584, size: 8, signed: false },
-      'held.compaction_ns': { offset: 592, size: 8, signed: false },
-      'held.writeback_throttle_ns': { offset: 600, size: 8, signed: false },
-      'held.blk_read_ios': { offset: 608, size: 8, signed: false },
-      'held.blk_read_bytes': { offset: 616, size: 8, signed: false },
-      'held.blk_write_ios': { offset: 624, size: 8, signed: false },
-      'held.blk_write_bytes': { offset: 632, size: 8, signed: false },
-      'held.llc_references': { offset: 640, size: 8, signed: false },
-      'held.llc_misses': { offset: 648, size: 8, signed: false },
-      'held.spinlock_delays': { offset: 656, size: 8, signed: false },
-      'held.read_stamp': { offset: 664, size: 8, signed: false },
-      held_statement: { offset: 672, size: 8, signed: false },
-      'held_lock.locktag_type': { offset: 680, size: 4, signed: false },
-      'held_lock.mode': { offset: 684, size: 4, signed: false },
-      'held_lock.database': { offset: 688, size: 4, signed: false },
-      'held_lock.relation': { offset: 692, size: 4, signed: false },
-      'held_lock.waits': { offset: 696, size: 8, signed: false },
-      'held_lock.wait_ns': { offset: 704, size: 8, signed: false },
-      'nested.query_desc': { offset: 712, size: 64, count: 8, elemSize: 8 },
-      'nested.queryid': { offset: 776, size: 64, count: 8, elemSize: 8 },
-      'nested.stack': { offset: 840, size: 64, count: 8, elemSize: 8 },
-      'nested.userid': { offset: 904, size: 32, count: 8, elemSize: 4 },
-      'nested.statement_us': { offset: 936, size: 8, signed: false },
+      waker_sleep_ts: { offset: 472, size: 8, signed: false },
+      'waker.key.queryid': { offset: 480, size: 8, signed: false },
+      'waker.key.userid': { offset: 488, size: 4, signed: false },
+      'waker.key.dbid': { offset: 492, size: 4, signed: false },
+      'waker.key.toplevel': { offset: 496, size: 4, signed: false },
+      'waker.key.pad': { offset: 500, size: 4, signed: false },
+      'waker.backend_type': { offset: 504, size: 4, signed: true },
+      'waker.kind': { offset: 508, size: 4, signed: false, enum: 'waker_kind' },
+      'held.total_ns': { offset: 512, size: 8, signed: false },
+      'held.on_cpu_ns': { offset: 520, size: 8, signed: false },
+      'held.runq_ns': { offset: 528, size: 8, signed: false },
+      'held.io_wait_ns': { offset: 536, size: 8, signed: false },
+      'held.lock_wait_ns': { offset: 544, size: 8, signed: false },
+      'held.lwlock_wait_ns': { offset: 552, size: 8, signed: false },
+      'held.reclaim_ns': { offset: 560, size: 8, signed: false },
+      'held.other_wait_ns': { offset: 568, size: 8, signed: false },
+      'held.calls': { offset: 576, size: 8, signed: false },
+      'held.minflt': { offset: 584, size: 8, signed: false },
+      'held.majflt': { offset: 592, size: 8, signed: false },
+      'held.nvcsw': { offset: 600, size: 8, signed: false },
+      'held.nivcsw': { offset: 608, size: 8, signed: false },
+      'held.cpu_migrations': { offset: 616, size: 8, signed: false },
+      'held.reclaim_pages': { offset: 624, size: 8, signed: false },
+      'held.compaction_ns': { offset: 632, size: 8, signed: false },
+      'held.writeback_throttle_ns': { offset: 640, size: 8, signed: false },
+      'held.blk_read_ios': { offset: 648, size: 8, signed: false },
+      'held.blk_read_bytes': { offset: 656, size: 8, signed: false },
+      'held.blk_write_ios': { offset: 664, size: 8, signed: false },
+      'held.blk_write_bytes': { offset: 672, size: 8, signed: false },
+      'held.llc_references': { offset: 680, size: 8, signed: false },
+      'held.llc_misses': { offset: 688, size: 8, signed: false },
+      'held.spinlock_delays': { offset: 696, size: 8, signed: false },
+      'held.read_stamp': { offset: 704, size: 8, signed: false },
+      held_statement: { offset: 712, size: 8, signed: false },
+      'held_lock.locktag_type': { offset: 720, size: 4, signed: false },
+      'held_lock.mode': { offset: 724, size: 4, signed: false },
+      'held_lock.database': { offset: 728, size: 4, signed: false },
+      'held_lock.relation': { offset: 732, size: 4, signed: false },
+      'held_lock.waits': { offset: 736, size: 8, signed: false },
+      'held_lock.wait_ns': { offset: 744, size: 8, signed: false },
+      'nested.query_desc': { offset: 752, size: 64, count: 8, elemSize: 8 },
+      'nested.queryid': { offset: 816, size: 64, count: 8, elemSize: 8 },
+      'nested.stack': { offset: 880, size: 64, count: 8, elemSize: 8 },
+      'nested.userid': { offset: 944, size: 32, count: 8, elemSize: 4 },
+      'nested.statement_us': { offset: 976, size: 8, signed: false },
     },
   },
   backend_wait_key: {
@@ -498,6 +512,32 @@ export const Structs = {
       bytes: { offset: 0, size: 256, count: 256, elemSize: 1 },
     },
   },
+  wait_blocker_key: {
+    size: 64,
+    fields: {
+      'q.queryid': { offset: 0, size: 8, signed: false },
+      'q.userid': { offset: 8, size: 4, signed: false },
+      'q.dbid': { offset: 12, size: 4, signed: false },
+      'q.toplevel': { offset: 16, size: 4, signed: false },
+      'q.pad': { offset: 20, size: 4, signed: false },
+      wait_event_info: { offset: 24, size: 4, signed: false },
+      pad: { offset: 28, size: 4, signed: false },
+      'waker.key.queryid': { offset: 32, size: 8, signed: false },
+      'waker.key.userid': { offset: 40, size: 4, signed: false },
+      'waker.key.dbid': { offset: 44, size: 4, signed: false },
+      'waker.key.toplevel': { offset: 48, size: 4, signed: false },
+      'waker.key.pad': { offset: 52, size: 4, signed: false },
+      'waker.backend_type': { offset: 56, size: 4, signed: true },
+      'waker.kind': { offset: 60, size: 4, signed: false, enum: 'waker_kind' },
+    },
+  },
+  wait_blocker_totals: {
+    size: 16,
+    fields: {
+      waits: { offset: 0, size: 8, signed: false },
+      wait_ns: { offset: 8, size: 8, signed: false },
+    },
+  },
   wait_event_key: {
     size: 32,
     fields: {
@@ -523,6 +563,18 @@ export const Structs = {
     fields: {
       waits: { offset: 0, size: 8, signed: false },
       wait_ns: { offset: 8, size: 8, signed: false },
+    },
+  },
+  wait_waker: {
+    size: 32,
+    fields: {
+      'key.queryid': { offset: 0, size: 8, signed: false },
+      'key.userid': { offset: 8, size: 4, signed: false },
+      'key.dbid': { offset: 12, size: 4, signed: false },
+      'key.toplevel': { offset: 16, size: 4, signed: false },
+      'key.pad': { offset: 20, size: 4, signed: false },
+      backend_type: { offset: 24, size: 4, signed: true },
+      kind: { offset: 28, size: 4, signed: false, enum: 'waker_kind' },
     },
   },
 } as const;

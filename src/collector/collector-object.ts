@@ -44,7 +44,7 @@ export interface CollectorObjectOptions<Name extends string> {
   maxQueryKeysPerRole?: number;
   /** Capacity of histograms, (query, kind) pairs held at once (default: histogramCapacity() of this host's CPUs). */
   maxHistograms?: number;
-  /** Capacity of query_wait_events and of backend_wait_events (default 8192 each; tests shrink it). */
+  /** Capacity of query_wait_events, backend_wait_events and query_wait_blockers (default 8192 each; tests shrink it). */
   maxWaitEvents?: number;
   /** Capacity of lock_waits and of lwlock_waits, (query, lock) pairs held at once (default 4096; tests shrink it). */
   maxLockWaits?: number;
@@ -105,6 +105,8 @@ export function defaultMapEntries(cpus: number, pgssMax: number | null = null): 
     query_wait_events: 8192,
     // Each live backend a few events (idle, latches, IO); exited backends' keys go quiet and are evicted.
     backend_wait_events: 8192,
+    // The blockers set: a few wakers per (query, wait event); quiet keys are evicted.
+    query_wait_blockers: 8192,
   };
 }
 
@@ -123,6 +125,7 @@ type SizedMap = Extract<
   | 'lwlock_waits'
   | 'query_wait_events'
   | 'backend_wait_events'
+  | 'query_wait_blockers'
 >;
 
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
@@ -269,6 +272,7 @@ export class CollectorObject<Name extends string = string> {
       object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? entries.lwlock_waits);
       object.setMaxEntries('query_wait_events', options.maxWaitEvents ?? entries.query_wait_events);
       object.setMaxEntries('backend_wait_events', options.maxWaitEvents ?? entries.backend_wait_events);
+      object.setMaxEntries('query_wait_blockers', options.maxWaitEvents ?? entries.query_wait_blockers);
       loadInterruptible(object);
       markTrackingStart(globals);
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.

@@ -2,6 +2,7 @@ import type { RodataName } from '../bpf/contract.js';
 import { UserError } from '../errors.js';
 import type { FlushPart } from '../flush/flush-part.js';
 import type { PostmasterTarget } from '../target/postmaster-target.js';
+import { blockersFamily } from './blockers/blockers-family.js';
 import { cpuFamily } from './cpu/cpu-family.js';
 import type { FamilyFlushContext, MetricColumn, ProbeSet } from './family.js';
 import { ioFamily } from './io/io-family.js';
@@ -13,7 +14,17 @@ import { queryFamily } from './query/query-family.js';
 import { waitsFamily } from './waits/waits-family.js';
 
 /** Every family of metrics (src/families/family.ts). A new family is one folder and one entry here. */
-export const FAMILIES = [cpuFamily, queryFamily, locksFamily, memoryFamily, ioFamily, latencyFamily, llcFamily, waitsFamily] as const;
+export const FAMILIES = [
+  cpuFamily,
+  queryFamily,
+  locksFamily,
+  memoryFamily,
+  ioFamily,
+  latencyFamily,
+  llcFamily,
+  waitsFamily,
+  blockersFamily,
+] as const;
 
 type AnyFamily = (typeof FAMILIES)[number];
 type SetsOf<F> = F extends { probeSets: infer Sets } ? keyof Sets & string : never;

@@ -12,9 +12,11 @@ const KEYED_TABLES = [
   'bpf_stats.query_lock_waits',
   'bpf_stats.query_lwlock_waits',
   'bpf_stats.query_wait_event_stats',
+  'bpf_stats.query_wait_blocker_stats',
   'bpf_stats.query_texts',
   'bpf_stats.query_stats_history',
   'bpf_stats.query_histogram_history',
+  'bpf_stats.query_wait_event_stats_history',
 ];
 /**
  * The bounds on query keys the node's pg_stat_statements does not hold ("unheld": it deallocated
@@ -104,7 +106,8 @@ export class RowRetention {
   /**
    * The query keys' rows of this node (never another node's: their pg_stat_statements is not
    * ours to read) beyond what is kept: unheld keys (see unheldBounds) idle for the retention, or
-   * past the bounds per role and per node, least recently seen first. A key the node's
+   * past the bounds per role and per node, least recently seen first; the node's bound ranks only
+   * what the roles' bounds keep, so one role's flood cannot push out another role's keys. A key the node's
    * pg_stat_statements holds, or a statement runs under now, is never deleted. A key goes from
    * every table at once: query_stats, its histograms, lock waits, text and history rows (but
    * under a node role, whose history rows go only with their partitions).
@@ -128,16 +131,22 @@ export class RowRetention {
         SELECT * FROM unnest(${held.running.userid}::oid[], ${held.running.dbid}::oid[], ${held.running.queryid}::int8[]) AS r(userid, dbid, queryid)
       ), unheld AS (
         SELECT q.ctid AS row_id, q.last_seen,
-               row_number() OVER (PARTITION BY q.userid ORDER BY q.last_seen DESC) AS in_role,
-               row_number() OVER (ORDER BY q.last_seen DESC) AS in_node
+               row_number() OVER (PARTITION BY q.userid ORDER BY q.last_seen DESC) AS in_role
           FROM bpf_stats.query_stats q
          WHERE q.node = current_setting('bpf_stats.node')
            AND NOT EXISTS (SELECT 1 FROM held h WHERE h.userid = q.userid AND h.dbid = q.dbid AND h.toplevel = q.toplevel AND h.queryid = q.queryid)
            AND NOT EXISTS (SELECT 1 FROM running r WHERE r.userid = q.userid AND r.dbid = q.dbid AND r.queryid = q.queryid)
+      ), kept_in_role AS (
+        -- Ranked in the node among the keys their role's bound keeps: a role flooding distinct
+        -- statements loses its own oldest keys, never pushes out another role's.
+        SELECT u.row_id, u.last_seen, row_number() OVER (ORDER BY u.last_seen DESC) AS in_node
+          FROM unheld u WHERE u.in_role <= ${perRole}
       ), gone AS (
         DELETE FROM bpf_stats.query_stats q
-         WHERE q.ctid = ANY (ARRAY(SELECT u.row_id FROM unheld u
-                                    WHERE u.in_role > ${perRole} OR u.in_node > ${perNode} OR u.last_seen < ${cutoff} LIMIT ${BATCH}))
+         WHERE q.ctid = ANY (ARRAY(SELECT u.row_id FROM unheld u WHERE u.in_role > ${perRole}
+                                   UNION ALL
+                                   SELECT k.row_id FROM kept_in_role k WHERE k.in_node > ${perNode} OR k.last_seen < ${cutoff}
+                                   LIMIT ${BATCH}))
         RETURNING q.node, q.userid, q.dbid, q.toplevel, q.queryid
       ), ${sql.join(
         keyed.map((table, i) => sql`${sql.raw(`keyed_${i}`)} AS (DELETE FROM ${sql.raw(table)} t USING gone g WHERE ${same('t')})`),

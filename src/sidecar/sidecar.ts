@@ -21,6 +21,7 @@ import { FlushWriter } from '../flush/flush-writer.js';
 import type { HistogramRow } from '../flush/histogram-deltas.js';
 import { HistogramsPart } from '../flush/histograms-part.js';
 import { WaitEventsPart, type QueryWaitEventRow } from '../families/waits/wait-events-part.js';
+import { WaitEventHistoryPart } from '../families/waits/wait-event-history-part.js';
 import { IdleGate } from '../flush/idle-gate.js';
 import { HealthPart } from '../health/health-part.js';
 import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part.js';
@@ -859,6 +860,8 @@ const COUNTER_MEANING: Record<DroppedCounterName, string> = {
     "a (query, wait event) key could not be added: query_wait_events map full; that sleep counts in its query's wait columns and in backend_wait_events only",
   backend_wait_events_full:
     "a (backend, wait event) key could not be added: backend_wait_events map full; that sleep counts in its backend's wait columns only",
+  wait_blockers_full:
+    'a (query, wait event, waker) key could not be added: query_wait_blockers map full (blockers set); that sleep counts in query_wait_events without its waker',
   role_quota:
     "a query key was not added: the queries map is 7/8 full and its role holds half of it (a flood of distinct statements), and its backend's overflow slot held another key; its time counts per backend only",
   role_quota_untracked: "a role's share of the queries map could not be counted (over 1024 roles): its keys were added without a limit",
@@ -940,6 +943,7 @@ function flushParts(
     ...(retention
       ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS, () => histograms.preparedRows)]
       : []),
+    ...(retention && waitEvents ? [new WaitEventHistoryPart(waitEvents, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
     health,
   ]);
   // Finished requests keep their documented 30 days unless a row retention is asked for.

@@ -159,3 +159,8 @@ const BACKEND_TYPE_ENUM: Readonly<Record<number, readonly string[]>> = {
     'syslogger',
   ],
 };
+
+/** Postgres' own name of BackendType member `backendType` in `majorVersion` (PostgreSQL 14-18), as pg_stat_activity shows it; undefined when not known. */
+export function backendTypeEnumName(majorVersion: number, backendType: number): string | undefined {
+  return BACKEND_TYPE_ENUM[majorVersion]?.[backendType] || undefined;
+}

@@ -112,6 +112,21 @@ export interface QueryWaitEventsTable extends QueryKey {
   last_seen: Defaulted<Date>;
 }
 
+/** Sleeps per query and wait event by who woke them (src/families/blockers/). */
+export interface QueryWaitBlockersTable extends QueryKey {
+  wait_event_type: string;
+  wait_event: string;
+  waker_type: string;
+  waker_userid: number;
+  waker_dbid: number;
+  waker_toplevel: boolean;
+  waker_queryid: string;
+  waits: DefaultedInt8;
+  wait_time_ms: Defaulted<number>;
+  stats_since: Generated<Date>;
+  last_seen: Defaulted<Date>;
+}
+
 /** Off-CPU time per wait event of one backend (its backend_stats row's pid and backend_start). */
 export interface BackendWaitEventsTable extends NodeKey {
   pid: number;
@@ -198,6 +213,7 @@ export interface BpfStatsDatabase {
   'bpf_stats.query_lwlock_waits': QueryLwlockWaitsTable;
   'bpf_stats.query_wait_event_stats': QueryWaitEventsTable;
   'bpf_stats.backend_wait_event_stats': BackendWaitEventsTable;
+  'bpf_stats.query_wait_blocker_stats': QueryWaitBlockersTable;
   'bpf_stats.collections': CollectionsTable;
   'bpf_stats.capabilities': CapabilitiesTable;
   'bpf_stats.health': HealthTable;

@@ -6,10 +6,12 @@ import { Sidecar } from '../../src/sidecar/sidecar.js';
 /*
  * A burst of distinct statements from one role, scaled down: pg_stat_statements.max = 100 (its
  * least), 1,000 statements. bpf_stats keeps every key pg_stat_statements holds, and of the keys it
- * no longer holds at most M/4 = 25 per role and M/2 = 50 in all, with their texts, history
- * and latency histogram history rows (probe set latency); the default 7-day retention does not
- * matter for that. Another role's statements, which
- * pg_stat_statements holds, all stay.
+ * no longer holds at most M/4 = 25 per role and M/2 = 50 in all, with their texts, history and
+ * latency histogram history rows (probe set latency); the default 7-day retention does not
+ * matter for that. Another role's statements, which pg_stat_statements holds, all stay; so do a
+ * third role's few statements run once, which the flood pushes out of pg_stat_statements: the
+ * bound per node counts what each role's bound keeps, so one role's flood does not delete
+ * another role's figures.
  */
 const PGSS_MAX = 100;
 const FLOOD = 1000;
@@ -45,7 +47,7 @@ beforeAll(async () => {
   admin = new pg.Client(cluster.connectionString());
   await admin.connect();
   await admin.query('CREATE EXTENSION pg_stat_statements');
-  await admin.query('CREATE ROLE flooder LOGIN; CREATE ROLE app LOGIN');
+  await admin.query('CREATE ROLE flooder LOGIN; CREATE ROLE app LOGIN; CREATE ROLE quiet LOGIN');
 }, 120_000);
 
 afterAll(async () => {
@@ -73,6 +75,20 @@ describe('disk bpf_stats takes', () => {
       "SELECT userid || '/' || dbid || '/' || toplevel || '/' || queryid AS key FROM bpf_stats.query_stats WHERE userid = 'app'::regrole ORDER BY 1",
     );
     expect(appBefore.rows.length).toBeGreaterThanOrEqual(20);
+    // A quiet role's statements, each once: the flood will push them out of pg_stat_statements.
+    const quietKeys = async () =>
+      (
+        await admin.query<{ key: string }>(
+          "SELECT userid || '/' || dbid || '/' || toplevel || '/' || queryid AS key FROM bpf_stats.query_stats WHERE userid = 'quiet'::regrole ORDER BY 1",
+        )
+      ).rows.map((r) => r.key);
+    await as(
+      'quiet',
+      Array.from({ length: 5 }, (_, i) => `SELECT ${Array.from({ length: i + 1 }, (_, j) => `${j}`).join(', ')} FROM pg_namespace LIMIT 1`),
+    );
+    expect((await sidecar.flush()).error).toBeNull();
+    const quietBefore = await quietKeys();
+    expect(quietBefore).toHaveLength(5);
 
     // The burst: distinct query ids from one role, each once.
     await as(
@@ -123,6 +139,12 @@ describe('disk bpf_stats takes', () => {
     );
     for (const { key } of heldApp) if (appBefore.rows.some((r) => r.key === key)) expect(appAfter.rows.map((r) => r.key)).toContain(key);
     expect(heldApp.length).toBeGreaterThanOrEqual(20);
+    // The quiet role's keys are no longer held (the flood deallocated them), and yet all stay.
+    const { rows: quietHeld } = await admin.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_statements WHERE userid = 'quiet'::regrole",
+    );
+    expect(quietHeld[0]!.n).toBe(0);
+    expect(await quietKeys()).toEqual(quietBefore);
     // A key's text and history rows went with it.
     const { rows: orphans } = await admin.query<{ texts: number; history: number; histograms: number }>(
       `SELECT (SELECT count(*)::int FROM bpf_stats.query_texts t WHERE NOT EXISTS (

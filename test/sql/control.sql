@@ -28,7 +28,8 @@ UPDATE bpf_stats.collections SET status = 'paused' WHERE id = 2;
 --
 -- History retention. A partition from 1970 is older than any retention and is dropped whole;
 -- partitions one hour wide are created from the current hour to two hours ahead (2 or 3 of
--- them, depending on where in the hour we are).
+-- them, depending on where in the hour we are) for each history table (the queries', the
+-- backends', their wait events' and the query histograms').
 CREATE TABLE bpf_stats.query_stats_history_0_3600 PARTITION OF bpf_stats.query_stats_history
   FOR VALUES FROM ('1970-01-01 00:00:00+00') TO ('1970-01-01 01:00:00+00');
 SELECT created BETWEEN 2 * t.n AND 3 * t.n AS created_every_table, dropped

@@ -1,21 +1,54 @@
 import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
-import { PG14 } from './names/pg14.js';
-import { PG15 } from './names/pg15.js';
-import { PG16 } from './names/pg16.js';
-import { PG17 } from './names/pg17.js';
-import { PG18 } from './names/pg18.js';
+import { WAIT_EVENT_TABLE } from './wait-event-table.js';
+
+/** A name and the first and last major versions (inclusive) that give it. */
+type Versioned = [name: string, from: number, to: number];
 
 /**
- * One major version's names of wait_event_info values, by class (the top byte) and event id (the
- * low 16 bits), exactly as its pg_stat_activity shows them: generated from that version's own
- * binary by scripts/gen-wait-event-names.sh (docs/wait-events.md says how and how it was checked).
+ * The names of wait_event_info values of every major version known, by class (the top byte)
+ * and event id (the low 16 bits), each with the versions that name it so, exactly as their
+ * pg_stat_activity shows them: read from each version's own binary by
+ * scripts/gen-wait-event-names.sh and merged by scripts/merge-wait-event-names.mjs
+ * (docs/wait-events.md says how and how it was checked).
  */
-export interface WaitEventTable {
-  serverVersionNum: number;
-  classes: Record<string, { type: string; events?: Record<string, string>; every?: string }>;
+export interface VersionedWaitEventTable {
+  /** The exact server_version_num read, per major. */
+  serverVersionNums: Record<string, number>;
+  classes: Record<string, { type: string; from: number; to: number; every?: Versioned[]; events?: Record<string, Versioned[]> }>;
 }
 
-const TABLES: Record<number, WaitEventTable> = { 14: PG14, 15: PG15, 16: PG16, 17: PG17, 18: PG18 };
+/** One major version's names, by class and id: what VersionedWaitEventTable gives for that major. */
+export interface WaitEventTable {
+  serverVersionNum: number;
+  classes: Record<string, { type: string; events: Map<number, string>; every?: string }>;
+}
+
+/** The tables made from WAIT_EVENT_TABLE so far, per major (a handful at most). */
+const BY_MAJOR = new Map<number, WaitEventTable | undefined>();
+
+/** `major`'s table out of the merged one; undefined for a major it does not cover. */
+export function waitEventTable(major: number): WaitEventTable | undefined {
+  if (!BY_MAJOR.has(major)) BY_MAJOR.set(major, tableOf(major, WAIT_EVENT_TABLE));
+  return BY_MAJOR.get(major);
+}
+
+function tableOf(major: number, merged: VersionedWaitEventTable): WaitEventTable | undefined {
+  const serverVersionNum = merged.serverVersionNums[major];
+  if (serverVersionNum === undefined) return undefined;
+  const inMajor = (ranges: Versioned[] | undefined) => ranges?.find(([, from, to]) => from <= major && major <= to)?.[0];
+  const classes: WaitEventTable['classes'] = {};
+  for (const [id, cls] of Object.entries(merged.classes)) {
+    if (major < cls.from || major > cls.to) continue;
+    const events = new Map<number, string>();
+    for (const [eventId, ranges] of Object.entries(cls.events ?? {})) {
+      const name = inMajor(ranges);
+      if (name !== undefined) events.set(Number(eventId), name);
+    }
+    const every = inMajor(cls.every);
+    classes[id] = every === undefined ? { type: cls.type, events } : { type: cls.type, events, every };
+  }
+  return { serverVersionNum, classes };
+}
 
 /** A wait event as pg_stat_activity names it; both '' for a sleep without one (wait_event_info 0). */
 export interface WaitEventName {
@@ -43,7 +76,7 @@ export class WaitEventNames {
     readonly majorVersion: number,
     private readonly trancheNames?: Pick<LwlockTrancheNames, 'known'>,
   ) {
-    this.table = TABLES[majorVersion];
+    this.table = waitEventTable(majorVersion);
   }
 
   /** Whether this version has a table (PostgreSQL 14-18); without one every event shows as ids. */
@@ -57,7 +90,7 @@ export class WaitEventNames {
     const eventId = waitEventInfo & 0xffff;
     const cls = this.table?.classes[classId];
     if (!cls) return { type: `#${classId}`, name: `#${eventId}` };
-    const name = cls.every ?? cls.events?.[eventId] ?? (classId === LWLOCK_CLASS ? this.trancheNames?.known(eventId) : undefined);
+    const name = cls.every ?? cls.events.get(eventId) ?? (classId === LWLOCK_CLASS ? this.trancheNames?.known(eventId) : undefined);
     return { type: cls.type, name: name ?? `#${eventId}` };
   }
 }

@@ -142,6 +142,11 @@ export class WaitEventsPart implements FlushPart {
   readonly name = 'wait_events';
   /** The query rows the last written flush wrote (for the Prometheus exporter). */
   lastCommitted: readonly QueryWaitEventRow[] = [];
+  /**
+   * The rows the flush being prepared writes (its increments, before rows naming one key are
+   * merged): WaitEventHistoryPart, later in the same flush, sums them into history.
+   */
+  preparedRows: { queries: readonly QueryWaitEventRow[]; backends: readonly BackendWaitEventRow[] } = { queries: [], backends: [] };
   private readonly queries: WaitEventMap<QueryWaitEventRow>;
   private readonly backends: WaitEventMap<BackendWaitEventRow>;
   /** Per process (`<kernel pid>:<task start>`): its record's counts (RecordCounts) as last written. */
@@ -237,12 +242,16 @@ export class WaitEventsPart implements FlushPart {
   }
 
   prepare({ maps, measured }: FlushInput): PreparedPart {
-    if (!measured.has('cpu')) return { statements: [], commit: () => (this.lastCommitted = []) };
+    if (!measured.has('cpu')) {
+      this.preparedRows = { queries: [], backends: [] };
+      return { statements: [], commit: () => (this.lastCommitted = []) };
+    }
     const queries = this.queries.prepare(maps, (raw, keys, at) => this.queryRow(raw, keys, at));
     const backends = this.backends.prepare(maps, this.backendRows(maps));
     const client = this.recordRows(maps);
+    this.preparedRows = { queries: queries.rows, backends: [...backends.rows, ...client.rows] };
     return {
-      statements: waitEventUpserts(queries.rows, [...backends.rows, ...client.rows]),
+      statements: waitEventUpserts(this.preparedRows.queries, this.preparedRows.backends),
       commit: () => {
         queries.commit();
         backends.commit();
@@ -254,7 +263,7 @@ export class WaitEventsPart implements FlushPart {
 }
 
 /** The increments as one upsert per table that has rows; counts and times accumulate. */
-function waitEventUpserts(queryRows: QueryWaitEventRow[], backendRows: BackendWaitEventRow[]): RawBuilder<unknown>[] {
+function waitEventUpserts(queryRows: readonly QueryWaitEventRow[], backendRows: readonly BackendWaitEventRow[]): RawBuilder<unknown>[] {
   const queries = merge(queryRows, (r) => [r.userid, r.dbid, r.toplevel, r.queryid, r.waitEventType, r.waitEvent]);
   const backends = merge(backendRows, (r) => [r.pid, r.backendStartUs.toString(), r.waitEventType, r.waitEvent]);
   const statements: RawBuilder<unknown>[] = [];
@@ -291,7 +300,7 @@ function waitEventUpserts(queryRows: QueryWaitEventRow[], backendRows: BackendWa
 }
 
 /** Rows that name the same table key (two ids a version names alike, a BufferPin id) become one: ON CONFLICT may touch a row once. */
-function merge<R extends QueryWaitEventRow | BackendWaitEventRow>(rows: R[], key: (r: R) => unknown[]): R[] {
+function merge<R extends QueryWaitEventRow | BackendWaitEventRow>(rows: readonly R[], key: (r: R) => unknown[]): R[] {
   const byKey = new Map<string, R>();
   for (const r of rows) {
     const id = JSON.stringify(key(r));
