@@ -8,8 +8,11 @@
  * TOAST and indexes of the partitions with rows, pg_total_relation_size), so bytes per row; and
  * rows per history write. A day at a history interval I holds 86400/I writes of that many rows:
  * the bench prints the size per day and for the default 7-day retention at 1 and 5 minutes.
+ * With --probes latency (statement latency histograms) it measures query_histogram_history the
+ * same way, and what the same rows would take with all 256 buckets stored (a copy of them with
+ * whole arrays, in a table of the same shape, TOAST compression included).
  *
- * Run (root): node dist/bench/history-per-day.js [--statements 1000] [--seconds 60] [--granule 5s] [--interval 1s]
+ * Run (root): node dist/bench/history-per-day.js [--statements 1000] [--seconds 60] [--granule 5s] [--interval 1s] [--probes latency]
  */
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -18,6 +21,7 @@ import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { runDistinctStatements } from './distinct-statements.js';
 import { runBench } from './run-bench.js';
+import type { ProbeSetName } from '../src/families/index.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const { values } = parseArgs({
@@ -27,8 +31,10 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '60' },
     granule: { type: 'string', default: '5s' },
     interval: { type: 'string', default: '1s' },
+    probes: { type: 'string', default: '' },
   },
 });
+const probeSets = (values.probes ? values.probes.split(',') : []) as ProbeSetName[];
 const statements = Number(values.statements);
 const seconds = Number(values.seconds);
 const granuleMs = parseDuration(values.granule!, '--granule');
@@ -50,6 +56,7 @@ async function main(): Promise<void> {
       intervalMs,
       historyIntervalMs: granuleMs,
       control: false,
+      probeSets,
     });
     print(
       `history-per-day: ${statements} distinct statements, all active in every interval, ${seconds} s, flush every ${intervalMs} ms, history every ${granuleMs} ms`,
@@ -86,6 +93,56 @@ async function main(): Promise<void> {
       print(
         `| ${minutes} min | ${Math.round(perDay).toLocaleString('en')} | ${((perDay * perRow) / 1e6).toFixed(0)} MB | ${((7 * perDay * perRow) / 1e9).toFixed(2)} GB |`,
       );
+    }
+    const { rows: hist } = await client.query(`
+      SELECT count(*) AS rows, count(DISTINCT ts) AS writes, coalesce(avg(cardinality(buckets)), 0) AS buckets,
+             (SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree('bpf_stats.query_histogram_history')
+               WHERE isleaf AND pg_relation_size(relid) > 0) AS bytes
+        FROM bpf_stats.query_histogram_history`);
+    const histRows = Number(hist[0].rows);
+    if (histRows > 0) {
+      // The same rows with every bucket: stored as query_histograms stores its counts.
+      await client.query(`
+        CREATE TEMP TABLE dense_histogram_history AS
+        SELECT h.ts, h.node, h.userid, h.dbid, h.toplevel, h.queryid, h.kind,
+               ARRAY(SELECT coalesce(d.count, 0) FROM generate_series(0, 255) AS b
+                       LEFT JOIN unnest(h.buckets, h.counts) AS d(bucket, count) ON d.bucket = b ORDER BY b) AS counts,
+               h.observations, h.max_so_far_ms
+          FROM bpf_stats.query_histogram_history h`);
+      await client.query('CREATE INDEX ON dense_histogram_history (queryid, ts)');
+      const { rows: dense } = await client.query("SELECT pg_total_relation_size('dense_histogram_history') AS bytes");
+      // What a report pays to read them: every row's buckets summed per statement and bucket, best of 3.
+      const timed = async (text: string) => {
+        let best = Infinity;
+        for (let i = 0; i < 3; i++) {
+          const started = performance.now();
+          await client.query(text);
+          best = Math.min(best, performance.now() - started);
+        }
+        return best;
+      };
+      const sparseReadMs = await timed(`SELECT h.queryid, u.bucket, sum(u.count) FROM bpf_stats.query_histogram_history h,
+                                                unnest(h.buckets, h.counts) AS u(bucket, count) GROUP BY 1, 2`);
+      const denseReadMs = await timed(`SELECT h.queryid, u.bucket, sum(u.count) FROM dense_histogram_history h,
+                                               unnest(h.counts) WITH ORDINALITY AS u(count, bucket) WHERE u.count > 0 GROUP BY 1, 2`);
+      const sparsePerRow = Number(hist[0].bytes) / histRows;
+      const densePerRow = Number(dense[0].bytes) / histRows;
+      const rowsPerWrite = histRows / Number(hist[0].writes);
+      print();
+      print(
+        `histogram history: ${histRows} rows in ${hist[0].writes} writes (${rowsPerWrite.toFixed(0)} per write), ${Number(hist[0].buckets).toFixed(1)} non-zero buckets per row; ${sparsePerRow.toFixed(0)} B per row (indexes included), ${densePerRow.toFixed(0)} B with all 256 buckets`,
+      );
+      print(
+        `summing every row per statement and bucket (what report does for its statements): ${sparseReadMs.toFixed(0)} ms, ${denseReadMs.toFixed(0)} ms with all 256 buckets`,
+      );
+      print(`| history interval | histogram rows per day | size per day | 7 days | 7 days, all 256 buckets |`);
+      print('| --- | ---: | ---: | ---: | ---: |');
+      for (const minutes of [1, 5, 15]) {
+        const perDay = (1440 / minutes) * rowsPerWrite;
+        print(
+          `| ${minutes} min | ${Math.round(perDay).toLocaleString('en')} | ${((perDay * sparsePerRow) / 1e6).toFixed(0)} MB | ${((7 * perDay * sparsePerRow) / 1e9).toFixed(2)} GB | ${((7 * perDay * densePerRow) / 1e9).toFixed(2)} GB |`,
+        );
+      }
     }
   } finally {
     await sidecar?.stop();

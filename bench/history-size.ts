@@ -55,7 +55,8 @@ const SIZE_SQL = `
   SELECT coalesce(sum(pg_total_relation_size(relid)), 0) AS bytes,
          count(*) FILTER (WHERE isleaf) AS partitions
     FROM (SELECT * FROM pg_partition_tree('bpf_stats.query_stats_history')
-          UNION ALL SELECT * FROM pg_partition_tree('bpf_stats.backend_stats_history')) p`;
+          UNION ALL SELECT * FROM pg_partition_tree('bpf_stats.backend_stats_history')
+          UNION ALL SELECT * FROM pg_partition_tree('bpf_stats.query_histogram_history')) p`;
 
 async function main(): Promise<void> {
   const cluster = await ThrowawayCluster.start();

@@ -73,6 +73,7 @@ DECLARE
   w bigint := extract(epoch FROM width)::bigint;
   now_s bigint := floor(extract(epoch FROM clock_timestamp()))::bigint;
   keep_from bigint := floor(extract(epoch FROM clock_timestamp() - retention))::bigint;
+  parents text[];
   parent text;
   part record;
   los bigint[];
@@ -88,10 +89,14 @@ BEGIN
   END IF;
   created := 0;
   dropped := 0;
-  LOCK TABLE bpf_stats.query_stats_history, bpf_stats.backend_stats_history,
-             bpf_stats.query_wait_event_stats_history, bpf_stats.backend_wait_event_stats_history IN SHARE UPDATE EXCLUSIVE MODE;
-  FOREACH parent IN ARRAY ARRAY['query_stats_history', 'backend_stats_history',
-                                'query_wait_event_stats_history', 'backend_wait_event_stats_history'] LOOP
+  -- Every history table: the partitioned tables of bpf_stats named *_history (only the schema's
+  -- owner creates tables there), locked in one order so that two passes cannot deadlock.
+  parents := ARRAY(SELECT c.relname::text FROM pg_class c
+                    WHERE c.relnamespace = 'bpf_stats'::regnamespace AND c.relkind = 'p' AND c.relname LIKE '%\_history'
+                    ORDER BY c.relname);
+  EXECUTE format('LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE',
+                 (SELECT string_agg(format('bpf_stats.%I', p), ', ' ORDER BY p) FROM unnest(parents) AS p));
+  FOREACH parent IN ARRAY parents LOOP
     los := '{}';
     his := '{}';
     doomed := '{}';
@@ -127,8 +132,8 @@ BEGIN
       END IF;
       SELECT least((cursor_s / w + 1) * w, min(l)) INTO hi FROM unnest(los) AS r(l) WHERE l > cursor_s;
       name := parent || '_' || cursor_s || '_' || hi;
-      -- The CHECK matches the bound, so ATTACH needs no scan.
-      EXECUTE format('CREATE TABLE bpf_stats.%I (LIKE bpf_stats.%I INCLUDING DEFAULTS, CHECK (ts >= %L AND ts < %L))',
+      -- The CHECK matches the bound, so ATTACH needs no scan; the parent's own CHECKs come along (ATTACH requires them).
+      EXECUTE format('CREATE TABLE bpf_stats.%I (LIKE bpf_stats.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS, CHECK (ts >= %L AND ts < %L))',
                      name, parent, to_timestamp(cursor_s), to_timestamp(hi));
       EXECUTE format('ALTER TABLE bpf_stats.%I ATTACH PARTITION bpf_stats.%I FOR VALUES FROM (%L) TO (%L)',
                      parent, name, to_timestamp(cursor_s), to_timestamp(hi));

@@ -74,6 +74,15 @@ COMMENT ON COLUMN bpf_stats.backend_stats_history.datid IS 'Database OID the bac
 COMMENT ON COLUMN bpf_stats.backend_stats_history.usesysid IS 'Session user''s OID; NULL for processes without one.';
 COMMENT ON COLUMN bpf_stats.backend_stats_history.queryid IS 'Query id of the current or last top-level statement at that flush; NULL when it never had one.';
 
+COMMENT ON TABLE bpf_stats.query_histogram_history IS
+  'What each history interval added to query_histograms: one row per (query, kind) whose histogram changed in the interval, with its non-zero buckets only, stamped ts, written with query_stats_history''s rows of the same flush. Sum counts per bucket over any period for its percentiles (pg-bpf-stats report does). Range-partitioned by ts like query_stats_history.';
+COMMENT ON COLUMN bpf_stats.query_histogram_history.ts IS 'Transaction time of the flush that wrote this row.';
+COMMENT ON COLUMN bpf_stats.query_histogram_history.kind IS 'As query_histograms.kind.';
+COMMENT ON COLUMN bpf_stats.query_histogram_history.buckets IS 'The buckets that gained observations in the interval, ascending, numbered from 0: bucket b is query_histograms.counts[b + 1], from bpf_stats.hist_bucket_lower_us(b, 256) up to hist_bucket_lower_us(b + 1, 256) microseconds.';
+COMMENT ON COLUMN bpf_stats.query_histogram_history.counts IS 'Observations the interval added to each bucket of buckets (same position), count.';
+COMMENT ON COLUMN bpf_stats.query_histogram_history.observations IS 'Observations the interval added in all buckets (count).';
+COMMENT ON COLUMN bpf_stats.query_histogram_history.max_so_far_ms IS 'The largest observation of the key''s histogram by the end of the interval (milliseconds; since the histogram entered the BPF map, so at least the largest of this interval, not necessarily from it).';
+
 -- Histograms and lock waits ----------------------------------------------------------------
 
 COMMENT ON TABLE bpf_stats.query_histograms IS

@@ -96,7 +96,9 @@ export function wireFlush(
     new BackendStatsPart(db, rows, asNode),
     histograms,
     ...familyParts,
-    ...(retention ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
+    ...(retention
+      ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS, () => histograms.preparedRows)]
+      : []),
     ...(retention && waitEvents ? [new WaitEventHistoryPart(waitEvents, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
     health,
   ]);

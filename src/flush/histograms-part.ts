@@ -26,6 +26,8 @@ export class HistogramsPart implements FlushPart {
   private readonly deltas = new HistogramDeltas();
   /** The increments the last committed flush wrote (for flush listeners). */
   lastCommitted: readonly HistogramRow[] = [];
+  /** The increments the flush being prepared writes (HistoryPart, prepared after this part, adds them to the history). */
+  preparedRows: readonly HistogramRow[] = [];
   /** `histograms_full` as the last written flush read it: one more refusal puts the map under pressure. */
   private refusedBefore = 0n;
 
@@ -47,6 +49,7 @@ export class HistogramsPart implements FlushPart {
 
   prepare({ maps }: FlushInput): PreparedPart {
     const { rows, commit } = this.deltas.prepare(maps.histograms, maps.histogramsComplete);
+    this.preparedRows = rows;
     const fill = maps.fill.find((f) => f.map === 'histograms');
     const refused = maps.counters.histograms_full ?? 0n;
     const pressure = (fill !== undefined && fill.entries >= PRESSURE_FILL * fill.maxEntries) || refused > this.refusedBefore;

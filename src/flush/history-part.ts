@@ -7,10 +7,11 @@ import type { QueryIncrements } from '../storage/query-increments.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
-import { addExact } from '../exact-int.js';
+import { addExact, sumExact, type ExactInt } from '../exact-int.js';
 import { MAX_ROWS_PER_TABLE } from '../families/flush-part.js';
 import { retractedRowTest, type MetricRows } from './metric-rows.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
+import type { HistogramRow } from './histogram-deltas.js';
 
 /** How often periodic flushes write history rows by default: each row is a key's increments over this long. */
 export const DEFAULT_HISTORY_INTERVAL_MS = 300_000;
@@ -38,13 +39,15 @@ const MAX_PENDING_ROWS = MAX_ROWS_PER_TABLE;
  *
  * Memory: one pending row per key that changed in the interval, at most MAX_PENDING_ROWS per
  * table: past that (connection churn makes a key per connection), the sums are written early.
+ * A pending histogram holds only the buckets that gained something: typically a few dozen of
+ * 256, at worst 256 map entries for each of MAX_PENDING_ROWS (query, kind) keys.
  *
  * @example
  * new FlushWriter(db, [queryStats, backendStats, new HistoryPart(db, rows, increments, 300_000), health]);
  */
 export class HistoryPart implements FlushPart {
   readonly name = 'history';
-  private pending: PendingHistory = { queries: new Map(), backends: new Map() };
+  private pending: PendingHistory = { queries: new Map(), backends: new Map(), histograms: new Map() };
   private writtenAt = performance.now();
   /** The last history written left keys waiting (the row budget): the next flush writes them. */
   private behind = false;
@@ -56,6 +59,12 @@ export class HistoryPart implements FlushPart {
     private readonly rows: MetricRows,
     increments: QueryIncrements,
     private readonly intervalMs = 0,
+    /**
+     * The histogram increments this flush writes (HistogramsPart.preparedRows, prepared before
+     * this part): summed per (query, kind) like the metric rows, and written with them into
+     * query_histogram_history. Absent: no histogram history.
+     */
+    private readonly histogramRows: () => readonly HistogramRow[] = () => [],
   ) {
     this.inserts = historyInserts(db, increments);
   }
@@ -70,6 +79,8 @@ export class HistoryPart implements FlushPart {
     };
     const queryKeys = batch.queries.map(queryIdentityKey);
     const backendKeys = batch.backends.map(backendRowKey);
+    const histograms = this.histogramRows();
+    const histogramKeys = histograms.map(histogramRowKey);
     // From flush start to flush start, with 5% slack for timer jitter: with an interval equal to
     // the flush period, every flush writes history. Connection churn makes a new backend key per
     // connection: the sums also go out before they outgrow MAX_PENDING_ROWS.
@@ -78,24 +89,29 @@ export class HistoryPart implements FlushPart {
       this.behind ||
       startedMs - this.writtenAt >= this.intervalMs * 0.95 ||
       keysAfter(this.pending.queries, queryKeys) > MAX_PENDING_ROWS ||
-      keysAfter(this.pending.backends, backendKeys) > MAX_PENDING_ROWS;
+      keysAfter(this.pending.backends, backendKeys) > MAX_PENDING_ROWS ||
+      keysAfter(this.pending.histograms, histogramKeys) > MAX_PENDING_ROWS;
     // Not sent (only companions had something): what the flush prepared stays in the maps, not added here.
     if (!due) {
       const commit = () => {
         addToPending(this.pending.queries, batch.queries, queryKeys, latestQuery);
         addToPending(this.pending.backends, batch.backends, backendKeys, latestBackend);
+        addHistogramsToPending(this.pending.histograms, histograms, histogramKeys);
         forgetOwn();
       };
       return { statements: [], commit, skipped: () => undefined };
     }
     const limit = batch.rowsPerTable;
-    let written: { queries: string[]; backends: string[] } | null = null;
+    let written: { queries: string[]; backends: string[]; histograms: string[] } | null = null;
     // Built only if the flush is sent (history goes only with other rows).
     const build = () => {
       const queries = historyRows(this.pending.queries, batch.queries, queryKeys, limit, latestQuery);
       const backends = historyRows(this.pending.backends, batch.backends, backendKeys, limit, latestBackend, own);
-      written = { queries: queries.keys, backends: backends.keys };
-      return this.inserts({ queries: queries.rows, backends: backends.rows });
+      const buckets = histogramHistoryRows(this.pending.histograms, histograms, histogramKeys, limit);
+      written = { queries: queries.keys, backends: backends.keys, histograms: buckets.keys };
+      const statements = this.inserts({ queries: queries.rows, backends: backends.rows });
+      if (buckets.rows.length) statements.push(histogramHistoryInsert(buckets.rows));
+      return statements;
     };
     return {
       statements: [],
@@ -105,9 +121,10 @@ export class HistoryPart implements FlushPart {
         if (!written) return;
         for (const key of written.queries) this.pending.queries.delete(key);
         for (const key of written.backends) this.pending.backends.delete(key);
+        for (const key of written.histograms) this.pending.histograms.delete(key);
         // This flush's own rows all went (a flush writes no more rows than its budget): only older sums can be left.
         forgetOwn();
-        this.behind = this.pending.queries.size + this.pending.backends.size > 0;
+        this.behind = this.pending.queries.size + this.pending.backends.size + this.pending.histograms.size > 0;
         this.writtenAt = startedMs;
       },
       skipped: () => undefined,
@@ -206,6 +223,96 @@ function backendRowKey(row: BackendRow): string {
 interface PendingHistory {
   queries: Map<string, Waiting<QueryRow>>;
   backends: Map<string, Waiting<BackendRow>>;
+  histograms: Map<string, WaitingHistogram>;
+}
+
+/**
+ * One (query, kind) histogram's sums since its last history row: only the buckets that gained
+ * something (a statement's latencies fill a few dozen of 256), and the largest observation so far.
+ */
+interface WaitingHistogram {
+  row: HistogramRow;
+  buckets: Map<number, ExactInt>;
+  maxMs: number;
+}
+
+/** A histogram history row: the non-zero buckets, ascending, with their counts. */
+export interface HistogramHistoryRow {
+  row: HistogramRow;
+  buckets: number[];
+  counts: ExactInt[];
+  maxMs: number;
+}
+
+function histogramRowKey(row: HistogramRow): string {
+  return `${row.userid}/${row.dbid}/${row.toplevel}/${row.queryid}/${row.kind}`;
+}
+
+/** Adds a row's non-zero buckets into `into`. */
+function addBuckets(into: Map<number, ExactInt>, counts: readonly ExactInt[]): void {
+  counts.forEach((count, bucket) => {
+    if (count === 0 || count === 0n) return;
+    const sum = into.get(bucket);
+    into.set(bucket, sum === undefined ? count : addExact(sum, count));
+  });
+}
+
+/** Adds a written flush's histogram increments to what waits (history was not due). */
+function addHistogramsToPending(pending: Map<string, WaitingHistogram>, rows: readonly HistogramRow[], keys: readonly string[]): void {
+  rows.forEach((row, i) => {
+    const key = keys[i]!;
+    let sum = pending.get(key);
+    if (!sum) {
+      sum = { row: { ...row, counts: [] }, buckets: new Map(), maxMs: row.maxMs };
+      pending.set(key, sum);
+    }
+    addBuckets(sum.buckets, row.counts);
+    sum.maxMs = Math.max(sum.maxMs, row.maxMs);
+  });
+}
+
+/**
+ * The histogram history rows a flush writes: each of this flush's histograms with what its key
+ * had waiting, then waiting keys, oldest first, up to `limit`. A histogram that gained nothing
+ * (no bucket above 0) writes no row.
+ */
+export function histogramHistoryRows(
+  pending: ReadonlyMap<string, WaitingHistogram>,
+  rows: readonly HistogramRow[],
+  keys: readonly string[],
+  limit: number,
+): { rows: HistogramHistoryRow[]; keys: string[] } {
+  const out = new Map<string, WaitingHistogram>();
+  rows.forEach((row, i) => {
+    const key = keys[i]!;
+    const before = pending.get(key);
+    const buckets = new Map(before?.buckets ?? []);
+    addBuckets(buckets, row.counts);
+    out.set(key, { row, buckets, maxMs: Math.max(row.maxMs, before?.maxMs ?? 0) });
+  });
+  for (const [key, sum] of pending) {
+    if (out.size >= limit) break;
+    if (!out.has(key)) out.set(key, sum);
+  }
+  const written: HistogramHistoryRow[] = [];
+  for (const { row, buckets, maxMs } of out.values()) {
+    if (!buckets.size) continue;
+    const ascending = [...buckets.keys()].sort((a, b) => a - b);
+    written.push({ row, buckets: ascending, counts: ascending.map((b) => buckets.get(b)!), maxMs });
+  }
+  return { rows: written, keys: [...out.keys()] };
+}
+
+/** One INSERT of a flush's histogram history rows (each row's buckets and counts as one array literal). */
+function histogramHistoryInsert(rows: readonly HistogramHistoryRow[]): RawBuilder<unknown> {
+  return sql`
+    INSERT INTO bpf_stats.query_histogram_history (ts, userid, dbid, toplevel, queryid, kind, buckets, counts, observations, max_so_far_ms)
+    SELECT now(), u.userid, u.dbid, u.toplevel, u.queryid, u.kind, u.buckets::int2[], u.counts::int8[], u.observations, u.max_ms
+      FROM unnest(${rows.map((r) => r.row.userid)}::oid[], ${rows.map((r) => r.row.dbid)}::oid[], ${rows.map((r) => r.row.toplevel)}::bool[],
+                  ${rows.map((r) => r.row.queryid)}::int8[], ${rows.map((r) => r.row.kind)}::text[], ${rows.map((r) => r.maxMs)}::float8[],
+                  ${rows.map((r) => sumExact(r.counts).toString())}::int8[], ${rows.map((r) => `{${r.buckets.join(',')}}`)}::text[],
+                  ${rows.map((r) => `{${r.counts.join(',')}}`)}::text[])
+           AS u(userid, dbid, toplevel, queryid, kind, max_ms, observations, buckets, counts)`;
 }
 
 const COUNT_COLUMNS = METRIC_COLUMNS.map((c) => c.unit === 'count');

@@ -1,5 +1,5 @@
 import { columnLabel, formatMs, growthText, timeParts, type StatementComparison } from './report-compare.js';
-import { TOTAL_COLUMN, type ReportBucket, type ReportColumn, type ReportData } from './report-read.js';
+import { TOTAL_COLUMN, type LatencyPercentiles, type ReportBucket, type ReportColumn, type ReportData } from './report-read.js';
 import { iso } from './report-window.js';
 
 /*
@@ -130,6 +130,20 @@ function timelineChart(
   return svg;
 }
 
+/** A statement's latency percentiles per period (ms), from its histogram history; empty when it has none in either. */
+function latencyTable(r: StatementComparison, hasBaseline: boolean): string {
+  const { window, baseline } = r.statement.latency;
+  if (!window && !baseline) return '';
+  const row = (name: string, p: LatencyPercentiles | null) =>
+    `<tr><th>${name}</th>${
+      p
+        ? `<td class="num">${p.observations}</td><td class="num">${formatMs(p.p50Ms)}</td><td class="num">${formatMs(p.p95Ms)}</td><td class="num">${formatMs(p.p99Ms)}</td>`
+        : '<td class="num">0</td><td class="num">-</td><td class="num">-</td><td class="num">-</td>'
+    }</tr>`;
+  return `<table class="latency"><tr><th>latency</th><th>statements timed</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th></tr>
+${hasBaseline ? row('baseline', baseline) : ''}${row('window', window)}</table>`;
+}
+
 export function renderReportHtml(data: ReportData, rows: StatementComparison[], generatedAtMs: number): string {
   const { window, baseline } = data.windows;
   const { parts, details } = timeParts(data.columns);
@@ -185,7 +199,8 @@ export function renderReportHtml(data: ReportData, rows: StatementComparison[], 
 <div class="row">${statementChart(r, parts, colors, baseline !== null)}
 <table><tr><th></th><th>calls</th><th>ms/${per}</th>${[...parts, ...details].map((c) => `<th>${escapeHtml(columnLabel(c.column))}</th>`).join('')}</tr>
 ${baseline ? `<tr><th>baseline</th><td class="num">${r.baseline?.calls ?? '-'}</td><td class="num">${r.baseline?.ran ? formatMs(r.baseline.ms[TOTAL_COLUMN] ?? 0) : '-'}</td>${partCells(r.baseline)}</tr>` : ''}
-<tr><th>window</th><td class="num">${r.window.calls ?? '-'}</td><td class="num">${formatMs(r.window.ms[TOTAL_COLUMN] ?? 0)}</td>${partCells(r.window)}</tr></table></div>
+<tr><th>window</th><td class="num">${r.window.calls ?? '-'}</td><td class="num">${formatMs(r.window.ms[TOTAL_COLUMN] ?? 0)}</td>${partCells(r.window)}</tr></table>
+${latencyTable(r, baseline !== null)}</div>
 </section>`;
     })
     .join('\n');
@@ -207,6 +222,7 @@ svg .tick{font-size:11px;fill:#444} svg .axis{font-size:12px;fill:#222} svg .tit
 <h1>pg-bpf-stats report</h1>
 <p class="meta">Window <b>${escapeHtml(span(window))}</b>${baseline ? `, baseline <b>${escapeHtml(span(baseline))}</b>` : ''} (UTC). ${data.statementsInWindow} statements ran in the window; the ${rows.length} with the most time are shown.
 Generated ${escapeHtml(iso(generatedAtMs))} from bpf_stats.query_stats_history${data.nodes.length ? ` (node${data.nodes.length > 1 ? 's' : ''} ${escapeHtml(data.nodes.join(', '))})` : ''}; query text from ${escapeHtml(data.textSource)}.
+Latency percentiles (p50, p95, p99, within 10% from 16 µs on) come from bpf_stats.query_histogram_history (probe set latency)${data.latencyHistory ? '' : ': not in this database (a schema before migration 1764720000000)'}.
 Times are milliseconds per call${rows.some((r) => r.window.per === 'second') ? ' (per second of the period where calls were not measured)' : ''}; ${escapeHtml(details.map((c) => columnLabel(c.column)).join(', '))} are details already counted in the other parts.</p>
 ${legend(parts, colors)}
 <h2>Statement time over the period, all statements</h2>

@@ -1,6 +1,6 @@
 import { terminalSafe } from '../top/terminal-text.js';
 import { columnLabel, formatMs, growthText, timeParts, type StatementComparison } from './report-compare.js';
-import type { ReportData } from './report-read.js';
+import type { LatencyPercentiles, ReportData } from './report-read.js';
 import { iso } from './report-window.js';
 
 /** Lines are this wide at most, the query text taking what the figures leave (at least 40 columns). */
@@ -58,6 +58,20 @@ export function renderReportText(data: ReportData, rows: StatementComparison[]):
       return cell(baseline ? `${r.baseline?.ran ? ms(r.baseline.ms[c.column]) : '-'}→${w}` : w, 16, true);
     });
     lines.push(`${cell(r.statement.queryid, 20)} ${parts.join(' ')}`);
+  }
+  // Latency percentiles, where the statements have histogram history (probe set latency).
+  const pct = (p: LatencyPercentiles | null) => (p ? `${ms(p.p50Ms)}/${ms(p.p95Ms)}/${ms(p.p99Ms)}` : '-');
+  const timed = rows.filter((r) => r.statement.latency.window || r.statement.latency.baseline);
+  lines.push('', `Statement latency (ms, p50/p95/p99${baseline ? '; baseline → window' : ''})`);
+  if (!timed.length)
+    lines.push(
+      data.latencyHistory
+        ? 'none: no statement listed has latency histograms in these periods (attach --probes latency)'
+        : 'none: this bpf_stats has no query_histogram_history (a schema before migration 1764720000000)',
+    );
+  for (const r of timed) {
+    const { window: w, baseline: b } = r.statement.latency;
+    lines.push(`${cell(r.statement.queryid, 20)} ${baseline ? `${pct(b)} → ${pct(w)}` : pct(w)}`);
   }
   lines.push(
     '',

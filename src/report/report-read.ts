@@ -3,6 +3,7 @@ import { METRIC_COLUMNS } from '../families/index.js';
 import { UserError } from '../errors.js';
 import { statementsRelation } from '../storage/pinned-session.js';
 import { iso, type ReportWindows, type TimeRange } from './report-window.js';
+import { KERNEL_LAYOUT, quantileUs } from '../collector/histogram-layout.js';
 
 /** The one column every part of the time adds up to. */
 export const TOTAL_COLUMN = 'total_time_ms';
@@ -29,6 +30,16 @@ export interface ReportStatement {
   window: PeriodSums;
   /** null: no baseline asked for; sums all null: the statement did not run then. */
   baseline: PeriodSums | null;
+  /** Statement latency percentiles per period (null: no latency histogram history then, probe set `latency` off). */
+  latency: { window: LatencyPercentiles | null; baseline: LatencyPercentiles | null };
+}
+
+/** Percentiles of one statement's latency over one period, from its histogram history. */
+export interface LatencyPercentiles {
+  observations: number;
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
 }
 
 /** Statement time of all statements per time bucket, for the charts. */
@@ -50,6 +61,8 @@ export interface ReportData {
   bucketMs: number;
   nodes: string[];
   textSource: string;
+  /** Whether this database has bpf_stats.query_histogram_history (a schema older than migration 1764720000000 has not). */
+  latencyHistory: boolean;
 }
 
 /** At most this many time buckets per period in the charts. */
@@ -171,12 +184,20 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
        FROM h GROUP BY 1, 2 ORDER BY 1, 2`,
     [...params, bucketMs],
   );
+  const statementRows = perStatement.rows.map((r) => ({
+    node: r.node as string,
+    userid: Number(r.userid),
+    dbid: Number(r.dbid),
+    toplevel: r.toplevel as boolean,
+    queryid: r.queryid_text as string,
+  }));
+  const latency = await readLatency(client, statementRows, params);
   return {
     windows,
     columns,
     totals: { window: sums(total, 'w_', columns), baseline: baseline ? sums(total, 'b_', columns) : null },
     statementsInWindow,
-    statements: perStatement.rows.map((r) => ({
+    statements: perStatement.rows.map((r, i) => ({
       node: r.node,
       userid: Number(r.userid),
       dbid: Number(r.dbid),
@@ -185,6 +206,7 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
       text: r.text,
       window: sums(r, 'w_', columns),
       baseline: baseline ? sums(r, 'b_', columns) : null,
+      latency: latency.byKey?.get(latencyKey(statementRows[i]!)) ?? { window: null, baseline: null },
     })),
     buckets: bucketed.rows.map((r) => ({
       offsetMs: Number(r.bucket) * bucketMs,
@@ -194,5 +216,87 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
     bucketMs,
     nodes: (total.nodes as string[] | null) ?? [],
     textSource: pgss ? `bpf_stats.query_texts, else ${pgss}` : 'bpf_stats.query_texts (pg_stat_statements is not installed here)',
+    latencyHistory: latency.byKey !== null,
   };
+}
+
+type StatementKey = Pick<ReportStatement, 'node' | 'userid' | 'dbid' | 'toplevel' | 'queryid'>;
+
+const latencyKey = (k: StatementKey) => `${k.node}/${k.userid}/${k.dbid}/${k.toplevel}/${k.queryid}`;
+
+/** The percentiles the report shows. */
+const QUANTILES = [0.5, 0.95, 0.99] as const;
+
+/**
+ * The listed statements' latency percentiles in each period: their query_latency histogram
+ * history summed per bucket on the server (one row per statement, period and bucket that has
+ * observations, whatever the number of intervals), the percentiles read from the sums as
+ * bpf_stats.hist_quantile reads a histogram (within 10% from 16 us on: docs/percentiles.md). The
+ * interpolation is closed by the largest max_so_far_ms of the period, a bound at least as large
+ * as the period's own maximum. byKey null: no histogram history table here.
+ */
+async function readLatency(
+  client: pg.ClientBase,
+  keys: StatementKey[],
+  params: Array<Date | null>,
+): Promise<{ byKey: Map<string, ReportStatement['latency']> | null }> {
+  const { rows: present } = await client.query<{ ok: boolean }>(
+    "SELECT pg_catalog.to_regclass('bpf_stats.query_histogram_history') IS NOT NULL AS ok",
+  );
+  if (!present[0]?.ok) return { byKey: null };
+  const byKey = new Map<string, ReportStatement['latency']>();
+  if (!keys.length) return { byKey };
+  const { rows } = await client.query<{
+    node: string;
+    userid: string;
+    dbid: string;
+    toplevel: boolean;
+    queryid: string;
+    in_window: boolean;
+    bucket: number;
+    count: string;
+    max_ms: number;
+  }>(
+    `WITH k AS (SELECT * FROM unnest($5::text[], $6::oid[], $7::oid[], $8::bool[], $9::int8[]) AS k(node, userid, dbid, toplevel, queryid))
+     SELECT h.node, h.userid, h.dbid, h.toplevel, h.queryid::text AS queryid, (h.ts >= $1 AND h.ts < $2) AS in_window,
+            u.bucket, pg_catalog.sum(u.count)::text AS count, pg_catalog.max(h.max_so_far_ms) AS max_ms
+       FROM bpf_stats.query_histogram_history h
+       JOIN k ON k.node = h.node AND k.userid = h.userid AND k.dbid = h.dbid AND k.toplevel = h.toplevel AND k.queryid = h.queryid,
+            unnest(h.buckets, h.counts) AS u(bucket, count)
+      WHERE h.kind = 'query_latency'
+        AND ((h.ts >= $1 AND h.ts < $2) OR ($3::timestamptz IS NOT NULL AND h.ts >= $3 AND h.ts < $4))
+      GROUP BY 1, 2, 3, 4, 5, 6, 7`,
+    [
+      ...params,
+      keys.map((k) => k.node),
+      keys.map((k) => k.userid),
+      keys.map((k) => k.dbid),
+      keys.map((k) => k.toplevel),
+      keys.map((k) => k.queryid),
+    ],
+  );
+  const periods = new Map<string, { counts: number[]; maxMs: number }>();
+  for (const r of rows) {
+    const id = `${latencyKey({ ...r, userid: Number(r.userid), dbid: Number(r.dbid) })}/${r.in_window}`;
+    let period = periods.get(id);
+    if (!period) {
+      period = { counts: new Array<number>(KERNEL_LAYOUT.slots).fill(0), maxMs: 0 };
+      periods.set(id, period);
+    }
+    if (r.bucket >= 0 && r.bucket < KERNEL_LAYOUT.slots) period.counts[r.bucket] = Number(r.count);
+    period.maxMs = Math.max(period.maxMs, Number(r.max_ms));
+  }
+  const percentiles = (id: string): LatencyPercentiles | null => {
+    const period = periods.get(id);
+    if (!period) return null;
+    const [p50, p95, p99] = QUANTILES.map((q) => quantileUs(KERNEL_LAYOUT, period.counts, q, period.maxMs * 1000));
+    if (p50 == null || p95 == null || p99 == null) return null;
+    const observations = period.counts.reduce((a, b) => a + b, 0);
+    return { observations, p50Ms: p50 / 1000, p95Ms: p95 / 1000, p99Ms: p99 / 1000 };
+  };
+  for (const k of keys) {
+    const key = latencyKey(k);
+    byKey.set(key, { window: percentiles(`${key}/true`), baseline: percentiles(`${key}/false`) });
+  }
+  return { byKey };
 }

@@ -15,6 +15,7 @@ const KEYED_TABLES = [
   'bpf_stats.query_wait_blocker_stats',
   'bpf_stats.query_texts',
   'bpf_stats.query_stats_history',
+  'bpf_stats.query_histogram_history',
   'bpf_stats.query_wait_event_stats_history',
 ];
 /**

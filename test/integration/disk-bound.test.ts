@@ -6,11 +6,12 @@ import { Sidecar } from '../../src/sidecar/sidecar.js';
 /*
  * A burst of distinct statements from one role, scaled down: pg_stat_statements.max = 100 (its
  * least), 1,000 statements. bpf_stats keeps every key pg_stat_statements holds, and of the keys it
- * no longer holds at most M/4 = 25 per role and M/2 = 50 in all, with their texts and history
- * rows; the default 7-day retention does not matter for that. Another role's statements, which
- * pg_stat_statements holds, all stay; so do a third role's few statements run once, which the
- * flood pushes out of pg_stat_statements: the bound per node counts what each role's bound keeps,
- * so one role's flood does not delete another role's figures.
+ * no longer holds at most M/4 = 25 per role and M/2 = 50 in all, with their texts, history and
+ * latency histogram history rows (probe set latency); the default 7-day retention does not
+ * matter for that. Another role's statements, which pg_stat_statements holds, all stay; so do a
+ * third role's few statements run once, which the flood pushes out of pg_stat_statements: the
+ * bound per node counts what each role's bound keeps, so one role's flood does not delete
+ * another role's figures.
  */
 const PGSS_MAX = 100;
 const FLOOD = 1000;
@@ -57,7 +58,12 @@ afterAll(async () => {
 
 describe('disk bpf_stats takes', () => {
   it('is bounded per role and in all after a burst of distinct statements, never losing a key pg_stat_statements holds', async () => {
-    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, historyIntervalMs: 0 });
+    sidecar = await Sidecar.start({
+      connectionString: cluster.connectionString(),
+      probeSets: ['latency'],
+      intervalMs: 3_600_000,
+      historyIntervalMs: 0,
+    });
     // An application's statements, each run often enough that pg_stat_statements keeps them.
     const app = Array.from(
       { length: 20 },
@@ -94,6 +100,14 @@ describe('disk bpf_stats takes', () => {
     // Written first (what bpf_stats kept for 7 days before): far more than pg_stat_statements holds.
     expect(burst.rows).toBeGreaterThan(FLOOD / 2);
     expect(burst.held).toBeLessThanOrEqual(PGSS_MAX);
+    const floodHistograms = async () =>
+      (
+        await admin.query<{ n: number }>(
+          "SELECT count(DISTINCT queryid)::int AS n FROM bpf_stats.query_histogram_history WHERE userid = 'flooder'::regrole AND kind = 'query_latency'",
+        )
+      ).rows[0]!.n;
+    // Each flood statement's latency went into the histogram history too.
+    expect(await floodHistograms()).toBeGreaterThan(FLOOD / 2);
 
     // The burst of new keys brings the next pass forward: the next flush bounds them.
     const deallocs = async () =>
@@ -132,13 +146,16 @@ describe('disk bpf_stats takes', () => {
     expect(quietHeld[0]!.n).toBe(0);
     expect(await quietKeys()).toEqual(quietBefore);
     // A key's text and history rows went with it.
-    const { rows: orphans } = await admin.query<{ texts: number; history: number }>(
+    const { rows: orphans } = await admin.query<{ texts: number; history: number; histograms: number }>(
       `SELECT (SELECT count(*)::int FROM bpf_stats.query_texts t WHERE NOT EXISTS (
                  SELECT 1 FROM bpf_stats.query_stats q WHERE (q.node, q.userid, q.dbid, q.toplevel, q.queryid) = (t.node, t.userid, t.dbid, t.toplevel, t.queryid))) AS texts,
               (SELECT count(*)::int FROM bpf_stats.query_stats_history h WHERE h.userid = 'flooder'::regrole AND NOT EXISTS (
-                 SELECT 1 FROM bpf_stats.query_stats q WHERE (q.node, q.userid, q.dbid, q.toplevel, q.queryid) = (h.node, h.userid, h.dbid, h.toplevel, h.queryid))) AS history`,
+                 SELECT 1 FROM bpf_stats.query_stats q WHERE (q.node, q.userid, q.dbid, q.toplevel, q.queryid) = (h.node, h.userid, h.dbid, h.toplevel, h.queryid))) AS history,
+              (SELECT count(*)::int FROM bpf_stats.query_histogram_history h WHERE h.userid = 'flooder'::regrole AND NOT EXISTS (
+                 SELECT 1 FROM bpf_stats.query_stats q WHERE (q.node, q.userid, q.dbid, q.toplevel, q.queryid) = (h.node, h.userid, h.dbid, h.toplevel, h.queryid))) AS histograms`,
     );
-    expect(orphans).toEqual([{ texts: 0, history: 0 }]);
+    expect(orphans).toEqual([{ texts: 0, history: 0, histograms: 0 }]);
+    expect(await floodHistograms()).toBeLessThanOrEqual(after.rows);
     const { rows: size } = await admin.query<{ rows: number; bytes: string }>(
       `SELECT (SELECT count(*)::int FROM bpf_stats.query_stats) AS rows,
               pg_total_relation_size('bpf_stats.query_stats') + pg_total_relation_size('bpf_stats.query_texts') AS bytes`,

@@ -452,6 +452,50 @@ describe('history', () => {
     }
   });
 
+  it("keeps per-interval latency histograms: each interval's observations are its calls, and they sum to the cumulative histogram", async () => {
+    // Earlier tests filled pg_stat_statements with one-call entries, among which a new one can be deallocated.
+    await admin.query('SELECT pg_stat_statements_reset()');
+    const s = await startSidecar({ probeSets: ['query', 'latency'] });
+    await s.flush();
+    const chunks = [6, 11, 4];
+    for (const n of chunks) {
+      await session(async (c) => {
+        for (let i = 0; i < n; i++) await c.query('SELECT 4242 + $1::int AS histogram_history_probe', [i]);
+      });
+      expect((await s.flush()).error).toBeNull();
+    }
+    const { rows: pgss } = await admin.query("SELECT queryid, calls FROM pg_stat_statements WHERE query LIKE '%histogram_history_probe%'");
+    expect(pgss).toHaveLength(1);
+    expect(Number(pgss[0].calls)).toBe(chunks.reduce((a, b) => a + b));
+    const { rows } = await admin.query<{ observations: string; buckets: number[]; counts: string[] }>(
+      `SELECT observations, buckets, counts FROM bpf_stats.query_histogram_history
+        WHERE queryid = $1 AND kind = 'query_latency' ORDER BY ts`,
+      [pgss[0].queryid],
+    );
+    // One row per interval (a flush each here), with that interval's statements (pg_stat_statements' calls).
+    expect(rows.map((r) => Number(r.observations))).toEqual(chunks);
+    for (const r of rows) {
+      // Only buckets that gained something, ascending, adding up to the observations.
+      expect(r.counts.every((c) => Number(c) > 0)).toBe(true);
+      expect(r.buckets).toEqual([...r.buckets].sort((a, b) => a - b));
+      expect(new Set(r.buckets).size).toBe(r.buckets.length);
+      expect(r.counts.reduce((a, c) => a + Number(c), 0)).toBe(Number(r.observations));
+    }
+    // Summed per bucket, the statement's history (every kind) is its cumulative histogram.
+    const { rows: sums } = await admin.query(
+      `WITH h AS (SELECT node, userid, dbid, toplevel, kind, u.bucket, sum(u.count) AS n
+                    FROM bpf_stats.query_histogram_history, unnest(buckets, counts) AS u(bucket, count)
+                   WHERE queryid = $1 GROUP BY 1, 2, 3, 4, 5, 6),
+            c AS (SELECT node, userid, dbid, toplevel, kind, (u.i - 1)::smallint AS bucket, u.n
+                    FROM bpf_stats.query_histograms, unnest(counts) WITH ORDINALITY AS u(n, i) WHERE queryid = $1 AND u.n > 0)
+       SELECT count(*) AS buckets, count(*) FILTER (WHERE h.n IS DISTINCT FROM c.n) AS bad
+         FROM c FULL JOIN h USING (node, userid, dbid, toplevel, kind, bucket)`,
+      [pgss[0].queryid],
+    );
+    expect(Number(sums[0].buckets)).toBeGreaterThan(0);
+    expect(Number(sums[0].bad)).toBe(0);
+  });
+
   it('writes history at its own granularity from periodic flushes: one row per key per interval, summing to pg_stat_statements', async () => {
     const s = await startSidecar({ probeSets: ['query'], intervalMs: 200, historyIntervalMs: 1500 });
     await s.flush();

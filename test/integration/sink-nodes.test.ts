@@ -191,6 +191,7 @@ describe('a sink of several nodes', () => {
         'capabilities',
         'query_stats_history',
         'backend_stats_history',
+        'query_histogram_history',
         'collections',
       ]) {
         expect((await a.query(`SELECT count(*)::int AS n FROM bpf_stats.${table} WHERE node = 'node-b'`)).rows, table).toEqual([{ n: 0 }]);
@@ -287,7 +288,7 @@ describe('a sink of several nodes', () => {
     await a.connect();
     try {
       // Appending is all a node role may do to history: any mode stronger than ROW EXCLUSIVE is refused.
-      for (const table of ['query_stats_history', 'backend_stats_history']) {
+      for (const table of ['query_stats_history', 'backend_stats_history', 'query_histogram_history']) {
         for (const mode of ['SHARE UPDATE EXCLUSIVE', 'SHARE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE']) {
           await a.query('BEGIN');
           await expect(a.query(`LOCK TABLE bpf_stats.${table} IN ${mode} MODE`), `${table} ${mode}`).rejects.toThrow(/permission denied/);

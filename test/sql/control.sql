@@ -28,12 +28,18 @@ UPDATE bpf_stats.collections SET status = 'paused' WHERE id = 2;
 --
 -- History retention. A partition from 1970 is older than any retention and is dropped whole;
 -- partitions one hour wide are created from the current hour to two hours ahead (2 or 3 of
--- them, depending on where in the hour we are) for each of the four history tables (the
--- queries', the backends', and their wait events').
+-- them, depending on where in the hour we are) for each history table (the queries', the
+-- backends', their wait events' and the query histograms').
 CREATE TABLE bpf_stats.query_stats_history_0_3600 PARTITION OF bpf_stats.query_stats_history
   FOR VALUES FROM ('1970-01-01 00:00:00+00') TO ('1970-01-01 01:00:00+00');
-SELECT created BETWEEN 8 AND 12 AS created_every_table, dropped
-  FROM bpf_stats.maintain_history(interval '1 day', interval '1 hour');
+SELECT created BETWEEN 2 * t.n AND 3 * t.n AS created_every_table, dropped
+  FROM bpf_stats.maintain_history(interval '1 day', interval '1 hour'),
+       (SELECT count(*) AS n FROM pg_class WHERE relnamespace = 'bpf_stats'::regnamespace AND relkind = 'p' AND relname LIKE '%\_history') t;
+-- Every history table has them.
+SELECT p.relname AS history_table, count(*) FILTER (WHERE c.relname ~ '_\d+_\d+$') BETWEEN 2 AND 3 AS partitions_ahead
+  FROM pg_class p JOIN pg_inherits i ON i.inhparent = p.oid JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE p.relnamespace = 'bpf_stats'::regnamespace AND p.relkind = 'p'
+ GROUP BY 1 ORDER BY 1;
 SELECT count(*) AS old_partitions FROM pg_class WHERE relname = 'query_stats_history_0_3600';
 -- A flush's increments go in at the current time; a row older than every partition has nowhere
 -- to go.

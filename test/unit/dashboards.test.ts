@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DASHBOARDS, dashboardJson } from '../../src/dashboards/generate-dashboards.js';
 import { packageRoot } from '../../src/package-root.js';
+import * as grafanaUnits from '@grafana/grafana-foundation-sdk/units';
 
 /*
  * The dashboards under dashboards/ are what src/dashboards/ generates (npm run dashboards), and
@@ -61,6 +62,20 @@ describe('shipped dashboards', () => {
         }
       }
     }
+  });
+
+  it.each(FILES)('%s uses only units Grafana knows', (file) => {
+    // Grafana's unit ids, as the SDK generates them from Grafana's own list, and its custom-unit forms.
+    const known = new Set<string>(Object.values(grafanaUnits as Record<string, unknown>).filter((v): v is string => typeof v === 'string'));
+    const custom = /^(suffix|prefix|si|count|currency|time):./;
+    const used = new Set<string>();
+    for (const p of committed(file).panels as Json[]) {
+      if (p.type === 'row') continue;
+      used.add(p.fieldConfig.defaults.unit);
+      for (const o of p.fieldConfig.overrides ?? []) for (const prop of o.properties ?? []) if (prop.id === 'unit') used.add(prop.value);
+    }
+    expect(used.size).toBeGreaterThan(1);
+    for (const unit of used) expect(known.has(unit) || custom.test(unit), `unit ${unit}`).toBe(true);
   });
 
   it('puts the same rows and panels, with the same units, in both', () => {

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { FlushInput, PreparedPart } from '../../src/families/flush-part.js';
-import { HistoryPart } from '../../src/flush/history-part.js';
+import type { HistogramRow } from '../../src/flush/histogram-deltas.js';
+import { HistoryPart, histogramHistoryRows } from '../../src/flush/history-part.js';
 import { MAX_ROWS_PER_TABLE } from '../../src/families/flush-part.js';
 import { MetricRows } from '../../src/flush/metric-rows.js';
 import { QueryIncrements } from '../../src/storage/query-increments.js';
@@ -76,5 +77,56 @@ describe('history between intervals', () => {
     expect(queryHistoryRows(rest.history, db)).toBe(10_100 - MAX_ROWS_PER_TABLE / 2);
     rest.written();
     expect(flush(rows, history, 30_000, 0, 1).history.build).toBeUndefined();
+  });
+});
+
+describe('histogram history', () => {
+  const latency = (queryid: string, counts: Record<number, number>, maxMs: number): HistogramRow => ({
+    userid: 10,
+    dbid: 5,
+    toplevel: true,
+    queryid,
+    kind: 'query_latency',
+    counts: Array.from({ length: 256 }, (_, i) => counts[i] ?? 0),
+    maxMs,
+  });
+
+  it('sums each histogram over the interval and writes only its non-zero buckets, with the largest max', () => {
+    const rows = new MetricRows(1, () => undefined);
+    let histograms: HistogramRow[] = [];
+    const history = new HistoryPart(db, rows, increments, 300_000, () => histograms);
+    // Two lazy flushes inside the interval: the increments wait, nothing is built.
+    histograms = [latency('-7', { 40: 3, 41: 1 }, 2.5), latency('8', { 100: 1 }, 90)];
+    let f = flush(rows, history, 0, 2, 1);
+    expect(f.history.build).toBeUndefined();
+    f.written();
+    histograms = [latency('-7', { 41: 2, 60: 5 }, 3.5)];
+    f = flush(rows, history, 0, 2, 2);
+    expect(f.history.build).toBeUndefined();
+    f.written();
+    // An explicit flush writes what waits, with this flush's own increments.
+    histograms = [latency('-7', { 40: 1 }, 3.5)];
+    f = flush(rows, history, 0, 2, 3, false);
+    const insert = f.history.build!()
+      .map((s) => s.compile(db))
+      .find((s) => s.sql.includes('query_histogram_history'));
+    expect(insert).toBeDefined();
+    const [, , , queryids, kinds, maxMs, observations, buckets, counts] = insert!.parameters as unknown[][];
+    expect(queryids).toEqual(['-7', '8']);
+    expect(kinds).toEqual(['query_latency', 'query_latency']);
+    expect(buckets).toEqual(['{40,41,60}', '{100}']);
+    expect(counts).toEqual(['{4,3,5}', '{1}']);
+    expect(observations).toEqual(['12', '1']);
+    expect(maxMs).toEqual([3.5, 90]);
+    f.written();
+    // Written: nothing waits any more.
+    histograms = [];
+    expect(flush(rows, history, 0, 2, 3).history.build).toBeUndefined();
+  });
+
+  it('leaves out a histogram that gained nothing', () => {
+    const out = histogramHistoryRows(new Map(), [latency('1', {}, 0), latency('2', { 3: 1 }, 0.004)], ['a', 'b'], 10);
+    expect(out.rows.map((r) => r.row.queryid)).toEqual(['2']);
+    expect(out.keys).toEqual(['a', 'b']);
   });
 });

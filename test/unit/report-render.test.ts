@@ -34,12 +34,14 @@ function data(): ReportData {
         text: HOSTILE,
         window: sums({ calls: 10, total_time_ms: 3000, on_cpu_ms: 500, lock_wait_ms: 2500 }),
         baseline: sums({ calls: 10, total_time_ms: 500, on_cpu_ms: 500 }),
+        latency: { window: { observations: 10, p50Ms: 12.5, p95Ms: 480, p99Ms: 512 }, baseline: null },
       },
     ],
     buckets: [{ offsetMs: 0, period: 'window', sums: sums({ on_cpu_ms: 500, lock_wait_ms: 2500 }) }],
     bucketMs: 60_000,
     nodes: ['db1:5432'],
     textSource: 'bpf_stats.query_texts',
+    latencyHistory: true,
   };
 }
 
@@ -59,6 +61,23 @@ describe('report rendering', () => {
     expect(html.match(/class="chart timeline-chart"/g)).toHaveLength(1);
     expect(html).not.toContain('>baseline</text>');
     expect(renderReportText(alone, compareStatements(alone)).find((l) => l.startsWith('-42 '))).toMatch(/^-42\s+10\s+300 /);
+  });
+
+  it('shows the latency percentiles of each period, and a period without histograms as such', () => {
+    const lines = renderReportText(data(), compareStatements(data()));
+    const heading = lines.indexOf('Statement latency (ms, p50/p95/p99; baseline → window)');
+    expect(heading).toBeGreaterThan(0);
+    expect(lines[heading + 1]).toMatch(/^-42\s+- → 12\.5\/480\/512$/);
+    const html = renderReportHtml(data(), compareStatements(data()), Date.UTC(2026, 10, 27));
+    expect(html).toMatch(
+      /<tr><th>baseline<\/th><td class="num">0<\/td><td class="num">-<\/td>.*<tr><th>window<\/th><td class="num">10<\/td><td class="num">12\.5<\/td><td class="num">480<\/td><td class="num">512<\/td>/,
+    );
+    const untimed = data();
+    untimed.statements = untimed.statements.map((st) => ({ ...st, latency: { window: null, baseline: null } }));
+    expect(renderReportText(untimed, compareStatements(untimed))).toContain(
+      'none: no statement listed has latency histograms in these periods (attach --probes latency)',
+    );
+    expect(renderReportHtml(untimed, compareStatements(untimed), 0)).not.toContain('class="latency"');
   });
 
   it('keeps escape sequences out of the terminal table', () => {
