@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { collectorObjectPath } from '../src/collector/collector-object.js';
-import { ElfFile } from '../src/target/elf-file.js';
+import { ElfFile } from '../src/postmaster/elf-file.js';
 
 const run = promisify(execFile);
 

@@ -19,7 +19,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import pg from 'pg';
 import { UserError } from '../src/errors.js';
-import { procStat } from '../src/target/proc-stat.js';
+import { procStat } from '../src/postmaster/proc-stat.js';
 import { benchSchedule, runAlternating, SWITCH_SECONDS } from './alternating-blocks.js';
 import { LOAD_FLAGS, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
 import { bootstrapMedianInterval, median, type BenchSettings } from './report.js';

@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
-import { procStat } from '../src/target/proc-stat.js';
+import { procStat } from '../src/postmaster/proc-stat.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

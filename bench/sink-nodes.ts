@@ -24,17 +24,17 @@ import type { BackendSample, QuerySample } from '../src/collector/map-samples.js
 import { MapSnapshot } from '../src/collector/map-snapshot.js';
 import { METRIC_COLUMNS, PROBE_SETS } from '../src/families/index.js';
 import { FlushWriter } from '../src/flush/flush-writer.js';
-import { HealthPart } from '../src/health/health-part.js';
-import { HistoryPart } from '../src/health/history-part.js';
-import { HistoryRetention } from '../src/health/history-retention.js';
-import { nodeConnectionOptions } from '../src/sink/node-name.js';
-import { QueryTextsPart } from '../src/sink/query-texts-part.js';
-import { BackendStatsPart } from '../src/storage/backend-stats-part.js';
+import { HealthPart } from '../src/flush/health-part.js';
+import { HistoryPart } from '../src/flush/history-part.js';
+import { HistoryRetention } from '../src/retention/history-retention.js';
+import { nodeConnectionOptions } from '../src/storage/node-name.js';
+import { QueryTextsPart } from '../src/flush/query-texts-part.js';
+import { BackendStatsPart } from '../src/flush/backend-stats-part.js';
 import type { BpfStatsDatabase } from '../src/storage/database.js';
-import { MetricRows } from '../src/storage/metric-rows.js';
+import { MetricRows } from '../src/flush/metric-rows.js';
 import { migrateSchema } from '../src/storage/migrate-schema.js';
 import { QueryIncrements } from '../src/storage/query-increments.js';
-import { QueryStatsPart } from '../src/storage/query-stats-part.js';
+import { QueryStatsPart } from '../src/flush/query-stats-part.js';
 import { runBench } from './run-bench.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);

@@ -266,7 +266,7 @@ export async function runSoak(seconds: number, log: (line: string) => void = () 
     log('SIGKILL of the postmaster, then pg_ctl start: a new postmaster');
     const running = sidecar as SidecarProcess | null;
     await killPostmaster(cluster);
-    // The collector follows the new postmaster by itself (src/instance/). Should it exit instead
+    // The collector follows the new postmaster by itself (src/sidecar/postmaster-follower.ts). Should it exit instead
     // (counted as a crash), a service manager would start it again, and so does the soak; that
     // start can lose its connection to the terminations too (exit 2, one line), counted as well.
     const followed = await Promise.race([waitForLine(running, /following postmaster/, 120_000), collectorExit.exited.then(() => false)]);

@@ -3,7 +3,7 @@
  * The maps' activity, so that an idle server costs the collector almost nothing: every change a
  * flush could write is noted here, and the collector's periodic tick reads this one per-CPU
  * value first. Nothing noted, and too little busy time to write the backend rows (the rule in
- * src/storage/metric-rows.ts): the tick ends there, without reading or decoding any map.
+ * src/flush/metric-rows.ts): the tick ends there, without reading or decoding any map.
  *
  * A note is one per-CPU add: no atomics, no line shared between CPUs. A note may over-count
  * (busy time of a process whose row is not written), never under-count: the tick would wait for

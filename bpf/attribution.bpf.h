@@ -21,7 +21,7 @@
  * The postmaster being watched as the kernel numbers it (its tgid in the initial pid
  * namespace), whatever pid namespace Postgres and the collector run in. A variable, not a
  * setting: the collector writes it after load, once it has found that number (in a container
- * only BPF can see it, src/instance/), before it attaches anything, and again when the
+ * only BPF can see it, CollectorObject.findTgid), before it attaches anything, and again when the
  * postmaster restarts (NO_POSTMASTER meanwhile), without reloading the object.
  */
 enum postmaster_tgid_value {
@@ -67,7 +67,7 @@ struct {
 
 /*
  * Records of processes that have exited, waiting for the collector to write their final figures
- * and delete them (src/storage/metric-rows.ts). Moved out of `backends` at the exit, so that the
+ * and delete them (src/flush/metric-rows.ts). Moved out of `backends` at the exit, so that the
  * pid is free at once: pids wrap (pid_max is 32768 on many hosts, a connection storm goes round
  * in minutes), and a record left under its pid until the next written flush was taken over by
  * the next process given that pid, which then counted its statements in the dead process's row.
@@ -221,7 +221,7 @@ static __always_inline struct backend_record *reported_backend(__u32 pid)
 /*
  * A role's share of the queries map, so that one role flooding distinct statements cannot keep
  * the others' new statements out: query keys a role added (here, atomically) minus those the
- * collector evicted (written by user space only, src/storage/metric-rows.ts) may not reach
+ * collector evicted (written by user space only, src/flush/metric-rows.ts) may not reach
  * max_query_keys_per_role (0: no limit; user space sets half of the map) -- while the map holds
  * query_keys_guard_fill keys or more (user space: 7/8 of it). Below that nobody is refused: the
  * map is sized from pg_stat_statements.max with headroom (src/collector/query-capacity.ts), so

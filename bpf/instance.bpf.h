@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Finding the postmaster as BPF numbers it (src/instance/). BPF sees every task by its tgid in
+ * Finding the postmaster as BPF numbers it (src/postmaster/pid-namespace.ts, src/sidecar/postmaster-follower.ts). BPF sees every task by its tgid in
  * the initial pid namespace; a collector running inside a container's pid namespace (a pod
  * with a shared process namespace) sees only the container's numbers, and /proc there has no
  * way back. So the collector names the postmaster by what it can see (its pid namespace's nsfs
@@ -41,7 +41,7 @@ int BPF_PROG(find_postmaster, bool preempt, struct task_struct *prev, struct tas
 
 /*
  * Following the postmaster across restarts in the kernel, so that no statement of the new one
- * runs unseen and user space need not poll /proc (src/instance/postmaster-follower.ts):
+ * runs unseen and user space need not poll /proc (src/sidecar/postmaster-follower.ts):
  * on_postmaster_exit points the filter at nothing when the postmaster exits (its number will be
  * reused); adopt_postmaster points it at the successor at the successor's first fork (the
  * startup process), which a new postmaster does long after it chdirs to its data directory and

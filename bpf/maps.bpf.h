@@ -48,7 +48,7 @@ static __always_inline void count(enum counter_index index)
  * CPU within one sched_switch, a refill that failed (the percpu allocator's atomic pool empty),
  * or a memory cgroup at its limit refuses an insert with room left (as, rarely, does a bucket
  * lock the kernel gave up on). Telling the two apart keeps "full" meaning full, a size to
- * raise; the collector evicts quiet keys on either (src/storage/metric-rows.ts).
+ * raise; the collector evicts quiet keys on either (src/flush/metric-rows.ts).
  */
 static __always_inline void count_refusal(long err, enum counter_index full)
 {

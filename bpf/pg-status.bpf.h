@@ -10,7 +10,7 @@
  *
  * The addresses and offsets are written by the collector between open and load
  * (src/collector/), the offsets calibrated against pg_stat_activity at start-up
- * (src/target/).
+ * (src/postmaster/).
  */
 #ifndef PG_STATUS_BPF_H
 #define PG_STATUS_BPF_H
@@ -31,13 +31,13 @@
 /*
  * &MyBEEntry and &my_wait_event_info, identical in every child of one postmaster. Variables, not
  * settings: a restarted postmaster maps the binary elsewhere (ASLR), and the collector follows
- * it without reloading (src/instance/). Read once per backend (read_identity).
+ * it without reloading (src/sidecar/postmaster-follower.ts). Read once per backend (read_identity).
  */
 __u64 my_be_entry_addr = 0;
 __u64 my_wait_event_info_addr = 0;
 /*
  * &OuterUserId and &CurrentUserId (static in miscinit.c, found through their exported accessors,
- * src/target/user-id-globals.ts), in the same way identical in every child; 0: not found, and a
+ * src/postmaster/user-id-globals.ts), in the same way identical in every child; 0: not found, and a
  * statement is keyed by the session's user (st_userid). pg_stat_statements keys a statement by
  * GetUserId() at its end: the role after SET ROLE or SET SESSION AUTHORIZATION, which is
  * OuterUserId at the top level; CurrentUserId differs from it only inside SECURITY DEFINER

@@ -57,7 +57,7 @@ struct {
 
 /*
  * Offsets of the per-CPU variables runqueues and __preempt_count in the kernel's per-CPU section
- * (from its BTF, src/target/kernel-percpu.ts); 0 for both: not known. A __ksym variable would
+ * (from its BTF, src/postmaster/kernel-percpu.ts); 0 for both: not known. A __ksym variable would
  * need its address in /proc/kallsyms, which a kernel without CONFIG_KALLSYMS_ALL (this one)
  * does not list, so this CPU's preempt count is found from this CPU's run queue instead.
  */

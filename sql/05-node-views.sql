@@ -17,10 +17,10 @@ END
 $drop$;
 
 -- The nodes whose collector measures this very server: it holds a session here (its control
--- connection, named as src/instance/server-lock.ts names it). Views that join live
+-- connection, named as src/postmaster/server-lock.ts names it). Views that join live
 -- pg_stat_activity show only their rows. On a standby, whose bpf_stats is its primary's, that
 -- is the standby's own node. Only sessions of a role trusted with bpf_stats count (the schema's
--- owner, a superuser, or a role with the owner's privileges; as src/instance/server-lock.ts
+-- owner, a superuser, or a role with the owner's privileges; as src/postmaster/server-lock.ts
 -- counts collectors): a node role writes a health row of its own, and with a session named
 -- after it its forged backend_stats were joined to this server's real backends.
 CREATE OR REPLACE FUNCTION bpf_stats.local_nodes()

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MapType, type MapInfo } from '../native/bpf-native.js';
-import { memoryCgroupPath, memoryHierarchyMount } from '../instance/cgroup-paths.js';
+import { memoryCgroupPath, memoryHierarchyMount } from '../postmaster/cgroup-paths.js';
 
 /** The memory limit that holds this process: its memory cgroup's, or a smaller one above it. */
 export interface MemoryLimit {

@@ -8,12 +8,12 @@ import { oneLine } from '../errors.js';
 import type { SupportContext } from '../families/family.js';
 import { PROBE_SETS } from '../families/index.js';
 import { LLC_EVENTS } from '../families/llc/llc-family.js';
-import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
+import { probeSetUnsupportedReason } from './probe-set-support.js';
 import { loadNative } from '../native/bpf-native.js';
 import { connect } from '../storage/connect.js';
 import { shorten } from '../shorten.js';
-import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
-import { discoverPostmaster } from '../target/discover-postmaster.js';
+import { calibrateStatusLayout } from '../postmaster/calibrate-status-layout.js';
+import { discoverPostmaster } from '../postmaster/discover-postmaster.js';
 import { hostChecks } from './host-checks.js';
 import { mapsFullBytes, ownMemoryLimit } from './memory-limit.js';
 

@@ -8,7 +8,7 @@ import { parseRetention } from './parse-retention.js';
 import { parseMetricsAddress, type MetricsAddress } from '../exporters/prometheus/metrics-address.js';
 import { parseTopOptions, type TopCliOptions } from '../top/top-options.js';
 import { DEFAULT_REPORT_LIMIT, type ReportOptions } from '../report/report-command.js';
-import { parseNodeName } from '../sink/node-name.js';
+import { parseNodeName } from '../storage/node-name.js';
 import { clientConfig } from '../storage/connection-string.js';
 
 export type CommandName = 'run' | 'demo' | 'check' | 'migrate' | 'top' | 'report' | 'sink-node';

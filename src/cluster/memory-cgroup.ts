@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { memoryCgroupPath } from '../instance/cgroup-paths.js';
+import { memoryCgroupPath } from '../postmaster/cgroup-paths.js';
 
 const MEMCG_V1 = '/sys/fs/cgroup/memory';
 

@@ -1,5 +1,5 @@
 import type { BpfLink } from '../native/bpf-native.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
+import type { PostmasterTarget } from '../postmaster/postmaster-target.js';
 import type { ProgramAttacher } from './loaded-programs.js';
 import type { TargetProbe } from './probe-attachment.js';
 

@@ -1,14 +1,14 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
-import type { PostgresGlobals } from '../target/postmaster-target.js';
+import type { PostgresGlobals } from '../postmaster/postmaster-target.js';
 import { PostmasterTgidValue, Structs, type FieldOf, type MapName, type ProgramName, type RodataName } from '../bpf/contract.js';
 import { RecordLayout } from '../bpf/record-layout.js';
-import { namespaceOf, procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
+import { namespaceOf, procPidsFor, type NamespaceId } from '../postmaster/pid-namespace.js';
 import { UserError } from '../errors.js';
 import { isNativeError, loadNative } from '../native/bpf-native.js';
 import { packageRoot } from '../package-root.js';
-import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import type { PostmasterTarget, StatusLayout } from '../postmaster/postmaster-target.js';
 import { disableMissingTracepoints } from './disable-missing-tracepoints.js';
 import { markExitedWhilePaused } from './exited-while-paused.js';
 import { KernelFeatures } from './kernel-features.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
 import { RecordLayout } from '../bpf/record-layout.js';
-import { CLOCK_TICKS, procStat } from '../target/proc-stat.js';
+import { CLOCK_TICKS, procStat } from '../postmaster/proc-stat.js';
 
 /**
  * Marks exited, as of now, every tracked process that is gone (or a zombie) although BPF never

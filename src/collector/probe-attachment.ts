@@ -1,5 +1,5 @@
 import type { HistSwitch, ProgramName } from '../bpf/contract.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
+import type { PostmasterTarget } from '../postmaster/postmaster-target.js';
 import type { PerfEventSpec } from './perf-events.js';
 
 /** One attachment a probe set makes: a program of the collector object and where it goes. */

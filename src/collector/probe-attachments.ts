@@ -1,7 +1,7 @@
 import type { CollectorBpfObject } from '../bpf/collector-bpf-object.js';
 import type { MapName, ProgramName } from '../bpf/contract.js';
 import type { BpfLink } from '../native/bpf-native.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
+import type { PostmasterTarget } from '../postmaster/postmaster-target.js';
 import { attachTargetProbes } from './attach-target-probes.js';
 import { markExitedWhilePaused } from './exited-while-paused.js';
 import type { LoadedPrograms } from './loaded-programs.js';
@@ -19,7 +19,7 @@ const IN_FLIGHT_MAPS: readonly MapName[] = ['mem_stalls', 'io_inflight', 'lock_w
 /**
  * The probe sets attached to the loaded object, by name: attach and detach, the switches of
  * sets that share a program, pause and resume. Whether a set is supported here is decided
- * before (src/families/probe-set-support.ts), not here.
+ * before (src/capabilities/probe-set-support.ts), not here.
  *
  * @example
  * object.probes.attach('cpu');

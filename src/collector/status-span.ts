@@ -1,5 +1,5 @@
 import { StatusSpanBound } from '../bpf/contract.js';
-import type { StatusLayout } from '../target/postmaster-target.js';
+import type { StatusLayout } from '../postmaster/postmaster-target.js';
 
 /** The longest span BPF reads in one go (bpf/pg-status.bpf.h). */
 export const STATUS_SPAN_MAX = StatusSpanBound.STATUS_SPAN_MAX;

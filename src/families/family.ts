@@ -2,9 +2,9 @@ import type { FieldOf, MapName, ProgramName, RodataName } from '../bpf/contract.
 import type { BackendSample } from '../collector/map-samples.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { ProbeAttachment } from '../collector/probe-attachment.js';
-import type { FlushPart } from '../flush/flush-part.js';
-import type { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
-import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import type { FlushPart } from './flush-part.js';
+import type { LwlockTrancheNames } from '../postmaster/lwlock-tranche-names.js';
+import type { PostmasterTarget, StatusLayout } from '../postmaster/postmaster-target.js';
 
 /*
  * The one seam a family of metrics plugs into. A family is one folder of src/families/ and
@@ -46,7 +46,7 @@ export interface ProbeSet<Name extends string = string> {
   whereSupported?: boolean;
   /**
    * Why this set cannot run here, or null when it can. Called only through
-   * probeSetUnsupportedReason (probe-set-support.ts), which adds what every set shares.
+   * probeSetUnsupportedReason (src/capabilities/probe-set-support.ts), which adds what every set shares.
    */
   unsupportedReason(context: SupportContext): string | null;
   attachments: readonly ProbeAttachment[];

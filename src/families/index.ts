@@ -1,7 +1,7 @@
 import type { RodataName } from '../bpf/contract.js';
 import { UserError } from '../errors.js';
-import type { FlushPart } from '../flush/flush-part.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
+import type { FlushPart } from './flush-part.js';
+import type { PostmasterTarget } from '../postmaster/postmaster-target.js';
 import { blockersFamily } from './blockers/blockers-family.js';
 import { cpuFamily } from './cpu/cpu-family.js';
 import type { FamilyFlushContext, MetricColumn, ProbeSet } from './family.js';

@@ -1,5 +1,5 @@
 import { createQueryId, PostgresQueryCompiler, sql, type Kysely } from 'kysely';
-import type { FlushInput, FlushPart } from './flush-part.js';
+import type { FlushInput, FlushPart } from '../families/flush-part.js';
 
 /**
  * Writes a flush as ONE statement: every part's statements become data-modifying CTEs of a

@@ -1,4 +1,4 @@
-import { EvictableDeltas, type CumulativeEntry } from './evictable-deltas.js';
+import { EvictableDeltas, type CumulativeEntry } from '../deltas/evictable-deltas.js';
 import { addExact, type ExactInt } from '../exact-int.js';
 import type { HistogramSample } from '../collector/decode-histograms.js';
 import { queryIdentityKey } from '../collector/map-samples.js';

@@ -1,9 +1,9 @@
 import { sql, type RawBuilder } from 'kysely';
-import type { FlushInput, FlushPart, PreparedPart } from './flush-part.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../families/flush-part.js';
 import { HistogramDeltas, type HistogramRow } from './histogram-deltas.js';
 import type { HistogramSample } from '../collector/decode-histograms.js';
-import { PRESSURE_FILL } from './held-keys.js';
-import { MapEviction } from './map-eviction.js';
+import { PRESSURE_FILL } from '../deltas/held-keys.js';
+import { MapEviction } from '../deltas/map-eviction.js';
 import { sumExact } from '../exact-int.js';
 
 export interface HistogramsPartOptions {

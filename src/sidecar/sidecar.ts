@@ -15,55 +15,41 @@ import { oneLine, UserError } from '../errors.js';
 import { loadNative } from '../native/bpf-native.js';
 import { LOG_PERIOD_MS, rateLimited } from '../rate-limited-log.js';
 import type { SupportContext } from '../families/family.js';
-import { familyFlushParts, familyRodata, METRIC_COLUMNS, PROBE_SETS, type ProbeSetName } from '../families/index.js';
-import { probeSetUnsupportedReason } from '../families/probe-set-support.js';
-import { FlushWriter } from '../flush/flush-writer.js';
+import { familyRodata, PROBE_SETS, type ProbeSetName } from '../families/index.js';
+import { probeSetUnsupportedReason } from '../capabilities/probe-set-support.js';
+import { type FlushWiring, METRIC_FIELDS, wireFlush } from '../flush/flush-wiring.js';
 import type { HistogramRow } from '../flush/histogram-deltas.js';
-import { HistogramsPart } from '../flush/histograms-part.js';
-import { WaitEventsPart, type QueryWaitEventRow } from '../families/waits/wait-events-part.js';
-import { WaitEventHistoryPart } from '../families/waits/wait-event-history-part.js';
+import type { QueryWaitEventRow } from '../families/waits/wait-events-part.js';
 import { IdleGate } from '../flush/idle-gate.js';
-import { HealthPart } from '../health/health-part.js';
-import { DEFAULT_HISTORY_INTERVAL_MS, HistoryPart } from '../health/history-part.js';
+import { DEFAULT_HISTORY_INTERVAL_MS } from '../flush/history-part.js';
 import { pinnedConfig, pinnedOnConnect } from '../storage/pinned-session.js';
-import { DEFAULT_HISTORY_RETENTION_MS, HistoryRetention } from '../health/history-retention.js';
-import { RowRetention } from '../health/row-retention.js';
-import { readHeldQueryKeys } from '../health/held-query-keys.js';
 import { backendPid } from '../storage/backend-pid.js';
-import { BackendStatsPart } from '../storage/backend-stats-part.js';
 import { clientDatabase } from '../storage/client-database.js';
 import { preparingPool } from '../storage/preparing-pool.js';
 import { connect, exemptFromIdleTimeout } from '../storage/connect.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import type { BackendRow, QueryRow } from '../storage/metric-row.js';
-import { MetricRows } from '../storage/metric-rows.js';
 import { migrateSchema } from '../storage/migrate-schema.js';
 import { QueryIncrements } from '../storage/query-increments.js';
-import { QueryStatsPart } from '../storage/query-stats-part.js';
-import { LwlockTrancheNames } from '../target/lwlock-tranche-names.js';
-import { calibrateStatusLayout } from '../target/calibrate-status-layout.js';
-import { PostmasterFollower } from '../instance/postmaster-follower.js';
-import { collectorApplicationName, lockServer } from '../instance/server-lock.js';
-import { discoverPostmaster } from '../target/discover-postmaster.js';
-import { defaultNodeName, nodeConnectionOptions } from '../sink/node-name.js';
-import { QueryTextsPart } from '../sink/query-texts-part.js';
+import { calibrateStatusLayout } from '../postmaster/calibrate-status-layout.js';
+import { PostmasterFollower } from './postmaster-follower.js';
+import { collectorApplicationName, lockServer } from '../postmaster/server-lock.js';
+import { discoverPostmaster } from '../postmaster/discover-postmaster.js';
+import { defaultNodeName, nodeConnectionOptions } from '../storage/node-name.js';
 import { isStandby, openSink, sinkOnNode, sinkWriter, STANDBY_WITHOUT_SINK } from '../sink/sink.js';
 import { markVanishedBackends } from '../sink/vanished-backends.js';
-import type { PostmasterTarget, StatusLayout } from '../target/postmaster-target.js';
+import type { PostmasterTarget, StatusLayout } from '../postmaster/postmaster-target.js';
 import { clientConfig } from '../storage/connection-string.js';
 
 /** The writer session's lock_timeout (see the writer pool). */
 const WRITER_LOCK_TIMEOUT = '-c lock_timeout=5s';
-
-/** The members of struct metrics every flush reads, in METRIC_COLUMNS order. */
-const METRIC_FIELDS = METRIC_COLUMNS.map((c) => c.field);
 
 export interface SidecarOptions {
   /** libpq DSN of the node (the server measured); undefined means the PG* environment variables. */
   connectionString?: string;
   /** Where bpf_stats is written (`run --sink`): another database, e.g. a standby's primary; undefined: the node's own. */
   sink?: string;
-  /** The node's name in bpf_stats (`run --node`); default: host name and port (src/sink/node-name.ts). */
+  /** The node's name in bpf_stats (`run --node`); default: host name and port (src/storage/node-name.ts). */
   node?: string;
   /** Flush period. */
   intervalMs: number;
@@ -212,178 +198,36 @@ export class Sidecar {
     let sink: pg.Client | null = null;
     try {
       await exemptFromIdleTimeout(control);
-      // Before anything is created: a second collector on this server refuses here.
-      const lockNote = await lockServer(control);
-      if (lockNote) log(lockNote);
-      // A standby cannot hold bpf_stats: its figures go to a sink, checked writable before anything is created.
-      const node = options.node ?? (await defaultNodeName(control));
-      if (!options.sink && (await isStandby(control))) throw new UserError(STANDBY_WITHOUT_SINK);
-      sink = options.sink ? await openSink(options.sink, node, 'pg-bpf-stats sink') : null;
-      // A role that is neither the sink's owner nor registered for this node is refused here, before anything is created.
-      const asNode = sink ? (await sinkWriter(sink, node, log)) === 'node' : false;
-      const local = sink ? await sinkOnNode(control, sink) : true;
+      const destination = await claimServer(control, options, log);
+      sink = destination.sink;
+      const { node, asNode, local } = destination;
       const store = sink ?? control;
-      const target = await discoverPostmaster(control);
-      const observer = await connect(options.connectionString);
-      let layout: StatusLayout;
-      try {
-        layout = await calibrateStatusLayout(target, control, observer);
-      } finally {
-        await observer.end();
-      }
-      if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
-      if (!target.addresses.outerUserId)
-        log(
-          'this build does not show which user a statement runs as (GetOuterUserId not found): statements are keyed by the session user, not the role after SET ROLE',
-        );
+      const { target, layout } = await findServer(control, options, log);
       const support: SupportContext = { target, layout, perfEvents: options.perfEvents ?? {} };
-      const sets = new Set<ProbeSetName>([
-        ...Object.values(PROBE_SETS)
-          .filter((s) => s.default)
-          .map((s) => s.name),
-        ...(options.probeSets ?? []),
-      ]);
-      // Every refusal comes before the schema is touched: nothing is created for a run that cannot start.
-      for (const set of sets) {
-        // A default set marked whereSupported is left out where this host cannot run it (and said
-        // so); any other set that cannot run here is an error from attach().
-        const optional = PROBE_SETS[set].whereSupported && !options.probeSets?.includes(set);
-        const reason = probeSetUnsupportedReason(set, support);
-        if (reason && optional) {
-          log(`probe set ${set} is not supported here, collecting without it: ${reason}`);
-          sets.delete(set);
-        } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
-      }
-      // The queries map is sized from it, and a map's size is fixed when it is created: read first.
-      const pgssMax = await pgStatStatementsMax(control);
-      // Load (and so verify) the BPF object before touching the schema: a host that cannot run
-      // the programs leaves the database as it found it.
-      const loadStartedMs = performance.now();
-      object = CollectorObject.load({
-        // The sets attached now; another set's programs are loaded (verified) when it is requested.
-        preload: [...sets],
-        target,
-        layout,
-        probeSets: PROBE_SETS,
-        rodata: familyRodata(target),
-        maxBackends: options.maxBackends,
-        maxQueries: options.maxQueries,
-        pgStatStatementsMax: pgssMax,
-        maxExcludedPids: options.maxExcludedPids,
-        maxQueryChanges: options.maxQueryChanges,
-        maxHistogramChanges: options.maxHistogramChanges,
-        maxHistograms: options.maxHistograms,
-        maxLockWaits: options.maxLockWaits,
-        maxWaitEvents: options.maxWaitEvents,
-        maxQueryKeysPerRole: options.maxQueryKeysPerRole,
-        perfEvents: options.perfEvents,
-      });
-      const loadedMs = performance.now() - loadStartedMs;
-      // Attached before the schema is looked at: figures count from the retarget below, while the
-      // schema work runs (bench/journal/start-up.md#the-probes-before-the-schema-the-first-rows-at-once). Attaching creates nothing in the database; a
-      // failure from here on detaches everything as the process ends. The collector's own
-      // connections to this server are left out of the figures first.
-      object.exclude(backendPid(control));
-      if (sink && local) object.exclude(backendPid(sink));
-      // The programs count nothing until retarget() names the postmaster, so they attach before it
-      // is found: the program that finds it then joins sched_switch as a second probe and leaves
-      // it without the RCU grace period a tracepoint waits for when its probes go 1 -> 0 -> 1
-      // (10-20 ms of every start when the sets attached after it).
-      for (const set of sets) object.probes.attach(set);
-      // The postmaster as BPF sees it (its host tgid), found before anything is created.
-      const findStartedMs = performance.now();
-      const current = await postmasterForBpf(object, target, options.connectionString);
-      object.retarget(current);
-      const loadMs = loadedMs + performance.now() - findStartedMs;
-      log(
-        `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
-          `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
-      );
-      // How long start-up took and its biggest part (bench/journal/start-up.md#start-up): a slow start says why.
-      log(
-        `attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`,
-      );
+      const sets = setsToAttach(options, support, log);
+      const loaded = await loadAndAttach(control, sink && local ? sink : null, target, layout, sets, options, log);
+      object = loaded.object;
+      const { current, pgssMax } = loaded;
       await migrateSchema(store, undefined, node, { asNode });
       log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
-      const excluder = object;
-      const logOnce = rateLimited(log);
-      let checkPostmaster = (): void => undefined;
-      let forgetExcluded = (_pid: number, _starts: bigint[]): void => undefined;
-      const writerConfig = clientConfig(options.sink ?? options.connectionString);
-      const pool = new pg.Pool(
-        pinnedConfig({
-          ...writerConfig,
-          max: 1,
-          application_name: 'pg-bpf-stats writer',
-          // Kept open while idle (pg-pool closes idle clients after 10 s by default): a server with
-          // nothing to write would otherwise see a new connection, and its exclusion, per flush sent.
-          idleTimeoutMillis: 0,
-          // Rows take their node from the session (the node column's default).
-          // After the DSN's own options (the last -c wins), so neither is lost.
-          // A lock wait is bounded: a role that may update a table (a sink's node role, on the
-          // cumulative tables its upserts need) can LOCK it and keep the lock in an open
-          // transaction; the flush then fails with a lock timeout and goes out again with the next
-          // one (the increments stay in the maps), instead of hanging every flush, health row and
-          // retention pass behind it. Ahead of the DSN's options, which may set another.
-          options: [WRITER_LOCK_TIMEOUT, writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),
-          // Before the pool hands a new connection out: its backend excluded, then its search_path
-          // checked (a pooler that drops startup options must not get the writer's statements).
-          // A failure ends it, one line is logged, and the flush fails; the next opens another.
-          onConnect: pinnedOnConnect('writer', logOnce, (client) => {
-            // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
-            // must fail that transaction (it does, through its promise), not kill the process.
-            client.on('error', () => undefined);
-            // A sink on another server: the writer's backend is none of the node's.
-            if (!local) return;
-            // The writer's own backend must not show up in the figures it writes: its pid comes with
-            // the connection (BackendKeyData), so it is excluded before it runs anything.
-            try {
-              const pid = backendPid(client);
-              // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
-              checkPostmaster();
-              forgetExcluded(pid, excluder.exclude(pid));
-            } catch (error) {
-              // Not excluded, it must not write.
-              throw new Error(`cannot exclude its backend: ${oneLine(error)}`);
-            }
-          }),
-        }),
-      );
-      pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
-      // Statements sent again and again (every flush's) are parsed and planned once.
-      db = new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
+      const ownBackends: WriterBackends = { checkPostmaster: () => undefined, forgetExcluded: () => undefined };
+      db = openWriter(options, node, local, object, ownBackends, log);
 
       let nodeClient = async (): Promise<pg.Client> => control;
-      const writing = flushParts(db, await QueryIncrements.resolve(db), object, target, layout, options, asNode, () => nodeClient());
-      forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
-      await writing.health.start();
-      await writing.retention?.maintain(db);
-      log(
-        writing.retention?.asNode
-          ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (the owner's collector drops old partitions; partitions of the width in use there are made): a node role cannot drop or create tables of its own`
-          : writing.retention
-            ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
-            : 'history: off (--history-retention off)',
-      );
-      log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
+      const writing = await startWriting(db, object, target, layout, options, asNode, () => nodeClient(), ownBackends);
       const sidecar = new Sidecar(options, target, layout, object, support, db, control, writing);
       nodeClient = () => sidecar.controlClient();
       sidecar.node = node;
       sidecar.sinkOnNode = local;
       sidecar.follow(current);
-      checkPostmaster = () => sidecar.follower?.check();
+      ownBackends.checkPostmaster = () => sidecar.follower?.check();
       await sidecar.markVanishedBackends();
       // The first figures now (what ran while the schema was checked), not an interval later;
       // what is not figures comes after them.
       await sidecar.flush({ lazy: true });
       sidecar.timer = setInterval(() => void sidecar.flush({ lazy: true }), options.intervalMs);
       try {
-        // The same checks as `pg-bpf-stats check`; the object above passed the verifier.
-        const capabilities = await probeCapabilities({ support, loaded: true, pgStatStatementsMax: pgssMax });
-        await writeCapabilities(clientDatabase(store), capabilities);
-        // Said where it is seen, not only in a table: keys would be refused long before the maps fill.
-        const memory = capabilities.find((line) => line.probe === 'memory limit');
-        if (memory && !memory.ok) log(`memory limit: ${memory.detail}`);
+        await recordCapabilities(support, pgssMax, store, log);
         await sink?.end();
         sink = null;
         // Never a reason not to start: a failure is one line, retried at the next period.
@@ -724,7 +568,7 @@ export class Sidecar {
   }
 
   /**
-   * Follows the postmaster across restarts (src/instance/postmaster-follower.ts): the BPF
+   * Follows the postmaster across restarts (src/sidecar/postmaster-follower.ts): the BPF
    * filter moves to the new one; the maps and what they hold stay, so nothing is lost or
    * counted twice. A postmaster gone for good (or back as another binary) ends the run.
    */
@@ -819,7 +663,6 @@ const FINAL_FLUSH_ATTEMPTS = 3;
  * (bench/journal/memory.md#freed-malloc-memory-given-back-after-a-large-flush).
  */
 const TRIM_AFTER_ROWS = 512;
-const COLLECTIONS_RETENTION_MS = 30 * 86_400_000;
 const DEFAULT_POSTMASTER_WAIT_MS = 60_000;
 /** How long after a restart orphans of the old postmaster are looked for (they exit once they notice). */
 const ORPHAN_SWEEP_MS = 30_000;
@@ -880,85 +723,254 @@ const COUNTER_MEANING: Record<DroppedCounterName, string> = {
     "a map insert was refused with room left (the kernel's BPF allocator had nothing at hand, or the memory cgroup is at its limit): that event's figure is lost as for a full map",
 };
 
-/** What every flush writes with: the metric rows its parts share, the writer, and health and history's own handles. */
-interface FlushWiring {
-  rows: MetricRows;
-  writer: FlushWriter<BpfStatsDatabase>;
-  health: HealthPart;
-  retention: HistoryRetention | null;
-  rowRetention: RowRetention;
-  histograms: HistogramsPart;
-  /** The wait events' part, whose written rows each flush reports. */
-  waitEvents: WaitEventsPart | undefined;
-  texts: QueryTextsPart;
+/**
+ * Start-up step 1: this server is ours to collect (the server lock) and where its figures go:
+ * the node's own database, or a sink checked writable (a standby has no other choice). Before
+ * anything is created; a sink opened here is closed again when a check refuses.
+ */
+async function claimServer(
+  control: pg.Client,
+  options: SidecarOptions,
+  log: (line: string) => void,
+): Promise<{ node: string; sink: pg.Client | null; asNode: boolean; local: boolean }> {
+  let sink: pg.Client | null = null;
+  try {
+    // Before anything is created: a second collector on this server refuses here.
+    const lockNote = await lockServer(control);
+    if (lockNote) log(lockNote);
+    // A standby cannot hold bpf_stats: its figures go to a sink, checked writable before anything is created.
+    const node = options.node ?? (await defaultNodeName(control));
+    if (!options.sink && (await isStandby(control))) throw new UserError(STANDBY_WITHOUT_SINK);
+    sink = options.sink ? await openSink(options.sink, node, 'pg-bpf-stats sink') : null;
+    // A role that is neither the sink's owner nor registered for this node is refused here, before anything is created.
+    const asNode = sink ? (await sinkWriter(sink, node, log)) === 'node' : false;
+    const local = sink ? await sinkOnNode(control, sink) : true;
+    return { node, sink, asNode, local };
+  } catch (error) {
+    await sink?.end().catch(() => undefined);
+    throw error;
+  }
 }
 
-/** The parts of every flush, in the order their statements run. */
-function flushParts(
+/** Start-up step 2: the postmaster behind the connection, and where its PgBackendStatus keeps what BPF reads. */
+async function findServer(
+  control: pg.Client,
+  options: SidecarOptions,
+  log: (line: string) => void,
+): Promise<{ target: PostmasterTarget; layout: StatusLayout }> {
+  const target = await discoverPostmaster(control);
+  const observer = await connect(options.connectionString);
+  let layout: StatusLayout;
+  try {
+    layout = await calibrateStatusLayout(target, control, observer);
+  } finally {
+    await observer.end();
+  }
+  if (layout.queryIdOffset === null) log('query ids are not computed (compute_query_id = off): figures are per backend only');
+  if (!target.addresses.outerUserId)
+    log(
+      'this build does not show which user a statement runs as (GetOuterUserId not found): statements are keyed by the session user, not the role after SET ROLE',
+    );
+  return { target, layout };
+}
+
+/** Start-up step 3: the default sets and those asked for, less the optional ones this host cannot run. */
+function setsToAttach(options: SidecarOptions, support: SupportContext, log: (line: string) => void): Set<ProbeSetName> {
+  const sets = new Set<ProbeSetName>([
+    ...Object.values(PROBE_SETS)
+      .filter((s) => s.default)
+      .map((s) => s.name),
+    ...(options.probeSets ?? []),
+  ]);
+  // Every refusal comes before the schema is touched: nothing is created for a run that cannot start.
+  for (const set of sets) {
+    // A default set marked whereSupported is left out where this host cannot run it (and said
+    // so); any other set that cannot run here is an error from attach().
+    const optional = PROBE_SETS[set].whereSupported && !options.probeSets?.includes(set);
+    const reason = probeSetUnsupportedReason(set, support);
+    if (reason && optional) {
+      log(`probe set ${set} is not supported here, collecting without it: ${reason}`);
+      sets.delete(set);
+    } else if (reason) throw new UserError(`probe set ${set} is not supported here: ${reason}`);
+  }
+  return sets;
+}
+
+/**
+ * Start-up step 4: the BPF object loaded (and so verified) before the schema is touched, its
+ * sets attached, and pointed at the postmaster as the kernel numbers it. The object is closed
+ * again when a later part of this step fails.
+ */
+async function loadAndAttach(
+  control: pg.Client,
+  /** The sink's connection when it is a backend of this server (left out of the figures too). */
+  localSink: pg.Client | null,
+  target: PostmasterTarget,
+  layout: StatusLayout,
+  sets: ReadonlySet<ProbeSetName>,
+  options: SidecarOptions,
+  log: (line: string) => void,
+): Promise<{ object: CollectorObject<ProbeSetName>; current: BpfPostmaster; pgssMax: number | null }> {
+  // The queries map is sized from it, and a map's size is fixed when it is created: read first.
+  const pgssMax = await pgStatStatementsMax(control);
+  // Load (and so verify) the BPF object before touching the schema: a host that cannot run
+  // the programs leaves the database as it found it.
+  const loadStartedMs = performance.now();
+  const object = CollectorObject.load({
+    // The sets attached now; another set's programs are loaded (verified) when it is requested.
+    preload: [...sets],
+    target,
+    layout,
+    probeSets: PROBE_SETS,
+    rodata: familyRodata(target),
+    maxBackends: options.maxBackends,
+    maxQueries: options.maxQueries,
+    pgStatStatementsMax: pgssMax,
+    maxExcludedPids: options.maxExcludedPids,
+    maxQueryChanges: options.maxQueryChanges,
+    maxHistogramChanges: options.maxHistogramChanges,
+    maxHistograms: options.maxHistograms,
+    maxLockWaits: options.maxLockWaits,
+    maxWaitEvents: options.maxWaitEvents,
+    maxQueryKeysPerRole: options.maxQueryKeysPerRole,
+    perfEvents: options.perfEvents,
+  });
+  try {
+    const loadedMs = performance.now() - loadStartedMs;
+    // Attached before the schema is looked at: figures count from the retarget below, while the
+    // schema work runs (bench/journal/start-up.md#the-probes-before-the-schema-the-first-rows-at-once). Attaching creates nothing in the database; a
+    // failure from here on detaches everything as the process ends. The collector's own
+    // connections to this server are left out of the figures first.
+    object.exclude(backendPid(control));
+    if (localSink) object.exclude(backendPid(localSink));
+    // The programs count nothing until retarget() names the postmaster, so they attach before it
+    // is found: the program that finds it then joins sched_switch as a second probe and leaves
+    // it without the RCU grace period a tracepoint waits for when its probes go 1 -> 0 -> 1
+    // (10-20 ms of every start when the sets attached after it).
+    for (const set of sets) object.probes.attach(set);
+    // The postmaster as BPF sees it (its host tgid), found before anything is created.
+    const findStartedMs = performance.now();
+    const current = await postmasterForBpf(object, target, options.connectionString);
+    object.retarget(current);
+    const loadMs = loadedMs + performance.now() - findStartedMs;
+    log(
+      `postmaster ${target.pgPid}${current.tgid !== target.pgPid ? ` (pid ${current.tgid} on the host, pid namespace level ${current.level})` : ''}: ` +
+        `${target.binaryPath} (PostgreSQL ${target.majorVersion}), data ${target.dataDir}`,
+    );
+    // How long start-up took and its biggest part (bench/journal/start-up.md#start-up): a slow start says why.
+    log(
+      `attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`,
+    );
+    return { object, current, pgssMax };
+  } catch (error) {
+    object.close();
+    throw error;
+  }
+}
+
+/** The writer's own backends, left out of the figures (hooks set once the sidecar exists). */
+interface WriterBackends {
+  /** Notices a restart first: it forgets the old postmaster's exclusions, not this one. */
+  checkPostmaster: () => void;
+  forgetExcluded: (pid: number, starts: bigint[]) => void;
+}
+
+/** Start-up step 5: the writer's one pinned connection, its backend excluded before it runs anything. */
+function openWriter(
+  options: SidecarOptions,
+  node: string,
+  local: boolean,
+  excluder: CollectorObject<ProbeSetName>,
+  ownBackends: WriterBackends,
+  log: (line: string) => void,
+): Kysely<BpfStatsDatabase> {
+  const logOnce = rateLimited(log);
+  const writerConfig = clientConfig(options.sink ?? options.connectionString);
+  const pool = new pg.Pool(
+    pinnedConfig({
+      ...writerConfig,
+      max: 1,
+      application_name: 'pg-bpf-stats writer',
+      // Kept open while idle (pg-pool closes idle clients after 10 s by default): a server with
+      // nothing to write would otherwise see a new connection, and its exclusion, per flush sent.
+      idleTimeoutMillis: 0,
+      // Rows take their node from the session (the node column's default).
+      // After the DSN's own options (the last -c wins), so neither is lost.
+      // A lock wait is bounded: a role that may update a table (a sink's node role, on the
+      // cumulative tables its upserts need) can LOCK it and keep the lock in an open
+      // transaction; the flush then fails with a lock timeout and goes out again with the next
+      // one (the increments stay in the maps), instead of hanging every flush, health row and
+      // retention pass behind it. Ahead of the DSN's options, which may set another.
+      options: [WRITER_LOCK_TIMEOUT, writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),
+      // Before the pool hands a new connection out: its backend excluded, then its search_path
+      // checked (a pooler that drops startup options must not get the writer's statements).
+      // A failure ends it, one line is logged, and the flush fails; the next opens another.
+      onConnect: pinnedOnConnect('writer', logOnce, (client) => {
+        // pg-pool listens for errors on idle clients only; a socket that breaks mid-transaction
+        // must fail that transaction (it does, through its promise), not kill the process.
+        client.on('error', () => undefined);
+        // A sink on another server: the writer's backend is none of the node's.
+        if (!local) return;
+        // The writer's own backend must not show up in the figures it writes: its pid comes with
+        // the connection (BackendKeyData), so it is excluded before it runs anything.
+        try {
+          const pid = backendPid(client);
+          // A restart is noticed first: it forgets the old postmaster's exclusions, not this one.
+          ownBackends.checkPostmaster();
+          ownBackends.forgetExcluded(pid, excluder.exclude(pid));
+        } catch (error) {
+          // Not excluded, it must not write.
+          throw new Error(`cannot exclude its backend: ${oneLine(error)}`);
+        }
+      }),
+    }),
+  );
+  pool.on('error', (error) => logOnce(`writer connection lost: ${oneLine(error)}`, 'writer connection lost'));
+  // Statements sent again and again (every flush's) are parsed and planned once.
+  return new Kysely<BpfStatsDatabase>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
+}
+
+/** Start-up step 6: the flush's parts (src/flush/flush-wiring.ts), the health row begun and the history's partitions made. */
+async function startWriting(
   db: Kysely<BpfStatsDatabase>,
-  increments: QueryIncrements,
   object: CollectorObject<ProbeSetName>,
   target: PostmasterTarget,
   layout: StatusLayout,
   options: SidecarOptions,
-  /** Writing into a sink under a node role (src/sink/sink.ts). */
   asNode: boolean,
-  /** A connection to the node (the control connection, reopened when lost). */
   nodeClient: () => Promise<pg.Client>,
-): FlushWiring {
-  const rows = new MetricRows(target.pgPid, (records) => object.deleteBackends(records), {
-    evictQueries: (keys) => object.maps.evictQueries(keys, METRIC_FIELDS),
-    log: options.log,
-    version: { majorVersion: target.majorVersion, clientBackendType: layout.clientBackendType },
-  });
-  const retentionMs = options.historyRetentionMs === undefined ? DEFAULT_HISTORY_RETENTION_MS : options.historyRetentionMs;
-  const retention = retentionMs === null ? null : new HistoryRetention(retentionMs, options.historyPartitionMs, asNode);
-  // A getter: the postmaster's pid changes when it restarts (target is updated in place).
-  const histograms = new HistogramsPart({ evict: (keys) => object.maps.evictHistograms(keys), log: options.log });
-  const health = new HealthPart(db, rows, {
-    get postmasterPid() {
-      return target.pgPid;
-    },
-    intervalMs: options.intervalMs,
-    probeSets: () => object.probes.attached(),
-    historyRetentionMs: retentionMs,
-    heartbeatMs: options.healthHeartbeatMs,
-    evictedHistograms: () => histograms.evicted,
-  });
-  const texts = new QueryTextsPart();
-  const familyParts = familyFlushParts({
-    target,
-    trancheNames: new LwlockTrancheNames(target.pid, target.binaryPath, target.mappedPath),
-    lookupAndDelete: (map, keys) => object.maps.lookupAndDelete(map, keys),
-    backendRowKey: (sample) => rows.backendRowKey(sample),
-    log: options.log,
-  });
-  const waitEvents = familyParts.find((part): part is WaitEventsPart => part instanceof WaitEventsPart);
-  const writer = new FlushWriter(db, [
-    new QueryStatsPart(db, rows, increments),
-    texts,
-    new BackendStatsPart(db, rows, asNode),
-    histograms,
-    ...familyParts,
-    ...(retention
-      ? [new HistoryPart(db, rows, increments, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS, () => histograms.preparedRows)]
-      : []),
-    ...(retention && waitEvents ? [new WaitEventHistoryPart(waitEvents, options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)] : []),
-    health,
-  ]);
-  // Finished requests keep their documented 30 days unless a row retention is asked for.
-  // Which query keys the node still holds is read from the node (its pg_stat_statements and
-  // pg_stat_activity), not from the sink, which may be another server.
-  const rowRetention = new RowRetention(
-    options.rowRetentionMs ?? retentionMs ?? DEFAULT_HISTORY_RETENTION_MS,
-    options.rowRetentionMs ?? COLLECTIONS_RETENTION_MS,
-    {
-      heldKeys: async () => readHeldQueryKeys(await nodeClient()),
-      forget: (keys) => texts.forget(keys),
-      asNode,
-    },
+  ownBackends: WriterBackends,
+): Promise<FlushWiring> {
+  const log = options.log ?? (() => undefined);
+  const writing = wireFlush(db, await QueryIncrements.resolve(db), object, target, layout, options, asNode, nodeClient);
+  // Before the writer's first connection (the health row's): its exclusion reaches the rows.
+  ownBackends.forgetExcluded = (pid, starts) => writing.rows.excluded(pid, starts);
+  await writing.health.start();
+  await writing.retention?.maintain(db);
+  log(
+    writing.retention?.asNode
+      ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept as the sink keeps them (the owner's collector drops old partitions; partitions of the width in use there are made): a node role cannot drop or create tables of its own`
+      : writing.retention
+        ? `history: increments per ${seconds(options.historyIntervalMs ?? DEFAULT_HISTORY_INTERVAL_MS)} kept ${seconds(writing.retention.retentionMs)} in partitions of ${seconds(writing.retention.widthMs)}`
+        : 'history: off (--history-retention off)',
   );
-  return { rows, writer, health, retention, rowRetention, histograms, waitEvents, texts };
+  log(`rows of exited backends, finished requests and stopped collectors kept ${seconds(writing.rowRetention.retentionMs)}`);
+  return writing;
+}
+
+/** Start-up step 7, after the first flush: what this host supports, written where `check` would show it. */
+async function recordCapabilities(
+  support: SupportContext,
+  pgssMax: number | null,
+  store: pg.Client,
+  log: (line: string) => void,
+): Promise<void> {
+  // The same checks as `pg-bpf-stats check`; the object above passed the verifier.
+  const capabilities = await probeCapabilities({ support, loaded: true, pgStatStatementsMax: pgssMax });
+  await writeCapabilities(clientDatabase(store), capabilities);
+  // Said where it is seen, not only in a table: keys would be refused long before the maps fill.
+  const memory = capabilities.find((line) => line.probe === 'memory limit');
+  if (memory && !memory.ok) log(`memory limit: ${memory.detail}`);
 }
 
 function seconds(ms: number): string {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { oneLine, UserError } from '../errors.js';
 import { connect, redact } from '../storage/connect.js';
-import { nameNode } from './node-name.js';
+import { nameNode } from '../storage/node-name.js';
 
 /** Whether `client`'s server is a hot standby (in recovery: it cannot write or NOTIFY). */
 export async function isStandby(client: pg.Client): Promise<boolean> {

@@ -166,7 +166,7 @@ export interface CapabilitiesTable extends NodeKey {
   checked_at: Generated<Date>;
 }
 
-/** One collector's row (src/health/health-part.ts). */
+/** One collector's row (src/flush/health-part.ts). */
 export interface HealthTable extends NodeKey {
   host: string;
   pid: number;
@@ -195,7 +195,7 @@ export interface HealthTable extends NodeKey {
   stop_reason: string | null;
 }
 
-/** A query's text as the node's pg_stat_statements had it (src/sink/query-texts-part.ts). */
+/** A query's text as the node's pg_stat_statements had it (src/flush/query-texts-part.ts). */
 export interface QueryTextsTable extends QueryKey {
   query: string;
   first_seen: Generated<Date>;

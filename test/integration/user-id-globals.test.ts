@@ -2,8 +2,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { probeCapabilities } from '../../src/capabilities/probe-capabilities.js';
 import { findPgBin, ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { ElfFile } from '../../src/target/elf-file.js';
-import { accessorGlobal, userIdGlobals } from '../../src/target/user-id-globals.js';
+import { ElfFile } from '../../src/postmaster/elf-file.js';
+import { accessorGlobal, userIdGlobals } from '../../src/postmaster/user-id-globals.js';
 import { EMBEDDED_MAJORS, embeddedPostgresBin } from '../support/embedded-postgres.js';
 
 /*

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
-import { RowRetention } from '../../src/health/row-retention.js';
+import { RowRetention } from '../../src/retention/row-retention.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
 import { clientDatabase } from '../../src/storage/client-database.js';
 

@@ -1,5 +1,5 @@
 import { DummyDriver, Kysely, type DatabaseConnection, type Driver } from 'kysely';
-import type { PreparedPart } from '../../src/flush/flush-part.js';
+import type { PreparedPart } from '../../src/families/flush-part.js';
 import type { BpfStatsDatabase } from '../../src/storage/database.js';
 import { compileOnlyDialect } from './compile-only-dialect.js';
 

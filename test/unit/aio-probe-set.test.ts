@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { UserError } from '../../src/errors.js';
 import { AIO_PROBE_SET, aioUnsupportedReason } from '../../src/families/io/aio-probe-set.js';
-import type { PostmasterTarget } from '../../src/target/postmaster-target.js';
+import type { PostmasterTarget } from '../../src/postmaster/postmaster-target.js';
 
 describe('aio probe set', () => {
   // None of these reads the binary: the version and io_method decide first.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BackendTypeNames } from '../../src/storage/backend-type-names.js';
+import { BackendTypeNames } from '../../src/postmaster/backend-type-names.js';
 
 describe('BackendTypeNames', () => {
   it('names live processes as pg_stat_activity does and the postmaster by its pid', () => {

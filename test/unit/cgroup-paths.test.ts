@@ -2,7 +2,7 @@ import { mkdtempSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CgroupPaths, memoryHierarchyMount } from '../../src/instance/cgroup-paths.js';
+import { CgroupPaths, memoryHierarchyMount } from '../../src/postmaster/cgroup-paths.js';
 
 const V1 = [
   '25 31 0:22 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755',

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { PROBE_SETS, type ProbeSetName } from '../../src/families/index.js';
-import { probeSetUnsupportedReason } from '../../src/families/probe-set-support.js';
+import { probeSetUnsupportedReason } from '../../src/capabilities/probe-set-support.js';
 import { MAX_COLLECTION_MS, validateCollectionRequest } from '../../src/control/collection-request.js';
-import type { PostmasterTarget, StatusLayout } from '../../src/target/postmaster-target.js';
+import type { PostmasterTarget, StatusLayout } from '../../src/postmaster/postmaster-target.js';
 
 // Only what the sets' support check reads: a build with and one without PortalRun.
 const target = (t: object) => t as unknown as PostmasterTarget;

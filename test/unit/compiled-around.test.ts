@@ -1,6 +1,6 @@
 import { Kysely, sql, type RawBuilder } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { compiledAround } from '../../src/storage/compiled-around.js';
+import { compiledAround } from '../../src/flush/compiled-around.js';
 import { compileOnlyDialect } from '../support/compile-only-dialect.js';
 
 interface Db {

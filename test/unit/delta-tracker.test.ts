@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DeltaTracker } from '../../src/flush/delta-tracker.js';
+import { DeltaTracker } from '../../src/deltas/delta-tracker.js';
 
 describe('DeltaTracker', () => {
   it('gives the whole value the first time, then increments after each commit', () => {

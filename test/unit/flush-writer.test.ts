@@ -1,6 +1,6 @@
 import { Kysely, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import type { FlushInput, FlushPart } from '../../src/flush/flush-part.js';
+import type { FlushInput, FlushPart } from '../../src/families/flush-part.js';
 import { FlushWriter } from '../../src/flush/flush-writer.js';
 import { compileOnlyDialect } from '../support/compile-only-dialect.js';
 

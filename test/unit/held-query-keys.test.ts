@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { readHeldQueryKeys } from '../../src/health/held-query-keys.js';
-import { unheldBounds } from '../../src/health/row-retention.js';
+import { readHeldQueryKeys } from '../../src/retention/held-query-keys.js';
+import { unheldBounds } from '../../src/retention/row-retention.js';
 
 /** A node answering the settings/activity statement with `first`, and the pg_stat_statements read with `keys` (or failing with `error`). */
 function node(first: Record<string, unknown>, keys?: Record<string, unknown>, error?: { code: string }) {

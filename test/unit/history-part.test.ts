@@ -1,8 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { FlushInput, PreparedPart } from '../../src/flush/flush-part.js';
+import type { FlushInput, PreparedPart } from '../../src/families/flush-part.js';
 import type { HistogramRow } from '../../src/flush/histogram-deltas.js';
-import { HistoryPart, histogramHistoryRows } from '../../src/health/history-part.js';
-import { MAX_ROWS_PER_TABLE, MetricRows } from '../../src/storage/metric-rows.js';
+import { HistoryPart, histogramHistoryRows } from '../../src/flush/history-part.js';
+import { MAX_ROWS_PER_TABLE } from '../../src/families/flush-part.js';
+import { MetricRows } from '../../src/flush/metric-rows.js';
 import { QueryIncrements } from '../../src/storage/query-increments.js';
 import { answeringDb, queryHistoryRows } from '../support/increments-db.js';
 import { querySample, snapshotOf } from '../support/map-samples.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Activity, QuerySample } from '../../src/collector/map-samples.js';
 import { IdleGate } from '../../src/flush/idle-gate.js';
-import { MetricRows } from '../../src/storage/metric-rows.js';
+import { MetricRows } from '../../src/flush/metric-rows.js';
 import { querySample as sample, snapshotOf } from '../support/map-samples.js';
 
 /*

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { percpuOffsets } from '../../src/target/kernel-percpu.js';
+import { percpuOffsets } from '../../src/postmaster/kernel-percpu.js';
 
 /** A BTF blob: an int, a struct with one member (trailing bytes to skip), two VARs, and `.data..percpu` holding them. */
 function btfBlob(vars: Array<{ name: string; offset: number }>, section = '.data..percpu'): Buffer {

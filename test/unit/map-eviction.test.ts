@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MapEviction } from '../../src/flush/map-eviction.js';
+import { MapEviction } from '../../src/deltas/map-eviction.js';
 
 describe('MapEviction', () => {
   const keys = [Buffer.from([1]), Buffer.from([2])];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseCli } from '../../src/cli/parse-args.js';
 import { UserError } from '../../src/errors.js';
-import { nodeConnectionOptions, parseNodeName } from '../../src/sink/node-name.js';
+import { nodeConnectionOptions, parseNodeName } from '../../src/storage/node-name.js';
 
 describe('--node and --sink', () => {
   it('takes names that need no quoting in SQL or connection options', () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { BackendSample } from '../../src/collector/map-samples.js';
 import type { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
-import { MetricRows } from '../../src/storage/metric-rows.js';
+import { MetricRows } from '../../src/flush/metric-rows.js';
 import { backendSample, metrics, snapshotOf } from '../support/map-samples.js';
 
 /*

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseCli } from '../../src/cli/parse-args.js';
 import { parseRetention } from '../../src/cli/parse-retention.js';
 import { UserError } from '../../src/errors.js';
-import { HistoryRetention } from '../../src/health/history-retention.js';
+import { HistoryRetention } from '../../src/retention/history-retention.js';
 
 describe('parseRetention', () => {
   it('reads seconds to days, and off', () => {

@@ -1,7 +1,7 @@
 import { Kysely } from 'kysely';
 import type pg from 'pg';
 import { describe, expect, it, vi } from 'vitest';
-import { QueryTextsPart } from '../../src/sink/query-texts-part.js';
+import { QueryTextsPart } from '../../src/flush/query-texts-part.js';
 import type { QueryRow } from '../../src/storage/metric-row.js';
 import { WITHHELD_TEXT } from '../../src/password-text.js';
 import { compileOnlyDialect } from '../support/compile-only-dialect.js';

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { MapSnapshot } from '../../src/collector/map-snapshot.js';
 import { WaitEventHistoryPart } from '../../src/families/waits/wait-event-history-part.js';
 import type { BackendWaitEventRow, QueryWaitEventRow } from '../../src/families/waits/wait-events-part.js';
-import type { FlushInput } from '../../src/flush/flush-part.js';
-import { MAX_ROWS_PER_TABLE } from '../../src/storage/metric-rows.js';
+import type { FlushInput } from '../../src/families/flush-part.js';
+import { MAX_ROWS_PER_TABLE } from '../../src/families/flush-part.js';
 import { answeringDb } from '../support/increments-db.js';
 
 /*

@@ -1,4 +1,4 @@
-import { hostPercpuOffsets } from '../../target/kernel-percpu.js';
+import { hostPercpuOffsets } from '../../postmaster/kernel-percpu.js';
 import { defineFamily } from '../family.js';
 import { WaitEventNames } from '../waits/wait-event-names.js';
 import { WaitBlockersPart } from './wait-blockers-part.js';

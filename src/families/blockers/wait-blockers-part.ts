@@ -2,10 +2,10 @@ import { sql, type RawBuilder } from 'kysely';
 import { WakerKind } from '../../bpf/contract.js';
 import type { RawMap } from '../../collector/map-samples.js';
 import { addExact, type ExactInt } from '../../exact-int.js';
-import { EvictableDeltas, type CumulativeEntry } from '../../flush/evictable-deltas.js';
-import type { FlushInput, FlushPart, PreparedPart } from '../../flush/flush-part.js';
-import { MapEviction } from '../../flush/map-eviction.js';
-import { backendTypeEnumName } from '../../storage/backend-type-names.js';
+import { EvictableDeltas, type CumulativeEntry } from '../../deltas/evictable-deltas.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../flush-part.js';
+import { MapEviction } from '../../deltas/map-eviction.js';
+import { backendTypeEnumName } from '../../postmaster/backend-type-names.js';
 import type { WaitEventNames } from '../waits/wait-event-names.js';
 
 /** One bpf_stats.query_wait_blocker_stats row's increments. */

@@ -1,8 +1,8 @@
 import type { TargetProbe } from '../../collector/probe-attachment.js';
 import { UserError } from '../../errors.js';
-import { ElfFile } from '../../target/elf-file.js';
-import { findCallSite } from '../../target/find-call-site.js';
-import type { PostmasterTarget } from '../../target/postmaster-target.js';
+import { ElfFile } from '../../postmaster/elf-file.js';
+import { findCallSite } from '../../postmaster/find-call-site.js';
+import type { PostmasterTarget } from '../../postmaster/postmaster-target.js';
 import type { ProbeSet } from '../family.js';
 
 /*

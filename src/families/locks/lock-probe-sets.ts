@@ -1,9 +1,9 @@
 import type { ProgramName, RodataName } from '../../bpf/contract.js';
 import type { ProbeAttachment, TargetProbe } from '../../collector/probe-attachment.js';
-import { hasFunction } from '../../target/binary-symbols.js';
-import { ElfFile } from '../../target/elf-file.js';
-import { findCallSite } from '../../target/find-call-site.js';
-import type { PostmasterTarget } from '../../target/postmaster-target.js';
+import { hasFunction } from '../../postmaster/binary-symbols.js';
+import { ElfFile } from '../../postmaster/elf-file.js';
+import { findCallSite } from '../../postmaster/find-call-site.js';
+import type { PostmasterTarget } from '../../postmaster/postmaster-target.js';
 import type { ProbeSet } from '../family.js';
 
 /*

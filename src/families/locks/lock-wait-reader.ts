@@ -2,10 +2,10 @@ import { LwlockTranche } from '../../bpf/contract.js';
 import type { RecordLayout } from '../../bpf/record-layout.js';
 import type { MapSnapshot } from '../../collector/map-snapshot.js';
 import type { MapBatch } from '../../native/bpf-native.js';
-import { EvictableDeltas, type CumulativeEntry } from '../../flush/evictable-deltas.js';
-import { MapEviction } from '../../flush/map-eviction.js';
+import { EvictableDeltas, type CumulativeEntry } from '../../deltas/evictable-deltas.js';
+import { MapEviction } from '../../deltas/map-eviction.js';
 import type { ExactInt } from '../../exact-int.js';
-import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
+import type { LwlockTrancheNames } from '../../postmaster/lwlock-tranche-names.js';
 import { lockModeName, locktypeName, lwlockModeName } from './lock-names.js';
 
 /** The query a wait belongs to: pg_stat_statements' key. */

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
-import type { FlushInput, FlushPart, PreparedPart } from '../../flush/flush-part.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../flush-part.js';
 import { addExact } from '../../exact-int.js';
-import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
+import type { LwlockTrancheNames } from '../../postmaster/lwlock-tranche-names.js';
 import { LockWaitReader, type EvictLockWaits, type LockWaitRow, type LwlockWaitRow } from './lock-wait-reader.js';
 
 /**

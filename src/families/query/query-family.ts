@@ -1,4 +1,4 @@
-import { hasFunction } from '../../target/binary-symbols.js';
+import { hasFunction } from '../../postmaster/binary-symbols.js';
 import { defineFamily } from '../family.js';
 
 /** Exact statement counts, from a probe where each top-level statement ends; nested statements from the executor. */

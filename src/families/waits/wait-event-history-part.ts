@@ -1,12 +1,12 @@
 import { sql, type RawBuilder } from 'kysely';
 import { addExact } from '../../exact-int.js';
-import type { FlushInput, FlushPart, PreparedPart } from '../../flush/flush-part.js';
-import { MAX_ROWS_PER_TABLE } from '../../storage/metric-rows.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../flush-part.js';
+import { MAX_ROWS_PER_TABLE } from '../flush-part.js';
 import type { BackendWaitEventRow, QueryWaitEventRow, WaitEventsPart } from './wait-events-part.js';
 
 type WaitRow = QueryWaitEventRow | BackendWaitEventRow;
 
-/** Keys per table whose sums wait in memory at most, as for query_stats_history (src/health/history-part.ts). */
+/** Keys per table whose sums wait in memory at most, as for query_stats_history (src/flush/history-part.ts). */
 const MAX_PENDING_ROWS = MAX_ROWS_PER_TABLE;
 
 /**

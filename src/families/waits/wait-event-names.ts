@@ -1,4 +1,4 @@
-import type { LwlockTrancheNames } from '../../target/lwlock-tranche-names.js';
+import type { LwlockTrancheNames } from '../../postmaster/lwlock-tranche-names.js';
 import { WAIT_EVENT_TABLE } from './wait-event-table.js';
 
 /** A name and the first and last major versions (inclusive) that give it. */

@@ -3,14 +3,14 @@ import type { MapSnapshot } from '../../collector/map-snapshot.js';
 import type { BackendSample } from '../../collector/map-samples.js';
 import type { RawMap } from '../../collector/map-samples.js';
 import { addExact, type ExactInt } from '../../exact-int.js';
-import { EvictableDeltas, type CumulativeEntry } from '../../flush/evictable-deltas.js';
-import type { FlushInput, FlushPart, PreparedPart } from '../../flush/flush-part.js';
-import { MapEviction } from '../../flush/map-eviction.js';
+import { EvictableDeltas, type CumulativeEntry } from '../../deltas/evictable-deltas.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../flush-part.js';
+import { MapEviction } from '../../deltas/map-eviction.js';
 import { PG_EPOCH_UNIX_US } from '../../postgres-timestamp.js';
-import { bootTimeSeconds } from '../../target/proc-stat.js';
+import { bootTimeSeconds } from '../../postmaster/proc-stat.js';
 import type { WaitEventNames } from './wait-event-names.js';
 
-/** A process without PgBackendStatus is keyed as backend_stats keys it: boot time + its task's start (src/storage/metric-rows.ts). */
+/** A process without PgBackendStatus is keyed as backend_stats keys it: boot time + its task's start (src/flush/metric-rows.ts). */
 const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
 
 /** ClientRead's wait_event_info (class Client, id 0 in every version): BPF counts those sleeps in the process's record. */

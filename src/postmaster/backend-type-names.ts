@@ -19,7 +19,7 @@ export class BackendTypeNames {
 
   constructor(
     private postmasterPid: number,
-    /** The major version, and st_backendType of a client backend as calibration read it (src/target/). */
+    /** The major version, and st_backendType of a client backend as calibration read it (src/postmaster/). */
     version?: { majorVersion: number; clientBackendType: number },
   ) {
     const names = version ? BACKEND_TYPE_ENUM[version.majorVersion] : undefined;

@@ -1,16 +1,17 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../families/flush-part.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
-import { compiledAround } from '../storage/compiled-around.js';
+import { compiledAround } from './compiled-around.js';
 import { backendIdentityArrays, METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
 import type { QueryIncrements } from '../storage/query-increments.js';
 import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import type { MetricValue } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { addExact, sumExact, type ExactInt } from '../exact-int.js';
-import { MAX_ROWS_PER_TABLE, retractedRowTest, type MetricRows } from '../storage/metric-rows.js';
+import { MAX_ROWS_PER_TABLE } from '../families/flush-part.js';
+import { retractedRowTest, type MetricRows } from './metric-rows.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
-import type { HistogramRow } from '../flush/histogram-deltas.js';
+import type { HistogramRow } from './histogram-deltas.js';
 
 /** How often periodic flushes write history rows by default: each row is a key's increments over this long. */
 export const DEFAULT_HISTORY_INTERVAL_MS = 300_000;

@@ -1,17 +1,18 @@
 import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { queryIdentityKey, type BackendRecordRef, type BackendSample, type QuerySample } from '../collector/map-samples.js';
-import { DeltaTracker } from '../flush/delta-tracker.js';
+import { DeltaTracker } from '../deltas/delta-tracker.js';
 import { addExact, isZero, type ExactInt } from '../exact-int.js';
-import { columnValuesFor } from '../families/metric-values.js';
+import { columnValuesFor, type MetricValue } from '../families/metric-values.js';
 import { METRIC_COLUMNS } from '../families/index.js';
-import { bootTimeSeconds } from '../target/proc-stat.js';
-import { CgroupPaths } from '../instance/cgroup-paths.js';
-import { BackendTypeNames } from './backend-type-names.js';
+import { bootTimeSeconds } from '../postmaster/proc-stat.js';
+import { CgroupPaths } from '../postmaster/cgroup-paths.js';
+import { BackendTypeNames } from '../postmaster/backend-type-names.js';
 import { RowBacklog } from './row-backlog.js';
-import { HeldKeys, MAX_EVICTIONS_PER_FLUSH, PRESSURE_FILL, QUIET_FLUSHES } from '../flush/held-keys.js';
-import { MapEviction } from '../flush/map-eviction.js';
-import type { BackendRow, MetricRowSet, QueryRow } from './metric-row.js';
+import { HeldKeys, MAX_EVICTIONS_PER_FLUSH, PRESSURE_FILL, QUIET_FLUSHES } from '../deltas/held-keys.js';
+import { MapEviction } from '../deltas/map-eviction.js';
+import type { BackendRow, MetricRowSet, QueryRow } from '../storage/metric-row.js';
 import { PG_EPOCH_UNIX_US } from '../postgres-timestamp.js';
+import { MAX_ROWS_PER_TABLE } from '../families/flush-part.js';
 
 const IDENTITY_GRACE_NS = 5_000_000_000n;
 /**
@@ -51,14 +52,6 @@ const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
 const UNSEEN_START_WINDOW_NS = 10_000_000_000n;
 /** Rows' backend_start is Postgres' clock, or task start + boot time in whole seconds: this much either side. */
 const ROW_START_SLACK_US = 2_000_000n;
-/*
- * Rows per table a flush writes at most. A flush that was not written (its connection
- * terminated, a statement timeout) halves the budget of the next one, and a written one doubles
- * it back: whatever kills long statements, a flush small enough to commit comes, commits, and
- * frees map entries, rather than a backlog that grows with each failure until no flush can
- * commit. Rows left out stay in the maps (their baselines are not committed): the next flush has them.
- */
-export const MAX_ROWS_PER_TABLE = 16_384;
 const MIN_ROWS_PER_TABLE = 128;
 
 export interface MetricRowsOptions {
@@ -305,8 +298,49 @@ export class MetricRows {
     if (this.unwritten) this.rowBudget = Math.max(MIN_ROWS_PER_TABLE, this.rowBudget >> 1);
     this.unwritten = true;
     const budget = this.rowBudget;
-    let deferred = 0;
     const toColumnValues = columnValuesFor(measured);
+    const { queries, queryCommits, queriesDeferred } = this.prepareQueryRows(snapshot, budget, toColumnValues);
+    const { backends, backendCommits, backendsDeferred, exited, busy, identities, backendsUrgent, retracted, ownRecords } =
+      this.prepareBackendRows(snapshot, budget, toColumnValues, readByMs);
+    const deferred = queriesDeferred + backendsDeferred;
+    const busyNs = BigInt(busy);
+    this.waiting = { busyNs, identities };
+    this.lastDeferred = deferred;
+    let wasWritten = false;
+    const written = () => {
+      if (wasWritten) return;
+      wasWritten = true;
+      this.unwritten = false;
+      this.rowBudget = Math.min(MAX_ROWS_PER_TABLE, this.rowBudget * 2);
+    };
+    return {
+      queries,
+      backends,
+      retracted,
+      deferred,
+      rowsPerTable: budget,
+      backendsUrgent: backendsUrgent || ownRecords.length > 0 || this.busyEnough(busyNs),
+      commitQueries: () => {
+        written();
+        for (const commit of queryCommits) commit();
+      },
+      commitBackends: () => {
+        written();
+        if (backends.length) {
+          this.backendsWrittenNs = process.hrtime.bigint();
+          this.waiting = { ...this.waiting, busyNs: 0n };
+        }
+        for (const commit of backendCommits) commit();
+        this.forgetBackends(exited);
+      },
+    };
+  }
+
+  /**
+   * The query rows of a snapshot, at most `budget`: each key's delta since its figures were last
+   * written, with what evicted or refused keys still owe; and what to commit once written.
+   */
+  private prepareQueryRows(snapshot: MapSnapshot, budget: number, toColumnValues: (delta: readonly ExactInt[]) => MetricValue[]) {
     const queryCommits: Array<() => void> = [];
     const queries: QueryRow[] = [];
     const changed = new Set<string>();
@@ -346,7 +380,6 @@ export class MetricRows {
     }
     const chosenQueries = this.queryBacklog.choose(queryCandidates, (c) => c.key, budget);
     const queriesDeferred = queryCandidates.length - chosenQueries.length;
-    deferred += queriesDeferred;
     for (const c of chosenQueries) {
       const { identity } = c;
       queries.push({
@@ -381,7 +414,19 @@ export class MetricRows {
       snapshot.queriesWritten(queriesDeferred === 0);
       this.evictQuiet(snapshot.backends, pressure, fill?.maxEntries ?? 0);
     });
+    return { queries, queryCommits, queriesDeferred };
+  }
 
+  /**
+   * The backend rows of a snapshot, at most `budget`, exited processes first, never the
+   * collector's own backends; and what to commit once written.
+   */
+  private prepareBackendRows(
+    snapshot: MapSnapshot,
+    budget: number,
+    toColumnValues: (delta: readonly ExactInt[]) => MetricValue[],
+    readByMs: number,
+  ) {
     const backendCommits: Array<() => void> = [];
     const backends: BackendRow[] = [];
     // Summed exactly without a bigint per addition; one at the end.
@@ -436,7 +481,7 @@ export class MetricRows {
       budget,
       (c) => (c.record ? 0 : 1),
     );
-    deferred += backendCandidates.length - chosenBackends.length;
+    const backendsDeferred = backendCandidates.length - chosenBackends.length;
     for (const c of chosenBackends) {
       backends.push(c.row);
       if (c.record) exited.push(c.record);
@@ -462,37 +507,7 @@ export class MetricRows {
       const done = new Set(retracted.filter((r) => r.toNs < snapshot.takenNs && !ownRecords.some((s) => matches(r, s.pid, s.taskStartNs))));
       this.retracting = this.retracting.filter((r) => !done.has(r));
     });
-    const busyNs = BigInt(busy);
-    this.waiting = { busyNs, identities };
-    this.lastDeferred = deferred;
-    let wasWritten = false;
-    const written = () => {
-      if (wasWritten) return;
-      wasWritten = true;
-      this.unwritten = false;
-      this.rowBudget = Math.min(MAX_ROWS_PER_TABLE, this.rowBudget * 2);
-    };
-    return {
-      queries,
-      backends,
-      retracted,
-      deferred,
-      rowsPerTable: budget,
-      backendsUrgent: backendsUrgent || ownRecords.length > 0 || this.busyEnough(busyNs),
-      commitQueries: () => {
-        written();
-        for (const commit of queryCommits) commit();
-      },
-      commitBackends: () => {
-        written();
-        if (backends.length) {
-          this.backendsWrittenNs = process.hrtime.bigint();
-          this.waiting = { ...this.waiting, busyNs: 0n };
-        }
-        for (const commit of backendCommits) commit();
-        this.forgetBackends(exited);
-      },
-    };
+    return { backends, backendCommits, backendsDeferred, exited, busy, identities, backendsUrgent, retracted, ownRecords };
   }
 
   /**

@@ -1,4 +1,4 @@
-import { procPidsFor, type NamespaceId } from '../instance/pid-namespace.js';
+import { procPidsFor, type NamespaceId } from './pid-namespace.js';
 import type { UsdtNote } from './elf-file.js';
 
 /** Everything the collector needs to know about the Postgres it attaches to. */
@@ -35,7 +35,7 @@ export interface PostmasterTarget {
   preparedStatementSites: { executePlan: bigint | null; prepare: bigint | null };
   /**
    * Run-time addresses of the Postgres globals read by BPF. outerUserId, currentUserId (the user a
-   * statement runs as, src/target/user-id-globals.ts) and activePortal are 0n where not found:
+   * statement runs as, src/postmaster/user-id-globals.ts) and activePortal are 0n where not found:
    * statements are then keyed by the session's user.
    */
   addresses: PostgresGlobals;

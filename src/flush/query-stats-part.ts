@@ -1,10 +1,10 @@
 import { sql, type Kysely, type RawBuilder, type Updateable } from 'kysely';
-import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../families/flush-part.js';
 import type { MetricColumnName } from '../families/index.js';
-import type { BpfStatsDatabase, MetricColumns } from './database.js';
+import type { BpfStatsDatabase, MetricColumns } from '../storage/database.js';
 import { compiledAround } from './compiled-around.js';
-import { METRIC_COLUMN_NAMES } from './metric-arrays.js';
-import type { QueryIncrements } from './query-increments.js';
+import { METRIC_COLUMN_NAMES } from '../storage/metric-arrays.js';
+import type { QueryIncrements } from '../storage/query-increments.js';
 import type { MetricRows } from './metric-rows.js';
 
 /**

@@ -8,7 +8,7 @@ import type { PostgresGlobals, PostmasterTarget } from './postmaster-target.js';
 import { runtimeAddress, runtimeAddressOf } from './process-memory.js';
 import { userIdGlobals } from './user-id-globals.js';
 import { bootTimeSeconds, CLOCK_TICKS, procStat } from './proc-stat.js';
-import { namespaceOf, nsPids, pgPidOf, procPidsFor, sameMountNamespace, type NamespaceId } from '../instance/pid-namespace.js';
+import { namespaceOf, nsPids, pgPidOf, procPidsFor, sameMountNamespace, type NamespaceId } from './pid-namespace.js';
 
 /** Symbols every supported Postgres (14+) exports, with or without USDT. */
 export const REQUIRED_SYMBOLS = ['MyBEEntry', 'my_wait_event_info'] as const;

@@ -1,9 +1,9 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
-import { binaryArray } from './binary-array.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../families/flush-part.js';
+import { binaryArray } from '../storage/binary-array.js';
 import { compiledAround } from './compiled-around.js';
-import type { BpfStatsDatabase } from './database.js';
-import { backendIdentityArrays, METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from './metric-arrays.js';
+import type { BpfStatsDatabase } from '../storage/database.js';
+import { backendIdentityArrays, METRIC_COLUMN_NAMES, metricArrays, metricColumnList, usToTimestamp } from '../storage/metric-arrays.js';
 import type { MetricRows } from './metric-rows.js';
 import { accumulate } from './query-stats-part.js';
 

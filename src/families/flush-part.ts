@@ -69,3 +69,12 @@ export interface FlushPart {
    */
   wouldWriteNothing?(): boolean;
 }
+
+/*
+ * Rows per table a flush writes at most. A flush that was not written (its connection
+ * terminated, a statement timeout) halves the budget of the next one, and a written one doubles
+ * it back: whatever kills long statements, a flush small enough to commit comes, commits, and
+ * frees map entries, rather than a backlog that grows with each failure until no flush can
+ * commit. Rows left out stay in the maps (their baselines are not committed): the next flush has them.
+ */
+export const MAX_ROWS_PER_TABLE = 16_384;

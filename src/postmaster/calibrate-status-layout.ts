@@ -207,7 +207,7 @@ async function reportsEachStatementsId(probe: pg.Client): Promise<boolean> {
 }
 
 /**
- * The user-id and portal globals were found by decoding code (src/target/user-id-globals.ts):
+ * The user-id and portal globals were found by decoding code (src/postmaster/user-id-globals.ts):
  * trust them only if the idle probe backend shows there what Postgres says of it (its user, no
  * active portal). One that does not is set to 0n: BPF then keys statements by the session user
  * (as before), rather than by whatever those bytes hold.

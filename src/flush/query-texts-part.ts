@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type pg from 'pg';
 import { oneLine } from '../errors.js';
-import type { FlushPart, PreparedPart } from '../flush/flush-part.js';
+import type { FlushPart, PreparedPart } from '../families/flush-part.js';
 import type { QueryRow } from '../storage/metric-row.js';
 import { queryIdentityKey } from '../collector/map-samples.js';
 import { statementsRelation } from '../storage/pinned-session.js';

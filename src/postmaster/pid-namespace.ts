@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { procStat } from '../target/proc-stat.js';
+import { procStat } from './proc-stat.js';
 
 /*
  * Pids across pid namespaces. Postgres names its processes by their pid in its own pid

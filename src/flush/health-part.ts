@@ -3,10 +3,10 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { MapFill } from '../collector/map-samples.js';
-import type { FlushInput, FlushPart, PreparedPart } from '../flush/flush-part.js';
+import type { FlushInput, FlushPart, PreparedPart } from '../families/flush-part.js';
 import { packageRoot } from '../package-root.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
-import type { MetricRows } from '../storage/metric-rows.js';
+import type { MetricRows } from './metric-rows.js';
 
 /** What one flush saw of the BPF side, for its health row. */
 export interface FlushObservation {
@@ -74,7 +74,7 @@ export class HealthPart implements FlushPart {
   /**
    * Inserts this collector's row. Rows of this host's collectors that are gone without stopping
    * (killed, crashed) are kept as the trace of that: marked stopped at their last update, with
-   * the reason. Stopped rows leave with the row retention (src/health/row-retention.ts).
+   * the reason. Stopped rows leave with the row retention (src/retention/row-retention.ts).
    */
   async start(): Promise<void> {
     const others = await this.db

@@ -1,10 +1,10 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { oneLine, UserError } from '../errors.js';
 import type { BpfPostmaster, CollectorObject } from '../collector/collector-object.js';
-import { mappingStart } from '../target/process-memory.js';
-import type { PostmasterTarget } from '../target/postmaster-target.js';
-import { procStat } from '../target/proc-stat.js';
-import { kernelFileId, namespaceOf, pgPidOf, sameMountNamespace, type KernelFileId } from './pid-namespace.js';
+import { mappingStart } from '../postmaster/process-memory.js';
+import type { PostmasterTarget } from '../postmaster/postmaster-target.js';
+import { procStat } from '../postmaster/proc-stat.js';
+import { kernelFileId, namespaceOf, pgPidOf, sameMountNamespace, type KernelFileId } from '../postmaster/pid-namespace.js';
 
 /*
  * Following the postmaster across restarts (pg_ctl restart -m fast / immediate, a crash, a

@@ -4,7 +4,7 @@ import type pg from 'pg';
  * What the node itself still holds of the query keys, for the row retention: the keys its
  * pg_stat_statements holds (their rows are never deleted), the keys running now (a long
  * statement has figures before pg_stat_statements stores it) and pg_stat_statements.max, which
- * sizes the bounds (src/health/row-retention.ts).
+ * sizes the bounds (src/retention/row-retention.ts).
  */
 export interface HeldQueryKeys {
   /** pg_stat_statements.max on the node (5000, its default, when it is not loaded). */

@@ -1,7 +1,7 @@
-import { setCapabilityReason } from '../capabilities/probe-set-capabilities.js';
+import { setCapabilityReason } from './probe-set-capabilities.js';
 import { perfEventsUnsupportedReason } from '../collector/perf-events.js';
-import type { SupportContext } from './family.js';
-import { PROBE_SETS, type ProbeSetName } from './index.js';
+import type { SupportContext } from '../families/family.js';
+import { PROBE_SETS, type ProbeSetName } from '../families/index.js';
 
 /**
  * THE answer to "can this probe set run here?", for `check`, bpf_stats.capabilities, the
