@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 export CONTAINERS_CONF="$root/scripts/podman/containers.conf"
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# Packages two images share (Debian 13's base) are downloaded once.
+deb_cache=/var/cache/pg-bpf-stats-debootstrap
 
 # Names the tests use (test/support/container-images.ts).
 postgres15=localhost/pg-bpf-stats-test-postgres:15-bookworm
@@ -32,6 +34,7 @@ command -v debootstrap >/dev/null || fail "debootstrap is not installed (bash sc
 # Two checkouts bootstrapping at once build each image once.
 exec 9>/run/lock/pg-bpf-stats-container-images.lock
 flock 9
+mkdir -p "$deb_cache"
 
 # The postgres images start like the official postgres image does (POSTGRES_PASSWORD, then
 # `postgres` with its arguments), so the pod spec in docs/ runs against them as written.
@@ -78,7 +81,7 @@ build_rootfs_image() {
   echo "container-images: building $name (debootstrap $suite from $mirror)"
   local attempt
   for attempt in 1 2 3; do
-    if debootstrap --variant=minbase --include="$include" "$suite" "$dir" "$mirror" >"$log" 2>&1; then
+    if debootstrap --variant=minbase --cache-dir="$deb_cache" --include="$include" "$suite" "$dir" "$mirror" >"$log" 2>&1; then
       break
     fi
     if ((attempt == 3)); then
@@ -129,7 +132,7 @@ image="$collector_repo:$version-$digest"
 if podman image exists "$image"; then
   echo "container-images: $image exists, reused" >&2
 else
-  npm install -g --prefix "$stage/prefix" --prefer-offline --no-audit --no-fund --loglevel=error "$stage/$tarball"
+  npm install -g --prefix "$stage/prefix" --prefer-offline --no-audit --no-fund --loglevel=error "$stage/$tarball" >&2
   mkdir "$stage/context"
   mv "$stage/prefix/lib/node_modules/pg-bpf-stats" "$stage/context/package"
   podman build --quiet --build-arg "BASE=$collector_base" -f deploy/container/Containerfile -t "$image" "$stage/context" >/dev/null
