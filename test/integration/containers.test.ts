@@ -66,7 +66,7 @@ async function connect(config: pg.ClientConfig): Promise<pg.Client> {
 
 /** The checks both placements share, against the server `connectTo` reaches and whose postmaster is `postmasterHostPid` on the host. */
 function groundTruths(context: () => { connectTo: pg.ClientConfig; admin: pg.Client; postmasterHostPid: number }) {
-  it("gives a CPU-bound query its backend's on-CPU time from the kernel (schedstat), within 15%", async () => {
+  it("gives a CPU-bound query its backend's on-CPU time from the kernel (schedstat) and pg_stat_statements' execution time, within 15%", async () => {
     const { connectTo, admin, postmasterHostPid } = context();
     const client = await connect(connectTo);
     try {
@@ -79,6 +79,9 @@ function groundTruths(context: () => { connectTo: pg.ClientConfig; admin: pg.Cli
       expect(kernelCpuMs).toBeGreaterThan(150);
       expect(row.on_cpu_ms / kernelCpuMs).toBeGreaterThan(0.85);
       expect(row.on_cpu_ms / kernelCpuMs).toBeLessThan(1.15);
+      // On-CPU plus waiting for a CPU is the execution time PostgreSQL measured.
+      expect((row.on_cpu_ms + row.runq_wait_ms) / row.total_exec_time).toBeGreaterThan(0.85);
+      expect((row.on_cpu_ms + row.runq_wait_ms) / row.total_exec_time).toBeLessThan(1.15);
     } finally {
       await client.end();
     }
@@ -261,6 +264,81 @@ describe("the docs' Kubernetes pod spec, run as written (podman kube play): the 
     const line = log.split('\n').find((l) => /postmaster \d+ \(pid/.test(l));
     expect(line).toContain(`(pid ${postmasterHostPid} on the host`);
     expect(line).toContain('/usr/lib/postgresql/17/bin/postgres');
+  });
+
+  groundTruths(() => ({ connectTo, admin, postmasterHostPid }));
+});
+
+describe("the collector's image as its own user (uid 10001, ambient capabilities) beside PostgreSQL 17: its pid and network namespaces shared, read-only root", () => {
+  const password = randomBytes(12).toString('hex');
+  const name = uniqueName('pg-bpf-stats-test-image');
+  let server: StartedTestContainer | undefined;
+  let connectTo: pg.ClientConfig;
+  let admin: pg.Client;
+  let postmasterHostPid = 0;
+  let started = false;
+
+  beforeAll(async () => {
+    await requireContainerPrerequisites({ images: [POSTGRES_IMAGES[17]] });
+    const image = await collectorImage();
+    server = await new GenericContainer(POSTGRES_IMAGES[17])
+      .withName(uniqueName('pg-bpf-stats-test-pg17-image'))
+      .withEnvironment({ POSTGRES_PASSWORD: password })
+      .withCommand(['postgres', '-c', 'shared_preload_libraries=pg_stat_statements'])
+      .withExposedPorts(5432)
+      .withWaitStrategy(Wait.forLogMessage('database system is ready to accept connections'))
+      .withStartupTimeout(120_000)
+      .start();
+    postmasterHostPid = await mainHostPid(server.getId());
+    connectTo = { host: '127.0.0.1', port: server.getMappedPort(5432), user: 'postgres', password, database: 'postgres' };
+    admin = await connect(connectTo);
+    await admin.query('CREATE EXTENSION pg_stat_statements SCHEMA public');
+    const caps = ['BPF', 'PERFMON', 'SYS_PTRACE', 'DAC_READ_SEARCH', 'SYS_ADMIN'].flatMap((c) => ['--cap-add', c]);
+    const target = `container:${server.getId()}`;
+    await podman([
+      'run',
+      '-d',
+      '--name',
+      name,
+      '--read-only',
+      '--cap-drop',
+      'ALL',
+      ...caps,
+      '--pid',
+      target,
+      '--network',
+      target,
+      '-e',
+      `PGPASSWORD=${password}`,
+      image,
+      'run',
+      '--dsn',
+      'postgresql://postgres@localhost:5432/postgres',
+      '--interval',
+      '200ms',
+      '--probes',
+      'query',
+    ]);
+    started = true;
+    const log = () => containerLog(name).catch((e: Error) => e.message);
+    await waitFor(
+      async () => /collecting every \d+ ms/.test(await log()),
+      120_000,
+      async () => `the collector did not start: ${await log()}`,
+    );
+  }, 420_000);
+
+  afterAll(async () => {
+    await admin?.end().catch(() => undefined);
+    if (started) await podman(['rm', '--force', '--volumes', '--time', '10', name]).catch(() => undefined);
+    await server?.stop({ timeout: 5_000 });
+  }, 120_000);
+
+  it('runs as uid 10001 with exactly the capabilities added', async () => {
+    const status = readFileSync(`/proc/${await mainHostPid(name)}/status`, 'utf8');
+    expect(/^Uid:\s+(\d+)/m.exec(status)![1]).toBe('10001');
+    const expected = [39, 38, 19, 2, 21].reduce((mask, bit) => mask | (1n << BigInt(bit)), 0n);
+    expect(BigInt(`0x${/^CapEff:\s+(\w+)/m.exec(status)![1]}`)).toBe(expected);
   });
 
   groundTruths(() => ({ connectTo, admin, postmasterHostPid }));
