@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything pg-bpf-stats needs on a fresh Debian machine: system packages, npm packages, the
 # BPF objects, the native binding and the TypeScript build. Each step is skipped when already
-# done, so `npm run demo` and `npm test` can both call it every time.
+# done, so `npm run demo` and `npm test` can both call it every time. `--tests` (npm test) also
+# starts podman's API service and builds the container tests' base images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +46,7 @@ bash scripts/build.sh
 # Container tests (test/integration/containers.test.ts): podman's API socket, which
 # testcontainers speaks Docker's API to, and the base images, built once per machine
 # (docs/containers-and-standbys.md#real-containers-podman). Root only, as the tests are.
-if [[ $(id -u) -eq 0 ]]; then
+if [[ ${1:-} == --tests && $(id -u) -eq 0 ]]; then
   bash scripts/podman-service.sh
   bash scripts/container-images.sh --bases
 fi
