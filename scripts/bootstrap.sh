@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Everything pg-bpf-stats needs on a fresh Debian machine: system packages, npm packages, the
 # BPF objects, the native binding and the TypeScript build. Each step is skipped when already
-# done, so `npm run demo` and `npm test` can both call it every time.
+# done, so `npm run demo` and `npm test` can both call it every time. `--tests` (npm test) also
+# starts podman's API service and builds the container tests' base images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(clang clang-format llvm libbpf-dev libelf-dev zlib1g-dev pkg-config bpftool binutils make g++ python3 gdb
           postgresql postgresql-contrib postgresql-15-pg-wait-sampling util-linux util-linux-extra systemd prometheus
-          sysbench chromium)
+          sysbench chromium podman runc catatonit debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,3 +42,11 @@ if [[ ! -e node_modules/.package-lock.json || package-lock.json -nt node_modules
 fi
 
 bash scripts/build.sh
+
+# Container tests (test/integration/containers.test.ts): podman's API socket, which
+# testcontainers speaks Docker's API to, and the base images, built once per machine
+# (docs/containers-and-standbys.md#real-containers-podman). Root only, as the tests are.
+if [[ ${1:-} == --tests && $(id -u) -eq 0 ]]; then
+  bash scripts/podman-service.sh
+  bash scripts/container-images.sh --bases
+fi

@@ -1,4 +1,4 @@
-import { existsSync, readlinkSync } from 'node:fs';
+import { readlinkSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import type pg from 'pg';
 import { UserError } from '../errors.js';
@@ -85,7 +85,10 @@ export async function discoverPostmaster(client: pg.Client): Promise<PostmasterT
   // In another mount namespace (a container) the binary is reached through the postmaster's
   // root: ELF reads, USDT notes and uprobes (the kernel resolves the path once, at attach).
   const binaryPath = sameMountNamespace(pid) ? mappedPath : `/proc/${pid}/root${mappedPath}`;
-  if (!['postgres', 'postmaster'].includes(basename(mappedPath)) || !existsSync(binaryPath)) {
+  // stat, not existsSync: access(2) checks with the real uid and, for a non-root one, without
+  // capabilities, so a non-root collector with CAP_SYS_PTRACE (ambient, as podman gives a
+  // container's user) was refused the binary under /proc/<pid>/root of another container.
+  if (!['postgres', 'postmaster'].includes(basename(mappedPath)) || !isReachable(binaryPath)) {
     throw new UserError(`postmaster not found: the parent of backend ${row.pid} is ${mappedPath}, not a postgres binary`);
   }
   const pgPid = procShowsPgPids ? pid : pgPidOf(pid);
@@ -154,4 +157,12 @@ function findStatementEnd(elf: ElfFile): PostmasterTarget['statementEnd'] {
   const inPortalRun = (pc: bigint) => pc >= portalRun.value && pc < portalRun.value + portalRun.size;
   const site = elf.usdtNotes().find((n) => n.provider === 'postgresql' && n.name === 'query__execute__done' && inPortalRun(n.pc));
   return site ? { kind: 'usdt-site', fileOffset: elf.fileOffset(site.pc) } : { kind: 'return', symbol: 'PortalRun' };
+}
+
+function isReachable(path: string): boolean {
+  try {
+    return statSync(path, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
 }
