@@ -3,11 +3,13 @@
 # containers.conf, unless one already answers there. It stays up for later runs (no timeout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CONTAINERS_CONF="$PWD/scripts/podman/containers.conf"
 socket=/run/pg-bpf-stats/podman.sock
+# A copy beside the socket: the service outlives the checkout that started it (a CI clone).
+mkdir -p /run/pg-bpf-stats
+cp scripts/podman/containers.conf /run/pg-bpf-stats/containers.conf
+export CONTAINERS_CONF=/run/pg-bpf-stats/containers.conf
 answers() { podman --remote --url "unix://$socket" version >/dev/null 2>&1; }
 answers && exit 0
-mkdir -p /run/pg-bpf-stats
 rm -f "$socket"
 echo "bootstrap: starting podman's API service on $socket"
 setsid podman system service --time=0 "unix://$socket" </dev/null >>/var/log/pg-bpf-stats-podman.log 2>&1 &
