@@ -28,7 +28,7 @@ export function renderReportText(data: ReportData, rows: StatementComparison[]):
     '',
   ];
   const head = baseline
-    ? `${cell('QUERYID', 20)} ${cell('CALLS', 8, true)} ${cell('BASE', 8, true)} ${cell('MS/CALL', 9, true)} ${cell('BASE', 9, true)} ${cell('x', 6, true)}  ${cell('GREW MOST', 34)} QUERY`
+    ? `${cell('QUERYID', 20)} ${cell('CALLS', 8, true)} ${cell('BASE', 8, true)} ${cell('MS/CALL', 9, true)} ${cell('BASE', 9, true)} ${cell('x', 6, true)}  ${cell('GREW MOST', 44)} QUERY`
     : `${cell('QUERYID', 20)} ${cell('CALLS', 8, true)} ${cell('MS/CALL', 9, true)} QUERY`;
   lines.push(head);
   for (const r of rows) {
@@ -38,7 +38,7 @@ export function renderReportText(data: ReportData, rows: StatementComparison[]):
     let line: string;
     if (baseline) {
       const grew = r.grew.length ? r.grew.map((g) => growthText(g, per)).join(', ') : r.baseline?.ran ? 'not slower' : 'new in the window';
-      line = `${cell(r.statement.queryid, 20)} ${cell(count(r.window.calls), 8, true)} ${cell(count(r.baseline?.calls ?? null), 8, true)} ${cell(msCall, 9, true)} ${cell(ms(r.baseline?.ran ? r.baseline.ms.total_time_ms : null), 9, true)} ${cell(r.ratio === null ? '-' : r.ratio.toFixed(2), 6, true)}  ${cell(grew, 34)} `;
+      line = `${cell(r.statement.queryid, 20)} ${cell(count(r.window.calls), 8, true)} ${cell(count(r.baseline?.calls ?? null), 8, true)} ${cell(msCall, 9, true)} ${cell(ms(r.baseline?.ran ? r.baseline.ms.total_time_ms : null), 9, true)} ${cell(r.ratio === null ? '-' : r.ratio.toFixed(2), 6, true)}  ${cell(grew, 44)} `;
     } else {
       line = `${cell(r.statement.queryid, 20)} ${cell(count(r.window.calls), 8, true)} ${cell(msCall, 9, true)} `;
     }

@@ -96,6 +96,36 @@ export function whatGrew(window: PeriodFigures, baseline: PeriodFigures, columns
   return [...explaining, top];
 }
 
+/** The parts of the time a wait event's sleeps are in (the others, on CPU and run queue, have none). */
+const WAIT_PARTS = new Set(['io_wait_ms', 'lock_wait_ms', 'lwlock_wait_ms', 'other_wait_ms']);
+
+/**
+ * When the part that grew most is a wait, the wait event behind it: the event whose time per
+ * call (or second) grew most, named beside it when it explains at least half of that part's growth
+ * ("Lock:transactionid +250 ms/call (in lock)"). `divisors`: calls or seconds of each period.
+ */
+export function withWaitEvent(
+  grew: Growth[],
+  events: { window: Record<string, number>; baseline: Record<string, number> },
+  divisors: { window: number; baseline: number },
+): Growth[] {
+  const top = grew.at(-1);
+  if (!top || !WAIT_PARTS.has(top.column) || divisors.window <= 0 || divisors.baseline <= 0) return grew;
+  const names = new Set([...Object.keys(events.window), ...Object.keys(events.baseline)]);
+  const ranked = [...names]
+    .map((name) => ({
+      column: `wait_event:${name}`,
+      label: name,
+      deltaMs: (events.window[name] ?? 0) / divisors.window - (events.baseline[name] ?? 0) / divisors.baseline,
+      within: top.label,
+    }))
+    .sort((a, b) => b.deltaMs - a.deltaMs);
+  const event = ranked[0];
+  if (!event || event.deltaMs <= 0 || event.deltaMs < DETAIL_SHARE * top.deltaMs) return grew;
+  // After the details (reclaim says more than the event it slept under), before the part.
+  return [...grew.slice(0, -1), event, top];
+}
+
 export function compareStatements(data: ReportData): StatementComparison[] {
   const { window, baseline } = data.windows;
   return data.statements.map((statement) => {
@@ -108,12 +138,19 @@ export function compareStatements(data: ReportData): StatementComparison[] {
         : [w, b];
     const bTotal = bf?.ran ? (bf.ms[TOTAL_COLUMN] ?? null) : null;
     const wTotal = wf.ms[TOTAL_COLUMN] ?? null;
+    const divisor = (f: PeriodFigures, range: TimeRange) => (f.per === 'call' ? (f.calls ?? 0) : (range.toMs - range.fromMs) / 1000);
     return {
       statement,
       window: wf,
       baseline: bf,
       ratio: bTotal && wTotal !== null ? wTotal / bTotal : null,
-      grew: bf?.ran ? whatGrew(wf, bf, data.columns) : [],
+      grew:
+        bf?.ran && baseline
+          ? withWaitEvent(whatGrew(wf, bf, data.columns), statement.waitEvents, {
+              window: divisor(wf, window),
+              baseline: divisor(bf, baseline),
+            })
+          : [],
     };
   });
 }

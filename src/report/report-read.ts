@@ -32,6 +32,8 @@ export interface ReportStatement {
   baseline: PeriodSums | null;
   /** Statement latency percentiles per period (null: no latency histogram history then, probe set `latency` off). */
   latency: { window: LatencyPercentiles | null; baseline: LatencyPercentiles | null };
+  /** Wait time (ms) per wait event ('Type:Event', as pg_stat_activity names it) per period, from the wait-event history. */
+  waitEvents: { window: Record<string, number>; baseline: Record<string, number> };
 }
 
 /** Percentiles of one statement's latency over one period, from its histogram history. */
@@ -192,6 +194,7 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
     queryid: r.queryid_text as string,
   }));
   const latency = await readLatency(client, statementRows, params);
+  const waitEvents = await readWaitEvents(client, statementRows, params);
   return {
     windows,
     columns,
@@ -207,6 +210,7 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
       window: sums(r, 'w_', columns),
       baseline: baseline ? sums(r, 'b_', columns) : null,
       latency: latency.byKey?.get(latencyKey(statementRows[i]!)) ?? { window: null, baseline: null },
+      waitEvents: waitEvents.get(latencyKey(statementRows[i]!)) ?? { window: {}, baseline: {} },
     })),
     buckets: bucketed.rows.map((r) => ({
       offsetMs: Number(r.bucket) * bucketMs,
@@ -299,4 +303,59 @@ async function readLatency(
     byKey.set(key, { window: percentiles(`${key}/true`), baseline: percentiles(`${key}/false`) });
   }
   return { byKey };
+}
+
+/**
+ * The listed statements' wait time per wait event in each period, from
+ * bpf_stats.query_wait_event_stats_history (empty where a schema older than migration
+ * 1764710000000 has no such table). The row without a wait event (on CPU, run queue) is left out:
+ * the parts of the time already show it.
+ */
+async function readWaitEvents(
+  client: pg.ClientBase,
+  keys: StatementKey[],
+  params: Array<Date | null>,
+): Promise<Map<string, ReportStatement['waitEvents']>> {
+  const byKey = new Map<string, ReportStatement['waitEvents']>();
+  const { rows: present } = await client.query<{ ok: boolean }>(
+    "SELECT pg_catalog.to_regclass('bpf_stats.query_wait_event_stats_history') IS NOT NULL AS ok",
+  );
+  if (!present[0]?.ok || !keys.length) return byKey;
+  const { rows } = await client.query<{
+    node: string;
+    userid: string;
+    dbid: string;
+    toplevel: boolean;
+    queryid: string;
+    in_window: boolean;
+    event: string;
+    ms: number;
+  }>(
+    `WITH k AS (SELECT * FROM unnest($5::text[], $6::oid[], $7::oid[], $8::bool[], $9::int8[]) AS k(node, userid, dbid, toplevel, queryid))
+     SELECT h.node, h.userid, h.dbid, h.toplevel, h.queryid::text AS queryid, (h.ts >= $1 AND h.ts < $2) AS in_window,
+            h.wait_event_type || ':' || h.wait_event AS event, pg_catalog.sum(h.wait_time_ms)::float8 AS ms
+       FROM bpf_stats.query_wait_event_stats_history h
+       JOIN k ON k.node = h.node AND k.userid = h.userid AND k.dbid = h.dbid AND k.toplevel = h.toplevel AND k.queryid = h.queryid
+      WHERE h.wait_event_type IS NOT NULL
+        AND ((h.ts >= $1 AND h.ts < $2) OR ($3::timestamptz IS NOT NULL AND h.ts >= $3 AND h.ts < $4))
+      GROUP BY 1, 2, 3, 4, 5, 6, 7`,
+    [
+      ...params,
+      keys.map((k) => k.node),
+      keys.map((k) => k.userid),
+      keys.map((k) => k.dbid),
+      keys.map((k) => k.toplevel),
+      keys.map((k) => k.queryid),
+    ],
+  );
+  for (const r of rows) {
+    const key = latencyKey({ ...r, userid: Number(r.userid), dbid: Number(r.dbid) });
+    let events = byKey.get(key);
+    if (!events) {
+      events = { window: {}, baseline: {} };
+      byKey.set(key, events);
+    }
+    events[r.in_window ? 'window' : 'baseline'][r.event] = Number(r.ms);
+  }
+  return byKey;
 }

@@ -210,7 +210,8 @@ describe('pg-bpf-stats report', () => {
     expect(locked.split(/\s+/).slice(1, 3).map(Number)).toEqual([truthCalls.window.get(LOCKED), truthCalls.baseline.get(LOCKED)]);
     // The text beside the id.
     expect(locked).toContain('UPDATE report_accounts SET v = v +');
-    const lockMs = grewMs(locked, 'lock');
+    // The wait event behind the lock part, named as pg_stat_activity names it.
+    const lockMs = grewMs(locked, 'Lock:transactionid');
     const meanWait = lockWaits.reduce((a, b) => a + b, 0) / lockWaits.length;
     // The client's timing includes the round trip and the UPDATE itself; the lock wait is nearly all of it.
     expect(lockMs).toBeGreaterThan(0.8 * HOLD_MS);
@@ -250,7 +251,7 @@ describe('pg-bpf-stats report', () => {
     expect(stdout).toContain(
       `baseline ${iso(Math.floor(periods.window[0] / 1000) * 1000 - shiftSeconds * 1000).replace(/\.\d{3}Z$/, 'Z')}`,
     );
-    grewMs(lineOf(stdout, ids[LOCKED]!), 'lock');
+    grewMs(lineOf(stdout, ids[LOCKED]!), 'Lock:transactionid');
     grewMs(lineOf(stdout, ids[CPU_BOUND]!), 'run queue');
     // Without a baseline: the window's calls and time per call alone.
     const alone = await runCli([

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { METRIC_COLUMNS } from '../../src/families/index.js';
-import { timeParts, whatGrew, type PeriodFigures } from '../../src/report/report-compare.js';
+import { timeParts, whatGrew, withWaitEvent, type PeriodFigures } from '../../src/report/report-compare.js';
 import type { ReportColumn } from '../../src/report/report-read.js';
 
 const columns: ReportColumn[] = METRIC_COLUMNS.map((c) => ({
@@ -54,5 +54,20 @@ describe('what grew', () => {
 
   it('names nothing for a statement that did not get slower', () => {
     expect(whatGrew(period({ on_cpu_ms: 5, lock_wait_ms: 1 }), period({ on_cpu_ms: 6, lock_wait_ms: 1 }), columns)).toEqual([]);
+  });
+
+  it('names the wait event behind a wait part that grew, per call of each period, when it explains half of it', () => {
+    const grew = whatGrew(period({ on_cpu_ms: 5, lock_wait_ms: 200 }), period({ on_cpu_ms: 5 }), columns);
+    // 10 calls in the window, 20 in the baseline: 2,000 ms / 10 against 100 ms / 20 is +195 ms/call.
+    const events = { window: { 'Lock:transactionid': 2000, 'IO:DataFileRead': 30 }, baseline: { 'Lock:transactionid': 100 } };
+    expect(withWaitEvent(grew, events, { window: 10, baseline: 20 })).toEqual([
+      { column: 'wait_event:Lock:transactionid', label: 'Lock:transactionid', deltaMs: 195, within: 'lock' },
+      { column: 'lock_wait_ms', label: 'lock', deltaMs: 200 },
+    ]);
+    // An event explaining less than half of the part's growth is not named.
+    expect(withWaitEvent(grew, { window: { 'Lock:tuple': 90 }, baseline: {} }, { window: 1, baseline: 1 })).toEqual(grew);
+    // Nor one behind on CPU or the run queue, which no wait event is in.
+    const cpu = whatGrew(period({ on_cpu_ms: 300 }), period({ on_cpu_ms: 5 }), columns);
+    expect(withWaitEvent(cpu, events, { window: 10, baseline: 20 })).toEqual(cpu);
   });
 });

@@ -35,6 +35,7 @@ function data(): ReportData {
         window: sums({ calls: 10, total_time_ms: 3000, on_cpu_ms: 500, lock_wait_ms: 2500 }),
         baseline: sums({ calls: 10, total_time_ms: 500, on_cpu_ms: 500 }),
         latency: { window: { observations: 10, p50Ms: 12.5, p95Ms: 480, p99Ms: 512 }, baseline: null },
+        waitEvents: { window: { 'Lock:transactionid': 2500 }, baseline: {} },
       },
     ],
     buckets: [{ offsetMs: 0, period: 'window', sums: sums({ on_cpu_ms: 500, lock_wait_ms: 2500 }) }],
@@ -84,7 +85,7 @@ describe('report rendering', () => {
     const lines = renderReportText(data(), compareStatements(data()));
     // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what the test looks for
     expect(lines.join('\n')).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/);
-    expect(lines.find((l) => l.startsWith('-42 '))).toMatch(/lock \+250 ms\/call/);
+    expect(lines.find((l) => l.startsWith('-42 '))).toMatch(/Lock:transactionid \+250 ms\/call/);
   });
 
   it('takes report options only with report, and checks --limit', () => {
