@@ -113,7 +113,11 @@ for (const target of TARGETS) {
         await sidecar.flush();
         // Ground truth that the plan ran in parallel and the leader waited for it.
         expect(sampled.workersSeen).toBe(2);
-        expect(sampled.samples.get('IPC:ExecuteGather') ?? 0, JSON.stringify([...sampled.samples])).toBeGreaterThanOrEqual(100);
+        // Enough samples that their time-weighted sum resolves the wait to 5% (the bounds below
+        // are 25%): under two busy loops on this 2-core VM the query is shorter than quiet
+        // (0.4 s against 1.2–1.8 s) and the sampler gets 40–84 samples, so the count says load,
+        // not a wrong plan, down to 20.
+        expect(sampled.samples.get('IPC:ExecuteGather') ?? 0, JSON.stringify([...sampled.samples])).toBeGreaterThanOrEqual(20);
 
         const after = await leaderEvents(admin, pid);
         const collected = new Map([...after].map(([event, ms]) => [event, ms - (before.get(event) ?? 0)]));
