@@ -228,6 +228,20 @@ type StatementKey = Pick<ReportStatement, 'node' | 'userid' | 'dbid' | 'toplevel
 
 const latencyKey = (k: StatementKey) => `${k.node}/${k.userid}/${k.dbid}/${k.toplevel}/${k.queryid}`;
 
+/** The listed statements' keys as a relation k(node, userid, dbid, toplevel, queryid), from parameters $5..$9 (listedKeyArrays). */
+const LISTED_KEYS =
+  'SELECT * FROM unnest($5::text[], $6::oid[], $7::oid[], $8::bool[], $9::int8[]) AS k(node, userid, dbid, toplevel, queryid)';
+
+function listedKeyArrays(keys: StatementKey[]): unknown[] {
+  return [
+    keys.map((k) => k.node),
+    keys.map((k) => k.userid),
+    keys.map((k) => k.dbid),
+    keys.map((k) => k.toplevel),
+    keys.map((k) => k.queryid),
+  ];
+}
+
 /** The percentiles the report shows. */
 const QUANTILES = [0.5, 0.95, 0.99] as const;
 
@@ -261,7 +275,7 @@ async function readLatency(
     count: string;
     max_ms: number;
   }>(
-    `WITH k AS (SELECT * FROM unnest($5::text[], $6::oid[], $7::oid[], $8::bool[], $9::int8[]) AS k(node, userid, dbid, toplevel, queryid))
+    `WITH k AS (${LISTED_KEYS})
      SELECT h.node, h.userid, h.dbid, h.toplevel, h.queryid::text AS queryid, (h.ts >= $1 AND h.ts < $2) AS in_window,
             u.bucket, pg_catalog.sum(u.count)::text AS count, pg_catalog.max(h.max_so_far_ms) AS max_ms
        FROM bpf_stats.query_histogram_history h
@@ -270,14 +284,7 @@ async function readLatency(
       WHERE h.kind = 'query_latency'
         AND ((h.ts >= $1 AND h.ts < $2) OR ($3::timestamptz IS NOT NULL AND h.ts >= $3 AND h.ts < $4))
       GROUP BY 1, 2, 3, 4, 5, 6, 7`,
-    [
-      ...params,
-      keys.map((k) => k.node),
-      keys.map((k) => k.userid),
-      keys.map((k) => k.dbid),
-      keys.map((k) => k.toplevel),
-      keys.map((k) => k.queryid),
-    ],
+    [...params, ...listedKeyArrays(keys)],
   );
   const periods = new Map<string, { counts: number[]; maxMs: number }>();
   for (const r of rows) {
@@ -331,7 +338,7 @@ async function readWaitEvents(
     event: string;
     ms: number;
   }>(
-    `WITH k AS (SELECT * FROM unnest($5::text[], $6::oid[], $7::oid[], $8::bool[], $9::int8[]) AS k(node, userid, dbid, toplevel, queryid))
+    `WITH k AS (${LISTED_KEYS})
      SELECT h.node, h.userid, h.dbid, h.toplevel, h.queryid::text AS queryid, (h.ts >= $1 AND h.ts < $2) AS in_window,
             h.wait_event_type || ':' || h.wait_event AS event, pg_catalog.sum(h.wait_time_ms)::float8 AS ms
        FROM bpf_stats.query_wait_event_stats_history h
@@ -339,14 +346,7 @@ async function readWaitEvents(
       WHERE h.wait_event_type IS NOT NULL
         AND ((h.ts >= $1 AND h.ts < $2) OR ($3::timestamptz IS NOT NULL AND h.ts >= $3 AND h.ts < $4))
       GROUP BY 1, 2, 3, 4, 5, 6, 7`,
-    [
-      ...params,
-      keys.map((k) => k.node),
-      keys.map((k) => k.userid),
-      keys.map((k) => k.dbid),
-      keys.map((k) => k.toplevel),
-      keys.map((k) => k.queryid),
-    ],
+    [...params, ...listedKeyArrays(keys)],
   );
   for (const r of rows) {
     const key = latencyKey({ ...r, userid: Number(r.userid), dbid: Number(r.dbid) });
