@@ -378,16 +378,47 @@ static __always_inline struct metrics *query_key_metrics(const struct query_key 
 	return query_key_metrics_of(key, 0);
 }
 
-/* A statement's figures; none for queryid 0 (no statement yet, or compute_query_id off). */
-static __always_inline struct metrics *query_metrics(const struct query_key *key)
-{
-	return key->queryid ? query_key_metrics(key) : NULL;
-}
-
 /* A statement's figures that the task `pid` (kernel pid) caused, charged from another context. */
 static __always_inline struct metrics *query_metrics_of(const struct query_key *key, __u32 pid)
 {
 	return key->queryid ? query_key_metrics_of(key, pid) : NULL;
+}
+
+/*
+ * A statement refused once stays refused. When the queries map refuses a part of a top-level
+ * statement (no room for its key, the slot holding another: counted once), the rest of that
+ * statement from the same backend is dropped too, even if room appears meanwhile (a flush took
+ * the slot or evicted keys). Without this, a statement whose call was refused got the slice that
+ * follows its end (up to its ClientRead sleep) under its key: a row with time and no call. The
+ * mark lasts until the backend waits for its client while idle (account_switch_out), when the
+ * next statement may begin; a burst of the same statement without such a wait (pipelined) stays
+ * refused until then.
+ */
+static __always_inline bool statement_refused(const struct backend_record *r, const struct query_key *key)
+{
+	return r && key->queryid && r->refused_queryid == key->queryid && r->refused_userid == key->userid;
+}
+
+/* `key`'s statement of backend `r` lost a part: mark it (queryid 0 is no statement). */
+static __always_inline void refuse_statement(struct backend_record *r, const struct query_key *key)
+{
+	if (r && key->queryid) {
+		r->refused_queryid = key->queryid;
+		r->refused_userid = key->userid;
+	}
+}
+
+/* A top-level statement's figures from its backend `r` (NULL: none at hand); none for queryid 0 (no statement yet, or compute_query_id off). */
+static __always_inline struct metrics *statement_metrics(struct backend_record *r, const struct query_key *key)
+{
+	struct metrics *m;
+
+	if (!key->queryid || statement_refused(r, key))
+		return NULL;
+	m = query_key_metrics(key);
+	if (!m)
+		refuse_statement(r, key);
+	return m;
 }
 
 /*
@@ -498,7 +529,10 @@ __noinline int release_held(struct backend_record *r, const struct query_key *ke
 	}
 	if (!(r->flags & BACKEND_HOLDING))
 		return 0;
-	qm = query_key_metrics(&k); /* queryid 0 too: a statement that ended without one */
+	/* queryid 0 too: a statement that ended without one */
+	qm = statement_refused(r, &k) ? NULL : query_key_metrics(&k);
+	if (!qm)
+		refuse_statement(r, &k);
 	if (qm) {
 		qm->total_ns += h->total_ns;
 		qm->on_cpu_ns += h->on_cpu_ns;

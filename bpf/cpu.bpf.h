@@ -291,12 +291,14 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 
 	/*
 	 * The wait event only classifies a sleep, so it is read only for a task going to sleep. An
-	 * exiting task has already dropped its mm: its last known query stands.
+	 * exiting task has already dropped its mm: its last known query stands, unless the task
+	 * woke from waiting for its client (a Terminate, the socket closed): its exit is then no
+	 * statement's. Charged to the last one, a refused statement got a row without its call.
 	 */
 	sleeping = !preempt && state != TASK_RUNNING && !dead;
 	if (dead || !read_current_state(task, r, pid, &key, sleeping ? &wait_event : NULL, &status_state)) {
 		key = r->sleep_key;
-		if (!dead)
+		if (!dead || r->sleep_class == SLEEP_CLIENT)
 			key.queryid = 0;
 	} else {
 		holding = holds_before_query_id(r, &key, status_state);
@@ -307,8 +309,9 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		add_wait(&r->m, r->sleep_class, sleep_ns);
 		if (r->flags & BACKEND_SLEEP_HELD)
 			add_wait(&r->held, r->sleep_class, sleep_ns);
-		else
-			query_add_wait(&r->sleep_key, r->sleep_class, sleep_ns);
+		else if (!statement_refused(r, &r->sleep_key) &&
+			 !query_add_wait(&r->sleep_key, r->sleep_class, sleep_ns))
+			refuse_statement(r, &r->sleep_key);
 		/* And to the nested statement the sleep began in (the nested set), if any. */
 		if (r->nested_sleep_queryid) {
 			nested = nested_key(&r->sleep_key, r->nested_sleep_queryid, r->nested_sleep_userid);
@@ -334,7 +337,8 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	if (holding) {
 		add_slice(&r->held, &s);
 	} else {
-		query_add_slice(&key, &s);
+		if (!statement_refused(r, &key) && !query_add_slice(&key, &s))
+			refuse_statement(r, &key);
 		if (r->nested_current) {
 			nested = nested_key(&key, r->nested_current, r->nested_current_userid);
 			query_add_slice(&nested, &s);
@@ -357,6 +361,9 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	r->last = counts;
 	hist_on_switch_out(r, &key, s.runq_ns, next_class);
 	nested_on_switch_out(r, status_state);
+	/* Waiting for the client between statements (idle; unknown state: any such wait): the next one starts unrefused. */
+	if (next_class == SLEEP_CLIENT && (!status_state_off || is_idle_state(status_state)))
+		r->refused_queryid = 0;
 	r->sleep_class = next_class;
 	r->sleep_wait_event = wait_event;
 	r->sleep_key = key;

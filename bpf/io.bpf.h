@@ -85,7 +85,7 @@ int BPF_PROG(on_dirty_pause, struct bdi_writeback *wb, struct dirty_throttle_con
 		r->m.writeback_throttle_ns += ns;
 		note_busy(ns);
 	}
-	qm = query_metrics(&key);
+	qm = statement_metrics(r, &key);
 	if (qm)
 		qm->writeback_throttle_ns += ns;
 	return 0;

@@ -38,7 +38,7 @@ static __always_inline int llc_sample(__u64 period, bool miss)
 		__sync_fetch_and_add(&r->m.llc_references, period);
 	if (!read_current(task, r, pid, &key, NULL))
 		return 0;
-	qm = query_metrics(&key);
+	qm = statement_metrics(r, &key);
 	if (!qm)
 		return 0;
 	if (miss)

@@ -327,7 +327,7 @@ int BPF_KPROBE(on_spin_delay)
 		return 0;
 	r->m.spinlock_delays++;
 	if (read_current(bpf_get_current_task_btf(), r, pid, &q, NULL)) {
-		qm = query_metrics(&q);
+		qm = statement_metrics(r, &q);
 		if (qm)
 			qm->spinlock_delays++;
 	}

@@ -92,7 +92,7 @@ static __always_inline void reclaim_end(__u64 nr_reclaimed)
 		note_busy(ns);
 		r->m.reclaim_pages += nr_reclaimed;
 	}
-	qm = query_metrics(&key);
+	qm = statement_metrics(r, &key);
 	if (qm) {
 		qm->reclaim_ns += ns;
 		qm->reclaim_pages += nr_reclaimed;
@@ -169,7 +169,7 @@ int BPF_PROG(on_compact_end)
 		r->m.compaction_ns += ns;
 		note_busy(ns);
 	}
-	qm = query_metrics(&key);
+	qm = statement_metrics(r, &key);
 	if (qm)
 		qm->compaction_ns += ns;
 	return 0;

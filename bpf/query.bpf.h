@@ -83,7 +83,7 @@ int BPF_KPROBE(on_query_done)
 		if (prepare)
 			return 0;
 	}
-	qm = query_metrics(&key);
+	qm = statement_metrics(r, &key);
 	if (qm)
 		qm->calls++;
 	return 0;

@@ -212,6 +212,9 @@ struct backend_record {
 	__u64 uncounted_queryid;   /* st_query_id of a PREPARE that has not ended: no call, as pg_stat_statements */
 	__u64 last_state_start_us; /* st_state_start_timestamp of the last statement end seen (bpf/latency.bpf.h) */
 	__u64 memory_cgroup; /* memory cgroup id (kernfs inode) when first tracked: a container's processes are born in theirs */
+	/* The top-level statement the queries map refused a part of, 0: none; the rest of it is dropped too (bpf/attribution.bpf.h). */
+	__u64 refused_queryid;
+	__u32 refused_userid;
 	/*
 	 * Its sleeps waiting for the client (ClientRead: idle between statements, SLEEP_CLIENT), and their
 	 * time: counted here rather than in backend_wait_events, as the most common sleep of a backend

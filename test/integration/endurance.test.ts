@@ -373,6 +373,128 @@ describe('the queries map', () => {
   });
 });
 
+describe('a statement the queries map refused', () => {
+  it('leaves no row without its call, though room appears before its last slice (extended protocol, Sync sent late)', async () => {
+    // No periodic flush: nothing takes a held slot or evicts a key unless the test does.
+    await startSidecar({ maxQueries: 64, maxQueryKeysPerRole: 0, intervalMs: 3_600_000, probeSets: ['query'] });
+    // Fill the map: 64 keys, then refusals.
+    for (let n = 1; n <= 80; n++) await admin.query(`SELECT 2${'+2'.repeat(n)}`);
+    const session = new pg.Client(cluster.connectionString());
+    await session.connect();
+    try {
+      // Refused too: this statement's figures wait in the session's overflow slot, which a
+      // second refused key cannot share.
+      const pid = (await session.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      const slotKey = Buffer.alloc(4);
+      slotKey.writeUInt32LE(pid);
+      expect(dumpOwnMap('query_overflow').filter((e) => e.key.equals(slotKey))).toHaveLength(1);
+      // Parse, Bind, Execute without Sync: the statement ends (its call, refused) and the backend
+      // waits for the client still in the statement; the Sync's commit is its last slice.
+      const statement = new ExtendedWithoutSync('SELECT count(*) FROM accounts WHERE balance > 17');
+      session.query(statement);
+      await statement.executed;
+      await sleep(200);
+      // Room for the key now, as when a flush takes the slot meanwhile.
+      deleteFromOwnMap('query_overflow', slotKey);
+      statement.sync();
+      await statement.done;
+    } finally {
+      await session.end();
+    }
+    await sidecar!.flush();
+    const { rows } = await admin.query(
+      `SELECT s.calls AS pgss, q.calls, q.on_cpu_ms FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+        WHERE s.query = 'SELECT count(*) FROM accounts WHERE balance > $1'`,
+    );
+    // pg_stat_statements counted the call; ours was refused, and so is the rest of the statement.
+    expect(rows.map((r) => [Number(r.pgss), r.calls, r.on_cpu_ms])).toEqual([[1, null, null]]);
+    const health = await admin.query(`SELECT dropped FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
+    expect(Number(health.rows[0].dropped.queries_full)).toBeGreaterThan(0);
+  });
+});
+
+describe("a backend's exit", () => {
+  it('is charged to no statement once the backend was idle: a refused last statement gets no row from it', async () => {
+    await startSidecar({ maxQueries: 64, maxQueryKeysPerRole: 0, intervalMs: 3_600_000, probeSets: ['query'] });
+    for (let n = 1; n <= 80; n++) await admin.query(`SELECT 3${'+3'.repeat(n)}`);
+    const session = new pg.Client(cluster.connectionString());
+    await session.connect();
+    const pid = (await session.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    const slotKey = Buffer.alloc(4);
+    slotKey.writeUInt32LE(pid);
+    const slot = () =>
+      dumpOwnMap('query_overflow')
+        .filter((e) => e.key.equals(slotKey))
+        .map((e) => e.values[0]!.readBigUInt64LE(0));
+    const held = slot();
+    expect(held).toHaveLength(1);
+    // Refused whole (the slot holds the pid statement), then room before the backend exits.
+    await session.query('SELECT count(*) FROM accounts WHERE balance < 19');
+    expect(slot()).toEqual(held);
+    deleteFromOwnMap('query_overflow', slotKey);
+    await session.end();
+    while (spawnSync('test', ['-e', `/proc/${pid}`]).status === 0) await sleep(10);
+    await sidecar!.flush();
+    const { rows } = await admin.query(
+      `SELECT s.calls AS pgss, q.calls, q.on_cpu_ms FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+        WHERE s.query = 'SELECT count(*) FROM accounts WHERE balance < $1'`,
+    );
+    expect(rows.map((r) => [Number(r.pgss), r.calls, r.on_cpu_ms])).toEqual([[1, null, null]]);
+    // The backend's own row keeps the exit's time.
+    const backend = await admin.query(`SELECT exited_at IS NOT NULL AS exited, on_cpu_ms FROM bpf_stats.backend_stats WHERE pid = $1`, [
+      pid,
+    ]);
+    expect(backend.rows).toMatchObject([{ exited: true }]);
+    expect(backend.rows[0].on_cpu_ms).toBeGreaterThan(0);
+  });
+});
+
+/**
+ * One statement over the extended protocol whose Sync the test sends when it chooses (pg's
+ * submittable interface): until then the backend waits for the client inside the statement.
+ */
+class ExtendedWithoutSync implements pg.Submittable {
+  private connection: pg.Connection | null = null;
+  private resolveExecuted!: () => void;
+  private resolveDone!: () => void;
+  private reject!: (error: Error) => void;
+  readonly executed = new Promise<void>((resolve, reject) => {
+    this.resolveExecuted = resolve;
+    this.reject = reject;
+  });
+  readonly done = new Promise<void>((resolve) => {
+    this.resolveDone = resolve;
+  });
+
+  constructor(private readonly text: string) {}
+
+  submit(connection: pg.Connection): void {
+    this.connection = connection;
+    connection.parse({ name: '', text: this.text, types: [] }, true);
+    connection.bind({}, true);
+    connection.execute({}, true);
+    connection.flush();
+  }
+
+  sync(): void {
+    this.connection!.sync();
+  }
+
+  handleRowDescription(): void {}
+  handleDataRow(): void {}
+  handleCommandComplete(): void {
+    this.resolveExecuted();
+  }
+  handleReadyForQuery(): void {
+    this.resolveDone();
+  }
+  handleError(error: Error): void {
+    this.reject(error);
+  }
+  handleEmptyQuery(): void {}
+  handlePortalSuspended(): void {}
+}
+
 describe('retention', () => {
   it('deletes rows of exited backends, finished requests and stopped collectors after the row retention, and nothing live', async () => {
     await startSidecar({ rowRetentionMs: 2000, intervalMs: 200 });
