@@ -7,7 +7,9 @@ import { GenericContainer, type StartedTestContainer, Wait } from 'testcontainer
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
 import { cliPath } from '../../src/package-root.js';
+import { hostPidOf } from '../support/namespaced-cluster.js';
 import { mainHostPid, POSTGRES_IMAGES, requireContainerPrerequisites, uniqueName } from '../support/podman.js';
+import { unseenCompletions } from '../support/unseen-completions.js';
 
 /*
  * PostgreSQL 17 in a real container (podman, runc, cgroupfs) under a memory limit
@@ -15,7 +17,8 @@ import { mainHostPid, POSTGRES_IMAGES, requireContainerPrerequisites, uniqueName
  * (memory and io among them). Ground truth is the container's own accounting, never the
  * collector's: its memory cgroup's charge counters (cgroup v1 here: memory.usage_in_bytes,
  * memory.failcnt, memory.limit_in_bytes under /sys/fs/cgroup/memory/<the container's path>),
- * and the relation's file reached through /proc/<postmaster>/root.
+ * pg_stat_statements' shared_blks_read and pg_relation_size for a cold read, the relation's
+ * file reached through /proc/<postmaster>/root.
  */
 const MB = 1024 * 1024;
 /** The container's memory limit: the big table is about twice this. */
@@ -123,8 +126,12 @@ beforeAll(async () => {
   connectTo = { host: '127.0.0.1', port: container.getMappedPort(5432), user: 'postgres', password, database: 'postgres' };
   admin = await connect();
   await admin.query('CREATE EXTENSION pg_stat_statements SCHEMA public');
-  // About 230 MB: about twice the limit.
-  for (const [name, rows] of [['big', 1_000_000]] as const) {
+  await admin.query('CREATE EXTENSION pg_buffercache SCHEMA public');
+  // About 48 MB (the cold read, under the limit) and 240 MB (about twice the limit).
+  for (const [name, rows] of [
+    ['cold', 200_000],
+    ['big', 1_000_000],
+  ] as const) {
     await admin.query(
       `CREATE TABLE public.${name} AS SELECT g AS id, pg_catalog.repeat('x', 200) AS pad FROM pg_catalog.generate_series(1, ${rows}) g`,
     );
@@ -167,14 +174,53 @@ describe('PostgreSQL 17 in a container with a 128 MB memory limit, the collector
     expect(cgroupCounter('memory.limit_in_bytes')).toBe(MEMORY_LIMIT);
   });
 
+  it("charges a cold read to its statement: what PostgreSQL read (shared_blks_read), the relation's size (pg_relation_size)", async () => {
+    const cold = await relation('cold');
+    const big = await relation('big');
+    const client = await connect();
+    let unseen = { bytes: 0, requests: 0 };
+    try {
+      await client.query('EXPLAIN SELECT pg_catalog.count(pad) FROM public.cold'); // catalogs cached first
+      // None of the relation in shared buffers (PostgreSQL 17 can drop them one by one) nor
+      // in the page cache: the scan reads every block from the disk. The big table leaves the
+      // cache too, so the read fits under the limit and nothing read is reclaimed before use.
+      const { rows: buffers } = await admin.query(
+        `SELECT pg_catalog.count(*) FILTER (WHERE NOT public.pg_buffercache_evict(bufferid))::int AS kept FROM public.pg_buffercache
+          WHERE relfilenode = pg_catalog.pg_relation_filenode('public.cold') AND reldatabase = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())`,
+      );
+      expect(buffers[0].kept, 'buffers of the relation still pinned').toBe(0);
+      expect(evictFromPageCache(big.path), 'bytes of the big table still cached').toBe(0);
+      expect(evictFromPageCache(cold.path), 'bytes of the relation still cached').toBe(0);
+      await client.query('SELECT pg_catalog.count(pad) FROM public.cold');
+      const nsPid = (await client.query('SELECT pg_catalog.pg_backend_pid() AS pid')).rows[0].pid as number;
+      // Completions no program saw are charged when their request struct is reused: later.
+      unseen = unseenCompletions(hostPidOf(nsPid, postmasterHostPid), collector!.pid!);
+    } finally {
+      await client.end();
+    }
+    const row = await statsFor('SELECT pg_catalog.count(pad) FROM public.cold', (r) => r.calls === 1 && r.blk_read_bytes > 0);
+    const scanRead = row.shared_blks_read * 8192;
+    const charged = row.blk_read_bytes + unseen.bytes;
+    console.log(
+      `cold read in a container: relation ${cold.bytes} B, read by the scan ${scanRead} B (shared_blks_read); ` +
+        `query blk_read_bytes ${row.blk_read_bytes}, ${unseen.bytes} B in ${unseen.requests} completed unseen so far: ${(charged / cold.bytes).toFixed(3)} of the relation`,
+    );
+    // Every block came from PostgreSQL's reads, every one of them from the disk.
+    expect(scanRead).toBe(cold.bytes);
+    expect(charged / cold.bytes).toBeGreaterThan(0.98);
+    // Readahead stops at the end of the file: beyond it only the few catalog pages the scan touched.
+    expect(charged).toBeLessThan(cold.bytes + 2 * MB);
+  });
   it("gives a scan twice the container's limit the pages its memory cgroup reclaimed, per statement, per backend and per container", async () => {
     const big = await relation('big');
+    const cold = await relation('cold');
     const client = await connect();
     try {
       await client.query('EXPLAIN SELECT pg_catalog.sum(pg_catalog.length(pad)) FROM public.big'); // catalogs cached first
       const nsPid = (await client.query('SELECT pg_catalog.pg_backend_pid() AS pid')).rows[0].pid as number;
       // Every page of the relation is charged to the container when the scan reads it.
       expect(evictFromPageCache(big.path), 'bytes of the big table still cached').toBe(0);
+      expect(evictFromPageCache(cold.path), 'bytes of the cold table still cached').toBe(0);
       // Nothing in the container reclaims while it is idle: its figures before the scan, once
       // settled (one statement reads the container's and the backend's rows of one flush).
       const reclaimed = async () => {
