@@ -199,7 +199,8 @@ describe('PostgreSQL 17 in a container with a 128 MB memory limit, the collector
       await client.end();
     }
     const row = await statsFor('SELECT pg_catalog.count(pad) FROM public.cold', (r) => r.calls === 1 && r.blk_read_bytes > 0);
-    const scanRead = row.shared_blks_read * 8192;
+    const blockSize = Number((await admin.query("SELECT pg_catalog.current_setting('block_size') AS b")).rows[0].b);
+    const scanRead = row.shared_blks_read * blockSize;
     const charged = row.blk_read_bytes + unseen.bytes;
     console.log(
       `cold read in a container: relation ${cold.bytes} B, read by the scan ${scanRead} B (shared_blks_read); ` +
@@ -211,6 +212,7 @@ describe('PostgreSQL 17 in a container with a 128 MB memory limit, the collector
     // Readahead stops at the end of the file: beyond it only the few catalog pages the scan touched.
     expect(charged).toBeLessThan(cold.bytes + 2 * MB);
   });
+
   it("gives a scan twice the container's limit the pages its memory cgroup reclaimed, per statement, per backend and per container", async () => {
     const big = await relation('big');
     const cold = await relation('cold');
