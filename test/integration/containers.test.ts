@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -342,6 +342,92 @@ describe("the collector's image as its own user (uid 10001, ambient capabilities
   });
 
   groundTruths(() => ({ connectTo, admin, postmasterHostPid }));
+});
+
+/**
+ * Runs a container to its end: its exit code and its two streams, whatever the code (podman run
+ * passes the container's on). The container is removed even when it outlives the timeout.
+ */
+async function podmanRunToEnd(name: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    return await new Promise((resolve, reject) => {
+      execFile('podman', ['run', '--rm', '--name', name, ...args], { timeout: 60_000, maxBuffer: 1 << 24 }, (error, stdout, stderr) => {
+        const code = error ? (error as { code?: unknown }).code : 0;
+        if (typeof code !== 'number') reject(error);
+        else resolve({ code, stdout, stderr });
+      });
+    });
+  } finally {
+    await podman(['rm', '--force', '--ignore', '--time', '0', name]).catch(() => undefined);
+  }
+}
+
+describe("the collector's image without one of its libraries, beside PostgreSQL 17: one line naming it, exit 2", () => {
+  const password = randomBytes(12).toString('hex');
+  /** Each library the native addon loads, and the Debian package that ships it. */
+  const LIBRARIES = { 'libbpf.so.1': 'libbpf1', 'libelf.so.1': 'libelf1t64' } as const;
+  /** The image built without each library (its package purged in a layer of its own). */
+  const withoutLibrary = new Map<string, string>();
+  let server: StartedTestContainer | undefined;
+  let workDir = '';
+
+  beforeAll(async () => {
+    await requireContainerPrerequisites({ images: [POSTGRES_IMAGES[17]] });
+    const image = await collectorImage();
+    workDir = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-no-library-'));
+    for (const [library, debianPackage] of Object.entries(LIBRARIES)) {
+      const tag = `localhost/pg-bpf-stats-test-without-${library.replace(/\W/g, '-')}:${uniqueName('t')}`;
+      writeFileSync(
+        join(workDir, 'Containerfile'),
+        // The package removed (what depends on it left alone), as in a base image that lacks it.
+        `FROM ${image}\nUSER 0\nRUN dpkg --purge --force-depends ${debianPackage} && ! ldconfig -p | grep -qF '${library}'\nUSER 10001:10001\n`,
+      );
+      await podman(['build', '--quiet', '-t', tag, workDir], { timeout: 300_000 });
+      withoutLibrary.set(library, tag);
+    }
+    server = await new GenericContainer(POSTGRES_IMAGES[17])
+      .withName(uniqueName('pg-bpf-stats-test-pg17-no-library'))
+      .withEnvironment({ POSTGRES_PASSWORD: password })
+      .withExposedPorts(5432)
+      .withWaitStrategy(Wait.forLogMessage('database system is ready to accept connections'))
+      .withStartupTimeout(120_000)
+      .start();
+  }, 600_000);
+
+  afterAll(async () => {
+    await server?.stop({ timeout: 5_000 });
+    for (const tag of withoutLibrary.values()) await podman(['rmi', '--force', tag]).catch(() => undefined);
+    if (workDir) rmSync(workDir, { recursive: true, force: true });
+  }, 120_000);
+
+  for (const library of Object.keys(LIBRARIES)) {
+    it.each(['run', 'check'])(`${library} missing: \`%s\` prints one line naming it and exits 2, no stack trace`, async (command) => {
+      const target = `container:${server!.getId()}`;
+      const caps = ['BPF', 'PERFMON', 'SYS_PTRACE', 'DAC_READ_SEARCH', 'SYS_ADMIN'].flatMap((c) => ['--cap-add', c]);
+      const result = await podmanRunToEnd(uniqueName(`pg-bpf-stats-test-no-${library.replace(/\W/g, '-')}-${command}`), [
+        '--read-only',
+        '--cap-drop',
+        'ALL',
+        ...caps,
+        '--pid',
+        target,
+        '--network',
+        target,
+        '-e',
+        `PGPASSWORD=${password}`,
+        withoutLibrary.get(library)!,
+        command,
+        '--dsn',
+        'postgresql://postgres@localhost:5432/postgres',
+      ]);
+      const lines = result.stderr.trim().split('\n');
+      console.log(`${library} missing, ${command}: exit ${result.code}; stderr: ${result.stderr.trim()}; stdout: ${result.stdout.trim()}`);
+      expect(result.code).toBe(2);
+      expect(lines, result.stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(new RegExp(`ERROR .*\\b${library.replace(/\./g, '\\.')} is missing`));
+      expect(result.stderr).not.toMatch(/^\s+at /m);
+    });
+  }
 });
 
 describe('a missing prerequisite of the container tests', () => {
