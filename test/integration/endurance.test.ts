@@ -360,7 +360,7 @@ describe('the queries map', () => {
     // Whatever the flood got attributed is exact too: each ran once. Even one whose key was
     // made mid-statement and sat quiet under pressure while the statement went on.
     const floodRows = await admin.query(
-      `SELECT length(s.query) AS length, s.calls AS pgss, q.calls, q.on_cpu_ms, q.nvcsw FROM pg_stat_statements s
+      `SELECT length(s.query) AS length, s.calls AS pgss, q.calls, q.on_cpu_ms, q.runq_wait_ms, q.nvcsw, q.nivcsw, q.io_wait_ms FROM pg_stat_statements s
          JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid) WHERE s.query LIKE 'SELECT $1+$2%'`,
     );
     expect(floodRows.rows.length).toBeGreaterThan(10);
