@@ -7,9 +7,8 @@ import { GenericContainer, type StartedTestContainer, Wait } from 'testcontainer
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
 import { cliPath } from '../../src/package-root.js';
-import { hostPidOf } from '../support/namespaced-cluster.js';
 import { mainHostPid, POSTGRES_IMAGES, requireContainerPrerequisites, uniqueName } from '../support/podman.js';
-import { unseenCompletions } from '../support/unseen-completions.js';
+import { expectColdReadCharged } from '../support/container-cold-read.js';
 
 /*
  * PostgreSQL 17 in a real container (podman, runc, cgroupfs) under a memory limit
@@ -175,42 +174,15 @@ describe('PostgreSQL 17 in a container with a 128 MB memory limit, the collector
   });
 
   it("charges a cold read to its statement: what PostgreSQL read (shared_blks_read), the relation's size (pg_relation_size)", async () => {
-    const cold = await relation('cold');
-    const big = await relation('big');
-    const client = await connect();
-    let unseen = { bytes: 0, requests: 0 };
-    try {
-      await client.query('EXPLAIN SELECT pg_catalog.count(pad) FROM public.cold'); // catalogs cached first
-      // None of the relation in shared buffers (PostgreSQL 17 can drop them one by one) nor
-      // in the page cache: the scan reads every block from the disk. The big table leaves the
-      // cache too, so the read fits under the limit and nothing read is reclaimed before use.
-      const { rows: buffers } = await admin.query(
-        `SELECT pg_catalog.count(*) FILTER (WHERE NOT public.pg_buffercache_evict(bufferid))::int AS kept FROM public.pg_buffercache
-          WHERE relfilenode = pg_catalog.pg_relation_filenode('public.cold') AND reldatabase = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())`,
-      );
-      expect(buffers[0].kept, 'buffers of the relation still pinned').toBe(0);
-      expect(evictFromPageCache(big.path), 'bytes of the big table still cached').toBe(0);
-      expect(evictFromPageCache(cold.path), 'bytes of the relation still cached').toBe(0);
-      await client.query('SELECT pg_catalog.count(pad) FROM public.cold');
-      const nsPid = (await client.query('SELECT pg_catalog.pg_backend_pid() AS pid')).rows[0].pid as number;
-      // Completions no program saw are charged when their request struct is reused: later.
-      unseen = unseenCompletions(hostPidOf(nsPid, postmasterHostPid), collector!.pid!);
-    } finally {
-      await client.end();
-    }
-    const row = await statsFor('SELECT pg_catalog.count(pad) FROM public.cold', (r) => r.calls === 1 && r.blk_read_bytes > 0);
-    const blockSize = Number((await admin.query("SELECT pg_catalog.current_setting('block_size') AS b")).rows[0].b);
-    const scanRead = row.shared_blks_read * blockSize;
-    const charged = row.blk_read_bytes + unseen.bytes;
-    console.log(
-      `cold read in a container: relation ${cold.bytes} B, read by the scan ${scanRead} B (shared_blks_read); ` +
-        `query blk_read_bytes ${row.blk_read_bytes}, ${unseen.bytes} B in ${unseen.requests} completed unseen so far: ${(charged / cold.bytes).toFixed(3)} of the relation`,
-    );
-    // Every block came from PostgreSQL's reads, every one of them from the disk.
-    expect(scanRead).toBe(cold.bytes);
-    expect(charged / cold.bytes).toBeGreaterThan(0.98);
-    // Readahead stops at the end of the file: beyond it only the few catalog pages the scan touched.
-    expect(charged).toBeLessThan(cold.bytes + 2 * MB);
+    // The big table leaves the page cache too, so the read fits under the limit and nothing read is reclaimed before use.
+    await expectColdReadCharged({
+      admin,
+      connect,
+      postmasterHostPid,
+      collectorHostPid: collector!.pid!,
+      table: 'cold',
+      alsoUncached: ['big'],
+    });
   });
 
   it("gives a scan twice the container's limit the pages its memory cgroup reclaimed, per statement, per backend and per container", async () => {

@@ -8,6 +8,7 @@ import { GenericContainer, type StartedTestContainer, Wait } from 'testcontainer
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseDocument } from 'yaml';
 import { cliPath, packageRoot } from '../../src/package-root.js';
+import { expectColdReadCharged } from '../support/container-cold-read.js';
 import { cpuTimeMs } from '../support/cpu-time.js';
 import { hostPidOf } from '../support/namespaced-cluster.js';
 import {
@@ -267,6 +268,17 @@ describe("the docs' Kubernetes pod spec, run as written (podman kube play): the 
   });
 
   groundTruths(() => ({ connectTo, admin, postmasterHostPid }));
+
+  it("charges a cold read to its statement: what PostgreSQL read (shared_blks_read), the relation's size (pg_relation_size)", async () => {
+    await admin.query('CREATE EXTENSION IF NOT EXISTS pg_buffercache SCHEMA public');
+    // About 48 MB; hint bits set now, so the measured scan only reads.
+    await admin.query(
+      `CREATE TABLE public.cold AS SELECT g AS id, pg_catalog.repeat('x', 200) AS pad FROM pg_catalog.generate_series(1, 200000) g`,
+    );
+    await admin.query('VACUUM (FREEZE) public.cold');
+    await admin.query('CHECKPOINT');
+    await expectColdReadCharged({ admin, connect: () => connect(connectTo), postmasterHostPid, collectorHostPid, table: 'cold' });
+  }, 120_000);
 });
 
 describe("the collector's image as its own user (uid 10001, ambient capabilities) beside PostgreSQL 17: its pid and network namespaces shared, read-only root", () => {
