@@ -362,4 +362,4 @@ export function loadNative(): BpfNative {
 }
 
 /** The shared libraries the addon links against, as Debian/Ubuntu name their packages. */
-export const RUNTIME_LIBRARIES = 'libbpf1 (libbpf.so.1, 1.1 or newer), libelf1 and zlib1g';
+export const RUNTIME_LIBRARIES = 'libbpf1 (libbpf.so.1, 1.1 or newer), libelf1 (libelf1t64 from Debian 13) and zlib1g';
