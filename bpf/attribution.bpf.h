@@ -384,19 +384,44 @@ static __always_inline struct metrics *query_metrics_of(const struct query_key *
 	return key->queryid ? query_key_metrics_of(key, pid) : NULL;
 }
 
+/* When the current statement started (st_activity_start_timestamp); 0 when unknown. */
+static __always_inline __u64 statement_start_us(const struct backend_record *r)
+{
+	__u64 us = 0;
+
+	if (status_activity_start_off && r->status_ptr)
+		bpf_probe_read_user(&us, sizeof(us), (void *)(r->status_ptr + status_activity_start_off));
+	return us;
+}
+
 /*
  * A statement refused once stays refused. When the queries map refuses a part of a top-level
  * statement (no room for its key, the slot holding another: counted once), the rest of that
  * statement from the same backend is dropped too, even if room appears meanwhile (a flush took
  * the slot or evicted keys). Without this, a statement whose call was refused got the slice that
- * follows its end (up to its ClientRead sleep) under its key: a row with time and no call. The
- * mark lasts until the backend waits for its client while idle (account_switch_out), when the
- * next statement may begin; a burst of the same statement without such a wait (pipelined) stays
- * refused until then.
+ * follows its end under its key: a row with time and no call.
+ *
+ * The rest lasts until the backend's next statement begins, which sets a new
+ * st_activity_start_timestamp (Parse, Bind and Execute each; a Sync, going idle and a wake-up
+ * while idle keep it). So the slices of a backend woken while idle after a refused statement (a
+ * signal, its Terminate) are dropped too, while its st_query_id still names that statement;
+ * clearing the mark at the idle ClientRead put them on the key. A start that cannot be read (an
+ * exiting task has dropped its memory) counts as the same statement. Without the start's offset,
+ * the mark ends at the next idle wait for the client (account_switch_out).
  */
-static __always_inline bool statement_refused(const struct backend_record *r, const struct query_key *key)
+static __always_inline bool statement_refused(struct backend_record *r, const struct query_key *key)
 {
-	return r && key->queryid && r->refused_queryid == key->queryid && r->refused_userid == key->userid;
+	__u64 start;
+
+	if (!r || !key->queryid || r->refused_queryid != key->queryid || r->refused_userid != key->userid)
+		return false;
+	if (!r->refused_start_us)
+		return true;
+	start = statement_start_us(r);
+	if (!start || start == r->refused_start_us)
+		return true;
+	r->refused_queryid = 0; /* a new run of the same statement: counted again */
+	return false;
 }
 
 /* `key`'s statement of backend `r` lost a part: mark it (queryid 0 is no statement). */
@@ -405,6 +430,7 @@ static __always_inline void refuse_statement(struct backend_record *r, const str
 	if (r && key->queryid) {
 		r->refused_queryid = key->queryid;
 		r->refused_userid = key->userid;
+		r->refused_start_us = statement_start_us(r);
 	}
 }
 
@@ -434,16 +460,6 @@ static __always_inline bool holds_before_query_id(const struct backend_record *r
 						  __u32 state)
 {
 	return !key->queryid && is_running_state(state) && r->backend_type == client_backend_type;
-}
-
-/* When the current statement started (st_activity_start_timestamp); 0 when unknown. */
-static __always_inline __u64 statement_start_us(const struct backend_record *r)
-{
-	__u64 us = 0;
-
-	if (status_activity_start_off && r->status_ptr)
-		bpf_probe_read_user(&us, sizeof(us), (void *)(r->status_ptr + status_activity_start_off));
-	return us;
 }
 
 /* How many bytes of a statement's text tell it from the next one (statement_fingerprint). */

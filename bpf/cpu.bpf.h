@@ -361,8 +361,8 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	r->last = counts;
 	hist_on_switch_out(r, &key, s.runq_ns, next_class);
 	nested_on_switch_out(r, status_state);
-	/* Waiting for the client between statements (idle; unknown state: any such wait): the next one starts unrefused. */
-	if (next_class == SLEEP_CLIENT && (!status_state_off || is_idle_state(status_state)))
+	/* Without the statement's start (statement_refused): waiting for the client between statements ends the mark. */
+	if (!r->refused_start_us && next_class == SLEEP_CLIENT && (!status_state_off || is_idle_state(status_state)))
 		r->refused_queryid = 0;
 	r->sleep_class = next_class;
 	r->sleep_wait_event = wait_event;

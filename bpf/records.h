@@ -215,6 +215,7 @@ struct backend_record {
 	/* The top-level statement the queries map refused a part of, 0: none; the rest of it is dropped too (bpf/attribution.bpf.h). */
 	__u64 refused_queryid;
 	__u32 refused_userid;
+	__u64 refused_start_us; /* its st_activity_start_timestamp, 0: unknown */
 	/*
 	 * Its sleeps waiting for the client (ClientRead: idle between statements, SLEEP_CLIENT), and their
 	 * time: counted here rather than in backend_wait_events, as the most common sleep of a backend

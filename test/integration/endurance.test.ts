@@ -379,7 +379,7 @@ describe('the queries map', () => {
 });
 
 describe('a statement the queries map refused', () => {
-  it('leaves no row without its call, though room appears before its last slice (extended protocol, Sync sent late)', async () => {
+  it('leaves no row without its call, though room appears before its last slice (extended protocol, Sync sent late) or a wake-up while idle, and counts its next run', async () => {
     // No periodic flush: nothing takes a held slot or evicts a key unless the test does.
     await startSidecar({ maxQueries: 64, maxQueryKeysPerRole: 0, intervalMs: 3_600_000, probeSets: ['query'] });
     // Fill the map: 64 keys, then refusals.
@@ -403,6 +403,12 @@ describe('a statement the queries map refused', () => {
       deleteFromOwnMap('query_overflow', slotKey);
       statement.sync();
       await statement.done;
+      // Idle now, its st_query_id still the statement's: a wake-up (a cancel the idle backend
+      // ignores) runs a slice under that id, which is the refused statement's rest too.
+      await admin.query('SELECT pg_cancel_backend($1)', [pid]);
+      await sleep(200);
+      // The next run of the same statement is another statement: counted, whole (held in the slot).
+      await session.query('SELECT count(*) FROM accounts WHERE balance > 17');
     } finally {
       await session.end();
     }
@@ -411,8 +417,9 @@ describe('a statement the queries map refused', () => {
       `SELECT s.calls AS pgss, q.calls, q.on_cpu_ms FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
         WHERE s.query = 'SELECT count(*) FROM accounts WHERE balance > $1'`,
     );
-    // pg_stat_statements counted the call; ours was refused, and so is the rest of the statement.
-    expect(rows.map((r) => [Number(r.pgss), r.calls, r.on_cpu_ms])).toEqual([[1, null, null]]);
+    // pg_stat_statements counted both calls; ours of the first was refused, and so is the rest of
+    // that run; the second run is all the row has.
+    expect(rows.map((r) => [Number(r.pgss), Number(r.calls)])).toEqual([[2, 1]]);
     const health = await admin.query(`SELECT dropped FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
     expect(Number(health.rows[0].dropped.queries_full)).toBeGreaterThan(0);
   });
