@@ -31,6 +31,8 @@ export interface SidecarProcessOptions {
   nice?: number;
   /** Another build's CLI (an A/B against an older commit's tree); absent: this package's. */
   cli?: string;
+  /** More environment (PGPASSWORD), over this process's. */
+  env?: NodeJS.ProcessEnv;
 }
 
 /**
@@ -66,7 +68,11 @@ export class SidecarProcess {
     const spawnedAt = performance.now();
     const [command, commandArgs] =
       options.nice === undefined ? [process.execPath, args] : ['nice', ['-n', String(options.nice), process.execPath, ...args]];
-    const child = spawn(command, commandArgs, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+    const child = spawn(command, commandArgs, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      detached: true,
+      env: { ...process.env, ...options.env },
+    });
     if (child.pid === undefined) throw new Error('could not spawn the sidecar');
     const sidecar = new SidecarProcess(child, child.pid);
     let attachMs: number;

@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -6,7 +5,7 @@ import pg from 'pg';
 import { GenericContainer, type StartedTestContainer, Wait } from 'testcontainers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
-import { cliPath } from '../../src/package-root.js';
+import { SidecarProcess } from '../../bench/sidecar-process.js';
 import { mainHostPid, POSTGRES_IMAGES, requireContainerPrerequisites, uniqueName } from '../support/podman.js';
 import { expectColdReadCharged } from '../support/container-cold-read.js';
 
@@ -26,9 +25,7 @@ const password = randomBytes(12).toString('hex');
 let container: StartedTestContainer | undefined;
 let connectTo: pg.ClientConfig;
 let admin: pg.Client;
-let collector: ChildProcess | undefined;
-let collectorExit: Promise<number | null>;
-let stderr = '';
+let collector: SidecarProcess | undefined;
 let postmasterHostPid = 0;
 /** The container's memory cgroup as /proc/<pid>/cgroup names it, and its directory. */
 let cgroupPath = '';
@@ -138,26 +135,17 @@ beforeAll(async () => {
     await admin.query(`VACUUM (FREEZE) public.${name}`);
   }
   await admin.query('CHECKPOINT');
-  collector = spawn(
-    process.execPath,
-    [cliPath(), 'run', '--dsn', `postgresql://postgres@127.0.0.1:${connectTo.port}/postgres`, '--interval', '200ms', '--probes', 'query'],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PGPASSWORD: password } },
-  );
-  collector.stderr!.on('data', (chunk) => (stderr += chunk));
-  collectorExit = new Promise((resolve) => collector!.on('exit', (code) => resolve(code)));
-  const deadline = Date.now() + 60_000;
-  while (!/collecting every \d+ ms/.test(stderr)) {
-    if (collector.exitCode !== null || Date.now() > deadline) throw new Error(`the collector did not start: ${stderr}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  ({ sidecar: collector } = await SidecarProcess.start({
+    dsn: `postgresql://postgres@127.0.0.1:${connectTo.port}/postgres`,
+    interval: '200ms',
+    probes: 'query',
+    env: { PGPASSWORD: password },
+  }));
 }, 420_000);
 
 afterAll(async () => {
   try {
-    if (collector?.exitCode === null) {
-      collector.kill('SIGTERM');
-      expect(await collectorExit, stderr).toBe(0);
-    }
+    if (collector) expect(await collector.stop(), collector.log()).toBe(0);
   } finally {
     await admin?.end().catch(() => undefined);
     // Removed even when a test failed.
@@ -167,8 +155,8 @@ afterAll(async () => {
 
 describe('PostgreSQL 17 in a container with a 128 MB memory limit, the collector on the host', () => {
   it('attaches the memory and io sets, and finds the container in its own memory cgroup with the limit podman set', () => {
-    expect(stderr).toMatch(/attached probe sets: .*\bmemory\b/);
-    expect(stderr).toMatch(/attached probe sets: .*\bio\b/);
+    expect(collector!.attachedLine()).toMatch(/\bmemory\b/);
+    expect(collector!.attachedLine()).toMatch(/\bio\b/);
     expect(cgroupPath).toContain(container!.getId());
     expect(cgroupCounter('memory.limit_in_bytes')).toBe(MEMORY_LIMIT);
   });

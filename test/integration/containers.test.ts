@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,7 +7,8 @@ import pg from 'pg';
 import { GenericContainer, type StartedTestContainer, Wait } from 'testcontainers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseDocument } from 'yaml';
-import { cliPath, packageRoot } from '../../src/package-root.js';
+import { packageRoot } from '../../src/package-root.js';
+import { SidecarProcess } from '../../bench/sidecar-process.js';
 import { expectColdReadCharged } from '../support/container-cold-read.js';
 import { cpuTimeMs } from '../support/cpu-time.js';
 import { hostPidOf } from '../support/namespaced-cluster.js';
@@ -107,9 +108,7 @@ describe.each([15, 17] as const)('PostgreSQL %i in a container, the collector on
   let container: StartedTestContainer | undefined;
   let connectTo: pg.ClientConfig;
   let admin: pg.Client;
-  let collector: ChildProcess | undefined;
-  let collectorExit: Promise<number | null>;
-  let stderr = '';
+  let collector: SidecarProcess | undefined;
   let postmasterHostPid = 0;
 
   beforeAll(async () => {
@@ -126,26 +125,17 @@ describe.each([15, 17] as const)('PostgreSQL %i in a container, the collector on
     connectTo = { host: '127.0.0.1', port: container.getMappedPort(5432), user: 'postgres', password, database: 'postgres' };
     admin = await connect(connectTo);
     await admin.query('CREATE EXTENSION pg_stat_statements SCHEMA public');
-    collector = spawn(
-      process.execPath,
-      [cliPath(), 'run', '--dsn', `postgresql://postgres@127.0.0.1:${connectTo.port}/postgres`, '--interval', '200ms', '--probes', 'query'],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PGPASSWORD: password } },
-    );
-    collector.stderr!.on('data', (chunk) => (stderr += chunk));
-    collectorExit = new Promise((resolve) => collector!.on('exit', (code) => resolve(code)));
-    const deadline = Date.now() + 60_000;
-    while (!/collecting every \d+ ms/.test(stderr)) {
-      if (collector.exitCode !== null || Date.now() > deadline) throw new Error(`the collector did not start: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    ({ sidecar: collector } = await SidecarProcess.start({
+      dsn: `postgresql://postgres@127.0.0.1:${connectTo.port}/postgres`,
+      interval: '200ms',
+      probes: 'query',
+      env: { PGPASSWORD: password },
+    }));
   }, 240_000);
 
   afterAll(async () => {
     try {
-      if (collector?.exitCode === null) {
-        collector.kill('SIGTERM');
-        expect(await collectorExit, stderr).toBe(0);
-      }
+      if (collector) expect(await collector.stop(), collector.log()).toBe(0);
     } finally {
       await admin?.end();
       await container?.stop({ timeout: 5_000 });
@@ -154,7 +144,10 @@ describe.each([15, 17] as const)('PostgreSQL %i in a container, the collector on
 
   it("finds the postmaster behind the container's port and its binary through /proc/<pid>/root", () => {
     const host = postmasterHostPid;
-    const line = stderr.split('\n').find((l) => /postmaster \d+ \(pid/.test(l));
+    const line = collector!
+      .log()
+      .split('\n')
+      .find((l) => /postmaster \d+ \(pid/.test(l));
     // The entrypoint executes the server: it is the container's process 1.
     expect(line).toContain(`postmaster 1 (pid ${host} on the host, pid namespace level 1)`);
     expect(line).toContain(`/proc/${host}/root/usr/lib/postgresql/${major}/bin/postgres`);
