@@ -378,29 +378,50 @@ describe('the queries map', () => {
   });
 });
 
+/**
+ * A collector whose queries map is full (64 keys, no periodic flush: nothing takes a held slot or
+ * evicts a key unless the test does), and a session whose overflow slot is taken by its first
+ * statement's figures (refused too), so that its next statement is refused whole. `slot()` reads
+ * what the slot holds; `freeSlot()` makes room, as a flush taking the slot meanwhile would.
+ */
+async function sessionWithFullMap(fillPrefix: string) {
+  await startSidecar({ maxQueries: 64, maxQueryKeysPerRole: 0, intervalMs: 3_600_000, probeSets: ['query'] });
+  for (let n = 1; n <= 80; n++) await admin.query(`SELECT ${fillPrefix}${`+${fillPrefix}`.repeat(n)}`);
+  const session = new pg.Client(cluster.connectionString());
+  await session.connect();
+  const pid = (await session.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+  const slotKey = Buffer.alloc(4);
+  slotKey.writeUInt32LE(pid);
+  const slot = () =>
+    dumpOwnMap('query_overflow')
+      .filter((e) => e.key.equals(slotKey))
+      .map((e) => e.values[0]!.readBigUInt64LE(0));
+  expect(slot()).toHaveLength(1);
+  return { session, pid, slot, freeSlot: () => deleteFromOwnMap('query_overflow', slotKey) };
+}
+
+/** pg_stat_statements' calls of `query` beside ours (null: no row of ours). */
+async function callsOf(query: string): Promise<[number, number | null][]> {
+  const { rows } = await admin.query(
+    `SELECT s.calls AS pgss, q.calls FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
+      WHERE s.query = $1`,
+    [query],
+  );
+  return rows.map((r) => [Number(r.pgss), r.calls === null ? null : Number(r.calls)]);
+}
+
 describe('a statement the queries map refused', () => {
   it('leaves no row without its call, though room appears before its last slice (extended protocol, Sync sent late) or a wake-up while idle, and counts its next run', async () => {
-    // No periodic flush: nothing takes a held slot or evicts a key unless the test does.
-    await startSidecar({ maxQueries: 64, maxQueryKeysPerRole: 0, intervalMs: 3_600_000, probeSets: ['query'] });
-    // Fill the map: 64 keys, then refusals.
-    for (let n = 1; n <= 80; n++) await admin.query(`SELECT 2${'+2'.repeat(n)}`);
-    const session = new pg.Client(cluster.connectionString());
-    await session.connect();
+    const { session, pid, freeSlot } = await sessionWithFullMap('2');
     try {
-      // Refused too: this statement's figures wait in the session's overflow slot, which a
-      // second refused key cannot share.
-      const pid = (await session.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
-      const slotKey = Buffer.alloc(4);
-      slotKey.writeUInt32LE(pid);
-      expect(dumpOwnMap('query_overflow').filter((e) => e.key.equals(slotKey))).toHaveLength(1);
-      // Parse, Bind, Execute without Sync: the statement ends (its call, refused) and the backend
-      // waits for the client still in the statement; the Sync's commit is its last slice.
+      // Parse, Bind, Execute without Sync: the statement ends (its call, refused: the slot holds
+      // the pid statement) and the backend waits for the client still in the statement; the
+      // Sync's commit is its last slice.
       const statement = new ExtendedWithoutSync('SELECT count(*) FROM accounts WHERE balance > 17');
       session.query(statement);
       await statement.executed;
       await sleep(200);
-      // Room for the key now, as when a flush takes the slot meanwhile.
-      deleteFromOwnMap('query_overflow', slotKey);
+      freeSlot();
       statement.sync();
       await statement.done;
       // Idle now, its st_query_id still the statement's: a wake-up (a cancel the idle backend
@@ -413,13 +434,9 @@ describe('a statement the queries map refused', () => {
       await session.end();
     }
     await sidecar!.flush();
-    const { rows } = await admin.query(
-      `SELECT s.calls AS pgss, q.calls, q.on_cpu_ms FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
-        WHERE s.query = 'SELECT count(*) FROM accounts WHERE balance > $1'`,
-    );
     // pg_stat_statements counted both calls; ours of the first was refused, and so is the rest of
     // that run; the second run is all the row has.
-    expect(rows.map((r) => [Number(r.pgss), Number(r.calls)])).toEqual([[2, 1]]);
+    expect(await callsOf('SELECT count(*) FROM accounts WHERE balance > $1')).toEqual([[2, 1]]);
     const health = await admin.query(`SELECT dropped FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
     expect(Number(health.rows[0].dropped.queries_full)).toBeGreaterThan(0);
   });
@@ -427,31 +444,16 @@ describe('a statement the queries map refused', () => {
 
 describe("a backend's exit", () => {
   it('is charged to no statement once the backend was idle: a refused last statement gets no row from it', async () => {
-    await startSidecar({ maxQueries: 64, maxQueryKeysPerRole: 0, intervalMs: 3_600_000, probeSets: ['query'] });
-    for (let n = 1; n <= 80; n++) await admin.query(`SELECT 3${'+3'.repeat(n)}`);
-    const session = new pg.Client(cluster.connectionString());
-    await session.connect();
-    const pid = (await session.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
-    const slotKey = Buffer.alloc(4);
-    slotKey.writeUInt32LE(pid);
-    const slot = () =>
-      dumpOwnMap('query_overflow')
-        .filter((e) => e.key.equals(slotKey))
-        .map((e) => e.values[0]!.readBigUInt64LE(0));
+    const { session, pid, slot, freeSlot } = await sessionWithFullMap('3');
     const held = slot();
-    expect(held).toHaveLength(1);
     // Refused whole (the slot holds the pid statement), then room before the backend exits.
     await session.query('SELECT count(*) FROM accounts WHERE balance < 19');
     expect(slot()).toEqual(held);
-    deleteFromOwnMap('query_overflow', slotKey);
+    freeSlot();
     await session.end();
     while (spawnSync('test', ['-e', `/proc/${pid}`]).status === 0) await sleep(10);
     await sidecar!.flush();
-    const { rows } = await admin.query(
-      `SELECT s.calls AS pgss, q.calls, q.on_cpu_ms FROM pg_stat_statements s LEFT JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
-        WHERE s.query = 'SELECT count(*) FROM accounts WHERE balance < $1'`,
-    );
-    expect(rows.map((r) => [Number(r.pgss), r.calls, r.on_cpu_ms])).toEqual([[1, null, null]]);
+    expect(await callsOf('SELECT count(*) FROM accounts WHERE balance < $1')).toEqual([[1, null]]);
     // The backend's own row keeps the exit's time.
     const backend = await admin.query(`SELECT exited_at IS NOT NULL AS exited, on_cpu_ms FROM bpf_stats.backend_stats WHERE pid = $1`, [
       pid,
