@@ -65,13 +65,15 @@ export class BackendTypeNames {
     const live = this.byPid.get(sample.pid);
     if (live !== undefined) return live;
     if (!sample.identityKnown) return 'postmaster child';
+    // A process too short-lived for pg_stat_activity to show (pgbench -C, autovacuum workers,
+    // parallel workers): Postgres' BackendType enum of this version, as pg_stat_activity names
+    // its members. Before what was learnt: one background worker kind seen alive (the logical
+    // replication launcher) named every unseen parallel worker after it.
+    const known = this.enumNames?.[sample.backendType];
+    if (known) return known;
     const names = this.byNumber.get(sample.backendType);
     if (names?.size === 1) return [...names][0]!;
     if (names && names.size > 1) return 'background worker';
-    // A process too short-lived for pg_stat_activity to show (pgbench -C, autovacuum workers):
-    // Postgres' BackendType enum of this version, as pg_stat_activity names its members.
-    const known = this.enumNames?.[sample.backendType];
-    if (known) return known;
     return `backend type ${sample.backendType}`;
   }
 

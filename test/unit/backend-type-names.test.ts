@@ -37,6 +37,14 @@ describe("BackendTypeNames with the version's BackendType enum", () => {
     expect(pg18.name({ pid: 302, backendType: 12, identityKnown: true })).toBe('io worker');
   });
 
+  it('names an unseen background worker by the enum, not after the one kind seen alive under its number', () => {
+    const names = new BackendTypeNames(100, { majorVersion: 17, clientBackendType: 1 });
+    names.observe(200, 'logical replication launcher');
+    names.learn(200, 4);
+    expect(names.name({ pid: 200, backendType: 4, identityKnown: true })).toBe('logical replication launcher');
+    expect(names.name({ pid: 300, backendType: 4, identityKnown: true })).toBe('background worker');
+  });
+
   it('does not use the table when the calibrated client backend number disagrees with it', () => {
     const names = new BackendTypeNames(100, { majorVersion: 15, clientBackendType: 4 });
     expect(names.name({ pid: 300, backendType: 2, identityKnown: true })).toBe('backend type 2');
