@@ -378,12 +378,6 @@ static __always_inline struct metrics *query_key_metrics(const struct query_key 
 	return query_key_metrics_of(key, 0);
 }
 
-/* A statement's figures that the task `pid` (kernel pid) caused, charged from another context. */
-static __always_inline struct metrics *query_metrics_of(const struct query_key *key, __u32 pid)
-{
-	return key->queryid ? query_key_metrics_of(key, pid) : NULL;
-}
-
 /* When the current statement started (st_activity_start_timestamp); 0 when unknown. */
 static __always_inline __u64 statement_start_us(const struct backend_record *r)
 {
@@ -392,6 +386,36 @@ static __always_inline __u64 statement_start_us(const struct backend_record *r)
 	if (status_activity_start_off && r->status_ptr)
 		bpf_probe_read_user(&us, sizeof(us), (void *)(r->status_ptr + status_activity_start_off));
 	return us;
+}
+
+/*
+ * The runs refused by a client backend, for its parallel workers: a worker reports its leader's
+ * query id and statement start (SetParallelStartTimestamps gives it the leader's statement
+ * timestamp, which pgstat_report_activity stores), but not its leader, so it finds the leader's
+ * mark here. Without this a refused statement's workers put their part on its key once room
+ * appeared: a row without its call. Bounded by LRU: a statement's run is marked for as long as
+ * it may have workers, and refusals are rare (a full map).
+ */
+struct refused_run {
+	struct query_key key;
+	__u64 start_us;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct refused_run);
+	__type(value, __u8);
+} refused_runs SEC(".maps");
+
+/* Runs ever put in refused_runs: until the first, workers do not look there. */
+__u64 refused_runs_added = 0;
+
+static __always_inline void mark_refused(struct backend_record *r, const struct query_key *key, __u64 start_us)
+{
+	r->refused_queryid = key->queryid;
+	r->refused_userid = key->userid;
+	r->refused_start_us = start_us;
 }
 
 /*
@@ -411,27 +435,59 @@ static __always_inline __u64 statement_start_us(const struct backend_record *r)
  */
 static __always_inline bool statement_refused(struct backend_record *r, const struct query_key *key)
 {
+	struct refused_run run = {};
 	__u64 start;
 
-	if (!r || !key->queryid || r->refused_queryid != key->queryid || r->refused_userid != key->userid)
+	if (!r || !key->queryid)
 		return false;
-	if (!r->refused_start_us)
-		return true;
-	start = statement_start_us(r);
-	if (!start || start == r->refused_start_us)
-		return true;
-	r->refused_queryid = 0; /* a new run of the same statement: counted again */
-	return false;
+	if (r->refused_queryid == key->queryid && r->refused_userid == key->userid) {
+		if (!r->refused_start_us)
+			return true;
+		start = statement_start_us(r);
+		if (!start || start == r->refused_start_us)
+			return true;
+		r->refused_queryid = 0; /* a new run of the same statement: counted again */
+	}
+	/* Another process's run of a statement (a parallel worker's leader's)? Only once any was refused. */
+	if (r->backend_type == client_backend_type || !*(volatile __u64 *)&refused_runs_added)
+		return false;
+	run.key = *key;
+	run.start_us = statement_start_us(r);
+	if (!run.start_us || !bpf_map_lookup_elem(&refused_runs, &run))
+		return false;
+	mark_refused(r, key, run.start_us); /* its IO completions see it (query_metrics_of) */
+	return true;
 }
 
-/* `key`'s statement of backend `r` lost a part: mark it (queryid 0 is no statement). */
+/* `key`'s statement of backend `r` lost a part: mark it (queryid 0 is no statement), and the run for its workers. */
 static __always_inline void refuse_statement(struct backend_record *r, const struct query_key *key)
 {
-	if (r && key->queryid) {
-		r->refused_queryid = key->queryid;
-		r->refused_userid = key->userid;
-		r->refused_start_us = statement_start_us(r);
-	}
+	struct refused_run run = {};
+	__u8 one = 1;
+
+	if (!r || !key->queryid)
+		return;
+	mark_refused(r, key, statement_start_us(r));
+	if (r->backend_type != client_backend_type || !r->refused_start_us)
+		return;
+	run.key = *key;
+	run.start_us = r->refused_start_us;
+	if (!bpf_map_update_elem(&refused_runs, &run, &one, BPF_ANY))
+		__sync_fetch_and_add(&refused_runs_added, 1);
+}
+
+/*
+ * A statement's figures that the task `pid` (kernel pid) of record `r` caused, charged from
+ * another context (a block IO completion). A statement marked refused gets none: its start
+ * cannot be read from here, so the mark is taken as it stands (the owner's next switch-out
+ * ends it once a new statement has begun). A refusal here does not mark: nor can the start.
+ */
+static __always_inline struct metrics *query_metrics_of(const struct backend_record *r, const struct query_key *key,
+							__u32 pid)
+{
+	if (!key->queryid || (r && r->refused_queryid == key->queryid && r->refused_userid == key->userid))
+		return NULL;
+	return query_key_metrics_of(key, pid);
 }
 
 /* A top-level statement's figures from its backend `r` (NULL: none at hand); none for queryid 0 (no statement yet, or compute_query_id off). */

@@ -128,9 +128,10 @@ static __always_inline void io_charge_backend(struct backend_record *r, __u32 op
  */
 static __always_inline void io_charge(const struct io_owner *owner, __u32 bytes, bool done)
 {
-	struct metrics *qm = query_metrics_of(&owner->key, owner->pid); /* in interrupt context: not current's */
+	struct backend_record *r = record_of(owner->pid, owner->task_start_ns);
+	struct metrics *qm = query_metrics_of(r, &owner->key, owner->pid); /* in interrupt context: not current's */
 
-	io_charge_backend(record_of(owner->pid, owner->task_start_ns), owner->op, bytes, done);
+	io_charge_backend(r, owner->op, bytes, done);
 	if (owner->performer_pid)
 		io_charge_backend(record_of(owner->performer_pid, owner->performer_start_ns), owner->op, bytes, done);
 	if (!qm)

@@ -25,6 +25,7 @@ export const Maps = {
   role_added: { key: '4 bytes', value: '8 bytes', maxEntries: 1024 },
   role_evicted: { key: '4 bytes', value: '8 bytes', maxEntries: 1024 },
   query_overflow: { key: '4 bytes', value: 'query_overflow', maxEntries: 8192 },
+  refused_runs: { key: 'refused_run', value: '1 bytes', maxEntries: 1024 },
   query_wait_blockers: { key: 'wait_blocker_key', value: 'wait_blocker_totals', maxEntries: 8192 },
   mem_stalls: { key: '4 bytes', value: 'mem_stall', maxEntries: 1024 },
   aio_handles: { key: '8 bytes', value: 'aio_owner', maxEntries: 4096 },
@@ -83,6 +84,7 @@ export const Bss = {
   tracking_epoch: { size: 4 },
   query_keys_added: { size: 8 },
   query_keys_evicted: { size: 8 },
+  refused_runs_added: { size: 8 },
   hist_switches: { size: 4, enum: 'hist_switch' },
   tracking_since_pg_us: { size: 8 },
   aio_acting_now: { size: 8 },
@@ -485,6 +487,17 @@ export const Structs = {
       'm.llc_misses': { offset: 200, size: 8, signed: false },
       'm.spinlock_delays': { offset: 208, size: 8, signed: false },
       'm.read_stamp': { offset: 216, size: 8, signed: false },
+    },
+  },
+  refused_run: {
+    size: 32,
+    fields: {
+      'key.queryid': { offset: 0, size: 8, signed: false },
+      'key.userid': { offset: 8, size: 4, signed: false },
+      'key.dbid': { offset: 12, size: 4, signed: false },
+      'key.toplevel': { offset: 16, size: 4, signed: false },
+      'key.pad': { offset: 20, size: 4, signed: false },
+      start_us: { offset: 24, size: 8, signed: false },
     },
   },
   sched_counts: {

@@ -1,6 +1,8 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { evictFromPageCache } from '../../src/cluster/evict-from-page-cache.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
 import { Sidecar, type SidecarOptions } from '../../src/sidecar/sidecar.js';
@@ -384,8 +386,8 @@ describe('the queries map', () => {
  * statement's figures (refused too), so that its next statement is refused whole. `slot()` reads
  * what the slot holds; `freeSlot()` makes room, as a flush taking the slot meanwhile would.
  */
-async function sessionWithFullMap(fillPrefix: string) {
-  await startSidecar({ maxQueries: 64, maxQueryKeysPerRole: 0, intervalMs: 3_600_000, probeSets: ['query'] });
+async function sessionWithFullMap(fillPrefix: string, probeSets: SidecarOptions['probeSets'] = ['query']) {
+  await startSidecar({ maxQueries: 64, maxQueryKeysPerRole: 0, intervalMs: 3_600_000, probeSets });
   for (let n = 1; n <= 80; n++) await admin.query(`SELECT ${fillPrefix}${`+${fillPrefix}`.repeat(n)}`);
   const session = new pg.Client(cluster.connectionString());
   await session.connect();
@@ -439,6 +441,41 @@ describe('a statement the queries map refused', () => {
     expect(await callsOf('SELECT count(*) FROM accounts WHERE balance > $1')).toEqual([[2, 1]]);
     const health = await admin.query(`SELECT dropped FROM bpf_stats.health WHERE pid = $1 AND stopped_at IS NULL`, [process.pid]);
     expect(Number(health.rows[0].dropped.queries_full)).toBeGreaterThan(0);
+  });
+});
+
+describe('a statement the queries map refused, its block IO and parallel workers', () => {
+  it('are no row of it either, though room appears before the workers start and the reads complete', async () => {
+    // About 48 MB, over a quarter of shared_buffers: scanned in parallel through small rings, so
+    // read from the kernel, and out of the page cache, so from the disk.
+    await admin.query("CREATE TABLE cold_refused AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 200000) g");
+    await admin.query('VACUUM (FREEZE) cold_refused');
+    await admin.query('CHECKPOINT');
+    const path = join(cluster.dataDir, (await admin.query("SELECT pg_relation_filepath('cold_refused') AS p")).rows[0].p);
+    const { session, pid, freeSlot } = await sessionWithFullMap('4', ['query', 'io']);
+    const before = (await admin.query('SELECT now() AS t')).rows[0].t as Date;
+    try {
+      expect(evictFromPageCache(path), 'bytes of the relation still cached').toBe(0);
+      // The sleep's slice is refused (the slot holds the pid statement) and marks the statement;
+      // the slot is free before the scan (an initplan, evaluated after the sleep) starts its
+      // workers and reads.
+      const running = session.query('SELECT pg_sleep(0.5) IS NULL AS slept, (SELECT count(*) FROM cold_refused) AS n');
+      await sleep(200);
+      freeSlot();
+      expect((await running).rows).toEqual([{ slept: false, n: '200000' }]);
+    } finally {
+      await session.end();
+    }
+    await sidecar!.flush();
+    expect(await callsOf('SELECT pg_sleep($1) IS NULL AS slept, (SELECT count(*) FROM cold_refused) AS n')).toEqual([[1, null]]);
+    // The workers ran and the reads happened, after the refusal: the processes' own rows have them.
+    const { rows } = await admin.query(
+      `SELECT count(*) FILTER (WHERE backend_type = 'background worker')::int AS workers, sum(blk_read_bytes)::float8 AS read
+         FROM bpf_stats.backend_stats WHERE pid = $1 OR (backend_type = 'background worker' AND backend_start >= $2)`,
+      [pid, before],
+    );
+    expect(rows[0].workers).toBeGreaterThan(0);
+    expect(rows[0].read).toBeGreaterThan(16 * 1024 * 1024);
   });
 });
 
