@@ -407,13 +407,14 @@ describe('a memory cgroup at its limit', () => {
       );
       expect(healed.map_fill.queries.evicted).toBeGreaterThanOrEqual(600);
       expect(refusedInRound).toBeLessThanOrEqual(availableParallelism());
-      // Every statement of the healed round has its row.
+      // Every statement of the healed round has its row, but one whose part a refusal dropped
+      // (at most one per CPU, counted above: a refused statement keeps no later part either).
       const { rows } = await admin.query(
         `SELECT count(*)::int AS n FROM pg_stat_statements p JOIN bpf_stats.query_stats q USING (userid, dbid, toplevel, queryid)
           WHERE p.query LIKE 'SELECT $1*%' AND length(p.query) - length(replace(p.query, '*', '')) BETWEEN $1 AND $2 AND q.on_cpu_ms > 0`,
         [first, first + 299],
       );
-      expect(rows[0].n).toBe(300);
+      expect(rows[0].n).toBeGreaterThanOrEqual(300 - refusedInRound);
     } finally {
       cgroup.setLimit(big);
       for (const client of clients) await client.end();
