@@ -150,10 +150,9 @@ async function lockWaits(times: number): Promise<number> {
 async function coldScans(path: string, times: number, most: number): Promise<void> {
   const client = await connect();
   const cgroup = MemoryCgroup.create('pgbpf-dashboards', COLD_LIMIT);
-  const limitHits = () => Number(readFileSync(join(cgroup.dir, 'memory.failcnt'), 'utf8'));
   try {
     cgroup.add(backendPid(client));
-    for (let i = 0; i < most && (i < times || limitHits() === 0); i++) {
+    for (let i = 0; i < most && (i < times || cgroup.failcnt() === 0); i++) {
       evictFromPageCache(path);
       await client.query(COLD_STATEMENT);
     }
