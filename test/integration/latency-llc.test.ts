@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { probeCapabilities } from '../../src/capabilities/probe-capabilities.js';
@@ -57,6 +59,46 @@ function faults(pid: number): { minflt: number; majflt: number } {
   return { minflt: Number(fields[7]), majflt: Number(fields[9]) };
 }
 
+/**
+ * Connects over the cluster's trusted socket with the bare protocol, then sends a simple Query
+ * and the Terminate in one write, as a client that pipelines its goodbye does; resolves with the
+ * backend's pid once the backend closed the connection.
+ */
+function queryThenTerminate(sql: string): Promise<number> {
+  const message = (type: string, body: Buffer) => {
+    const head = Buffer.alloc(5);
+    head.write(type, 0, 'latin1');
+    head.writeInt32BE(body.length + 4, 1);
+    return Buffer.concat([head, body]);
+  };
+  const params = Buffer.from('user\0postgres\0database\0postgres\0\0', 'latin1');
+  const startup = Buffer.alloc(8);
+  startup.writeInt32BE(params.length + 8, 0);
+  startup.writeInt32BE(196608, 4); // protocol 3.0
+  return new Promise((resolve, reject) => {
+    const socket = createConnection(join(cluster.baseDir, `.s.PGSQL.${cluster.port}`));
+    let pending = Buffer.alloc(0);
+    let pid = 0;
+    let sent = false;
+    socket.on('error', reject);
+    socket.on('close', () => (pid ? resolve(pid) : reject(new Error('closed before BackendKeyData'))));
+    socket.on('connect', () => socket.write(Buffer.concat([startup, params])));
+    socket.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      while (pending.length >= 5 && pending.length >= 1 + pending.readInt32BE(1)) {
+        const type = String.fromCharCode(pending[0]!);
+        if (type === 'K') pid = pending.readInt32BE(5);
+        if (type === 'E') reject(new Error(`error from the backend: ${pending.toString('latin1', 5)}`));
+        if (type === 'Z' && !sent) {
+          sent = true;
+          socket.write(Buffer.concat([message('Q', Buffer.from(`${sql}\0`, 'utf8')), message('X', Buffer.alloc(0))]));
+        }
+        pending = pending.subarray(1 + pending.readInt32BE(1));
+      }
+    });
+  });
+}
+
 beforeAll(async () => {
   cluster = await ThrowawayCluster.start();
   admin = new pg.Client(cluster.connectionString());
@@ -90,9 +132,8 @@ describe('statement latency (latency set)', () => {
     });
     const row = await rowFor('bpf_stats.query_latency', 'SELECT pg_sleep($1)');
     expect(Number(row.pgss_calls)).toBe(43);
-    // Each statement the client waited for is one observation (a ClientRead sleep followed it).
-    expect(Number(row.observations)).toBeGreaterThanOrEqual(42);
-    expect(Number(row.observations)).toBeLessThanOrEqual(43);
+    // One observation per statement: the last one's too, at the backend's exit if not before.
+    expect(Number(row.observations)).toBe(43);
     // p50 is one of the 50 ms sleeps, p99 (rank 43 of 43) the longest 400 ms one: each read from
     // a log-linear bucket within 1/8 of it (pg_stat_statements' mean of the 40 short ones is the truth).
     expect(row.p50_ms).toBeGreaterThanOrEqual(50 * (1 - 1 / 8));
@@ -114,8 +155,7 @@ describe('statement latency (latency set)', () => {
     });
     const row = await rowFor('bpf_stats.query_latency', 'SELECT $1 AS answer');
     expect(Number(row.pgss_calls)).toBe(2);
-    expect(Number(row.observations)).toBeLessThanOrEqual(2);
-    expect(Number(row.observations)).toBeGreaterThanOrEqual(1);
+    expect(Number(row.observations)).toBe(2);
     expect(row.max_ms).toBeLessThan(50);
   });
 
@@ -166,6 +206,22 @@ describe('statement latency (latency set)', () => {
     expect(Number(row.pgss_calls)).toBe(1);
     expect(Number(row.observations)).toBe(1);
     expect(row.max_ms).toBeGreaterThanOrEqual(300);
+    expect(row.max_ms).toBeLessThan(row.max_exec_time + 15);
+  });
+
+  it("counts a session's last statement when the client's Terminate is already there (no idle wait before the exit)", async () => {
+    // The Query and the Terminate go out together: the backend finds the Terminate as soon as
+    // the statement ends, so it exits without ever waiting for its client while idle.
+    const sessions = 12;
+    for (let i = 0; i < sessions; i++) {
+      const pid = await queryThenTerminate('SELECT pg_sleep(0.02) FROM (VALUES (1)) AS terminate_at_once (x)');
+      // Until the process is gone (reaped), not only out of pg_stat_activity.
+      await expect.poll(() => existsSync(`/proc/${pid}`), { timeout: 10_000, interval: 20 }).toBe(false);
+    }
+    const row = await rowFor('bpf_stats.query_latency', 'SELECT pg_sleep($1) FROM (VALUES ($2)) AS terminate_at_once (x)');
+    expect(Number(row.pgss_calls)).toBe(sessions);
+    expect(Number(row.observations)).toBe(sessions);
+    expect(row.p50_ms).toBeGreaterThanOrEqual(20 * (1 - 1 / 8));
     expect(row.max_ms).toBeLessThan(row.max_exec_time + 15);
   });
 });

@@ -17,7 +17,11 @@ export const latencyFamily = defineFamily({
           : layout.activityStartOffset === null
             ? 'query_start/state_change not found side by side in PgBackendStatus (track_activities off?)'
             : null,
-      attachments: [{ program: 'on_sched_switch', kind: 'switch', bit: HistSwitch.HIST_SWITCH_LATENCY }],
+      attachments: [
+        { program: 'on_sched_switch', kind: 'switch', bit: HistSwitch.HIST_SWITCH_LATENCY },
+        // A session's last statement, when the backend exits without going idle on a switch-out.
+        { program: 'on_backend_exit', kind: 'auto' },
+      ],
       cost: 'inside the cpu set: a 24-byte user read per ClientRead sleep or preemption, a histogram update per statement (~0.1-0.2 us of BPF time per pgbench -S transaction)',
     },
   },
