@@ -408,7 +408,7 @@ struct {
 	__type(value, __u8);
 } refused_runs SEC(".maps");
 
-/* Runs ever put in refused_runs: until the first, workers do not look there. */
+/* Set once a run is put in refused_runs: until then, workers do not look there. */
 __u64 refused_runs_added = 0;
 
 static __always_inline void mark_refused(struct backend_record *r, const struct query_key *key, __u64 start_us)
@@ -416,6 +416,12 @@ static __always_inline void mark_refused(struct backend_record *r, const struct 
 	r->refused_queryid = key->queryid;
 	r->refused_userid = key->userid;
 	r->refused_start_us = start_us;
+}
+
+/* The record's refused-statement mark names `key` (whichever run of it). */
+static __always_inline bool marked_refused(const struct backend_record *r, const struct query_key *key)
+{
+	return r->refused_queryid == key->queryid && r->refused_userid == key->userid;
 }
 
 /*
@@ -440,7 +446,7 @@ static __always_inline bool statement_refused(struct backend_record *r, const st
 
 	if (!r || !key->queryid)
 		return false;
-	if (r->refused_queryid == key->queryid && r->refused_userid == key->userid) {
+	if (marked_refused(r, key)) {
 		if (!r->refused_start_us)
 			return true;
 		start = statement_start_us(r);
@@ -472,8 +478,8 @@ static __always_inline void refuse_statement(struct backend_record *r, const str
 		return;
 	run.key = *key;
 	run.start_us = r->refused_start_us;
-	if (!bpf_map_update_elem(&refused_runs, &run, &one, BPF_ANY))
-		__sync_fetch_and_add(&refused_runs_added, 1);
+	if (!bpf_map_update_elem(&refused_runs, &run, &one, BPF_ANY) && !refused_runs_added)
+		refused_runs_added = 1;
 }
 
 /*
@@ -485,7 +491,7 @@ static __always_inline void refuse_statement(struct backend_record *r, const str
 static __always_inline struct metrics *query_metrics_of(const struct backend_record *r, const struct query_key *key,
 							__u32 pid)
 {
-	if (!key->queryid || (r && r->refused_queryid == key->queryid && r->refused_userid == key->userid))
+	if (!key->queryid || (r && marked_refused(r, key)))
 		return NULL;
 	return query_key_metrics_of(key, pid);
 }
