@@ -60,11 +60,11 @@ function faults(pid: number): { minflt: number; majflt: number } {
 }
 
 /**
- * Connects over the cluster's trusted socket with the bare protocol, then sends a simple Query
- * and the Terminate in one write, as a client that pipelines its goodbye does; resolves with the
- * backend's pid once the backend closed the connection.
+ * Connects over the cluster's trusted socket with the bare protocol, then sends simple Query
+ * messages and the Terminate in one write, as a client that pipelines them does; resolves with
+ * the backend's pid once the backend closed the connection.
  */
-function queryThenTerminate(sql: string): Promise<number> {
+function queryThenTerminate(sql: string | string[]): Promise<number> {
   const message = (type: string, body: Buffer) => {
     const head = Buffer.alloc(5);
     head.write(type, 0, 'latin1');
@@ -91,7 +91,9 @@ function queryThenTerminate(sql: string): Promise<number> {
         if (type === 'E') reject(new Error(`error from the backend: ${pending.toString('latin1', 5)}`));
         if (type === 'Z' && !sent) {
           sent = true;
-          socket.write(Buffer.concat([message('Q', Buffer.from(`${sql}\0`, 'utf8')), message('X', Buffer.alloc(0))]));
+          socket.write(
+            Buffer.concat([...[sql].flat().map((q) => message('Q', Buffer.from(`${q}\0`, 'utf8'))), message('X', Buffer.alloc(0))]),
+          );
         }
         pending = pending.subarray(1 + pending.readInt32BE(1));
       }
@@ -223,6 +225,22 @@ describe('statement latency (latency set)', () => {
     expect(Number(row.observations)).toBe(sessions);
     expect(row.p50_ms).toBeGreaterThanOrEqual(20 * (1 - 1 / 8));
     expect(row.max_ms).toBeLessThan(row.max_exec_time + 15);
+  });
+
+  it("sees pipelined statements only where the backend waited idle: each session's last one, never more than the calls", async () => {
+    // Ten Query messages in one write: each statement after the first is already there when the
+    // one before it ends, so the backend never leaves the CPU idle in between (docs/schema.md).
+    const sessions = 5;
+    for (let i = 0; i < sessions; i++) {
+      const pid = await queryThenTerminate(
+        Array.from({ length: 10 }, () => 'SELECT pg_sleep(0.01) FROM (VALUES (1), (2)) AS pipelined (x)'),
+      );
+      await expect.poll(() => existsSync(`/proc/${pid}`), { timeout: 10_000, interval: 20 }).toBe(false);
+    }
+    const row = await rowFor('bpf_stats.query_latency', 'SELECT pg_sleep($1) FROM (VALUES ($2), ($3)) AS pipelined (x)');
+    expect(Number(row.pgss_calls)).toBe(sessions * 10);
+    expect(Number(row.observations)).toBeGreaterThanOrEqual(sessions);
+    expect(Number(row.observations)).toBeLessThanOrEqual(sessions * 10);
   });
 });
 

@@ -285,9 +285,12 @@ describe('Prometheus scraping the collector', () => {
     expect(rate).toBeLessThan(1.2);
   });
 
-  it('exports the statement latency histogram with every statement in it', async () => {
+  it('exports the statement latency histogram with the workload in it', async () => {
     const count = await promQuery('pg_bpf_query_latency_seconds_count{datname="postgres"}');
-    expect(count).toBeGreaterThanOrEqual(statements);
+    // A statement is observed when its backend next leaves the CPU idle (docs/schema.md); one whose
+    // successor is already there when it ends has none. Five test files at once on 2 cores left 1
+    // of 266 unobserved once in eight runs (bpf_stats.query_latency had 265 too: not a read).
+    expect(count).toBeGreaterThanOrEqual(statements * 0.99);
     // Each workload statement takes milliseconds: the histogram's median says so.
     const median = await promQuery('histogram_quantile(0.5, pg_bpf_query_latency_seconds_bucket{datname="postgres"})');
     expect(median).toBeGreaterThan(0.001);
