@@ -22,11 +22,7 @@ for src in bpf/*.bpf.c; do
   obj="build/bpf/$(basename "${src%.c}").o"
   if [[ ! -e "$obj" || -n "$(find "$src" bpf/*.h -newer "$obj" 2>/dev/null)" ]]; then
     echo "build: $src -> $obj"
-    clang -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_x86 \
-      -I build -I bpf -I /usr/include/x86_64-linux-gnu \
-      -c "$src" -o "$obj.tmp"
-    llvm-strip -g "$obj.tmp" 2>/dev/null || true
-    mv "$obj.tmp" "$obj"
+    bash scripts/build-bpf-object.sh "$src" "$obj"
   fi
 done
 
