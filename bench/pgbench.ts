@@ -104,3 +104,11 @@ export async function runSelectOnlyWithProgress(
 export async function pgbenchVersion(cluster: ThrowawayCluster): Promise<string> {
   return (await cluster.exec('pgbench', ['--version'])).stdout.trim();
 }
+
+/** A built-in pgbench script other than -S (tpcb-like, simple-update), without vacuum, at saturation. */
+export async function runBuiltin(cluster: ThrowawayCluster, builtin: string, clients: number, seconds: number): Promise<PgbenchResult> {
+  const args = ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-b', builtin, '-n', '-c', String(clients)];
+  args.push('-j', String(Math.min(2, clients)), '-T', String(seconds), 'postgres');
+  const { stdout } = await cluster.exec('pgbench', args, seconds * 1000 + 120_000);
+  return parsePgbenchOutput(stdout);
+}

@@ -18,8 +18,7 @@ import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
 import { listPrograms, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
 import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, positiveInteger, prepareCluster, runBenchmark } from './overhead-runs.js';
-import { parsePgbenchOutput, runSelectOnly } from './pgbench.js';
-import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { runBuiltin, runSelectOnly } from './pgbench.js';
 import { median, type BenchSettings } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
@@ -163,11 +162,3 @@ runBenchmark('switch-cost', async (resources) => {
     );
   }
 });
-
-/** A built-in pgbench script other than -S, without vacuum, at saturation. */
-async function runBuiltin(cluster: ThrowawayCluster, builtin: string, clients: number, seconds: number) {
-  const args = ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-b', builtin, '-n', '-c', String(clients)];
-  args.push('-j', String(Math.min(2, clients)), '-T', String(seconds), 'postgres');
-  const { stdout } = await cluster.exec('pgbench', args, seconds * 1000 + 120_000);
-  return parsePgbenchOutput(stdout);
-}

@@ -26,6 +26,7 @@
 #include "latency.bpf.h"
 #include "nested.bpf.h"
 #include "wait-events.bpf.h"
+#include "part-timing.bpf.h"
 
 #define TASK_RUNNING 0x0000
 #define TASK_DEAD    0x0080
@@ -322,7 +323,9 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	 * The same sleep by its wait event: waiting for the client in the record (no query's), any other
 	 * to the backend's and the statement's (bpf/wait-events.bpf.h). A runnable task's remainder
 	 * (SLEEP_NONE: interrupt time of a preempted slice) has no event: the record keeps it too.
+	 * Its cost per switch: bench/switch-parts.ts (PART_TIMING builds only).
 	 */
+	PART_BEGIN(PART_WAIT_EVENTS);
 	if (sleep_ns && r->sleep_class == SLEEP_CLIENT) {
 		r->client_waits++;
 		r->client_wait_ns += sleep_ns;
@@ -331,6 +334,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	} else if (sleep_ns) {
 		r->unclassed_ns += sleep_ns;
 	}
+	PART_END(PART_WAIT_EVENTS);
 	/* The run-queue wait and the CPU slice. */
 	add_slice(&r->m, &s);
 	note_busy(s.on_cpu_ns + (sleep_ns && is_busy_sleep(r->sleep_class) ? sleep_ns : 0));

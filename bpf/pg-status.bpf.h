@@ -20,6 +20,7 @@
 #include <bpf/bpf_core_read.h>
 #include "records.h"
 #include "maps.bpf.h"
+#include "part-timing.bpf.h"
 
 /* Postgres wait event classes (utils/wait_event.h); stable since 9.6. */
 #define PG_WAIT_CLASS_MASK 0xFF000000u
@@ -259,8 +260,12 @@ static __always_inline bool read_current_state(struct task_struct *task, struct 
 	if (wait_event) {
 		if (state_known && is_idle_state(state))
 			*wait_event = client_read_event;
-		else if (r->wait_event_ptr)
+		else if (r->wait_event_ptr) {
+			PART_BEGIN(PART_IOWAIT_EVENT_READ);
 			bpf_probe_read_user(wait_event, sizeof(*wait_event), (void *)r->wait_event_ptr);
+			/* Read for the wait events only, where the kernel's iowait flag classes the sleep. */
+			PART_END_IF(PART_IOWAIT_EVENT_READ, BPF_CORE_READ_BITFIELD(task, in_iowait));
+		}
 	}
 	if (queryid && !identity_complete(r))
 		return false;

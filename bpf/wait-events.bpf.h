@@ -25,6 +25,7 @@
 #include "records.h"
 #include "maps.bpf.h"
 #include "wait-blockers.bpf.h"
+#include "part-timing.bpf.h"
 
 /* A query and a wait event: pg_wait_sampling's profile key. */
 struct wait_event_key {
@@ -103,12 +104,20 @@ __noinline int wait_events_add(struct backend_record *r, __u32 pid, __u64 ns, __
 	bk.pid = pid;
 	bk.wait_event_info = r->sleep_wait_event;
 	bk.task_start_ns = r->task_start_ns;
-	add_wait_event(&backend_wait_events, &bk, ns, runq_ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
+	{
+		PART_BEGIN(PART_BACKEND_WAIT_MAP);
+		add_wait_event(&backend_wait_events, &bk, ns, runq_ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
+		PART_END(PART_BACKEND_WAIT_MAP);
+	}
 	if (!to_query)
 		return 0;
 	qk.q = r->sleep_key;
 	qk.wait_event_info = r->sleep_wait_event;
-	add_wait_event(&query_wait_events, &qk, ns, runq_ns, COUNTER_WAIT_EVENTS_FULL);
+	{
+		PART_BEGIN(PART_QUERY_WAIT_MAP);
+		add_wait_event(&query_wait_events, &qk, ns, runq_ns, COUNTER_WAIT_EVENTS_FULL);
+		PART_END(PART_QUERY_WAIT_MAP);
+	}
 	wait_blockers_add(r, &qk.q, qk.wait_event_info, ns);
 	return 1;
 }

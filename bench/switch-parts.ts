@@ -1,0 +1,212 @@
+/*
+ * What the wait events add to on_sched_switch, part by part, timed inside the program
+ * (bpf/part-timing.bpf.h, enum timed_part): the switch-out's wait-event accounting, and the wait
+ * event's read for a task in IO sleep, which only the wait events need. switch-cost.ts compares whole
+ * builds, and identical builds differ by ±200 ns between its rounds here; a part of tens of ns
+ * needs its own clock (bpf/part-timing.bpf.h).
+ *
+ * The bench makes a timed copy of this package in a temporary directory: the package's files
+ * (and a link to its node_modules), with the BPF object rebuilt with -DPART_TIMING (scripts/build-bpf-object.sh; the shipped object
+ * has no timing). Each round runs that copy's collector (default sets) under pgbench, with
+ * kernel.bpf_stats_enabled on, and reads the part's counters from the object's .bss (bpftool).
+ *
+ * Per round: the part's ns per run (its time less the empty region timed after it), how many of
+ * on_sched_switch's runs reach it, and so its share of an average on_sched_switch run.
+ *
+ * Run (after npm run build, as root): node dist/bench/switch-parts.js [--rounds 5] [--seconds 6] [--builtin select-only|tpcb-like]
+ */
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { availableParallelism, release, tmpdir } from 'node:os';
+import { UserError } from '../src/errors.js';
+import { packageRoot } from '../src/package-root.js';
+import { listPrograms, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
+import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, positiveInteger, prepareCluster, runBenchmark } from './overhead-runs.js';
+import { runBuiltin, runSelectOnly } from './pgbench.js';
+import { median } from './report.js';
+import { SidecarProcess } from './sidecar-process.js';
+
+const run = promisify(execFile);
+const print = (line = '') => process.stdout.write(`${line}\n`);
+const USAGE =
+  'usage: node dist/bench/switch-parts.js [--rounds 5] [--seconds 6] [--clients 8] [--scale 10] [--builtin select-only|tpcb-like]';
+const BUILTINS = ['select-only', 'tpcb-like'] as const;
+const PROGRAM = 'on_sched_switch';
+/** enum timed_part in bpf/part-timing.bpf.h, by index: what each part adds to a switch-out. */
+const PARTS = [
+  'wait-event accounting (record adds, map updates)',
+  'wait-event read for a task in IO sleep',
+  'of part 0: the backend_wait_events update',
+  'of part 0: the query_wait_events update',
+] as const;
+
+/** The part counters of bpf/part-timing.bpf.h, summed over CPUs by the atomic adds. */
+interface PartCounters {
+  runs: number;
+  ns: number;
+  emptyNs: number;
+}
+
+/** A copy of the package (its published files) with the BPF object built with -DPART_TIMING; returns the copy's CLI. */
+async function timedPackage(dir: string): Promise<string> {
+  const root = packageRoot();
+  const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { files: string[]; bin: Record<string, string> };
+  cpSync(join(root, 'package.json'), join(dir, 'package.json'));
+  for (const entry of manifest.files) cpSync(join(root, entry), join(dir, entry), { recursive: true });
+  // Its runtime dependencies (node-gyp-build), as an install would have them.
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+  mkdirSync(join(dir, 'build', 'bpf'), { recursive: true });
+  await run('bash', [
+    join(root, 'scripts', 'build-bpf-object.sh'),
+    'bpf/pgstats.bpf.c',
+    join(dir, 'build', 'bpf', 'pgstats.bpf.o'),
+    '-DPART_TIMING',
+  ]);
+  return join(dir, manifest.bin['pg-bpf-stats']!);
+}
+
+/** Ids of the BPF maps a process holds open (map_id in /proc/<pid>/fdinfo). */
+function mapIds(pid: number): number[] {
+  const ids: number[] = [];
+  for (const fd of readdirSync(`/proc/${pid}/fdinfo`)) {
+    try {
+      const id = /^map_id:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8'))?.[1];
+      if (id !== undefined) ids.push(Number(id));
+    } catch {
+      // The fd was closed between the listing and the read.
+    }
+  }
+  return ids;
+}
+
+/** The sidecar's .bss map id (libbpf names it "<object prefix>.bss"). */
+async function bssMapId(sidecar: SidecarProcess): Promise<number> {
+  for (const id of mapIds(sidecar.pid)) {
+    const { stdout } = await run('bpftool', ['-j', 'map', 'show', 'id', String(id)]);
+    if ((JSON.parse(stdout) as { name?: string }).name?.endsWith('.bss')) return id;
+  }
+  throw new Error(`the sidecar (pid ${sidecar.pid}) holds no .bss map`);
+}
+
+/** Every part's counters, from bpftool's BTF-formatted dump of the .bss. */
+async function readParts(bssId: number): Promise<PartCounters[]> {
+  const { stdout } = await run('bpftool', ['-j', 'map', 'dump', 'id', String(bssId)], { maxBuffer: 16 * 1024 * 1024 });
+  const [entry] = JSON.parse(stdout) as Array<{ formatted?: { value?: { '.bss'?: Array<Record<string, unknown>> } } }>;
+  const variables = Object.assign({}, ...(entry?.formatted?.value?.['.bss'] ?? [])) as Record<string, number[] | undefined>;
+  const array = (name: string) => {
+    const values = variables[name];
+    if (!values || values.length !== PARTS.length)
+      throw new UserError(`the object's .bss has no ${name}[${PARTS.length}]: not a -DPART_TIMING build of this tree`);
+    return values.map(Number);
+  };
+  const [runs, ns, emptyNs] = [array('part_runs'), array('part_ns'), array('part_empty_ns')];
+  return PARTS.map((_, i) => ({ runs: runs[i]!, ns: ns[i]!, emptyNs: emptyNs[i]! }));
+}
+
+interface Round {
+  /** on_sched_switch runs, and its ns per run (timed build: the clock reads included). */
+  switches: number;
+  switchNs: number;
+  /** Per part: its runs, and its own ns per run. */
+  parts: Array<{ runs: number; ns: number }>;
+  transactions: number;
+}
+
+/** A part's ns per on_sched_switch run. */
+const share = (r: Round, i: number) => (r.parts[i]!.ns * r.parts[i]!.runs) / r.switches;
+
+runBenchmark('switch-parts', async (resources) => {
+  const values = parseFlags(
+    process.argv.slice(2),
+    {
+      rounds: { type: 'string', default: '5' },
+      ...LOAD_FLAGS,
+      seconds: { type: 'string', default: '6' },
+      builtin: { type: 'string', default: 'select-only' },
+    },
+    USAGE,
+  );
+  const builtin = BUILTINS.find((b) => b === values.builtin);
+  if (!builtin) throw new UserError(`--builtin: expected one of ${BUILTINS.join(', ')}, not ${JSON.stringify(values.builtin)}`);
+  const settings = {
+    label: 'switch-parts',
+    probes: undefined,
+    pairs: positiveInteger(values.rounds, '--rounds'),
+    seconds: positiveInteger(values.seconds, '--seconds'),
+    clients: positiveInteger(values.clients, '--clients'),
+    scale: positiveInteger(values.scale, '--scale'),
+    cores: availableParallelism(),
+  };
+  const dir = mkdtempSync(join(tmpdir(), 'pgbpf-timed-'));
+  try {
+    const cli = await timedPackage(dir);
+    print(
+      `the wait events' parts of ${PROGRAM}, timed inside it; ${settings.pairs} rounds × ${settings.seconds} s of pgbench -b ${builtin} ` +
+        `-c ${settings.clients}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
+    );
+    const { cluster, version } = await prepareCluster(resources, settings, print);
+    const pgbench = (seconds: number) =>
+      builtin === 'select-only'
+        ? runSelectOnly(cluster, { ...settings, seconds })
+        : runBuiltin(cluster, builtin, settings.clients, seconds);
+    const statsBefore = readStatsEnabled();
+    const rounds: Round[] = [];
+    for (let round = 1; round <= settings.pairs; round++) {
+      const { sidecar } = await SidecarProcess.start({ dsn: cluster.connectionString(), probes: undefined, cli });
+      try {
+        await pgbench(LEAD_IN_SECONDS);
+        await setStatsEnabled('1');
+        const owned = sidecar.programIds();
+        const program = async () => {
+          const found = (await listPrograms()).filter((p) => p.name === PROGRAM && owned.has(p.id));
+          if (found.length !== 1) throw new Error(`expected one ${PROGRAM} of the sidecar, found ${found.length}:\n${sidecar.log()}`);
+          return found[0]!;
+        };
+        const bss = await bssMapId(sidecar);
+        const [programBefore, partsBefore] = [await program(), await readParts(bss)];
+        const result = await pgbench(settings.seconds);
+        const [programAfter, partsAfter] = [await program(), await readParts(bss)];
+        const switches = programAfter.runCnt - programBefore.runCnt;
+        const r: Round = {
+          switches,
+          switchNs: (programAfter.runTimeNs - programBefore.runTimeNs) / switches,
+          parts: partsAfter.map((after, i) => {
+            const before = partsBefore[i]!;
+            const runs = after.runs - before.runs;
+            return { runs, ns: runs ? (after.ns - before.ns - (after.emptyNs - before.emptyNs)) / runs : 0 };
+          }),
+          transactions: result.transactions,
+        };
+        rounds.push(r);
+        print(
+          `round ${round}: ${PROGRAM} ${r.switchNs.toFixed(0)} ns/run (timed build), ${(r.switches / r.transactions).toFixed(2)} runs/txn; ` +
+            r.parts
+              .map(
+                (p, i) =>
+                  `part ${i}: ${p.ns.toFixed(1)} ns on ${((100 * p.runs) / r.switches).toFixed(1)}% of runs = ${share(r, i).toFixed(1)} ns/run`,
+              )
+              .join('; '),
+        );
+      } finally {
+        await setStatsEnabled(statsBefore);
+        const code = await sidecar.stop();
+        if (code !== 0) print(`sidecar exited with ${sidecar.exitDescription()} after SIGTERM`);
+      }
+    }
+    const range = (values: number[], digits = 1) =>
+      `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
+    print();
+    print(`${version}; median over ${rounds.length} rounds (min–max):`);
+    for (const [i, name] of PARTS.entries()) {
+      print(
+        `  part ${i}, ${name}: ${range(rounds.map((r) => r.parts[i]!.ns))} ns per run of it, on ` +
+          `${range(rounds.map((r) => (100 * r.parts[i]!.runs) / r.switches))}% of ${PROGRAM} runs: ${range(rounds.map((r) => share(r, i)))} ns per ${PROGRAM} run`,
+      );
+    }
+    print(`  parts 0 and 1: ${range(rounds.map((r) => share(r, 0) + share(r, 1)))} ns per ${PROGRAM} run`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
