@@ -11,11 +11,12 @@
  *   records.h          record layouts and enums shared with user space (through BTF)
  *   activity.bpf.h     what changed since the collector's last look (its idle tick reads only this)
  *   maps.bpf.h         overflow counters, map_lookup_or_init()
+ *   part-timing.bpf.h  timing parts of a program, in bench builds only (-DPART_TIMING)
  *   hist.bpf.h         per-query log-linear histograms
  *   pg-status.bpf.h    reading a backend's PgBackendStatus: identity, query id, wait event
  *   query-changes.bpf.h  which query keys changed since the collector's last read
  *   attribution.bpf.h  backends and queries maps, the postmaster filter
- *   latency.bpf.h      statement latency and run-queue histograms, fed by the cpu family
+ *   latency.bpf.h      statement latency and run-queue histograms, fed by the cpu family (and a backend's exit)
  *   nested.bpf.h       opt-in "nested": nested statements' own keys, fed by the cpu family
  *   wait-blockers.bpf.h  opt-in "blockers": who woke each wait (sched_waking), fed to by the cpu family
  *   wait-events.bpf.h  off-CPU time per wait event, per query and per backend, fed by the cpu family
