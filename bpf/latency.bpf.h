@@ -132,8 +132,8 @@ int BPF_PROG(on_backend_exit, struct task_struct *task)
 
 	if (!(hist_switches & HIST_SWITCH_LATENCY))
 		return 0;
-	r = bpf_map_lookup_elem(&backends, &pid);
-	if (!r || r->task_start_ns != task->start_time || (r->flags & BACKEND_EXCLUDED) || !r->status_ptr)
+	r = reported_backend(pid); /* the exiting task is current */
+	if (!r || !r->status_ptr)
 		return 0;
 	if (bpf_probe_read_user(&procpid, sizeof(procpid), (void *)(r->status_ptr + status_procpid_off)) ||
 	    (procpid && procpid != (__s32)r->pg_pid))
