@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 /*
  * The runs the overhead benchmarks are made of: pgbench -S without the sidecar, and with a
  * freshly started sidecar that has settled, measured from outside (TPS, the sidecar's CPU and
@@ -57,6 +58,19 @@ export function positiveInteger(text: string, flag: string): number {
   const value = Number(text);
   if (!Number.isInteger(value) || value <= 0) throw new UserError(`${flag} must be a positive integer, got '${text}'`);
   return value;
+}
+
+/** BenchSettings of a bench that runs rounds of one pgbench load: LOAD_FLAGS' values and --rounds. */
+export function roundSettings(label: string, values: { rounds: string; seconds: string; clients: string; scale: string }): BenchSettings {
+  return {
+    label,
+    probes: undefined,
+    pairs: positiveInteger(values.rounds, '--rounds'),
+    seconds: positiveInteger(values.seconds, '--seconds'),
+    clients: positiveInteger(values.clients, '--clients'),
+    scale: positiveInteger(values.scale, '--scale'),
+    cores: availableParallelism(),
+  };
 }
 
 export const WARM_UP_SECONDS = 3;

@@ -13,11 +13,11 @@
  * Run: node dist/bench/overhead-sets.js [--variants default,query,locks] [--rounds 6] [--seconds 8]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { availableParallelism, release } from 'node:os';
+import { release } from 'node:os';
 import { join } from 'node:path';
 import { parseProbeSets, PROBE_SETS } from '../src/families/index.js';
 import { packageRoot } from '../src/package-root.js';
-import { LOAD_FLAGS, offRun, onRun, parseFlags, positiveInteger, prepareCluster, runBenchmark, type Resources } from './overhead-runs.js';
+import { LOAD_FLAGS, offRun, onRun, parseFlags, prepareCluster, roundSettings, runBenchmark, type Resources } from './overhead-runs.js';
 import { humanReport, markdownRow, pairsThroughput, summarize, type BenchSettings, type OnRun, type PairResult } from './report.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
@@ -50,18 +50,7 @@ function parse(argv: string[]): { variants: Variant[]; settings: BenchSettings }
     parseProbeSets(name); // one line for an unknown set, before any cluster starts
     return { label: `default+${name}`, probes: name };
   });
-  return {
-    variants,
-    settings: {
-      label: 'sets',
-      probes: undefined,
-      pairs: positiveInteger(values.rounds, '--rounds'),
-      seconds: positiveInteger(values.seconds, '--seconds'),
-      clients: positiveInteger(values.clients, '--clients'),
-      scale: positiveInteger(values.scale, '--scale'),
-      cores: availableParallelism(),
-    },
-  };
+  return { variants, settings: roundSettings('sets', values) };
 }
 
 async function benchmark(variants: Variant[], settings: BenchSettings, resources: Resources): Promise<void> {

@@ -1,4 +1,5 @@
 import type { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
+import { UserError } from '../src/errors.js';
 
 /** What one pgbench run reports. */
 export interface PgbenchResult {
@@ -111,4 +112,20 @@ export async function runBuiltin(cluster: ThrowawayCluster, builtin: string, cli
   args.push('-j', String(Math.min(2, clients)), '-T', String(seconds), 'postgres');
   const { stdout } = await cluster.exec('pgbench', args, seconds * 1000 + 120_000);
   return parsePgbenchOutput(stdout);
+}
+
+/** The loads the switch benches take (--builtin): pgbench -S, or a built-in script that also sleeps in locks and WAL flushes. */
+export const BUILTINS = ['select-only', 'tpcb-like'] as const;
+export type Builtin = (typeof BUILTINS)[number];
+
+/** --builtin's value, or a one-line UserError. */
+export function parseBuiltin(value: string | undefined): Builtin {
+  const builtin = BUILTINS.find((b) => b === value);
+  if (!builtin) throw new UserError(`--builtin: expected one of ${BUILTINS.join(', ')}, not ${JSON.stringify(value)}`);
+  return builtin;
+}
+
+/** One saturated run of `builtin` for `seconds`. */
+export function runLoad(cluster: ThrowawayCluster, builtin: Builtin, clients: number, seconds: number): Promise<PgbenchResult> {
+  return builtin === 'select-only' ? runSelectOnly(cluster, { clients, seconds }) : runBuiltin(cluster, builtin, clients, seconds);
 }

@@ -13,19 +13,18 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { availableParallelism, release } from 'node:os';
+import { release } from 'node:os';
 import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
 import { listPrograms, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
-import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, positiveInteger, prepareCluster, runBenchmark } from './overhead-runs.js';
-import { runBuiltin, runSelectOnly } from './pgbench.js';
+import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, prepareCluster, roundSettings, runBenchmark } from './overhead-runs.js';
+import { type Builtin, parseBuiltin, runLoad } from './pgbench.js';
 import { median, type BenchSettings } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE =
   'usage: node dist/bench/switch-cost.js --builds LABEL=DIR,LABEL=DIR [--rounds 8] [--seconds 6] [--clients 8] [--scale 10] [--builtin select-only|tpcb-like]';
-const BUILTINS = ['select-only', 'tpcb-like'] as const;
 const PROGRAM = 'on_sched_switch';
 
 interface Build {
@@ -44,7 +43,7 @@ function buildAt(label: string, dir: string): Build {
   return { label, cli };
 }
 
-function parse(argv: string[]): { builds: Build[]; settings: BenchSettings; builtin: (typeof BUILTINS)[number] } {
+function parse(argv: string[]): { builds: Build[]; settings: BenchSettings; builtin: Builtin } {
   const values = parseFlags(
     argv,
     {
@@ -56,26 +55,13 @@ function parse(argv: string[]): { builds: Build[]; settings: BenchSettings; buil
     },
     USAGE,
   );
-  const builtin = BUILTINS.find((b) => b === values.builtin);
-  if (!builtin) throw new UserError(`--builtin: expected one of ${BUILTINS.join(', ')}, not ${JSON.stringify(values.builtin)}`);
+  const builtin = parseBuiltin(values.builtin);
   const builds = (values.builds ?? `this=${packageRoot()}`).split(',').map((spec) => {
     const [label, dir] = spec.split('=');
     if (!label || !dir) throw new UserError(`--builds: expected LABEL=DIR, not ${JSON.stringify(spec)}`);
     return buildAt(label, dir);
   });
-  return {
-    builds,
-    builtin,
-    settings: {
-      label: 'switch-cost',
-      probes: undefined,
-      pairs: positiveInteger(values.rounds, '--rounds'),
-      seconds: positiveInteger(values.seconds, '--seconds'),
-      clients: positiveInteger(values.clients, '--clients'),
-      scale: positiveInteger(values.scale, '--scale'),
-      cores: availableParallelism(),
-    },
-  };
+  return { builds, builtin, settings: roundSettings('switch-cost', values) };
 }
 
 interface Run {
@@ -119,8 +105,7 @@ runBenchmark('switch-cost', async (resources) => {
       `pgbench -b ${builtin} -c ${settings.clients}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
   );
   const { cluster, version } = await prepareCluster(resources, settings, print);
-  const pgbench = (seconds: number) =>
-    builtin === 'select-only' ? runSelectOnly(cluster, { ...settings, seconds }) : runBuiltin(cluster, builtin, settings.clients, seconds);
+  const pgbench = (seconds: number) => runLoad(cluster, builtin, settings.clients, seconds);
   const statsBefore = readStatsEnabled();
   const runs: Run[] = [];
   for (let round = 1; round <= settings.pairs; round++) {

@@ -19,12 +19,12 @@ import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { availableParallelism, release, tmpdir } from 'node:os';
+import { release, tmpdir } from 'node:os';
 import { UserError } from '../src/errors.js';
 import { packageRoot } from '../src/package-root.js';
 import { listPrograms, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
-import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, positiveInteger, prepareCluster, runBenchmark } from './overhead-runs.js';
-import { runBuiltin, runSelectOnly } from './pgbench.js';
+import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, prepareCluster, roundSettings, runBenchmark } from './overhead-runs.js';
+import { parseBuiltin, runLoad } from './pgbench.js';
 import { median } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
@@ -32,7 +32,6 @@ const run = promisify(execFile);
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE =
   'usage: node dist/bench/switch-parts.js [--rounds 5] [--seconds 6] [--clients 8] [--scale 10] [--builtin select-only|tpcb-like]';
-const BUILTINS = ['select-only', 'tpcb-like'] as const;
 const PROGRAM = 'on_sched_switch';
 /** enum timed_part in bpf/part-timing.bpf.h, by index: what each part adds to a switch-out. */
 const PARTS = [
@@ -128,17 +127,8 @@ runBenchmark('switch-parts', async (resources) => {
     },
     USAGE,
   );
-  const builtin = BUILTINS.find((b) => b === values.builtin);
-  if (!builtin) throw new UserError(`--builtin: expected one of ${BUILTINS.join(', ')}, not ${JSON.stringify(values.builtin)}`);
-  const settings = {
-    label: 'switch-parts',
-    probes: undefined,
-    pairs: positiveInteger(values.rounds, '--rounds'),
-    seconds: positiveInteger(values.seconds, '--seconds'),
-    clients: positiveInteger(values.clients, '--clients'),
-    scale: positiveInteger(values.scale, '--scale'),
-    cores: availableParallelism(),
-  };
+  const builtin = parseBuiltin(values.builtin);
+  const settings = roundSettings('switch-parts', values);
   const dir = mkdtempSync(join(tmpdir(), 'pgbpf-timed-'));
   try {
     const cli = await timedPackage(dir);
@@ -147,10 +137,7 @@ runBenchmark('switch-parts', async (resources) => {
         `-c ${settings.clients}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
     );
     const { cluster, version } = await prepareCluster(resources, settings, print);
-    const pgbench = (seconds: number) =>
-      builtin === 'select-only'
-        ? runSelectOnly(cluster, { ...settings, seconds })
-        : runBuiltin(cluster, builtin, settings.clients, seconds);
+    const pgbench = (seconds: number) => runLoad(cluster, builtin, settings.clients, seconds);
     const statsBefore = readStatsEnabled();
     const rounds: Round[] = [];
     for (let round = 1; round <= settings.pairs; round++) {
