@@ -170,6 +170,13 @@ static __always_inline enum sleep_class classify_sleep(struct task_struct *task,
 {
 	if (preempt || state == TASK_RUNNING || (state & TASK_DEAD))
 		return SLEEP_NONE;
+	/*
+	 * Waiting for the client (idle reads as ClientRead) is no statement's, even when the kernel
+	 * marks the sleep iowait: a major fault between statements (the binary's text paged back in)
+	 * would otherwise land in the last statement's io_wait as a ClientRead event.
+	 */
+	if (wait_event == client_read_event)
+		return SLEEP_CLIENT;
 	if (BPF_CORE_READ_BITFIELD(task, in_iowait))
 		return SLEEP_IO;
 	switch (wait_event & PG_WAIT_CLASS_MASK) {
@@ -179,8 +186,6 @@ static __always_inline enum sleep_class classify_sleep(struct task_struct *task,
 		return SLEEP_LWLOCK;
 	case PG_WAIT_IO:
 		return SLEEP_IO;
-	case PG_WAIT_CLIENT:
-		return wait_event == client_read_event ? SLEEP_CLIENT : SLEEP_OTHER;
 	default:
 		return SLEEP_OTHER;
 	}

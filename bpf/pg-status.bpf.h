@@ -218,9 +218,9 @@ static __always_inline __u32 statement_user(struct backend_record *r, __u64 quer
  * The query the backend is on now; false when it has none. With `wait_event` (a task going to
  * sleep), also why it sleeps: a backend pg_stat_activity shows idle waits for its client
  * whatever its wait event (ClientRead, or ClientWrite while ReadyForQuery goes out), so it gets
- * client_read_event without reading the wait event. A task in IO sleep is classed by the kernel's
- * iowait flag (classify_sleep in bpf/cpu.bpf.h), but its event is read all the same: the time per
- * wait event names it (bpf/wait-events.bpf.h). With `state`, st_state when it
+ * client_read_event without reading the wait event. A task in IO sleep in a statement is classed
+ * by the kernel's iowait flag (classify_sleep in bpf/cpu.bpf.h), but its event is read all the
+ * same: the time per wait event names it (bpf/wait-events.bpf.h). With `state`, st_state when it
  * was read with the query id (0 when unknown).
  */
 static __always_inline bool read_current_state(struct task_struct *task, struct backend_record *r, __u32 pid,

@@ -44,7 +44,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-function osUserIds(name: string): { uid: number; gid: number } {
+export function osUserIds(name: string): { uid: number; gid: number } {
   const passwd = readFileSync('/etc/passwd', 'utf8');
   for (const line of passwd.split('\n')) {
     const [user, , uid, gid] = line.split(':');

@@ -1,9 +1,11 @@
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { WaitEventNames } from '../../src/families/waits/wait-event-names.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { embeddedPostgresBin } from '../support/embedded-postgres.js';
+import { postgresInMemoryCgroup } from '../support/postgres-in-memory-cgroup.js';
 import { postgresWithoutUsdt } from '../support/postgres-without-usdt.js';
 
 /*
@@ -235,4 +237,75 @@ for (const target of TARGETS) {
       for (const r of written) expect(ours.has(`${r.wait_event_type}:${r.wait_event}`)).toBe(true);
     });
   });
+}
+
+/*
+ * A sleep in IO while the backend waits for its client: the server binary's text is reclaimed while a
+ * session sits idle in transaction, so the backend's next instructions fault it back in from disk
+ * (major faults, asleep with the kernel's iowait flag) while it still shows ClientRead. Ground
+ * truth that it happened: the kernel's majflt count of the backend. That time is waiting for the
+ * client: no statement's (as pg_stat_activity has the backend idle), in no wait column.
+ */
+describe('a major fault while idle in transaction (PostgreSQL 15, its text reclaimed meanwhile)', () => {
+  let server: ReturnType<typeof postgresInMemoryCgroup>;
+  let cluster: ThrowawayCluster;
+  let sidecar: Sidecar;
+  let admin: pg.Client;
+
+  beforeAll(async () => {
+    server = postgresInMemoryCgroup();
+    cluster = await ThrowawayCluster.start({ pgBin: server.pgBin });
+    admin = new pg.Client(cluster.connectionString());
+    await admin.connect();
+    await admin.query('CREATE EXTENSION pg_stat_statements');
+    sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000 });
+  });
+
+  afterAll(async () => {
+    await sidecar?.stop();
+    await admin?.end();
+    await cluster?.stop();
+    server?.remove();
+  });
+
+  it('counts it on no statement and in no wait column: its backend has it as Client:ClientRead', async () => {
+    const client = new pg.Client(cluster.connectionString());
+    await client.connect();
+    let pid = 0;
+    let faults = 0;
+    try {
+      pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      await client.query('BEGIN');
+      await client.query('SELECT 1 AS one');
+      await sleep(200);
+      const before = majorFaults(pid);
+      server.reclaimText();
+      await client.query('COMMIT');
+      faults = majorFaults(pid) - before;
+    } finally {
+      await client.end();
+    }
+    expect(faults, 'the backend faulted its text back in').toBeGreaterThan(0);
+    await sidecar.flush();
+    const { rows: onStatements } = await admin.query(
+      `SELECT s.query, w.wait_time_ms FROM bpf_stats.query_wait_events w JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
+        WHERE w.wait_event_type = 'Client'`,
+    );
+    expect(onStatements).toEqual([]);
+    const { rows: backend } = await admin.query(
+      `SELECT b.io_wait_ms + b.lock_wait_ms + b.lwlock_wait_ms + b.other_wait_ms AS columns,
+              coalesce((SELECT sum(w.wait_time_ms) FROM bpf_stats.backend_wait_event_stats w
+                         WHERE (w.node, w.pid, w.backend_start) = (b.node, b.pid, b.backend_start)
+                           AND (w.wait_event_type, w.wait_event) <> ('Client', 'ClientRead')), 0) AS events
+         FROM bpf_stats.backend_stats b WHERE b.pid = $1`,
+      [pid],
+    );
+    expect(backend).toHaveLength(1);
+    expect(Math.abs(backend[0].events - backend[0].columns), JSON.stringify(backend[0])).toBeLessThan(0.001);
+  });
+});
+
+/** The kernel's count of major page faults of `pid` (/proc/<pid>/stat, field 12). */
+function majorFaults(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[9]);
 }
