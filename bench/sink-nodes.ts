@@ -113,6 +113,7 @@ class Node {
       clientWaits: 0n,
       clientWaitNs: 0n,
       unclassedNs: 0n,
+      waitSlots: [],
       userid: 10,
       dbid: 5,
       backendType: 1,

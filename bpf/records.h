@@ -178,6 +178,9 @@ struct held_lock_wait {
  * collector reports; the `last*` / `sleep_*` part is the BPF side's bookkeeping between two
  * context switches of the same task.
  */
+/* A backend's wait events counted in its record rather than in backend_wait_events (bpf/wait-events.bpf.h). */
+#define BACKEND_WAIT_SLOTS 4
+
 struct backend_record {
 	struct metrics m;
 	__u64 queryid;          /* current or last query */
@@ -225,6 +228,15 @@ struct backend_record {
 	__u64 client_wait_ns;
 	/* The remainder of its runnable intervals (SLEEP_NONE: a preempted slice's interrupt time), which other_wait_ns holds: no wait event. */
 	__u64 unclassed_ns;
+	/*
+	 * Its first BACKEND_WAIT_SLOTS other wait events and their totals, as backend_wait_events
+	 * would hold them (bpf/wait-events.bpf.h): a slot is the event's for the record's life, so an
+	 * event is either here or in the map, never both. A slot is used once its waits is not 0.
+	 */
+	__u64 wait_slot_waits[BACKEND_WAIT_SLOTS];
+	__u64 wait_slot_ns[BACKEND_WAIT_SLOTS];
+	__u64 wait_slot_runq_ns[BACKEND_WAIT_SLOTS];
+	__u32 wait_slot_event[BACKEND_WAIT_SLOTS];
 	/*
 	 * The waker of the sleep that began at waker_sleep_ts (the record's last_ts then), left by the
 	 * blockers set at the wake-up and taken by the switch-out that ends that sleep (bpf/wait-blockers.bpf.h).

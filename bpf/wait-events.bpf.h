@@ -12,7 +12,10 @@
  * counted in its record instead (client_waits, client_wait_ns): one per transaction of an OLTP
  * backend, two adds there instead of a map update. So is the remainder of a preempted task's
  * interval (interrupt time the scheduler's clocks tell apart, in other_wait, with no wait
- * event): per backend only (unclassed_ns), no query's.
+ * event): per backend only (unclassed_ns), no query's. A backend's first BACKEND_WAIT_SLOTS
+ * other events are counted in its record too (wait_slot_*), the map only has the ones after:
+ * a map entry, rarely touched, is cold by a backend's next sleep in that event (about a
+ * microsecond a lookup, bench/switch-parts.ts), while the record was just read.
  *
  * Both maps are bounded hashes, allocated on demand like the queries map; a full map refuses
  * the key (counted), and the collector evicts quiet keys after each written flush so the map heals.
@@ -89,6 +92,36 @@ static __always_inline void add_wait_event(void *map, const void *key, __u64 ns,
 	__sync_fetch_and_add(&t->runq_ns, runq_ns);
 }
 
+/* How many of the record's slots to use (tests set 0: every event to the map, to fill it with few processes). */
+const volatile __u32 backend_wait_slots = BACKEND_WAIT_SLOTS;
+
+/*
+ * The sleep to the record's slot of its event, claiming a free one for a new event; false when
+ * every slot is another event's (the map has it then). The event is stored before the first
+ * wait: the collector, copying the record meanwhile, sees a slot's waits and then its event.
+ */
+static __always_inline bool wait_slot_add(struct backend_record *r, __u32 wait_event, __u64 ns, __u64 runq_ns)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < BACKEND_WAIT_SLOTS; i++) {
+		if (i >= backend_wait_slots)
+			break;
+		if (!r->wait_slot_waits[i]) {
+			r->wait_slot_event[i] = wait_event;
+			barrier();
+		} else if (r->wait_slot_event[i] != wait_event) {
+			continue;
+		}
+		r->wait_slot_waits[i]++;
+		r->wait_slot_ns[i] += ns;
+		r->wait_slot_runq_ns[i] += runq_ns;
+		return true;
+	}
+	return false;
+}
+
 /*
  * The sleep of `r` that just ended, `ns` long, and the run-queue wait after it (`runq_ns`: the
  * task's run delay since its last switch-out, from its wake-up on): to its backend and, when
@@ -101,12 +134,14 @@ __noinline int wait_events_add(struct backend_record *r, __u32 pid, __u64 ns, __
 
 	if (!r)
 		return 0;
-	bk.pid = pid;
-	bk.wait_event_info = r->sleep_wait_event;
-	bk.task_start_ns = r->task_start_ns;
 	{
 		PART_BEGIN(PART_BACKEND_WAIT_MAP);
-		add_wait_event(&backend_wait_events, &bk, ns, runq_ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
+		if (!wait_slot_add(r, r->sleep_wait_event, ns, runq_ns)) {
+			bk.pid = pid;
+			bk.wait_event_info = r->sleep_wait_event;
+			bk.task_start_ns = r->task_start_ns;
+			add_wait_event(&backend_wait_events, &bk, ns, runq_ns, COUNTER_BACKEND_WAIT_EVENTS_FULL);
+		}
 		PART_END(PART_BACKEND_WAIT_MAP);
 	}
 	if (!to_query)

@@ -16,8 +16,12 @@ import {
   type QueryOverflowSample,
   type QuerySample,
   type RawMap,
+  type WaitSlot,
 } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
+
+/** struct backend_record's wait slot arrays, in the order decodeWaitSlots takes them. */
+const WAIT_SLOT_FIELDS = ['wait_slot_waits', 'wait_slot_ns', 'wait_slot_runq_ns', 'wait_slot_event'] as const;
 
 /** The maps whose capacity bounds what the collector can track (bpf_stats.health.map_fill). */
 const FILL_MAPS: readonly MapName[] = ['backends', 'exited_backends', 'queries', 'histograms', 'query_changes', 'hist_changes'];
@@ -288,9 +292,27 @@ export class MapReaders {
         clientWaits: layout.int(b.values, at, 'client_waits'),
         clientWaitNs: layout.int(b.values, at, 'client_wait_ns'),
         unclassedNs: layout.int(b.values, at, 'unclassed_ns'),
+        waitSlots: this.decodeWaitSlots(b.values, at),
       };
     });
     return decoded.filter((sample) => sample !== null);
+  }
+
+  /** The used wait slots of the record at `at`: waits first, as BPF fills a slot last (bpf/wait-events.bpf.h). */
+  private decodeWaitSlots(values: Buffer, at: number): WaitSlot[] {
+    const [waits, ns, runq, event] = WAIT_SLOT_FIELDS.map((name) => this.backendLayout.field(name));
+    const slots: WaitSlot[] = [];
+    for (let i = 0; i < (waits!.count ?? 0); i++) {
+      const count = values.readBigUInt64LE(at + waits!.offset + i * 8);
+      if (count === 0n) continue;
+      slots.push({
+        waitEventInfo: values.readUInt32LE(at + event!.offset + i * 4),
+        waits: count,
+        waitNs: values.readBigUInt64LE(at + ns!.offset + i * 8),
+        runqNs: values.readBigUInt64LE(at + runq!.offset + i * 8),
+      });
+    }
+    return slots;
   }
 
   private decodeQueries(batch: MapBatch, complete: boolean, metricFields: readonly FieldOf<'metrics'>[]): QuerySample[] {

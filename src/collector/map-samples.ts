@@ -35,6 +35,16 @@ export interface BackendSample {
   clientWaitNs: bigint;
   /** The remainder of its runnable intervals (interrupt time), in other_wait with no wait event, nanoseconds. */
   unclassedNs: bigint;
+  /** Its wait events counted in the record (wait_slot_*), cumulative; the used slots only. */
+  waitSlots: WaitSlot[];
+}
+
+/** One wait event of a process counted in its record rather than in backend_wait_events (bpf/wait-events.bpf.h). */
+export interface WaitSlot {
+  waitEventInfo: number;
+  waits: bigint;
+  waitNs: bigint;
+  runqNs: bigint;
 }
 
 /** Raw cumulative sample of one query key, summed over CPUs. */

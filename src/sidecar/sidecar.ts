@@ -83,6 +83,8 @@ export interface SidecarOptions {
   maxLockWaits?: number;
   /** Capacity of each wait-event map (default 8192); tests shrink it. */
   maxWaitEvents?: number;
+  /** Wait events a process's record counts itself, before backend_wait_events (default 4); tests set 0 to fill that map. */
+  waitSlots?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;
   /** How often the control plane looks for requests whose doorbell it missed (default 15 s). */
@@ -832,6 +834,7 @@ async function loadAndAttach(
     maxHistograms: options.maxHistograms,
     maxLockWaits: options.maxLockWaits,
     maxWaitEvents: options.maxWaitEvents,
+    waitSlots: options.waitSlots,
     maxQueryKeysPerRole: options.maxQueryKeysPerRole,
     perfEvents: options.perfEvents,
   });

@@ -72,7 +72,12 @@ beforeAll(async () => {
   admin = new pg.Client(cluster.connectionString());
   await admin.connect();
   await admin.query('CREATE EXTENSION pg_stat_statements');
-  sidecar = await Sidecar.start({ connectionString: cluster.connectionString(), intervalMs: 3_600_000, maxWaitEvents: CAPACITY });
+  sidecar = await Sidecar.start({
+    connectionString: cluster.connectionString(),
+    intervalMs: 3_600_000,
+    maxWaitEvents: CAPACITY,
+    waitSlots: 0,
+  });
 });
 
 afterAll(async () => {
@@ -86,7 +91,8 @@ describe('the wait-event maps', () => {
     // Twice the map's capacity of statements, each sleeping once: some keys are refused.
     const first = Array.from({ length: 2 * CAPACITY }, (_, i) => statement(i + 1));
     await run(first);
-    // And more processes sleeping than the per-process map holds: each is a key (pid, PgSleep).
+    // And more processes sleeping than the per-process map holds: each is a key (pid, PgSleep)
+    // (waitSlots 0: no record counts an event itself).
     for (let i = 0; i < CAPACITY + 2; i++) await run([statement(1)]);
     await sidecar.flush();
     const before = await figures(first);

@@ -210,6 +210,79 @@ for (const target of TARGETS) {
       for (const b of backends) expect(Math.abs(b.events - b.columns), JSON.stringify(b)).toBeLessThan(0.001);
     });
 
+    it('counts a backend with more wait events than its record holds: each event its own row, the rows its columns', async () => {
+      // Five events, one after the other; a record counts four itself, the map has the rest.
+      const [target, holder, third] = [await connect(), await connect(), await connect()];
+      const targetPid = (await target.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      const held = new Map<string, number>();
+      /** `statement` of the target waits behind what `hold` takes in the holder's transaction, for about 60 ms. */
+      async function waitBehind(event: string, hold: string[], statement: string, before?: () => Promise<void>): Promise<void> {
+        await holder.query('BEGIN');
+        for (const q of hold) await holder.query(q);
+        await before?.();
+        const started = performance.now();
+        const waiting = target.query(statement);
+        await shownWaitEvent(targetPid, 'Lock');
+        await sleep(60);
+        await holder.query('COMMIT');
+        await waiting;
+        held.set(event, performance.now() - started);
+      }
+      try {
+        const slept = performance.now();
+        await target.query('SELECT pg_sleep(0.06)');
+        held.set('Timeout:PgSleep', performance.now() - slept);
+        await waitBehind('Lock:advisory', ['SELECT pg_advisory_xact_lock(42)'], 'SELECT pg_advisory_lock(42), pg_advisory_unlock(42)');
+        await waitBehind('Lock:relation', ['LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE'], 'SELECT count(*) FROM accounts');
+        await waitBehind(
+          'Lock:transactionid',
+          ['UPDATE accounts SET balance = balance WHERE id = 1'],
+          'UPDATE accounts SET balance = balance WHERE id = 1',
+        );
+        // The third session waits for the row's transaction first, holding the tuple lock the target then waits for.
+        let thirdWaits: Promise<unknown> = Promise.resolve();
+        const thirdPid = (await third.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+        await waitBehind(
+          'Lock:tuple',
+          ['UPDATE accounts SET balance = balance WHERE id = 2'],
+          'UPDATE accounts SET balance = balance WHERE id = 2',
+          async () => {
+            thirdWaits = third.query('UPDATE accounts SET balance = balance WHERE id = 2');
+            await shownWaitEvent(thirdPid, 'Lock');
+          },
+        );
+        await thirdWaits;
+      } finally {
+        await Promise.all([target.end(), holder.end(), third.end()]);
+      }
+      await sidecar.flush();
+      const { rows: events } = await admin.query(
+        `SELECT w.wait_event_type || ':' || w.wait_event AS event, w.waits::int, w.wait_time_ms
+           FROM bpf_stats.backend_wait_event_stats w JOIN bpf_stats.backend_stats b USING (node, pid, backend_start)
+          WHERE b.pid = $1 AND w.wait_event_type <> ''`,
+        [targetPid],
+      );
+      const byEvent = new Map(events.map((e) => [e.event as string, e]));
+      expect(events.length, JSON.stringify(events)).toBe(byEvent.size);
+      for (const [event, ms] of held) {
+        const row = byEvent.get(event);
+        expect(row, `${event}: ${JSON.stringify(events)}`).toBeDefined();
+        // Its own sleeps only: never more than the test held it, and most of that (a lock wait sleeps once it is queued).
+        expect(row!.wait_time_ms, event).toBeLessThan(ms);
+        expect(row!.wait_time_ms, event).toBeGreaterThan(ms * 0.5);
+      }
+      const { rows: sums } = await admin.query(
+        `SELECT b.io_wait_ms + b.lock_wait_ms + b.lwlock_wait_ms + b.other_wait_ms AS columns,
+                (SELECT sum(w.wait_time_ms) FROM bpf_stats.backend_wait_event_stats w
+                  WHERE (w.node, w.pid, w.backend_start) = (b.node, b.pid, b.backend_start)
+                    AND (w.wait_event_type, w.wait_event) <> ('Client', 'ClientRead')) AS events
+           FROM bpf_stats.backend_stats b WHERE b.pid = $1`,
+        [targetPid],
+      );
+      expect(sums).toHaveLength(1);
+      expect(Math.abs(sums[0].events - sums[0].columns), JSON.stringify(sums[0])).toBeLessThan(0.001);
+    });
+
     it('names every event as this version does (pg_wait_events on 17+), an unknown id as Type:#n', async () => {
       const major = Number((await admin.query('SHOW server_version_num')).rows[0].server_version_num) / 10000;
       const names = new WaitEventNames(Math.floor(major));

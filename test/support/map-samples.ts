@@ -32,6 +32,7 @@ export function backendSample(fields: Partial<BackendSample> & { pid: number }):
     clientWaits: 0n,
     clientWaitNs: 0n,
     unclassedNs: 0n,
+    waitSlots: [],
     ...fields,
   };
 }

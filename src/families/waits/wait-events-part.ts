@@ -16,8 +16,26 @@ const BOOT_TIME_UNIX_US = BigInt(bootTimeSeconds()) * 1_000_000n;
 /** ClientRead's wait_event_info (class Client, id 0 in every version): BPF counts those sleeps in the process's record. */
 const CLIENT_READ = 0x06000000;
 
-/** A record's client_waits, client_wait_ns and unclassed_ns. */
-type RecordCounts = [bigint, bigint, bigint];
+/** [waits, wait ns, run-queue ns]: one row's figures in a record, cumulative. */
+type Counts = readonly [bigint, bigint, bigint];
+
+const NO_COUNTS: Counts = [0n, 0n, 0n];
+
+/**
+ * What a process's record counts by wait event, by row: 'client' (client_waits, client_wait_ns),
+ * 'unclassed' (unclassed_ns, no wait event and no wait) and each wait slot by its
+ * wait_event_info in decimal.
+ */
+type RecordCounts = ReadonlyMap<string, Counts>;
+
+function recordCounts(sample: BackendSample): RecordCounts {
+  const counts = new Map<string, Counts>([
+    ['client', [sample.clientWaits, sample.clientWaitNs, 0n]],
+    ['unclassed', [0n, sample.unclassedNs, 0n]],
+  ]);
+  for (const slot of sample.waitSlots) counts.set(String(slot.waitEventInfo), [slot.waits, slot.waitNs, slot.runqNs]);
+  return counts;
+}
 
 /** The two maps of bpf/wait-events.bpf.h. */
 type WaitMap = 'query_wait_events' | 'backend_wait_events';
@@ -200,35 +218,36 @@ export class WaitEventsPart implements FlushPart {
 
   /**
    * What BPF counts in each process's record rather than in backend_wait_events (its sleeps
-   * waiting for the client, ClientRead, and the remainder of its runnable intervals, with no wait
-   * event): increments since the last written flush, as rows of backend_wait_event_stats. A
-   * record gone from the snapshot (written after its exit, forgotten) is forgotten here too.
+   * waiting for the client, ClientRead; the remainder of its runnable intervals, with no wait
+   * event; its first few other events, bpf/wait-events.bpf.h): increments since the last written
+   * flush, as rows of backend_wait_event_stats. A record gone from the snapshot (written after
+   * its exit, forgotten) is forgotten here too.
    */
   private recordRows(snapshot: MapSnapshot): { rows: BackendWaitEventRow[]; commit: () => void } {
-    const client = this.names.name(CLIENT_READ);
     const rows: BackendWaitEventRow[] = [];
     const next = new Map<string, RecordCounts>();
     for (const sample of snapshot.backends) {
       const id = `${sample.key}:${sample.taskStartNs}`;
-      const now: RecordCounts = [sample.clientWaits, sample.clientWaitNs, sample.unclassedNs];
-      const was = this.recordWritten.get(id) ?? [0n, 0n, 0n];
-      const row = now.some((v, i) => v !== was[i]) ? this.backendRowKey(sample) : null;
+      const was = this.recordWritten.get(id);
+      const now = recordCounts(sample);
+      const changed = [...now].filter(([key, counts]) => counts.some((v, i) => v !== (was?.get(key) ?? NO_COUNTS)[i]));
+      const row = changed.length ? this.backendRowKey(sample) : null;
       if (!row) {
-        if (this.recordWritten.has(id)) next.set(id, was);
+        if (was) next.set(id, was);
         continue;
       }
-      if (now[0] !== was[0] || now[1] !== was[1]) {
+      for (const [key, counts] of changed) {
+        const before = was?.get(key) ?? NO_COUNTS;
+        const event = key === 'unclassed' ? { type: '', name: '' } : this.names.name(key === 'client' ? CLIENT_READ : Number(key));
         rows.push({
           ...row,
-          waitEventType: client.type,
-          waitEvent: client.name,
-          waits: now[0] - was[0],
-          waitMs: Number(now[1] - was[1]) / 1e6,
-          runqMs: 0,
+          waitEventType: event.type,
+          waitEvent: event.name,
+          waits: counts[0] - before[0],
+          waitMs: Number(counts[1] - before[1]) / 1e6,
+          runqMs: Number(counts[2] - before[2]) / 1e6,
         });
       }
-      if (now[2] !== was[2])
-        rows.push({ ...row, waitEventType: '', waitEvent: '', waits: 0, waitMs: Number(now[2] - was[2]) / 1e6, runqMs: 0 });
       next.set(id, now);
     }
     return { rows, commit: () => (this.recordWritten = next) };
