@@ -307,7 +307,9 @@ for (const target of TARGETS) {
         }
       // The same set both ways: every listed event has an id here, and every id's name is listed.
       expect([...ours].sort()).toEqual(listed.map((r) => `${r.type}:${r.name}`).sort());
-      for (const r of written) expect(ours.has(`${r.wait_event_type}:${r.wait_event}`)).toBe(true);
+      // Every name written is the table's, but an extension's LWLock tranche (pg_stat_statements', named from the postmaster's memory).
+      const notListed = written.map((r) => `${r.wait_event_type}:${r.wait_event}`).filter((e) => !ours.has(e));
+      expect(notListed.filter((e) => e !== 'LWLock:pg_stat_statements')).toEqual([]);
     });
   });
 }
