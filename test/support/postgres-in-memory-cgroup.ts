@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
-import { userInfo } from 'node:os';
+import { chmodSync, chownSync, copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
 import { findPgBin, osUserIds } from '../../src/cluster/throwaway-cluster.js';
 import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
+import { mirrorPostgresTree } from './postgres-tree.js';
 
 /**
  * The system's PostgreSQL, started inside a memory cgroup of its own whose page cache holds the
@@ -12,17 +12,16 @@ import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
  * written, so that the first process to run it (the postmaster, in the cgroup from its exec on)
  * charges its pages there. reclaimText() then takes them back from every process of the server,
  * as memory pressure would: each backend's next instructions fault them in again from disk (a
- * major fault, asleep with the kernel's iowait flag). The tree mirrors /usr as
- * postgresWithoutUsdt's does: postgres finds share/ and lib/ next to its resolved path.
+ * major fault, asleep with the kernel's iowait flag).
  */
 export function postgresInMemoryCgroup(): { pgBin: string; reclaimText(): void; remove(): void } {
   const realBin = findPgBin();
   const root = mkdtempSync(join(tmpdir(), 'pg-memcg-'));
   chmodSync(root, 0o755);
   // Two trees: the tools and a wrapper named postgres in one, the binary's copy in the other (the collector knows a server by its binary's name).
-  const bin = mirror(join(root, 'tools'), realBin);
+  const bin = mirrorPostgresTree(join(root, 'tools'), realBin);
   for (const tool of ['initdb', 'pg_ctl']) copyFileSync(join(realBin, tool), join(bin, tool));
-  const text = join(mirror(join(root, 'server'), realBin), 'postgres');
+  const text = join(mirrorPostgresTree(join(root, 'server'), realBin), 'postgres');
   copyFileSync(join(realBin, 'postgres'), text);
   // Written back, then out of the page cache: the server's own faults bring it in, charged to the cgroup.
   execFileSync('sync', [text]);
@@ -46,15 +45,4 @@ export function postgresInMemoryCgroup(): { pgBin: string; reclaimText(): void; 
       rmSync(root, { recursive: true, force: true });
     },
   };
-}
-
-/** A tree under `root` that mirrors /usr for the version of `realBin`, with links to its lib/ and share/; returns its bin directory. */
-function mirror(root: string, realBin: string): string {
-  const version = basename(dirname(realBin));
-  const bin = join(root, 'usr/lib/postgresql', version, 'bin');
-  mkdirSync(bin, { recursive: true });
-  symlinkSync(join('/usr/lib/postgresql', version, 'lib'), join(root, 'usr/lib/postgresql', version, 'lib'));
-  mkdirSync(join(root, 'usr/share/postgresql'), { recursive: true });
-  symlinkSync(join('/usr/share/postgresql', version), join(root, 'usr/share/postgresql', version));
-  return bin;
 }
