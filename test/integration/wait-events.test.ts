@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
@@ -255,6 +255,8 @@ for (const target of TARGETS) {
       } finally {
         await Promise.all([target.end(), holder.end(), third.end()]);
       }
+      // Its record retired (its last switch) before the flush reads the maps, or the flush may find it in neither map.
+      await exited(targetPid);
       await sidecar.flush();
       const { rows: events } = await admin.query(
         `SELECT w.wait_event_type || ':' || w.wait_event AS event, w.waits::int, w.wait_time_ms
@@ -361,6 +363,8 @@ describe('a major fault while idle in transaction (PostgreSQL 15, its text recla
       await client.end();
     }
     expect(faults, 'the backend faulted its text back in').toBeGreaterThan(0);
+    // Its record retired (its last switch) before the flush reads the maps, or the flush may find it in neither map.
+    await exited(pid);
     await sidecar.flush();
     const { rows: onStatements } = await admin.query(
       `SELECT s.query, w.wait_time_ms FROM bpf_stats.query_wait_events w JOIN pg_stat_statements s USING (userid, dbid, toplevel, queryid)
@@ -379,6 +383,12 @@ describe('a major fault while idle in transaction (PostgreSQL 15, its text recla
     expect(Math.abs(backend[0].events - backend[0].columns), JSON.stringify(backend[0])).toBeLessThan(0.001);
   });
 });
+
+/** Resolves once process `pid` is gone (reaped: its final context switch is behind it). */
+async function exited(pid: number): Promise<void> {
+  for (let i = 0; i < 500 && existsSync(`/proc/${pid}`); i++) await sleep(10);
+  expect(existsSync(`/proc/${pid}`), `backend ${pid} exited`).toBe(false);
+}
 
 /** The kernel's count of major page faults of `pid` (/proc/<pid>/stat, field 12). */
 function majorFaults(pid: number): number {
