@@ -5,7 +5,8 @@ import { ProcessMemory, runtimeAddress } from './process-memory.js';
  * LWLock tranche ids to the names Postgres itself reports (pg_stat_activity.wait_event), read
  * once from the postmaster's memory: the built-in tables (IndividualLWLockNames, exported in
  * 14-16; BuiltinTrancheNames, a static table present when the binary keeps .symtab) and the
- * tranches extensions registered in the postmaster (LWLockTrancheNames). An id none of them
+ * tranches extensions registered in the postmaster (LWLockTrancheNames, or where the binary has no
+ * .symtab, NamedLWLockTrancheArray). An id none of them
  * names is shown as "tranche <id>", never guessed.
  *
  * @example
@@ -52,10 +53,30 @@ export class LwlockTrancheNames {
       const builtin = readTable('BuiltinTrancheNames') ?? [];
       for (const [i, n] of builtin.entries()) if (n) names.set(individual.length + i, n);
       if (builtin.length) this.readRegistered(elf, memory, individual.length + builtin.length, names);
+      this.readNamed(elf, memory, names);
     } catch {
       // Unreadable memory or an unexpected layout: ids stay ids.
     }
     return names;
+  }
+
+  /**
+   * Tranches requested by name in the postmaster (RequestNamedLWLockTranche: pg_stat_statements'),
+   * from NamedLWLockTrancheArray, exported, whose entries carry their ids ({ int trancheId; char
+   * *trancheName; }, the same in 14-18): for binaries without .symtab (Debian's), where neither
+   * BuiltinTrancheNames nor LWLockTrancheNames can be found. Never over a name found already.
+   */
+  private readNamed(elf: ElfFile, memory: ProcessMemory, names: Map<number, string>): void {
+    if (!elf.symbol('NamedLWLockTrancheArray') || !elf.symbol('NamedLWLockTrancheRequests')) return;
+    const array = memory.readU64(runtimeAddress(this.pid, this.mappedPath, elf, 'NamedLWLockTrancheArray'));
+    const count = memory.readU32(runtimeAddress(this.pid, this.mappedPath, elf, 'NamedLWLockTrancheRequests'));
+    if (!array || count <= 0 || count > 4096) return;
+    const entries = memory.read(array, count * 16);
+    for (let i = 0; i < count; i++) {
+      const id = entries.readInt32LE(i * 16);
+      const n = readString(memory, entries.readBigUInt64LE(i * 16 + 8));
+      if (n && id > 0 && !names.has(id)) names.set(id, n);
+    }
   }
 
   /** Tranches registered by extensions loaded into the postmaster (shared_preload_libraries). */
