@@ -173,14 +173,14 @@ struct held_lock_wait {
 	__u64 wait_ns;
 };
 
+/* A backend's wait events counted in its record rather than in backend_wait_events (bpf/wait-events.bpf.h). */
+#define BACKEND_WAIT_SLOTS 4
+
 /*
  * One live or recently exited postmaster child, keyed by pid. The first part is what the
  * collector reports; the `last*` / `sleep_*` part is the BPF side's bookkeeping between two
  * context switches of the same task.
  */
-/* A backend's wait events counted in its record rather than in backend_wait_events (bpf/wait-events.bpf.h). */
-#define BACKEND_WAIT_SLOTS 4
-
 struct backend_record {
 	struct metrics m;
 	__u64 queryid;          /* current or last query */
