@@ -35,6 +35,8 @@ const FILL_MAPS: readonly MapName[] = ['backends', 'exited_backends', 'queries',
  */
 export class MapReaders {
   private readonly backendLayout: RecordLayout<FieldOf<'backend_record'>>;
+  /** Where WAIT_SLOT_FIELDS are in a record. */
+  private readonly waitSlotFields: BtfField[];
   private readonly queryKeyLayout: RecordLayout<FieldOf<'query_key'>>;
   private readonly queryValueLayout: RecordLayout<FieldOf<'metrics'>>;
   /** Query keys evicted per role (userid) since load, as role_evicted holds them. */
@@ -65,6 +67,7 @@ export class MapReaders {
     this.queryReads = new ChangedKeyReads(object, globals, QUERY_CHANGES);
     this.histogramReads = new ChangedKeyReads(object, globals, HISTOGRAM_CHANGES);
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
+    this.waitSlotFields = WAIT_SLOT_FIELDS.map((name) => this.backendLayout.field(name));
     const queries = object.mapLayout('queries');
     this.queryKeyLayout = RecordLayout.of('query_key', queries.key);
     this.queryValueLayout = RecordLayout.of('metrics', queries.value);
@@ -300,16 +303,16 @@ export class MapReaders {
 
   /** The used wait slots of the record at `at`: waits first, as BPF fills a slot last (bpf/wait-events.bpf.h). */
   private decodeWaitSlots(values: Buffer, at: number): WaitSlot[] {
-    const [waits, ns, runq, event] = WAIT_SLOT_FIELDS.map((name) => this.backendLayout.field(name));
+    const [waits, ns, runq, event] = this.waitSlotFields as [BtfField, BtfField, BtfField, BtfField];
     const slots: WaitSlot[] = [];
-    for (let i = 0; i < (waits!.count ?? 0); i++) {
-      const count = values.readBigUInt64LE(at + waits!.offset + i * 8);
+    for (let i = 0; i < (waits.count ?? 0); i++) {
+      const count = values.readBigUInt64LE(at + waits.offset + i * 8);
       if (count === 0n) continue;
       slots.push({
-        waitEventInfo: values.readUInt32LE(at + event!.offset + i * 4),
+        waitEventInfo: values.readUInt32LE(at + event.offset + i * 4),
         waits: count,
-        waitNs: values.readBigUInt64LE(at + ns!.offset + i * 8),
-        runqNs: values.readBigUInt64LE(at + runq!.offset + i * 8),
+        waitNs: values.readBigUInt64LE(at + ns.offset + i * 8),
+        runqNs: values.readBigUInt64LE(at + runq.offset + i * 8),
       });
     }
     return slots;

@@ -67,11 +67,7 @@ export class LwlockTrancheNames {
    * BuiltinTrancheNames nor LWLockTrancheNames can be found. Never over a name found already.
    */
   private readNamed(elf: ElfFile, memory: ProcessMemory, names: Map<number, string>): void {
-    if (!elf.symbol('NamedLWLockTrancheArray') || !elf.symbol('NamedLWLockTrancheRequests')) return;
-    const array = memory.readU64(runtimeAddress(this.pid, this.mappedPath, elf, 'NamedLWLockTrancheArray'));
-    const count = memory.readU32(runtimeAddress(this.pid, this.mappedPath, elf, 'NamedLWLockTrancheRequests'));
-    if (!array || count <= 0 || count > 4096) return;
-    const entries = memory.read(array, count * 16);
+    const { entries, count } = this.readArray(elf, memory, 'NamedLWLockTrancheArray', 'NamedLWLockTrancheRequests', 16);
     for (let i = 0; i < count; i++) {
       const id = entries.readInt32LE(i * 16);
       const n = readString(memory, entries.readBigUInt64LE(i * 16 + 8));
@@ -79,13 +75,28 @@ export class LwlockTrancheNames {
     }
   }
 
+  /**
+   * The array the pointer `arraySymbol` points to, of the `countSymbol` (an int) entries of
+   * `entrySize` bytes; none when either symbol is missing or the pointer or count is implausible.
+   */
+  private readArray(
+    elf: ElfFile,
+    memory: ProcessMemory,
+    arraySymbol: string,
+    countSymbol: string,
+    entrySize: number,
+  ): { entries: Buffer; count: number } {
+    const none = { entries: Buffer.alloc(0), count: 0 };
+    if (!elf.symbol(arraySymbol) || !elf.symbol(countSymbol)) return none;
+    const array = memory.readU64(runtimeAddress(this.pid, this.mappedPath, elf, arraySymbol));
+    const count = memory.readU32(runtimeAddress(this.pid, this.mappedPath, elf, countSymbol));
+    if (!array || count <= 0 || count > 4096) return none;
+    return { entries: memory.read(array, count * entrySize), count };
+  }
+
   /** Tranches registered by extensions loaded into the postmaster (shared_preload_libraries). */
   private readRegistered(elf: ElfFile, memory: ProcessMemory, firstUserDefined: number, names: Map<number, string>): void {
-    if (!elf.symbol('LWLockTrancheNames') || !elf.symbol('LWLockTrancheNamesAllocated')) return;
-    const array = memory.readU64(runtimeAddress(this.pid, this.mappedPath, elf, 'LWLockTrancheNames'));
-    const allocated = memory.readU32(runtimeAddress(this.pid, this.mappedPath, elf, 'LWLockTrancheNamesAllocated'));
-    if (!array || allocated <= 0 || allocated > 4096) return;
-    const pointers = memory.read(array, allocated * 8);
+    const { entries: pointers, count: allocated } = this.readArray(elf, memory, 'LWLockTrancheNames', 'LWLockTrancheNamesAllocated', 8);
     for (let i = 0; i < allocated; i++) {
       const n = readString(memory, pointers.readBigUInt64LE(i * 8));
       if (n) names.set(firstUserDefined + i, n);
