@@ -76,10 +76,10 @@ async function main(): Promise<void> {
     const cpus = loadNative().numPossibleCpus();
     const maxEntries = Number(health.queries.max_entries);
     const full = mapsFullBytes(
-      [{ name: 'queries', type: MapType.PERCPU_HASH, keySize: Structs.query_key.size, valueSize: Structs.metrics.size, maxEntries }],
+      [{ name: 'queries', type: MapType.PERCPU_HASH, keySize: Structs.query_key.size, valueSize: Structs.query_value.size, maxEntries }],
       cpus,
     );
-    const perCpu = maxEntries * Math.ceil(Structs.metrics.size / 8) * 8;
+    const perCpu = maxEntries * Math.ceil(Structs.query_value.size / 8) * 8;
     const memlock = queriesMapMemlock();
     const nonZero = Object.entries(health.dropped as Record<string, number>).filter(([, v]) => Number(v) > 0);
     print(

@@ -98,6 +98,7 @@ class Node {
       toplevel: true,
       queryid: BigInt(1_000_000 + i),
       metrics: metrics(),
+      waitSlots: [],
       rawKey: Buffer.alloc(0),
     }));
     const bs: BackendSample[] = Array.from({ length: backendCount }, (_, i) => ({

@@ -88,7 +88,7 @@ struct {
 	__uint(max_entries, 8192);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct query_key);
-	__type(value, struct metrics);
+	__type(value, struct query_value);
 } queries SEC(".maps");
 
 /*
@@ -271,7 +271,7 @@ struct {
 } query_overflow SEC(".maps");
 
 /* The metrics of a query, created empty on first use; NULL without a query id, when the map is full or the role is at its share (counted). */
-static const struct metrics empty_metrics = {};
+static const struct query_value empty_query_value = {};
 static const struct query_overflow empty_overflow = {};
 static const __u64 zero_count = 0;
 
@@ -342,7 +342,7 @@ static __always_inline struct metrics *query_key_entry(const struct query_key *k
 		    query_keys_held() >= query_keys_guard_fill)
 			return hold_refused(key, COUNTER_ROLE_QUOTA, held, pid);
 	}
-	err = bpf_map_update_elem(&queries, key, &empty_metrics, BPF_NOEXIST);
+	err = bpf_map_update_elem(&queries, key, &empty_query_value, BPF_NOEXIST);
 	if (err) {
 		m = bpf_map_lookup_elem(&queries, key); /* another CPU added it first */
 		if (m)
@@ -357,9 +357,11 @@ static __always_inline struct metrics *query_key_entry(const struct query_key *k
 
 /*
  * The figures of `key` for the caller to add to (see query_key_entry): a change of the queries
- * map, or of an overflow slot (not a key of the queries map: not noted as one).
+ * map, or of an overflow slot (not a key of the queries map: not noted as one). With `value`,
+ * also the queries map's entry they are in (*value, NULL for an overflow slot's).
  */
-static __always_inline struct metrics *query_key_metrics_of(const struct query_key *key, __u32 pid)
+static __always_inline struct metrics *query_key_metrics_of(const struct query_key *key, __u32 pid,
+							    struct query_value **value)
 {
 	bool held = false;
 	struct metrics *m = query_key_entry(key, &held, pid);
@@ -369,13 +371,15 @@ static __always_inline struct metrics *query_key_metrics_of(const struct query_k
 		if (!held)
 			note_query_change(key, m);
 	}
+	if (value)
+		*value = m && !held ? (struct query_value *)m : NULL; /* m is the entry's first member */
 	return m;
 }
 
 /* The same, for the current task's figures. */
 static __always_inline struct metrics *query_key_metrics(const struct query_key *key)
 {
-	return query_key_metrics_of(key, 0);
+	return query_key_metrics_of(key, 0, NULL);
 }
 
 /* When the current statement started (st_activity_start_timestamp); 0 when unknown. */
@@ -493,7 +497,7 @@ static __always_inline struct metrics *query_metrics_of(const struct backend_rec
 {
 	if (!key->queryid || (r && marked_refused(r, key)))
 		return NULL;
-	return query_key_metrics_of(key, pid);
+	return query_key_metrics_of(key, pid, NULL);
 }
 
 /* A top-level statement's figures from its backend `r` (NULL: none at hand); none for queryid 0 (no statement yet, or compute_query_id off). */

@@ -152,6 +152,28 @@ __noinline int query_add_wait(const struct query_key *key, __u32 sleep_class, __
 	return 1;
 }
 
+/*
+ * A statement's sleep, as query_add_wait, with its wait event and the run-queue wait after it,
+ * which go to a wait slot of the query's entry when one is the event's or free (not for
+ * SLEEP_NONE, which has no event): 2 then, 1 when they are still to be counted
+ * (wait_events_add), 0 when the key was refused.
+ */
+__noinline int query_add_sleep(const struct query_key *key, __u32 sleep_class, __u64 ns, __u32 wait_event, __u64 runq_ns)
+{
+	struct query_value *v;
+	struct metrics *m;
+
+	if (!key || !key->queryid)
+		return 0;
+	m = query_key_metrics_of(key, 0, &v);
+	if (!m)
+		return 0;
+	add_wait(m, sleep_class, ns);
+	if (sleep_class != SLEEP_NONE && v && query_wait_slot_add(v, wait_event, ns, runq_ns))
+		return 2;
+	return 1;
+}
+
 __noinline int query_add_slice(const struct query_key *key, const struct slice *s)
 {
 	struct metrics *m;
@@ -235,6 +257,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	struct sched_counts counts;
 	__u64 sum_exec, run_delay, interval, sleep_ns;
 	bool dead = state & TASK_DEAD, sleeping, holding = false;
+	int added = 0; /* query_add_sleep's answer for the sleep that ended */
 
 	r = bpf_map_lookup_elem(&backends, &pid);
 	if (r && r->task_start_ns != task->start_time) {
@@ -313,11 +336,13 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	/* The sleep that ended this interval (held if it began before the statement had an id). */
 	if (sleep_ns && r->sleep_class != SLEEP_CLIENT) {
 		add_wait(&r->m, r->sleep_class, sleep_ns);
-		if (r->flags & BACKEND_SLEEP_HELD)
+		if (r->flags & BACKEND_SLEEP_HELD) {
 			add_wait(&r->held, r->sleep_class, sleep_ns);
-		else if (!statement_refused(r, &r->sleep_key) &&
-			 !query_add_wait(&r->sleep_key, r->sleep_class, sleep_ns))
-			refuse_statement(r, &r->sleep_key);
+		} else if (!statement_refused(r, &r->sleep_key)) {
+			added = query_add_sleep(&r->sleep_key, r->sleep_class, sleep_ns, r->sleep_wait_event, s.runq_ns);
+			if (!added)
+				refuse_statement(r, &r->sleep_key);
+		}
 		/* And to the nested statement the sleep began in (the nested set), if any. */
 		if (r->nested_sleep_queryid) {
 			nested = nested_key(&r->sleep_key, r->nested_sleep_queryid, r->nested_sleep_userid);
@@ -335,7 +360,13 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		r->client_waits++;
 		r->client_wait_ns += sleep_ns;
 	} else if (sleep_ns && r->sleep_class != SLEEP_NONE) {
-		wait_events_add(r, pid, sleep_ns, s.runq_ns, r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD));
+		__u32 query = WAIT_QUERY_NONE;
+
+		if (added == 2)
+			query = WAIT_QUERY_COUNTED;
+		else if (r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD))
+			query = WAIT_QUERY_MAP;
+		wait_events_add(r, pid, sleep_ns, s.runq_ns, query);
 	} else if (sleep_ns) {
 		r->unclassed_ns += sleep_ns;
 	}

@@ -173,8 +173,18 @@ struct held_lock_wait {
 	__u64 wait_ns;
 };
 
-/* A backend's wait events counted in its record rather than in backend_wait_events (bpf/wait-events.bpf.h). */
+/*
+ * Wait events counted beside the figures they belong to rather than in a map of their own
+ * (bpf/wait-events.bpf.h): a backend's first four in its record, a query's first two on a CPU in
+ * that CPU's copy of its queries entry. Each slot's four fields, one array per field:
+ */
 #define BACKEND_WAIT_SLOTS 4
+#define QUERY_WAIT_SLOTS   2
+#define WAIT_SLOTS(n)               \
+	__u64 wait_slot_waits[n];   \
+	__u64 wait_slot_ns[n];      \
+	__u64 wait_slot_runq_ns[n]; \
+	__u32 wait_slot_event[n];
 
 /*
  * One live or recently exited postmaster child, keyed by pid. The first part is what the
@@ -233,10 +243,7 @@ struct backend_record {
 	 * would hold them (bpf/wait-events.bpf.h): a slot is the event's for the record's life, so an
 	 * event is either here or in the map, never both. A slot is used once its waits is not 0.
 	 */
-	__u64 wait_slot_waits[BACKEND_WAIT_SLOTS];
-	__u64 wait_slot_ns[BACKEND_WAIT_SLOTS];
-	__u64 wait_slot_runq_ns[BACKEND_WAIT_SLOTS];
-	__u32 wait_slot_event[BACKEND_WAIT_SLOTS];
+	WAIT_SLOTS(BACKEND_WAIT_SLOTS)
 	/*
 	 * The waker of the sleep that began at waker_sleep_ts (the record's last_ts then), left by the
 	 * blockers set at the wake-up and taken by the switch-out that ends that sleep (bpf/wait-blockers.bpf.h).
@@ -252,6 +259,17 @@ struct backend_record {
 	__u64 held_statement; /* statement_fingerprint() of the statement `held` belongs to (0: unknown) */
 	struct held_lock_wait held_lock;
 	struct nested_statements nested;
+};
+
+/*
+ * The queries map's value, one per CPU: a query's figures, and its first QUERY_WAIT_SLOTS wait
+ * events on this CPU with their totals, as query_wait_events would hold them
+ * (bpf/wait-events.bpf.h). A slot is the event's for the entry's life; another CPU's copy may
+ * hold the same event, or the map may, and the collector sums them.
+ */
+struct query_value {
+	struct metrics m;
+	WAIT_SLOTS(QUERY_WAIT_SLOTS)
 };
 
 /*

@@ -13,9 +13,11 @@
  * backend, two adds there instead of a map update. So is the remainder of a preempted task's
  * interval (interrupt time the scheduler's clocks tell apart, in other_wait, with no wait
  * event): per backend only (unclassed_ns), no query's. A backend's first BACKEND_WAIT_SLOTS
- * other events are counted in its record too (wait_slot_*), the map only has the ones after:
- * a map entry, rarely touched, is cold by a backend's next sleep in that event (about a
- * microsecond a lookup, bench/switch-parts.ts), while the record was just read.
+ * other events are counted in its record too (wait_slot_*), and a query's first
+ * QUERY_WAIT_SLOTS on a CPU in that CPU's copy of its queries entry; the maps only have the
+ * ones after: a map entry, rarely touched, is cold by the next sleep in that event (about a
+ * microsecond a lookup, bench/switch-parts.ts), while the record and the queries entry were
+ * just read.
  *
  * Both maps are bounded hashes, allocated on demand like the queries map; a full map refuses
  * the key (counted), and the collector evicts quiet keys after each written flush so the map heals.
@@ -92,42 +94,73 @@ static __always_inline void add_wait_event(void *map, const void *key, __u64 ns,
 	__sync_fetch_and_add(&t->runq_ns, runq_ns);
 }
 
-/* How many of the record's slots to use (tests set 0: every event to the map, to fill it with few processes). */
-const volatile __u32 backend_wait_slots = BACKEND_WAIT_SLOTS;
+/* How many of a record's or a queries entry's slots to use (tests set 0: every event to the maps, to fill them with few processes). */
+const volatile __u32 wait_slots_used = BACKEND_WAIT_SLOTS;
 
 /*
- * The sleep to the record's slot of its event, claiming a free one for a new event; false when
- * every slot is another event's (the map has it then). The event is stored before the first
- * wait: the collector, copying the record meanwhile, sees a slot's waits and then its event.
+ * The sleep to the slot of its event among the `n` whose fields are the arrays given (a record's,
+ * or a queries entry's on this CPU), claiming a free one for a new event; false when every slot is
+ * another event's (the map has it then). The event is stored before the first wait: the
+ * collector, copying the slots meanwhile, sees a slot's waits and then its event.
  */
-static __always_inline bool wait_slot_add(struct backend_record *r, __u32 wait_event, __u64 ns, __u64 runq_ns)
+static __always_inline bool wait_slot_add(__u64 *waits, __u64 *wait_ns, __u64 *runq, __u32 *events, const int n,
+					  __u32 wait_event, __u64 ns, __u64 runq_ns)
 {
 	int i;
 
 #pragma unroll
-	for (i = 0; i < BACKEND_WAIT_SLOTS; i++) {
-		if (i >= backend_wait_slots)
+	for (i = 0; i < n; i++) {
+		if (i >= wait_slots_used)
 			break;
-		if (!r->wait_slot_waits[i]) {
-			r->wait_slot_event[i] = wait_event;
+		if (!waits[i]) {
+			events[i] = wait_event;
 			barrier();
-		} else if (r->wait_slot_event[i] != wait_event) {
+		} else if (events[i] != wait_event) {
 			continue;
 		}
-		r->wait_slot_waits[i]++;
-		r->wait_slot_ns[i] += ns;
-		r->wait_slot_runq_ns[i] += runq_ns;
+		waits[i]++;
+		wait_ns[i] += ns;
+		runq[i] += runq_ns;
 		return true;
 	}
 	return false;
 }
 
+#define WAIT_SLOT_ADD(holder, n, wait_event, ns, runq_ns)                                             \
+	wait_slot_add((holder)->wait_slot_waits, (holder)->wait_slot_ns, (holder)->wait_slot_runq_ns, \
+		      (holder)->wait_slot_event, n, wait_event, ns, runq_ns)
+
+/*
+ * A statement's sleep, in wait event `wait_event`, to its queries entry `v` on this CPU, which the
+ * switch-out has just added the sleep's time to: that entry is in cache, where a
+ * query_wait_events entry, rarely touched, is not (bench/switch-parts.ts). False when the
+ * entry's slots are other events' (wait_events_add puts it in the map then).
+ */
+static __always_inline bool query_wait_slot_add(struct query_value *v, __u32 wait_event, __u64 ns, __u64 runq_ns)
+{
+	bool added;
+
+	PART_BEGIN(PART_QUERY_WAIT_SLOT);
+	added = WAIT_SLOT_ADD(v, QUERY_WAIT_SLOTS, wait_event, ns, runq_ns);
+	PART_END(PART_QUERY_WAIT_SLOT);
+	return added;
+}
+
+/* Where wait_events_add puts a sleep's event for its query. */
+enum wait_event_query {
+	WAIT_QUERY_NONE = 0,    /* not in a statement: the backend's only */
+	WAIT_QUERY_MAP = 1,     /* in a statement: to query_wait_events */
+	WAIT_QUERY_COUNTED = 2, /* in a statement, already in its queries entry's slot (query_wait_slot_add) */
+};
+
 /*
  * The sleep of `r` that just ended, `ns` long, and the run-queue wait after it (`runq_ns`: the
- * task's run delay since its last switch-out, from its wake-up on): to its backend and, when
- * `to_query` (in a statement), to its query, and to who woke it (the blockers set). A global function, verified once per program (see query_add_wait in bpf/cpu.bpf.h).
+ * task's run delay since its last switch-out, from its wake-up on): to its backend and, in a
+ * statement (`query`, enum wait_event_query), to its query unless already counted there, and to
+ * who woke it (the blockers set). A global function, verified once per program (see
+ * query_add_wait in bpf/cpu.bpf.h).
  */
-__noinline int wait_events_add(struct backend_record *r, __u32 pid, __u64 ns, __u64 runq_ns, __u32 to_query)
+__noinline int wait_events_add(struct backend_record *r, __u32 pid, __u64 ns, __u64 runq_ns, __u32 query)
 {
 	struct backend_wait_key bk = {};
 	struct wait_event_key qk = {};
@@ -136,7 +169,7 @@ __noinline int wait_events_add(struct backend_record *r, __u32 pid, __u64 ns, __
 		return 0;
 	{
 		PART_BEGIN(PART_BACKEND_WAIT_MAP);
-		if (!wait_slot_add(r, r->sleep_wait_event, ns, runq_ns)) {
+		if (!WAIT_SLOT_ADD(r, BACKEND_WAIT_SLOTS, r->sleep_wait_event, ns, runq_ns)) {
 			bk.pid = pid;
 			bk.wait_event_info = r->sleep_wait_event;
 			bk.task_start_ns = r->task_start_ns;
@@ -144,11 +177,11 @@ __noinline int wait_events_add(struct backend_record *r, __u32 pid, __u64 ns, __
 		}
 		PART_END(PART_BACKEND_WAIT_MAP);
 	}
-	if (!to_query)
+	if (query == WAIT_QUERY_NONE)
 		return 0;
 	qk.q = r->sleep_key;
 	qk.wait_event_info = r->sleep_wait_event;
-	{
+	if (query == WAIT_QUERY_MAP) {
 		PART_BEGIN(PART_QUERY_WAIT_MAP);
 		add_wait_event(&query_wait_events, &qk, ns, runq_ns, COUNTER_WAIT_EVENTS_FULL);
 		PART_END(PART_QUERY_WAIT_MAP);

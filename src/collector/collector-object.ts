@@ -46,7 +46,7 @@ export interface CollectorObjectOptions<Name extends string> {
   maxHistograms?: number;
   /** Capacity of query_wait_events, backend_wait_events and query_wait_blockers (default 8192 each; tests shrink it). */
   maxWaitEvents?: number;
-  /** Wait events a process's record counts before backend_wait_events has the rest (default 4, the most; tests set 0). */
+  /** Wait events a process's record (at most 4) and a query's entry on a CPU (at most 2) count before the wait-event maps have the rest (default: the most; tests set 0). */
   waitSlots?: number;
   /** Capacity of lock_waits and of lwlock_waits, (query, lock) pairs held at once (default 4096; tests shrink it). */
   maxLockWaits?: number;
@@ -245,7 +245,7 @@ export class CollectorObject<Name extends string = string> {
         client_read_event: layout.clientReadEvent,
         client_backend_type: layout.clientBackendType,
         ...options.rodata,
-        ...(options.waitSlots === undefined ? {} : { backend_wait_slots: options.waitSlots }),
+        ...(options.waitSlots === undefined ? {} : { wait_slots_used: options.waitSlots }),
         jiffy_ns: jiffyNs(),
         status_activity_start_off: layout.activityStartOffset ?? 0,
         status_activity_raw_off: layout.activityRawOffset ?? 0,

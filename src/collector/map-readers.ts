@@ -12,6 +12,7 @@ import {
   queryIdentityKey,
   type Activity,
   type BackendSample,
+  type EvictedWaitSlots,
   type MapFill,
   type QueryOverflowSample,
   type QuerySample,
@@ -20,7 +21,7 @@ import {
 } from './map-samples.js';
 import { MapSnapshot } from './map-snapshot.js';
 
-/** struct backend_record's wait slot arrays, in the order decodeWaitSlots takes them. */
+/** The wait slot arrays of struct backend_record and struct query_value (WAIT_SLOTS), in the order decodeWaitSlots takes them. */
 const WAIT_SLOT_FIELDS = ['wait_slot_waits', 'wait_slot_ns', 'wait_slot_runq_ns', 'wait_slot_event'] as const;
 
 /** The maps whose capacity bounds what the collector can track (bpf_stats.health.map_fill). */
@@ -38,7 +39,13 @@ export class MapReaders {
   /** Where WAIT_SLOT_FIELDS are in a record. */
   private readonly waitSlotFields: BtfField[];
   private readonly queryKeyLayout: RecordLayout<FieldOf<'query_key'>>;
-  private readonly queryValueLayout: RecordLayout<FieldOf<'metrics'>>;
+  private readonly queryValueLayout: RecordLayout<FieldOf<'query_value'>>;
+  /** Where WAIT_SLOT_FIELDS are in a queries entry. */
+  private readonly queryWaitSlotFields: BtfField[];
+  /** The metric fields last asked for, as struct query_value names them (one array, so sumPerCpu keeps its field list). */
+  private queryMetricNames: { of: readonly FieldOf<'metrics'>[]; names: FieldOf<'query_value'>[] } | null = null;
+  /** Wait slots of the query keys evicted since, until a snapshot that carries them is prepared (see snapshot()). */
+  private evictedWaitSlots: EvictedWaitSlots[] = [];
   /** Query keys evicted per role (userid) since load, as role_evicted holds them. */
   private readonly evictedByRole = new Map<number, bigint>();
   /** Query keys evicted since load, as query_keys_evicted holds it (BPF's view of the map's fill). */
@@ -70,7 +77,8 @@ export class MapReaders {
     this.waitSlotFields = WAIT_SLOT_FIELDS.map((name) => this.backendLayout.field(name));
     const queries = object.mapLayout('queries');
     this.queryKeyLayout = RecordLayout.of('query_key', queries.key);
-    this.queryValueLayout = RecordLayout.of('metrics', queries.value);
+    this.queryValueLayout = RecordLayout.of('query_value', queries.value);
+    this.queryWaitSlotFields = WAIT_SLOT_FIELDS.map((name) => this.queryValueLayout.field(name));
     this.decodeHistogram = histogramDecoder(object.mapLayout('histograms'), cpus);
   }
 
@@ -109,6 +117,7 @@ export class MapReaders {
     // here until a snapshot carrying them is prepared, so a flush that fails before that loses nothing.
     this.overflowTaken.push(...this.takeOverflow(metricFields));
     const overflow = [...this.overflowTaken];
+    const evictedWaitSlots = [...this.evictedWaitSlots];
     // The counters again after this take: an overflow of hist_changes before it shows.
     const histogramRead = this.histogramReads.read(() => (counters = this.readCounters()).hist_changes_full, this.histogramEntries.size);
     const histograms = this.histogramEntries
@@ -154,6 +163,12 @@ export class MapReaders {
         if (!overflow.length) return;
         const passed = new Set(overflow);
         this.overflowTaken = this.overflowTaken.filter((s) => !passed.has(s));
+      },
+      evictedWaitSlots,
+      () => {
+        if (!evictedWaitSlots.length) return;
+        const passed = new Set(evictedWaitSlots);
+        this.evictedWaitSlots = this.evictedWaitSlots.filter((s) => !passed.has(s));
       },
     );
   }
@@ -227,6 +242,7 @@ export class MapReaders {
    * Deletes query keys and returns what each held at the moment of its deletion (summed over
    * CPUs, `metricFields` in order), null for a key already gone. One BPF_MAP_LOOKUP_AND_DELETE_ELEM
    * per key: an increment a program made after the caller's last read is in the returned value.
+   * What a key's wait slots held goes to the next snapshot (evictedWaitSlots), for the wait events' part.
    */
   evictQueries(rawKeys: readonly Buffer[], metricFields: readonly FieldOf<'metrics'>[]): Array<ExactInt[] | null> {
     const roles = new Set<number>();
@@ -238,7 +254,15 @@ export class MapReaders {
       this.evictedByRole.set(role, (this.evictedByRole.get(role) ?? 0n) + 1n);
       this.evictedKeys++;
       roles.add(role);
-      return this.queryValueLayout.sumPerCpu(value, 0, value.length / this.cpus, this.cpus, metricFields);
+      const stride = value.length / this.cpus;
+      const waitSlots = this.decodeWaitSlots(value, 0, this.queryWaitSlotFields, stride, this.cpus);
+      if (waitSlots.length) {
+        const queryid = this.queryKeyLayout.int(key, 0, 'queryid');
+        const dbid = this.queryKeyLayout.intNumber(key, 0, 'dbid');
+        const toplevel = this.queryKeyLayout.intNumber(key, 0, 'toplevel') !== 0;
+        this.evictedWaitSlots.push({ userid: role, dbid, toplevel, queryid, waitSlots });
+      }
+      return this.queryValueLayout.sumPerCpu(value, 0, stride, this.cpus, this.queryNames(metricFields));
     });
     // The map's fill, as BPF sees it, is what it added minus this (bpf/attribution.bpf.h).
     if (roles.size) this.globals.writeBss('query_keys_evicted', this.evictedKeys);
@@ -295,27 +319,40 @@ export class MapReaders {
         clientWaits: layout.int(b.values, at, 'client_waits'),
         clientWaitNs: layout.int(b.values, at, 'client_wait_ns'),
         unclassedNs: layout.int(b.values, at, 'unclassed_ns'),
-        waitSlots: this.decodeWaitSlots(b.values, at),
+        waitSlots: this.decodeWaitSlots(b.values, at, this.waitSlotFields),
       };
     });
     return decoded.filter((sample) => sample !== null);
   }
 
-  /** The used wait slots of the record at `at`: waits first, as BPF fills a slot last (bpf/wait-events.bpf.h). */
-  private decodeWaitSlots(values: Buffer, at: number): WaitSlot[] {
-    const [waits, ns, runq, event] = this.waitSlotFields as [BtfField, BtfField, BtfField, BtfField];
+  /**
+   * The used wait slots of the record or queries entry at `at` (`fields`: its WAIT_SLOT_FIELDS),
+   * summed by event over its `cpus` copies `stride` bytes apart. Waits first, as BPF fills a slot
+   * last (bpf/wait-events.bpf.h).
+   */
+  private decodeWaitSlots(values: Buffer, at: number, fields: BtfField[], stride = 0, cpus = 1): WaitSlot[] {
+    const [waits, ns, runq, event] = fields as [BtfField, BtfField, BtfField, BtfField];
     const slots: WaitSlot[] = [];
-    for (let i = 0; i < (waits.count ?? 0); i++) {
-      const count = values.readBigUInt64LE(at + waits.offset + i * 8);
-      if (count === 0n) continue;
-      slots.push({
-        waitEventInfo: values.readUInt32LE(at + event.offset + i * 4),
-        waits: count,
-        waitNs: values.readBigUInt64LE(at + ns.offset + i * 8),
-        runqNs: values.readBigUInt64LE(at + runq.offset + i * 8),
-      });
+    for (let cpu = 0, base = at; cpu < cpus; cpu++, base += stride) {
+      for (let i = 0; i < (waits.count ?? 0); i++) {
+        const count = values.readBigUInt64LE(base + waits.offset + i * 8);
+        if (count === 0n) continue;
+        const waitEventInfo = values.readUInt32LE(base + event.offset + i * 4);
+        const waitNs = values.readBigUInt64LE(base + ns.offset + i * 8);
+        const runqNs = values.readBigUInt64LE(base + runq.offset + i * 8);
+        const same = slots.find((slot) => slot.waitEventInfo === waitEventInfo);
+        if (!same) slots.push({ waitEventInfo, waits: count, waitNs, runqNs });
+        else Object.assign(same, { waits: same.waits + count, waitNs: same.waitNs + waitNs, runqNs: same.runqNs + runqNs });
+      }
     }
     return slots;
+  }
+
+  /** `metricFields` as struct query_value names them (its `m`). */
+  private queryNames(metricFields: readonly FieldOf<'metrics'>[]): FieldOf<'query_value'>[] {
+    if (this.queryMetricNames?.of !== metricFields)
+      this.queryMetricNames = { of: metricFields, names: metricFields.map((f) => `m.${f}` as FieldOf<'query_value'>) };
+    return this.queryMetricNames.names;
   }
 
   private decodeQueries(batch: MapBatch, complete: boolean, metricFields: readonly FieldOf<'metrics'>[]): QuerySample[] {
@@ -333,7 +370,8 @@ export class MapReaders {
         dbid,
         toplevel,
         id: queryIdentityKey({ userid, dbid, toplevel, queryid }),
-        metrics: this.queryValueLayout.sumPerCpu(b.values, i * b.valueSize, stride, this.cpus, metricFields),
+        metrics: this.queryValueLayout.sumPerCpu(b.values, i * b.valueSize, stride, this.cpus, this.queryNames(metricFields)),
+        waitSlots: this.decodeWaitSlots(b.values, i * b.valueSize, this.queryWaitSlotFields, stride, this.cpus),
         rawKey: b.keys.subarray(k, k + b.keySize),
       };
     });

@@ -39,7 +39,7 @@ export interface BackendSample {
   waitSlots: WaitSlot[];
 }
 
-/** One wait event of a process counted in its record rather than in backend_wait_events (bpf/wait-events.bpf.h). */
+/** One wait event counted in a process's record or a query's entry rather than in a wait-event map (bpf/wait-events.bpf.h). */
 export interface WaitSlot {
   waitEventInfo: number;
   waits: bigint;
@@ -57,9 +57,14 @@ export interface QuerySample {
   id?: string;
   /** Cumulative; shared with later snapshots while the entry's bytes stay the same: never changed in place. */
   metrics: ExactInt[];
+  /** Its wait events counted in its entry (wait_slot_* of struct query_value), cumulative, summed over CPUs by event. */
+  waitSlots: WaitSlot[];
   /** The key as the map holds it (a view into the snapshot's batch), for evicting it. */
   rawKey: Buffer;
 }
+
+/** The wait slots of a query key's entry as the collector evicted it (MapReaders.evictQueries): owed to query_wait_event_stats. */
+export type EvictedWaitSlots = Pick<QuerySample, 'userid' | 'dbid' | 'toplevel' | 'queryid' | 'waitSlots'>;
 
 /**
  * A statement's key as one string: the same for a map entry, its evicted remainder and its row.

@@ -1,7 +1,7 @@
 import type { MapName } from '../bpf/contract.js';
 import type { DroppedCounterName } from '../bpf/counters.js';
 import type { HistogramSample } from './decode-histograms.js';
-import type { BackendSample, MapFill, QueryOverflowSample, QuerySample, RawMap } from './map-samples.js';
+import type { BackendSample, EvictedWaitSlots, MapFill, QueryOverflowSample, QuerySample, RawMap } from './map-samples.js';
 
 /**
  * What the BPF maps held at one moment: ONE per flush, shared by every part of it, so no map
@@ -46,6 +46,10 @@ export class MapSnapshot {
     readonly overflow: readonly QueryOverflowSample[] = [],
     /** To be called once `overflow` is owed elsewhere (MetricRows' remainders): later snapshots leave it out. */
     readonly overflowOwed: () => void = () => undefined,
+    /** The wait slots of query keys evicted after an earlier snapshot was read, not yet owed elsewhere. */
+    readonly evictedWaitSlots: readonly EvictedWaitSlots[] = [],
+    /** To be called once `evictedWaitSlots` is owed elsewhere (WaitEventsPart): later snapshots leave it out. */
+    readonly evictedWaitSlotsOwed: () => void = () => undefined,
   ) {}
 
   /** Every entry of a map with its BTF key/value layout, read at most once per snapshot. */

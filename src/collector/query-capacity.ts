@@ -36,7 +36,7 @@ export async function pgStatStatementsMax(client: pg.Client): Promise<number | n
   return max ? Number(max) : null;
 }
 
-/** Bytes of the queries map's values per possible CPU when it holds `entries` keys (struct metrics, rounded to 8). */
+/** Bytes of the queries map's values per possible CPU when it holds `entries` keys (struct query_value, rounded to 8). */
 export function queriesBytesPerCpu(entries: number): number {
-  return entries * Math.ceil(Structs.metrics.size / 8) * 8;
+  return entries * Math.ceil(Structs.query_value.size / 8) * 8;
 }

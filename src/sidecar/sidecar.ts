@@ -83,7 +83,7 @@ export interface SidecarOptions {
   maxLockWaits?: number;
   /** Capacity of each wait-event map (default 8192); tests shrink it. */
   maxWaitEvents?: number;
-  /** Wait events a process's record counts itself, before backend_wait_events (default 4); tests set 0 to fill that map. */
+  /** Wait events a process's record and a query's entry count themselves, before the wait-event maps (default: all their slots); tests set 0 to fill those maps. */
   waitSlots?: number;
   /** Listen for bpf_stats.collect()/stop() requests (default true). */
   control?: boolean;

@@ -26,7 +26,7 @@ it('builds the timed object with its part counters, and ships the object without
     const symbol = timed.symbol(name);
     expect(symbol?.type, name).toBe(STT_OBJECT);
     // One __u64 per part of enum timed_part, as bench/switch-parts.ts names them.
-    expect(symbol?.size, name).toBe(8n * 4n);
+    expect(symbol?.size, name).toBe(8n * 5n);
   }
   expect(timed.symbol('on_sched_switch')?.type).toBe(2);
   const shipped = ElfFile.read(collectorObjectPath());

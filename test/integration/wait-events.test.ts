@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -283,6 +284,79 @@ for (const target of TARGETS) {
       );
       expect(sums).toHaveLength(1);
       expect(Math.abs(sums[0].events - sums[0].columns), JSON.stringify(sums[0])).toBeLessThan(0.001);
+    });
+
+    it('counts a statement with more wait events on a CPU than its entry holds: each event its own row, the rows its columns', async () => {
+      // Three events in one statement of a backend kept on one CPU: the statement's entry there
+      // counts two itself (bpf/wait-events.bpf.h), query_wait_events has the third.
+      const [target, advisoryHolder, rowHolder] = [await connect(), await connect(), await connect()];
+      const targetPid = (await target.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      execFileSync('taskset', ['-p', '-c', '0', String(targetPid)], { stdio: 'ignore' });
+      expect(readFileSync(`/proc/${targetPid}/status`, 'utf8')).toMatch(/^Cpus_allowed_list:\s*0$/m);
+      const held = new Map<string, number>();
+      let elapsed = 0;
+      try {
+        await advisoryHolder.query('BEGIN');
+        await advisoryHolder.query('SELECT pg_advisory_xact_lock(43)');
+        await rowHolder.query('BEGIN');
+        await rowHolder.query('UPDATE accounts SET balance = balance WHERE id = 3');
+        const started = performance.now();
+        const done = target.query(
+          'SELECT pg_sleep(0.06) AS three_events, pg_advisory_lock(43), pg_advisory_unlock(43) FROM accounts WHERE id = 3 FOR UPDATE',
+        );
+        // Whichever lock the statement waits for first, the test holds it 60 ms once it shows and lets it go.
+        let since = started;
+        const holders = new Map([
+          ['advisory', advisoryHolder],
+          ['transactionid', rowHolder],
+        ]);
+        while (holders.size) {
+          const shown = await shownWaitEvent(targetPid, 'Lock');
+          const holder = holders.get(shown.wait_event);
+          expect(holder, `waits in Lock:${shown.wait_event}`).toBeDefined();
+          await sleep(60);
+          const released = performance.now();
+          await holder!.query('COMMIT');
+          holders.delete(shown.wait_event);
+          for (let i = 0; i < 300; i++) {
+            const { rows } = await admin.query('SELECT wait_event, state FROM pg_stat_activity WHERE pid = $1', [targetPid]);
+            if (rows[0]?.wait_event !== shown.wait_event || rows[0]?.state !== 'active') break;
+            await sleep(5);
+          }
+          // This wait began after the last one's lock was let go (or the statement began), and ended once the test saw it over.
+          held.set(`Lock:${shown.wait_event}`, performance.now() - since);
+          since = released;
+        }
+        await done;
+        elapsed = performance.now() - started;
+      } finally {
+        await Promise.all([target.end(), advisoryHolder.end(), rowHolder.end()]);
+      }
+      await sidecar.flush();
+      const { rows: ids } = await admin.query(`SELECT queryid::text FROM pg_stat_statements WHERE query LIKE '%three_events%'`);
+      expect(ids).toHaveLength(1);
+      const events = await queryEvents(ids[0].queryid);
+      const byEvent = new Map(events.map((e) => [`${e.wait_event_type}:${e.wait_event}`, e]));
+      expect(events.length, JSON.stringify(events)).toBe(byEvent.size);
+      expect(byEvent.get('Timeout:PgSleep')?.wait_time_ms, JSON.stringify(events)).toBeGreaterThan(60 * 0.95);
+      for (const [event, ms] of held) {
+        const row = byEvent.get(event);
+        expect(row, `${event}: ${JSON.stringify(events)}`).toBeDefined();
+        // Its own sleeps only: never more than the time it could have begun in, and most of the 60 ms the test held it.
+        expect(row!.wait_time_ms, event).toBeLessThan(Math.min(ms, elapsed));
+        expect(row!.wait_time_ms, event).toBeGreaterThan(60 * 0.5);
+      }
+      const { rows: sums } = await admin.query(
+        `SELECT q.io_wait_ms + q.lock_wait_ms + q.lwlock_wait_ms + q.other_wait_ms AS columns, q.total_time_ms,
+                (SELECT sum(w.wait_time_ms) FROM bpf_stats.query_wait_event_stats w
+                  WHERE (w.node, w.userid, w.dbid, w.toplevel, w.queryid) = (q.node, q.userid, q.dbid, q.toplevel, q.queryid)) AS events
+           FROM bpf_stats.query_stats q WHERE q.queryid = $1`,
+        [ids[0].queryid],
+      );
+      expect(sums).toHaveLength(1);
+      // As the sums test: never more than the columns, short of them by a preempted slice's remainder only.
+      expect(sums[0].events, JSON.stringify(sums[0])).toBeLessThanOrEqual(sums[0].columns + 0.001);
+      expect(sums[0].columns - sums[0].events, JSON.stringify(sums[0])).toBeLessThan(0.05 * sums[0].total_time_ms + 1);
     });
 
     it('names every event as this version does (pg_wait_events on 17+), an unknown id as Type:#n', async () => {

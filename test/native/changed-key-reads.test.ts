@@ -24,9 +24,9 @@ function key(queryid: number): Buffer {
 
 /** A query's figures on CPU 0, the other CPUs' zero. */
 function add(queryid: number, calls: number): void {
-  const stride = Math.ceil(Structs.metrics.size / 8) * 8;
+  const stride = Math.ceil(Structs.query_value.size / 8) * 8;
   const value = Buffer.alloc(stride * cpus);
-  value.writeBigUInt64LE(BigInt(calls), Structs.metrics.fields.calls.offset);
+  value.writeBigUInt64LE(BigInt(calls), Structs.query_value.fields['m.calls'].offset);
   object.mapUpdate('queries', key(queryid), value);
 }
 

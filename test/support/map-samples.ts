@@ -45,6 +45,7 @@ export function querySample(queryid: number, calls: number): QuerySample {
     toplevel: true,
     queryid: BigInt(queryid),
     metrics: metrics({ calls }),
+    waitSlots: [],
     rawKey: Buffer.from([queryid & 0xff]),
   };
 }

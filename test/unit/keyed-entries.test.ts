@@ -31,6 +31,7 @@ function decoder() {
       toplevel: true,
       queryid: BigInt(b.keys.readUInt32LE(i * KEY)),
       metrics: [b.values.readBigUInt64LE(i * VALUE)],
+      waitSlots: [],
       rawKey: b.keys.subarray(i * KEY, (i + 1) * KEY),
     };
   };

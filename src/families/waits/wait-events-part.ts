@@ -1,9 +1,9 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { MapSnapshot } from '../../collector/map-snapshot.js';
-import type { BackendSample } from '../../collector/map-samples.js';
-import type { RawMap } from '../../collector/map-samples.js';
-import { addExact, type ExactInt } from '../../exact-int.js';
+import { queryIdentityKey, type BackendSample, type EvictedWaitSlots, type RawMap } from '../../collector/map-samples.js';
+import { addExact, isZero, type ExactInt } from '../../exact-int.js';
 import { EvictableDeltas, type CumulativeEntry } from '../../deltas/evictable-deltas.js';
+import { DeltaTracker } from '../../deltas/delta-tracker.js';
 import type { FlushInput, FlushPart, PreparedPart } from '../flush-part.js';
 import { MapEviction } from '../../deltas/map-eviction.js';
 import { PG_EPOCH_UNIX_US } from '../../postgres-timestamp.js';
@@ -169,6 +169,12 @@ export class WaitEventsPart implements FlushPart {
   private readonly backends: WaitEventMap<BackendWaitEventRow>;
   /** Per process (`<kernel pid>:<task start>`): its record's counts (RecordCounts) as last written. */
   private recordWritten = new Map<string, RecordCounts>();
+  /** Per query key and event (`<key>|<wait_event_info>`): what its entry's wait slots counted, as last written. */
+  private readonly slotsWritten = new DeltaTracker();
+  /** What evicted query keys' wait slots counted beyond the last written, by the same id: owed to the next written flush. */
+  private readonly slotsOwed = new Map<string, QueryWaitEventRow>();
+  /** The evicted keys' slots already owed (a snapshot prepared again must not owe them twice). */
+  private readonly evictedSeen = new WeakSet<EvictedWaitSlots>();
 
   constructor(
     private readonly names: WaitEventNames,
@@ -253,11 +259,79 @@ export class WaitEventsPart implements FlushPart {
     return { rows, commit: () => (this.recordWritten = next) };
   }
 
+  /**
+   * What BPF counts in each query's entry rather than in query_wait_events (its first events on a
+   * CPU, bpf/wait-events.bpf.h): increments since the last written flush, of the keys this
+   * snapshot read (the changed ones) and of the keys evicted since the last snapshot, whose
+   * figures end there (a key added again counts from zero).
+   */
+  private slotRows(snapshot: MapSnapshot): { rows: QueryWaitEventRow[]; commit: () => void } {
+    const row = (query: EvictedWaitSlots, event: number, delta: readonly ExactInt[]): QueryWaitEventRow => {
+      const name = this.names.name(event);
+      return {
+        userid: query.userid,
+        dbid: query.dbid,
+        toplevel: query.toplevel,
+        queryid: BigInt.asIntN(64, query.queryid).toString(),
+        waitEventType: name.type,
+        waitEvent: name.name,
+        waits: delta[0]!,
+        waitMs: Number(delta[1]!) / 1e6,
+        runqMs: Number(delta[2]!) / 1e6,
+      };
+    };
+    const slotId = (query: EvictedWaitSlots, event: number) => `${queryIdentityKey(query)}|${event}`;
+    // The evicted first: a key added again since, in this snapshot too, counts from zero.
+    for (const query of snapshot.evictedWaitSlots) {
+      if (this.evictedSeen.has(query)) continue;
+      this.evictedSeen.add(query);
+      for (const slot of query.waitSlots) {
+        const id = slotId(query, slot.waitEventInfo);
+        const delta = this.slotsWritten.delta(id, [slot.waits, slot.waitNs, slot.runqNs]);
+        this.slotsWritten.forget(id);
+        if (delta.every(isZero)) continue;
+        const owed = this.slotsOwed.get(id);
+        this.slotsOwed.set(
+          id,
+          owed
+            ? {
+                ...owed,
+                waits: addExact(owed.waits, delta[0]!),
+                waitMs: owed.waitMs + Number(delta[1]!) / 1e6,
+                runqMs: owed.runqMs + Number(delta[2]!) / 1e6,
+              }
+            : row(query, slot.waitEventInfo, delta),
+        );
+      }
+    }
+    snapshot.evictedWaitSlotsOwed();
+    const rows: QueryWaitEventRow[] = [];
+    const read: Array<[string, ExactInt[]]> = [];
+    for (const query of snapshot.queries) {
+      for (const slot of query.waitSlots) {
+        const id = slotId(query, slot.waitEventInfo);
+        const counts = [slot.waits, slot.waitNs, slot.runqNs];
+        const delta = this.slotsWritten.delta(id, counts);
+        if (delta.every(isZero)) continue;
+        rows.push(row(query, slot.waitEventInfo, delta));
+        read.push([id, counts]);
+      }
+    }
+    const owed = [...this.slotsOwed];
+    return {
+      rows: [...rows, ...owed.map(([, r]) => r)],
+      commit: () => {
+        for (const [id, counts] of read) this.slotsWritten.commit(id, counts);
+        for (const [id, r] of owed) if (this.slotsOwed.get(id) === r) this.slotsOwed.delete(id);
+      },
+    };
+  }
+
   wouldWriteNothing(): boolean {
     // A background process's keys never go quiet (its latch wakes it every few hundred ms), so
     // waiting for them to be evicted would keep every flush of an idle server from being quiet;
     // an exited process's keys are evicted by the next full flush (the heartbeat's at the latest).
-    return this.queries.settled() && this.backends.settled(false);
+    return this.queries.settled() && this.backends.settled(false) && this.slotsOwed.size === 0;
   }
 
   prepare({ maps, measured }: FlushInput): PreparedPart {
@@ -266,16 +340,19 @@ export class WaitEventsPart implements FlushPart {
       return { statements: [], commit: () => (this.lastCommitted = []) };
     }
     const queries = this.queries.prepare(maps, (raw, keys, at) => this.queryRow(raw, keys, at));
+    const slots = this.slotRows(maps);
     const backends = this.backends.prepare(maps, this.backendRows(maps));
     const client = this.recordRows(maps);
-    this.preparedRows = { queries: queries.rows, backends: [...backends.rows, ...client.rows] };
+    const queryRows = [...queries.rows, ...slots.rows];
+    this.preparedRows = { queries: queryRows, backends: [...backends.rows, ...client.rows] };
     return {
       statements: waitEventUpserts(this.preparedRows.queries, this.preparedRows.backends),
       commit: () => {
         queries.commit();
+        slots.commit();
         backends.commit();
         client.commit();
-        this.lastCommitted = queries.rows;
+        this.lastCommitted = queryRows;
       },
     };
   }
