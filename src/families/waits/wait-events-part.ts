@@ -334,7 +334,7 @@ export class WaitEventsPart implements FlushPart {
     return this.queries.settled() && this.backends.settled(false) && this.slotsOwed.size === 0;
   }
 
-  prepare({ maps, measured }: FlushInput): PreparedPart {
+  prepare({ maps, measured, lazy }: FlushInput): PreparedPart {
     if (!measured.has('cpu')) {
       this.preparedRows = { queries: [], backends: [] };
       return { statements: [], commit: () => (this.lastCommitted = []) };
@@ -345,16 +345,20 @@ export class WaitEventsPart implements FlushPart {
     const client = this.recordRows(maps);
     const queryRows = [...queries.rows, ...slots.rows];
     this.preparedRows = { queries: queryRows, backends: [...backends.rows, ...client.rows] };
-    return {
-      statements: waitEventUpserts(this.preparedRows.queries, this.preparedRows.backends),
-      commit: () => {
-        queries.commit();
-        slots.commit();
-        backends.commit();
-        client.commit();
-        this.lastCommitted = queryRows;
-      },
+    const statements = waitEventUpserts(this.preparedRows.queries, this.preparedRows.backends);
+    const commit = () => {
+      queries.commit();
+      slots.commit();
+      backends.commit();
+      client.commit();
+      this.lastCommitted = queryRows;
     };
+    // Processes' rows alone (background processes waking on their timers) wait, cumulative in
+    // BPF, for a flush that writes something else, as their backend_stats rows do
+    // (src/flush/backend-stats-part.ts): a periodic flush of an idle server writes nothing.
+    if (lazy && !queryRows.length && statements.length)
+      return { statements: [], build: () => statements, companion: true, commit, skipped: () => undefined };
+    return { statements, commit };
   }
 }
 
