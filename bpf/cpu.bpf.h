@@ -139,37 +139,35 @@ static __always_inline void add_slice(struct metrics *m, const struct slice *s)
  * CPU, the change notes) again on every path that reached one of the calls (bench/journal/start-up.md#six-cuts-to-the-start).
  * The pointers they take are checked for NULL, as the verifier requires of a global function.
  */
-__noinline int query_add_wait(const struct query_key *key, __u32 sleep_class, __u64 ns)
-{
-	struct metrics *m;
-
-	if (!key || !key->queryid)
-		return 0;
-	m = query_key_metrics(key);
-	if (!m)
-		return 0;
-	add_wait(m, sleep_class, ns);
-	return 1;
-}
+/* A sleep for query_add_wait: its class and length; with `to_slot`, also its event and the run-queue wait after it, for a wait slot. */
+struct query_sleep {
+	__u64 ns;
+	__u64 runq_ns;
+	__u32 sleep_class;
+	__u32 wait_event;
+	__u32 to_slot;
+	__u32 pad;
+};
 
 /*
- * A statement's sleep, as query_add_wait, with its wait event and the run-queue wait after it,
- * which go to a wait slot of the query's entry when one is the event's or free (not for
- * SLEEP_NONE, which has no event): 2 then, 1 when they are still to be counted
- * (wait_events_add), 0 when the key was refused.
+ * A sleep to the query's figures and, `to_slot` (a top-level statement's), its wait event to a
+ * wait slot of the query's entry when one is the event's or free (not for SLEEP_NONE, which has
+ * no event): 2 then, 1 when the event is still to be counted (wait_events_add), 0 when the key
+ * was refused.
  */
-__noinline int query_add_sleep(const struct query_key *key, __u32 sleep_class, __u64 ns, __u32 wait_event, __u64 runq_ns)
+__noinline int query_add_wait(const struct query_key *key, const struct query_sleep *sl)
 {
 	struct query_value *v;
 	struct metrics *m;
 
-	if (!key || !key->queryid)
+	if (!key || !sl || !key->queryid)
 		return 0;
 	m = query_key_metrics_of(key, 0, &v);
 	if (!m)
 		return 0;
-	add_wait(m, sleep_class, ns);
-	if (sleep_class != SLEEP_NONE && v && query_wait_slot_add(v, wait_event, ns, runq_ns))
+	add_wait(m, sl->sleep_class, sl->ns);
+	if (sl->to_slot && sl->sleep_class != SLEEP_NONE && v &&
+	    query_wait_slot_add(v, sl->wait_event, sl->ns, sl->runq_ns))
 		return 2;
 	return 1;
 }
@@ -257,7 +255,8 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	struct sched_counts counts;
 	__u64 sum_exec, run_delay, interval, sleep_ns;
 	bool dead = state & TASK_DEAD, sleeping, holding = false;
-	int added = 0; /* query_add_sleep's answer for the sleep that ended */
+	int added = 0; /* query_add_wait's answer for the sleep that ended */
+	struct query_sleep sleep = {};
 
 	r = bpf_map_lookup_elem(&backends, &pid);
 	if (r && r->task_start_ns != task->start_time) {
@@ -339,14 +338,22 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		if (r->flags & BACKEND_SLEEP_HELD) {
 			add_wait(&r->held, r->sleep_class, sleep_ns);
 		} else if (!statement_refused(r, &r->sleep_key)) {
-			added = query_add_sleep(&r->sleep_key, r->sleep_class, sleep_ns, r->sleep_wait_event, s.runq_ns);
+			sleep.ns = sleep_ns;
+			sleep.runq_ns = s.runq_ns;
+			sleep.sleep_class = r->sleep_class;
+			sleep.wait_event = r->sleep_wait_event;
+			sleep.to_slot = 1;
+			added = query_add_wait(&r->sleep_key, &sleep);
 			if (!added)
 				refuse_statement(r, &r->sleep_key);
 		}
 		/* And to the nested statement the sleep began in (the nested set), if any. */
 		if (r->nested_sleep_queryid) {
 			nested = nested_key(&r->sleep_key, r->nested_sleep_queryid, r->nested_sleep_userid);
-			query_add_wait(&nested, r->sleep_class, sleep_ns);
+			sleep.ns = sleep_ns;
+			sleep.sleep_class = r->sleep_class;
+			sleep.to_slot = 0; /* the wait events are the top-level statement's */
+			query_add_wait(&nested, &sleep);
 		}
 	}
 	/*

@@ -21,7 +21,7 @@ enum timed_part {
 	PART_IOWAIT_EVENT_READ = 1, /* the wait event's read for a task in IO sleep (bpf/pg-status.bpf.h) */
 	PART_BACKEND_WAIT_MAP = 2,  /* inside PART_WAIT_EVENTS: the backend_wait_events update */
 	PART_QUERY_WAIT_MAP = 3,    /* inside PART_WAIT_EVENTS: the query_wait_events update */
-	PART_QUERY_WAIT_SLOT = 4, /* before PART_WAIT_EVENTS (bpf/cpu.bpf.h, query_add_sleep): a queries entry's slot */
+	PART_QUERY_WAIT_SLOT = 4, /* before PART_WAIT_EVENTS (bpf/cpu.bpf.h, query_add_wait): a queries entry's slot */
 	PART_COUNT,
 };
 

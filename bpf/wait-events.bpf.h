@@ -126,22 +126,27 @@ static __always_inline bool wait_slot_add(__u64 *waits, __u64 *wait_ns, __u64 *r
 	return false;
 }
 
-#define WAIT_SLOT_ADD(holder, n, wait_event, ns, runq_ns)                                             \
-	wait_slot_add((holder)->wait_slot_waits, (holder)->wait_slot_ns, (holder)->wait_slot_runq_ns, \
-		      (holder)->wait_slot_event, n, wait_event, ns, runq_ns)
+/* wait_slot_add() on the WAIT_SLOTS of `holder` (a record, a queries entry), as many as it has. */
+#define WAIT_SLOT_ADD(holder, wait_event, ns, runq_ns)                                                              \
+	wait_slot_add((holder)->wait_slot_waits, (holder)->wait_slot_ns, (holder)->wait_slot_runq_ns,               \
+		      (holder)->wait_slot_event, sizeof((holder)->wait_slot_event) / sizeof(__u32), wait_event, ns, \
+		      runq_ns)
 
 /*
  * A statement's sleep, in wait event `wait_event`, to its queries entry `v` on this CPU, which the
- * switch-out has just added the sleep's time to: that entry is in cache, where a
- * query_wait_events entry, rarely touched, is not (bench/switch-parts.ts). False when the
- * entry's slots are other events' (wait_events_add puts it in the map then).
+ * switch-out has just looked up and added the sleep's time to: no second lookup of a
+ * query_wait_events entry, rarely touched and cold (~1 µs; the slots take ~160 ns,
+ * docs/measured.md). 0 when the entry's slots are other events' (wait_events_add puts it in
+ * the map then). A global function: verified once, not on each path of the key's lookup-or-insert.
  */
-static __always_inline bool query_wait_slot_add(struct query_value *v, __u32 wait_event, __u64 ns, __u64 runq_ns)
+__noinline int query_wait_slot_add(struct query_value *v, __u32 wait_event, __u64 ns, __u64 runq_ns)
 {
-	bool added;
+	int added;
 
+	if (!v)
+		return 0;
 	PART_BEGIN(PART_QUERY_WAIT_SLOT);
-	added = WAIT_SLOT_ADD(v, QUERY_WAIT_SLOTS, wait_event, ns, runq_ns);
+	added = WAIT_SLOT_ADD(v, wait_event, ns, runq_ns);
 	PART_END(PART_QUERY_WAIT_SLOT);
 	return added;
 }
@@ -169,7 +174,7 @@ __noinline int wait_events_add(struct backend_record *r, __u32 pid, __u64 ns, __
 		return 0;
 	{
 		PART_BEGIN(PART_BACKEND_WAIT_MAP);
-		if (!WAIT_SLOT_ADD(r, BACKEND_WAIT_SLOTS, r->sleep_wait_event, ns, runq_ns)) {
+		if (!WAIT_SLOT_ADD(r, r->sleep_wait_event, ns, runq_ns)) {
 			bk.pid = pid;
 			bk.wait_event_info = r->sleep_wait_event;
 			bk.task_start_ns = r->task_start_ns;

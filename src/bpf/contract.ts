@@ -494,6 +494,17 @@ export const Structs = {
       'm.read_stamp': { offset: 216, size: 8, signed: false },
     },
   },
+  query_sleep: {
+    size: 32,
+    fields: {
+      ns: { offset: 0, size: 8, signed: false },
+      runq_ns: { offset: 8, size: 8, signed: false },
+      sleep_class: { offset: 16, size: 4, signed: false },
+      wait_event: { offset: 20, size: 4, signed: false },
+      to_slot: { offset: 24, size: 4, signed: false },
+      pad: { offset: 28, size: 4, signed: false },
+    },
+  },
   query_value: {
     size: 256,
     fields: {

@@ -171,9 +171,9 @@ export class WaitEventsPart implements FlushPart {
   private recordWritten = new Map<string, RecordCounts>();
   /** Per query key and event (`<key>|<wait_event_info>`): what its entry's wait slots counted, as last written. */
   private readonly slotsWritten = new DeltaTracker();
-  /** What evicted query keys' wait slots counted beyond the last written, by the same id: owed to the next written flush. */
-  private readonly slotsOwed = new Map<string, QueryWaitEventRow>();
-  /** The evicted keys' slots already owed (a snapshot prepared again must not owe them twice). */
+  /** Rows of what evicted query keys' wait slots counted beyond the last written: owed to the next written flush. */
+  private slotsOwed: QueryWaitEventRow[] = [];
+  /** The evicted keys' slots already owed (two snapshots carry the same ones when the first reached no prepare). */
   private readonly evictedSeen = new WeakSet<EvictedWaitSlots>();
 
   constructor(
@@ -289,19 +289,8 @@ export class WaitEventsPart implements FlushPart {
         const id = slotId(query, slot.waitEventInfo);
         const delta = this.slotsWritten.delta(id, [slot.waits, slot.waitNs, slot.runqNs]);
         this.slotsWritten.forget(id);
-        if (delta.every(isZero)) continue;
-        const owed = this.slotsOwed.get(id);
-        this.slotsOwed.set(
-          id,
-          owed
-            ? {
-                ...owed,
-                waits: addExact(owed.waits, delta[0]!),
-                waitMs: owed.waitMs + Number(delta[1]!) / 1e6,
-                runqMs: owed.runqMs + Number(delta[2]!) / 1e6,
-              }
-            : row(query, slot.waitEventInfo, delta),
-        );
+        // Rows naming one key are summed where they are written (waitEventUpserts, history, Prometheus).
+        if (!delta.every(isZero)) this.slotsOwed.push(row(query, slot.waitEventInfo, delta));
       }
     }
     snapshot.evictedWaitSlotsOwed();
@@ -317,12 +306,12 @@ export class WaitEventsPart implements FlushPart {
         read.push([id, counts]);
       }
     }
-    const owed = [...this.slotsOwed];
+    const owed = this.slotsOwed.length;
     return {
-      rows: [...rows, ...owed.map(([, r]) => r)],
+      rows: [...rows, ...this.slotsOwed],
       commit: () => {
         for (const [id, counts] of read) this.slotsWritten.commit(id, counts);
-        for (const [id, r] of owed) if (this.slotsOwed.get(id) === r) this.slotsOwed.delete(id);
+        this.slotsOwed.splice(0, owed);
       },
     };
   }
@@ -331,7 +320,7 @@ export class WaitEventsPart implements FlushPart {
     // A background process's keys never go quiet (its latch wakes it every few hundred ms), so
     // waiting for them to be evicted would keep every flush of an idle server from being quiet;
     // an exited process's keys are evicted by the next full flush (the heartbeat's at the latest).
-    return this.queries.settled() && this.backends.settled(false) && this.slotsOwed.size === 0;
+    return this.queries.settled() && this.backends.settled(false) && this.slotsOwed.length === 0;
   }
 
   prepare({ maps, measured, lazy }: FlushInput): PreparedPart {
