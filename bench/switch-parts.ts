@@ -13,7 +13,14 @@
  * Per round: the part's ns per run (its time less the empty region timed after it), how many of
  * on_sched_switch's runs reach it, and so its share of an average on_sched_switch run.
  *
- * Run (after npm run build, as root): node dist/bench/switch-parts.js [--rounds 5] [--seconds 6] [--builtin select-only|tpcb-like]
+ * With --ab, the copy's object is built with -DWAIT_EVENTS_AB instead (bpf/part-timing.bpf.h):
+ * on_sched_switch leaves the wait-event accounting out in every other 8.4 ms and times its
+ * whole run in each half. Per round: its ns per run with and without them, and the difference:
+ * what they add to a switch, the pending work a part takes on from the code before it and the
+ * code after them included, with no clock inside the accounting. --same-halves is its control:
+ * both halves keep the wait events (-DWAIT_EVENTS_AB_SAME), so the difference is the method's own.
+ *
+ * Run (after npm run build, as root): node dist/bench/switch-parts.js [--rounds 5] [--seconds 6] [--builtin select-only|tpcb-like] [--ab [--same-halves]]
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
@@ -25,13 +32,13 @@ import { packageRoot } from '../src/package-root.js';
 import { listPrograms, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
 import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, prepareCluster, roundSettings, runBenchmark } from './overhead-runs.js';
 import { parseBuiltin, runLoad } from './pgbench.js';
-import { median } from './report.js';
+import { bootstrapMedianInterval, median } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
 
 const run = promisify(execFile);
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE =
-  'usage: node dist/bench/switch-parts.js [--rounds 5] [--seconds 6] [--clients 8] [--scale 10] [--builtin select-only|tpcb-like]';
+  'usage: node dist/bench/switch-parts.js [--rounds 5] [--seconds 6] [--clients 8] [--scale 10] [--builtin select-only|tpcb-like] [--ab [--same-halves]]';
 const PROGRAM = 'on_sched_switch';
 /** enum timed_part in bpf/part-timing.bpf.h, by index: what each part adds to a switch-out. */
 const PARTS = [
@@ -49,8 +56,8 @@ interface PartCounters {
   emptyNs: number;
 }
 
-/** A copy of the package (its published files) with the BPF object built with -DPART_TIMING; returns the copy's CLI. */
-async function timedPackage(dir: string): Promise<string> {
+/** A copy of the package (its published files) with the BPF object built with `defines`; returns the copy's CLI. */
+async function timedPackage(dir: string, defines: string[]): Promise<string> {
   const root = packageRoot();
   const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { files: string[]; bin: Record<string, string> };
   cpSync(join(root, 'package.json'), join(dir, 'package.json'));
@@ -62,7 +69,7 @@ async function timedPackage(dir: string): Promise<string> {
     join(root, 'scripts', 'build-bpf-object.sh'),
     'bpf/pgstats.bpf.c',
     join(dir, 'build', 'bpf', 'pgstats.bpf.o'),
-    '-DPART_TIMING',
+    ...defines,
   ]);
   return join(dir, manifest.bin['pg-bpf-stats']!);
 }
@@ -90,27 +97,47 @@ async function bssMapId(sidecar: SidecarProcess): Promise<number> {
   throw new Error(`the sidecar (pid ${sidecar.pid}) holds no .bss map`);
 }
 
-/** Every part's counters, from bpftool's BTF-formatted dump of the .bss. */
-async function readParts(bssId: number): Promise<PartCounters[]> {
+/** The .bss's arrays of `length` named `names`, from bpftool's BTF-formatted dump; `build` names the define they need. */
+async function readArrays<Name extends string>(
+  bssId: number,
+  names: Name[],
+  length: number,
+  build: string,
+): Promise<Record<Name, number[]>> {
   const { stdout } = await run('bpftool', ['-j', 'map', 'dump', 'id', String(bssId)], { maxBuffer: 16 * 1024 * 1024 });
   const [entry] = JSON.parse(stdout) as Array<{ formatted?: { value?: { '.bss'?: Array<Record<string, unknown>> } } }>;
   const variables = Object.assign({}, ...(entry?.formatted?.value?.['.bss'] ?? [])) as Record<string, number[] | undefined>;
-  const array = (name: string) => {
+  const arrays = {} as Record<Name, number[]>;
+  for (const name of names) {
     const values = variables[name];
-    if (!values || values.length !== PARTS.length)
-      throw new UserError(`the object's .bss has no ${name}[${PARTS.length}]: not a -DPART_TIMING build of this tree`);
-    return values.map(Number);
-  };
-  const [runs, ns, emptyNs] = [array('part_runs'), array('part_ns'), array('part_empty_ns')];
-  return PARTS.map((_, i) => ({ runs: runs[i]!, ns: ns[i]!, emptyNs: emptyNs[i]! }));
+    if (!values || values.length !== length)
+      throw new UserError(`the object's .bss has no ${name}[${length}]: not a ${build} build of this tree`);
+    arrays[name] = values.map(Number);
+  }
+  return arrays;
+}
+
+/** Every part's counters (-DPART_TIMING). */
+async function readParts(bssId: number): Promise<PartCounters[]> {
+  const counters = await readArrays(bssId, ['part_runs', 'part_ns', 'part_empty_ns'], PARTS.length, '-DPART_TIMING');
+  return PARTS.map((_, i) => ({ runs: counters.part_runs[i]!, ns: counters.part_ns[i]!, emptyNs: counters.part_empty_ns[i]! }));
+}
+
+/** on_sched_switch's runs and ns in each half (-DWAIT_EVENTS_AB): [with the wait events, without]. */
+async function readHalves(bssId: number): Promise<Array<{ runs: number; ns: number }>> {
+  const halves = await readArrays(bssId, ['ab_runs', 'ab_ns'], 2, '-DWAIT_EVENTS_AB');
+  return [0, 1].map((i) => ({ runs: halves.ab_runs[i]!, ns: halves.ab_ns[i]! }));
 }
 
 interface Round {
   /** on_sched_switch runs, and its ns per run (timed build: the clock reads included). */
   switches: number;
   switchNs: number;
-  /** Per part: its runs, and its own ns per run. */
+  /** Per part: its runs, and its own ns per run (-DPART_TIMING; empty with --ab). */
   parts: Array<{ runs: number; ns: number }>;
+  /** With --ab: on_sched_switch's ns per run in the halves with and without the wait events. */
+  withNs: number;
+  withoutNs: number;
   transactions: number;
 }
 
@@ -125,6 +152,8 @@ runBenchmark('switch-parts', async (resources) => {
       ...LOAD_FLAGS,
       seconds: { type: 'string', default: '6' },
       builtin: { type: 'string', default: 'select-only' },
+      ab: { type: 'boolean', default: false },
+      'same-halves': { type: 'boolean', default: false },
     },
     USAGE,
   );
@@ -132,9 +161,16 @@ runBenchmark('switch-parts', async (resources) => {
   const settings = roundSettings('switch-parts', values);
   const dir = mkdtempSync(join(tmpdir(), 'pgbpf-timed-'));
   try {
-    const cli = await timedPackage(dir);
+    const ab = values.ab;
+    const sameHalves = values['same-halves'];
+    if (sameHalves && !ab) throw new UserError(`--same-halves is the control of --ab\n${USAGE}`);
+    const halves = sameHalves ? ['first half', 'second half (the same code)'] : ['with the wait events', 'without'];
+    const cli = await timedPackage(
+      dir,
+      !ab ? ['-DPART_TIMING'] : sameHalves ? ['-DWAIT_EVENTS_AB', '-DWAIT_EVENTS_AB_SAME'] : ['-DWAIT_EVENTS_AB'],
+    );
     print(
-      `the wait events' parts of ${PROGRAM}, timed inside it; ${settings.pairs} rounds × ${settings.seconds} s of pgbench -b ${builtin} ` +
+      `the wait events' ${ab ? `cost in ${PROGRAM}, A/B by 8.4 ms halves inside it${sameHalves ? ' (control: both halves with them)' : ''}` : `parts of ${PROGRAM}, timed inside it`}; ${settings.pairs} rounds × ${settings.seconds} s of pgbench -b ${builtin} ` +
         `-c ${settings.clients}, scale ${settings.scale}, ${settings.cores} cores, Linux ${release()}`,
     );
     const { cluster, version } = await prepareCluster(resources, settings, print);
@@ -153,10 +189,18 @@ runBenchmark('switch-parts', async (resources) => {
           return found[0]!;
         };
         const bss = await bssMapId(sidecar);
-        const [programBefore, partsBefore] = [await program(), await readParts(bss)];
+        const [programBefore, partsBefore, halvesBefore] = [
+          await program(),
+          ab ? [] : await readParts(bss),
+          ab ? await readHalves(bss) : [],
+        ];
         const result = await pgbench(settings.seconds);
-        const [programAfter, partsAfter] = [await program(), await readParts(bss)];
+        const [programAfter, partsAfter, halvesAfter] = [await program(), ab ? [] : await readParts(bss), ab ? await readHalves(bss) : []];
         const switches = programAfter.runCnt - programBefore.runCnt;
+        const halfNs = (i: number) => {
+          const [before, after] = [halvesBefore[i]!, halvesAfter[i]!];
+          return (after.ns - before.ns) / (after.runs - before.runs);
+        };
         const r: Round = {
           switches,
           switchNs: (programAfter.runTimeNs - programBefore.runTimeNs) / switches,
@@ -165,17 +209,21 @@ runBenchmark('switch-parts', async (resources) => {
             const runs = after.runs - before.runs;
             return { runs, ns: runs ? (after.ns - before.ns - (after.emptyNs - before.emptyNs)) / runs : 0 };
           }),
+          withNs: ab ? halfNs(0) : 0,
+          withoutNs: ab ? halfNs(1) : 0,
           transactions: result.transactions,
         };
         rounds.push(r);
-        print(
-          `round ${round}: ${PROGRAM} ${r.switchNs.toFixed(0)} ns/run (timed build), ${(r.switches / r.transactions).toFixed(2)} runs/txn; ` +
-            r.parts
+        const detail = ab
+          ? `${halves[0]} ${r.withNs.toFixed(1)} ns/run, ${halves[1]} ${r.withoutNs.toFixed(1)}: ${(r.withNs - r.withoutNs).toFixed(1)}`
+          : r.parts
               .map(
                 (p, i) =>
                   `part ${i}: ${p.ns.toFixed(1)} ns on ${((100 * p.runs) / r.switches).toFixed(1)}% of runs = ${share(r, i).toFixed(1)} ns/run`,
               )
-              .join('; '),
+              .join('; ');
+        print(
+          `round ${round}: ${PROGRAM} ${r.switchNs.toFixed(0)} ns/run (timed build), ${(r.switches / r.transactions).toFixed(2)} runs/txn; ${detail}`,
         );
       } finally {
         await setStatsEnabled(statsBefore);
@@ -187,6 +235,18 @@ runBenchmark('switch-parts', async (resources) => {
       `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
     print();
     print(`${version}; median over ${rounds.length} rounds (min–max):`);
+    if (ab) {
+      const differences = rounds.map((r) => r.withNs - r.withoutNs);
+      const interval = bootstrapMedianInterval(differences);
+      print(
+        `  ${PROGRAM} ${halves[0]}: ${range(rounds.map((r) => r.withNs))} ns per run; ${halves[1]}: ${range(rounds.map((r) => r.withoutNs))}`,
+      );
+      print(
+        `  ${sameHalves ? "the halves' difference (the method's own)" : 'what the wait events add'}: ${range(differences)} ns per ${PROGRAM} run ` +
+          `(median's 95% bootstrap interval ${interval.ratioMedianLow.toFixed(1)} to ${interval.ratioMedianHigh.toFixed(1)})`,
+      );
+      return;
+    }
     for (const [i, name] of PARTS.entries()) {
       print(
         `  part ${i}, ${name}: ${range(rounds.map((r) => r.parts[i]!.ns))} ns per run of it, on ` +

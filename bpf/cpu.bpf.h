@@ -257,6 +257,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	bool dead = state & TASK_DEAD, sleeping, holding = false;
 	int added = 0; /* query_add_wait's answer for the sleep that ended */
 	struct query_sleep sleep = {};
+	const bool waits_off = WAIT_EVENTS_OFF(); /* false but in bench/switch-parts.ts --ab builds */
 
 	r = bpf_map_lookup_elem(&backends, &pid);
 	if (r && r->task_start_ns != task->start_time) {
@@ -342,7 +343,7 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 			sleep.runq_ns = s.runq_ns;
 			sleep.sleep_class = r->sleep_class;
 			sleep.wait_event = r->sleep_wait_event;
-			sleep.to_slot = 1;
+			sleep.to_slot = !waits_off;
 			added = query_add_wait(&r->sleep_key, &sleep);
 			if (!added)
 				refuse_statement(r, &r->sleep_key);
@@ -363,7 +364,9 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	 * Its cost per switch: bench/switch-parts.ts (PART_TIMING builds only).
 	 */
 	PART_BEGIN(PART_WAIT_EVENTS);
-	if (sleep_ns && r->sleep_class == SLEEP_CLIENT) {
+	if (waits_off) {
+		/* bench/switch-parts.ts --ab: the half without them */
+	} else if (sleep_ns && r->sleep_class == SLEEP_CLIENT) {
 		r->client_waits++;
 		r->client_wait_ns += sleep_ns;
 	} else if (sleep_ns && r->sleep_class != SLEEP_NONE) {
@@ -426,8 +429,10 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
+	AB_BEGIN();
 	if (is_postmaster_family(prev))
 		account_switch_out(prev, preempt, prev_state, false);
+	AB_END();
 	return 0;
 }
 

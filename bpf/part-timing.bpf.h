@@ -49,4 +49,41 @@ __u64 part_empty_ns[PART_COUNT] = {};
 #define PART_END(part)
 #endif
 
+/*
+ * The wait events' whole cost, A/B inside one program, for bench/switch-parts.ts --ab only:
+ * compiled in with -DWAIT_EVENTS_AB. on_sched_switch leaves the wait-event accounting out in
+ * every other 2^23 ns (8.4 ms) of the clock, and times each of its runs into the half it began
+ * in. The halves share the workload, the machine's state and the clock reads, so the difference
+ * of their means per run is what the accounting adds, code after it included: an A/B across
+ * builds cannot resolve that here (±200 ns between its rounds), and a part timed from inside
+ * takes on what the code before it left pending (docs/measured.md).
+ */
+#ifdef WAIT_EVENTS_AB
+#define WAIT_EVENTS_AB_SHIFT 23
+
+/* Per half (0: with the wait events, 1: without): on_sched_switch runs and their ns. */
+__u64 ab_runs[2] = {};
+__u64 ab_ns[2] = {};
+
+#define AB_BEGIN() __u64 ab_begin = bpf_ktime_get_ns()
+#define AB_END()                                                          \
+	do {                                                              \
+		__u64 ab_end = bpf_ktime_get_ns();                        \
+		__u32 ab_half = (ab_begin >> WAIT_EVENTS_AB_SHIFT) & 1;   \
+		__sync_fetch_and_add(&ab_runs[ab_half], 1);               \
+		__sync_fetch_and_add(&ab_ns[ab_half], ab_end - ab_begin); \
+	} while (0)
+#ifdef WAIT_EVENTS_AB_SAME
+/* The control (--same-halves): both halves with the wait events, so their difference is the method's own. */
+#define WAIT_EVENTS_OFF() false
+#else
+/* True in the half without the wait events (a run crossing the boundary is one in 10^4). */
+#define WAIT_EVENTS_OFF() ((bpf_ktime_get_ns() >> WAIT_EVENTS_AB_SHIFT) & 1)
+#endif
+#else
+#define AB_BEGIN()
+#define AB_END()
+#define WAIT_EVENTS_OFF() false
+#endif
+
 #endif /* PART_TIMING_BPF_H */
