@@ -315,8 +315,10 @@ async function readLatency(
 /**
  * The listed statements' wait time per wait event in each period, from
  * bpf_stats.query_wait_event_stats_history (empty where a schema older than migration
- * 1764710000000 has no such table). The row without a wait event (on CPU, run queue) is left out:
- * the parts of the time already show it.
+ * 1764710000000 has no such table). The time without a wait event is left out, as `top` and the
+ * views leave it out: on CPU and in the run queue are parts of their own, and a sleep without one
+ * (reclaim waiting for writeback, a page fault's read) has no name to give; reclaim is named as
+ * a detail where it grew.
  */
 async function readWaitEvents(
   client: pg.ClientBase,
@@ -343,7 +345,7 @@ async function readWaitEvents(
             h.wait_event_type || ':' || h.wait_event AS event, pg_catalog.sum(h.wait_time_ms)::float8 AS ms
        FROM bpf_stats.query_wait_event_stats_history h
        JOIN k ON k.node = h.node AND k.userid = h.userid AND k.dbid = h.dbid AND k.toplevel = h.toplevel AND k.queryid = h.queryid
-      WHERE h.wait_event_type IS NOT NULL
+      WHERE h.wait_event_type IS NOT NULL AND h.wait_event_type <> ''
         AND ((h.ts >= $1 AND h.ts < $2) OR ($3::timestamptz IS NOT NULL AND h.ts >= $3 AND h.ts < $4))
       GROUP BY 1, 2, 3, 4, 5, 6, 7`,
     [...params, ...listedKeyArrays(keys)],
