@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCgroup } from '../../src/cluster/memory-cgroup.js';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { KEEP_WITHIN } from '../../src/collector/histogram-layout.js';
+import { readReport } from '../../src/report/report-read.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { backendPid } from '../../src/storage/backend-pid.js';
 import { runCli } from '../support/run-cli.js';
@@ -22,15 +23,16 @@ import { runCli } from '../support/run-cli.js';
  *   charge the next pages. The same statement runs in the baseline outside any limit, where the
  *   dirty pages stay far below the host's dirty limits. (Reclaiming clean cache was tried first:
  *   a millisecond per call, lost in this shared machine's noise.) Ground truth: the cgroup's
- *   failcnt (the limit was hit) while the window's writes ran, and no limit in the baseline.
- *   The report must name reclaim for it.
+ *   failcnt (the limit was hit) while the window's writes ran, no limit in the baseline, and the
+ *   client's timing of the writes (slower in the window). The report must name reclaim for it,
+ *   and no wait event for the writeback waits, which have none.
  */
 const SLEEP = 'SELECT pg_sleep($1::float8) AS report_sleep';
 const MB = 1024 * 1024;
 const LIMIT = 32 * MB;
 /** About 100 MB, a kilobyte a line. */
 const WRITE_LINES = 100_000;
-const WRITES = 3;
+const WRITES = 5;
 /** Sleep lengths (ms) and how many of each: every percentile falls well inside one length. */
 const BASELINE_SLEEPS: Array<[number, number]> = [[10, 40]];
 const WINDOW_SLEEPS: Array<[number, number]> = [
@@ -46,6 +48,7 @@ let admin: pg.Client;
 let sleeper: pg.Client;
 let writer: pg.Client;
 let copyStatement = '';
+let copyFile = '';
 const periods: { baseline: [number, number]; window: [number, number] } = { baseline: [0, 0], window: [0, 0] };
 /** Each sleep statement's nominal length and the client's timing of it (ms), per period. */
 const sleeps: Record<'baseline' | 'window', Array<{ nominal: number; timed: number }>> = { baseline: [], window: [] };
@@ -55,6 +58,7 @@ const ids: { sleep: string; write: string } = { sleep: '', write: '' };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const iso = (ms: number) => new Date(ms).toISOString();
+const range = ([fromMs, toMs]: [number, number]) => ({ fromMs, toMs });
 
 /** A flush, then the server's own time: history rows carry the flush's transaction time. */
 async function flushAndMark(): Promise<number> {
@@ -76,11 +80,21 @@ async function runSleeps(plan: Array<[number, number]>, into: Array<{ nominal: n
   }
 }
 
-/** The file writes; inside `cgroup` when given (the window). */
+/** The client's timing of each write (ms), per period. */
+const writeTimes: Record<'baseline' | 'window', number[]> = { baseline: [], window: [] };
+
+/**
+ * The file writes; inside `cgroup` when given (the window). The last write's file is removed
+ * first, here: COPY's own truncate of it would wait for its pages still under writeback, an IO
+ * wait as long as the disk is busy with other work, in either period.
+ */
 async function writes(cgroup: MemoryCgroup | null): Promise<void> {
   for (let i = 0; i < WRITES; i++) {
+    rmSync(copyFile, { force: true });
     const before = cgroup?.failcnt() ?? 0;
+    const started = performance.now();
     await writer.query(copyStatement);
+    writeTimes[cgroup ? 'window' : 'baseline'].push(performance.now() - started);
     if (cgroup) windowFailcnt += cgroup.failcnt() - before;
   }
 }
@@ -106,8 +120,8 @@ beforeAll(async () => {
   await admin.connect();
   await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   // Into the data directory: the server's OS user may write there.
-  const file = join(cluster.dataDir, 'report_reclaim.out').replace(/'/g, "''");
-  copyStatement = `COPY (SELECT repeat('x', 1000) AS report_write FROM generate_series(1, ${WRITE_LINES})) TO '${file}'`;
+  copyFile = join(cluster.dataDir, 'report_reclaim.out');
+  copyStatement = `COPY (SELECT repeat('x', 1000) AS report_write FROM generate_series(1, ${WRITE_LINES})) TO '${copyFile.replace(/'/g, "''")}'`;
   sleeper = new pg.Client(cluster.connectionString());
   await sleeper.connect();
   writer = new pg.Client(cluster.connectionString());
@@ -228,6 +242,10 @@ describe('pg-bpf-stats report over two periods', () => {
     // Ground truth: the limit was hit while the window's writes ran, and the cgroup was at its limit.
     expect(windowFailcnt).toBeGreaterThan(0);
     expect(windowPeakBytes).toBeGreaterThan(0.9 * LIMIT);
+    // And the client saw the writes slower in the window: the report has something to explain.
+    const mean = (ms: number[]) => ms.reduce((a, b) => a + b, 0) / ms.length;
+    console.log(`client: ${mean(writeTimes.baseline).toFixed(1)} → ${mean(writeTimes.window).toFixed(1)} ms per write`);
+    expect(mean(writeTimes.window)).toBeGreaterThan(mean(writeTimes.baseline));
     const { code, stdout, stderr } = await report();
     expect(code, stderr).toBe(0);
     const line = lineOf(stdout, ids.write);
@@ -238,5 +256,17 @@ describe('pg-bpf-stats report over two periods', () => {
     // Named first, as the cause, within the part its time counts in: waiting for the writeback is
     // off the CPU, so that is "other waits" here; reclaim that found clean pages would be on CPU.
     expect(columns.slice(6).join(' ')).toMatch(/^reclaim \+[0-9.]+ ms\/call \(in /);
+    // Its writeback waits were sleeps without a wait event (history has them under type ''):
+    // no name to give, so none is given (once shown as ": +…").
+    const { rows } = await admin.query(
+      `SELECT pg_catalog.sum(wait_time_ms)::float8 AS ms FROM bpf_stats.query_wait_event_stats_history
+        WHERE queryid = $1::bigint AND wait_event_type = '' AND ts >= $2 AND ts < $3`,
+      [ids.write, new Date(periods.window[0]), new Date(periods.window[1])],
+    );
+    expect(rows[0].ms).toBeGreaterThan(0);
+    const data = await readReport(admin, { window: range(periods.window), baseline: range(periods.baseline) }, 100);
+    const events = data.statements.find((st) => st.queryid === ids.write)?.waitEvents;
+    expect(events).toBeDefined();
+    for (const name of [...Object.keys(events!.window), ...Object.keys(events!.baseline)]) expect(name).toMatch(/^[^:]+:[^:]+$/);
   });
 });
