@@ -68,30 +68,43 @@ function figures(sums: PeriodSums, range: TimeRange, columns: readonly ReportCol
 }
 
 /**
- * A detail (reclaim, compaction, writeback throttling) is named as the cause when its own
- * growth is at least this share of the part that grew most: reclaim runs on the CPU, so a
- * statement slowed by memcg reclaim shows it as on-CPU time, and "on CPU" alone would hide why.
+ * A detail (reclaim, compaction, writeback throttling) is named as a cause when its own growth
+ * is at least this share of the part that grew most, or DETAIL_OF_TOTAL of the whole growth:
+ * reclaim that waits for writeback grows "other waits" while the writeback running beside the
+ * statement can grow "on CPU" more, and either part named alone would hide why.
  */
 const DETAIL_SHARE = 0.5;
+const DETAIL_OF_TOTAL = 0.25;
 
 /**
- * Which part of the time grew: the part of total_time_ms whose ms per call grew most, with
- * the details that explain at least half of that growth named first. Parts and details come
- * from the column list, so a new column is compared without a change here.
+ * The part a detail's time counts in: it has no column of its own in the partition, and can
+ * sit in either of two (reclaim scans on the CPU and sleeps waiting for writeback), so the part
+ * that grew by the amount nearest its own growth.
+ */
+function partItCountsIn(detail: number, grown: Growth[]): string {
+  return grown.reduce((best, p) => (Math.abs(p.deltaMs - detail) < Math.abs(best.deltaMs - detail) ? p : best)).label;
+}
+
+/**
+ * Which part of the time grew: the part of total_time_ms whose ms per call grew most, with the
+ * details that explain half of that growth, or a quarter of the whole, named first. Parts and
+ * details come from the column list, so a new column is compared without a change here.
  */
 export function whatGrew(window: PeriodFigures, baseline: PeriodFigures, columns: readonly ReportColumn[]): Growth[] {
   const { parts, details } = timeParts(columns);
   const delta = (c: ReportColumn) => (window.ms[c.column] ?? 0) - (baseline.ms[c.column] ?? 0);
   const total = (window.ms[TOTAL_COLUMN] ?? 0) - (baseline.ms[TOTAL_COLUMN] ?? 0);
   if (total <= 0) return [];
-  const ranked = parts
+  const ranked: Growth[] = parts
     .map((c) => ({ column: c.column, label: columnLabel(c.column), deltaMs: delta(c) }))
     .sort((a, b) => b.deltaMs - a.deltaMs);
   const top = ranked[0];
   if (!top || top.deltaMs <= 0) return [];
+  const grown = ranked.filter((p) => p.deltaMs > 0);
   const explaining = details
-    .map((c) => ({ column: c.column, label: columnLabel(c.column), deltaMs: delta(c), within: top.label }))
-    .filter((g) => g.deltaMs > 0 && g.deltaMs >= DETAIL_SHARE * top.deltaMs)
+    .map((c) => ({ column: c.column, label: columnLabel(c.column), deltaMs: delta(c) }))
+    .filter((g) => g.deltaMs > 0 && (g.deltaMs >= DETAIL_SHARE * top.deltaMs || g.deltaMs >= DETAIL_OF_TOTAL * total))
+    .map((g) => ({ ...g, within: partItCountsIn(g.deltaMs, grown) }))
     .sort((a, b) => b.deltaMs - a.deltaMs);
   return [...explaining, top];
 }

@@ -52,6 +52,23 @@ describe('what grew', () => {
     expect(whatGrew(period({ on_cpu_ms: 50, reclaim_ms: 5 }), base, columns).map((g) => g.label)).toEqual(['on CPU']);
   });
 
+  it('names reclaim in the part it grew with when another part grew more (CI: on CPU +83, reclaim +37 in other waits)', () => {
+    // Figures of a real run: memory-cgroup reclaim waited for writeback (other waits) while the
+    // writeback it started ran beside the statement (on CPU grew more).
+    const grew = whatGrew(
+      period({ on_cpu_ms: 230.3, runq_wait_ms: 2.7, io_wait_ms: 2, other_wait_ms: 36.2, reclaim_ms: 36.7 }),
+      period({ on_cpu_ms: 147 }),
+      columns,
+    );
+    expect(grew.map((g) => [g.label, g.within])).toEqual([
+      ['reclaim', 'other waits'],
+      ['on CPU', undefined],
+    ]);
+    // Under a quarter of the whole growth and under half the top part's: not named.
+    const small = whatGrew(period({ on_cpu_ms: 230, other_wait_ms: 20, reclaim_ms: 20 }), period({ on_cpu_ms: 147 }), columns);
+    expect(small.map((g) => g.label)).toEqual(['on CPU']);
+  });
+
   it('names nothing for a statement that did not get slower', () => {
     expect(whatGrew(period({ on_cpu_ms: 5, lock_wait_ms: 1 }), period({ on_cpu_ms: 6, lock_wait_ms: 1 }), columns)).toEqual([]);
   });
