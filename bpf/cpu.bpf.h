@@ -159,10 +159,12 @@ __noinline int query_add_wait(const struct query_key *key, const struct query_sl
 {
 	struct query_value *v;
 	struct metrics *m;
+	struct query_key k;
 
 	if (!key || !sl || !key->queryid)
 		return 0;
-	m = query_key_metrics_of(key, 0, &v);
+	k = *key; /* a map key from the stack: 6.1's verifier refuses an argument's memory as one */
+	m = query_key_metrics_of(&k, 0, &v);
 	if (!m)
 		return 0;
 	add_wait(m, sl->sleep_class, sl->ns);
@@ -175,10 +177,12 @@ __noinline int query_add_wait(const struct query_key *key, const struct query_sl
 __noinline int query_add_slice(const struct query_key *key, const struct slice *s)
 {
 	struct metrics *m;
+	struct query_key k;
 
 	if (!key || !s || !key->queryid)
 		return 0;
-	m = query_key_metrics(key);
+	k = *key; /* as in query_add_wait */
+	m = query_key_metrics(&k);
 	if (!m)
 		return 0;
 	add_slice(m, s);
@@ -234,32 +238,46 @@ static __always_inline __u64 running_time(struct task_struct *task, __u64 *sum_e
 }
 
 /*
- * Account everything since the task's previous switch-out, now that it leaves the CPU:
- *   [previous switch-out] sleep ... [woken] run-queue wait ... on CPU ... [now]
- * The sleep belongs to the query the backend was waiting in; the run-queue wait and the CPU
- * slice belong to the query it is on now. On-CPU and run-queue time come from the scheduler's
- * own accounting (se.sum_exec_runtime, sched_info.run_delay); the sleep is the rest.
- *
- * `running`: called for the task on this CPU from a periodic sample rather than a switch-out;
- * it is accounted as if preempted, so a statement that never leaves its CPU still shows its time.
+ * What one switch-out works with, kept off the program's stack. The verifier allows 512 bytes
+ * for a whole call chain (each frame rounded up to 16) and, without a private stack (Debian's
+ * 6.1 and 6.12, some 6.18 hosts), this program and the global functions it calls share them:
+ * with these on the stack the chain was 528 bytes and the program was refused
+ * (scripts/bpf-stack-budget.mjs checks every build). One per CPU and per entry point: a
+ * switch-out runs with interrupts off and a uprobe's program with preemption off, so none
+ * interrupts another of its kind on its CPU; a slot each needs no more reasoning than that.
  */
-static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state, bool running)
-{
-	__u32 pid = task->pid, wait_event = 0, status_state = 0;
-	enum sleep_class next_class;
-	__u64 running_sum_exec = 0;
-	__u64 now = running ? running_time(task, &running_sum_exec) : switch_time(task);
-	struct backend_record *r;
-	struct query_key key = {}, nested;
-	struct slice s;
+struct switch_scratch {
+	struct query_key key;    /* the query the backend is on now */
+	struct query_key nested; /* a nested statement's key (the nested set) */
+	struct slice slice;      /* what it did on and waiting for a CPU since its previous switch-out */
 	struct sched_counts counts;
-	__u64 sum_exec, run_delay, interval, sleep_ns;
-	bool dead = state & TASK_DEAD, sleeping, holding = false;
-	int added = 0; /* query_add_wait's answer for the sleep that ended */
-	struct query_sleep sleep = {};
-	const bool waits_off = WAIT_EVENTS_OFF(); /* false but in bench/switch-parts.ts --ab builds */
+	struct query_sleep sleep; /* the sleep that ended, for query_add_wait */
+};
 
-	r = bpf_map_lookup_elem(&backends, &pid);
+enum switch_entry {
+	SWITCH_FROM_SCHED = 0, /* on_sched_switch */
+	SWITCH_FROM_TICK = 1,  /* on_cpu_tick */
+	SWITCH_FROM_PROBE = 2, /* a uprobe: a statement's or an executor's end (bpf/query.bpf.h) */
+	SWITCH_ENTRIES = 3,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SWITCH_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct switch_scratch);
+} switch_scratch SEC(".maps");
+
+/*
+ * Step 1 of a switch-out: the task's record, made at its first switch-out; NULL when there is
+ * nothing to account (a sample of an untracked task, an older process's record retired, one of
+ * the collector's own connections).
+ */
+static __always_inline struct backend_record *switch_record(struct task_struct *task, __u32 pid, __u64 now, bool dead,
+							    bool running)
+{
+	struct backend_record *r = bpf_map_lookup_elem(&backends, &pid);
+
 	if (r && r->task_start_ns != task->start_time) {
 		/* An earlier process's record under this pid (see task_record): closed as of now. */
 		if (!r->exited_ns)
@@ -267,17 +285,17 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		retire_backend(r, pid);
 		r = bpf_map_lookup_elem(&backends, &pid);
 		if (r)
-			return; /* exited_backends is full (counted): tracked after the next flush */
+			return NULL; /* exited_backends is full (counted): tracked after the next flush */
 	}
 	if (!r) {
 		/* A sample never starts tracking: the task's next switch-out does. */
 		if (dead || running)
-			return;
+			return NULL;
 		r = track(task, pid, now);
 		if (!r)
-			return;
+			return NULL;
 		if (r->task_start_ns < tracking_since_ns)
-			return; /* older than the collector: baseline taken, count from the next switch */
+			return NULL; /* older than the collector: baseline taken, count from the next switch */
 		/*
 		 * Forked since: its counters started at zero at fork, so nothing is lost. A new task is
 		 * runnable from fork to its first switch-out, so that interval has no sleep in it.
@@ -300,98 +318,91 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 			bpf_map_delete_elem(&backends, &pid);
 			note_change();
 		}
-		return;
+		return NULL;
 	}
+	return r;
+}
 
-	sum_exec = running ? running_sum_exec : task->se.sum_exec_runtime;
-	/* Kept across a pause: what the task did meanwhile belongs to nobody (zero interval below). */
-	if (r->epoch != tracking_epoch)
-		baseline(r, task, now, sum_exec);
-	run_delay = task->sched_info.run_delay;
-	sched_counts_read(&counts, task);
+/*
+ * Step 2: the sleep that ended this interval, `sleep_ns` long, to the record and to the query
+ * it began in (held if that was before the statement had an id), and to the nested statement
+ * it began in (the nested set). Returns query_add_wait's answer, for the wait-events step.
+ */
+static __always_inline int charge_sleep(struct switch_scratch *sc, struct backend_record *r, __u64 sleep_ns,
+					bool waits_off)
+{
+	int added = 0;
 
-	s.on_cpu_ns = sum_exec - r->last_sum_exec;
-	s.runq_ns = run_delay - r->last_run_delay;
-#define COUNTER_DELTA(name, task_field) s.counts.name = counts.name - r->last.name;
-	SCHED_COUNTERS(COUNTER_DELTA)
-#undef COUNTER_DELTA
-	interval = now - r->last_ts;
-	sleep_ns = interval > s.on_cpu_ns + s.runq_ns ? interval - s.on_cpu_ns - s.runq_ns : 0;
-
-	/*
-	 * The wait event only classifies a sleep, so it is read only for a task going to sleep. An
-	 * exiting task has already dropped its mm: its last known query stands, unless the task
-	 * woke from waiting for its client (a Terminate, the socket closed): its exit is then no
-	 * statement's. Charged to the last one, a refused statement got a row without its call.
-	 */
-	sleeping = !preempt && state != TASK_RUNNING && !dead;
-	if (dead || !read_current_state(task, r, pid, &key, sleeping ? &wait_event : NULL, &status_state)) {
-		key = r->sleep_key;
-		if (!dead || r->sleep_class == SLEEP_CLIENT)
-			key.queryid = 0;
-	} else {
-		holding = holds_before_query_id(r, &key, status_state);
+	if (!sleep_ns || r->sleep_class == SLEEP_CLIENT)
+		return 0;
+	__builtin_memset(&sc->sleep, 0, sizeof(sc->sleep));
+	add_wait(&r->m, r->sleep_class, sleep_ns);
+	if (r->flags & BACKEND_SLEEP_HELD) {
+		add_wait(&r->held, r->sleep_class, sleep_ns);
+	} else if (!statement_refused(r, &r->sleep_key)) {
+		sc->sleep.ns = sleep_ns;
+		sc->sleep.runq_ns = sc->slice.runq_ns;
+		sc->sleep.sleep_class = r->sleep_class;
+		sc->sleep.wait_event = r->sleep_wait_event;
+		sc->sleep.to_slot = !waits_off;
+		added = query_add_wait(&r->sleep_key, &sc->sleep);
+		if (!added)
+			refuse_statement(r, &r->sleep_key);
 	}
-
-	/* The sleep that ended this interval (held if it began before the statement had an id). */
-	if (sleep_ns && r->sleep_class != SLEEP_CLIENT) {
-		add_wait(&r->m, r->sleep_class, sleep_ns);
-		if (r->flags & BACKEND_SLEEP_HELD) {
-			add_wait(&r->held, r->sleep_class, sleep_ns);
-		} else if (!statement_refused(r, &r->sleep_key)) {
-			sleep.ns = sleep_ns;
-			sleep.runq_ns = s.runq_ns;
-			sleep.sleep_class = r->sleep_class;
-			sleep.wait_event = r->sleep_wait_event;
-			sleep.to_slot = !waits_off;
-			added = query_add_wait(&r->sleep_key, &sleep);
-			if (!added)
-				refuse_statement(r, &r->sleep_key);
-		}
-		/* And to the nested statement the sleep began in (the nested set), if any. */
-		if (r->nested_sleep_queryid) {
-			nested = nested_key(&r->sleep_key, r->nested_sleep_queryid, r->nested_sleep_userid);
-			sleep.ns = sleep_ns;
-			sleep.sleep_class = r->sleep_class;
-			sleep.to_slot = 0; /* the wait events are the top-level statement's */
-			query_add_wait(&nested, &sleep);
-		}
+	if (r->nested_sleep_queryid) {
+		sc->nested = nested_key(&r->sleep_key, r->nested_sleep_queryid, r->nested_sleep_userid);
+		sc->sleep.ns = sleep_ns;
+		sc->sleep.sleep_class = r->sleep_class;
+		sc->sleep.to_slot = 0; /* the wait events are the top-level statement's */
+		query_add_wait(&sc->nested, &sc->sleep);
 	}
-	/*
-	 * The same sleep by its wait event: waiting for the client in the record (no query's), any other
-	 * to the backend's and the statement's (bpf/wait-events.bpf.h). A runnable task's remainder
-	 * (SLEEP_NONE: interrupt time of a preempted slice) has no event: the record keeps it too.
-	 * Its cost per switch: bench/switch-parts.ts (PART_TIMING builds only).
-	 */
-	PART_BEGIN(PART_WAIT_EVENTS);
-	if (waits_off) {
-		/* bench/switch-parts.ts --ab: the half without them */
-	} else if (sleep_ns && r->sleep_class == SLEEP_CLIENT) {
+	return added;
+}
+
+/*
+ * Step 3: the same sleep by its wait event: waiting for the client in the record (no query's),
+ * any other to the backend's and the statement's (bpf/wait-events.bpf.h). A runnable task's
+ * remainder (SLEEP_NONE: interrupt time of a preempted slice) has no event: the record keeps it
+ * too. Its cost per switch: bench/switch-parts.ts (PART_TIMING builds only).
+ */
+static __always_inline void charge_wait_event(struct backend_record *r, __u32 pid, __u64 sleep_ns, __u64 runq_ns,
+					      int added, bool waits_off)
+{
+	__u32 query = WAIT_QUERY_NONE;
+
+	if (waits_off || !sleep_ns)
+		return; /* waits_off: bench/switch-parts.ts --ab, the half without them */
+	if (r->sleep_class == SLEEP_CLIENT) {
 		r->client_waits++;
 		r->client_wait_ns += sleep_ns;
-	} else if (sleep_ns && r->sleep_class != SLEEP_NONE) {
-		__u32 query = WAIT_QUERY_NONE;
-
-		if (added == 2)
-			query = WAIT_QUERY_COUNTED;
-		else if (r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD))
-			query = WAIT_QUERY_MAP;
-		wait_events_add(r, pid, sleep_ns, s.runq_ns, query);
-	} else if (sleep_ns) {
-		r->unclassed_ns += sleep_ns;
+		return;
 	}
-	PART_END(PART_WAIT_EVENTS);
-	/* The run-queue wait and the CPU slice. */
-	add_slice(&r->m, &s);
-	note_busy(s.on_cpu_ns + (sleep_ns && is_busy_sleep(r->sleep_class) ? sleep_ns : 0));
+	if (r->sleep_class == SLEEP_NONE) {
+		r->unclassed_ns += sleep_ns;
+		return;
+	}
+	if (added == 2)
+		query = WAIT_QUERY_COUNTED;
+	else if (r->sleep_key.queryid || (r->flags & BACKEND_SLEEP_HELD))
+		query = WAIT_QUERY_MAP;
+	wait_events_add(r, pid, sleep_ns, runq_ns, query);
+}
+
+/*
+ * Step 4: the run-queue wait and the CPU slice, to the record and to the query the backend is
+ * on now (held while the statement has no id yet), and the held figures released once it has.
+ */
+static __always_inline void charge_slice(struct switch_scratch *sc, struct backend_record *r, bool holding)
+{
+	add_slice(&r->m, &sc->slice);
 	if (holding) {
-		add_slice(&r->held, &s);
+		add_slice(&r->held, &sc->slice);
 	} else {
-		if (!statement_refused(r, &key) && !query_add_slice(&key, &s))
-			refuse_statement(r, &key);
+		if (!statement_refused(r, &sc->key) && !query_add_slice(&sc->key, &sc->slice))
+			refuse_statement(r, &sc->key);
 		if (r->nested_current) {
-			nested = nested_key(&key, r->nested_current, r->nested_current_userid);
-			query_add_slice(&nested, &s);
+			sc->nested = nested_key(&sc->key, r->nested_current, r->nested_current_userid);
+			query_add_slice(&sc->nested, &sc->slice);
 		}
 	}
 	/* Held figures go to the id the statement now has, or to queryid 0 once it is over without one. */
@@ -400,25 +411,98 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		r->flags |= BACKEND_SLEEP_HELD;
 	} else if (r->flags & (BACKEND_HOLDING | BACKEND_SLEEP_HELD | BACKEND_HOLDING_LOCK_WAIT)) {
 		if (r->flags & (BACKEND_HOLDING | BACKEND_HOLDING_LOCK_WAIT))
-			release_held(r, &key);
+			release_held(r, &sc->key);
 		r->flags &= ~BACKEND_SLEEP_HELD;
 	}
+}
+
+/*
+ * Account everything since the task's previous switch-out, now that it leaves the CPU:
+ *   [previous switch-out] sleep ... [woken] run-queue wait ... on CPU ... [now]
+ * The sleep belongs to the query the backend was waiting in; the run-queue wait and the CPU
+ * slice belong to the query it is on now. On-CPU and run-queue time come from the scheduler's
+ * own accounting (se.sum_exec_runtime, sched_info.run_delay); the sleep is the rest.
+ *
+ * `running`: called for the task on this CPU from a periodic sample rather than a switch-out;
+ * it is accounted as if preempted, so a statement that never leaves its CPU still shows its time.
+ * `entry`: which program calls (enum switch_entry), for its scratch slot.
+ */
+static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state, bool running,
+					       __u32 entry)
+{
+	__u32 pid = task->pid, wait_event = 0, status_state = 0;
+	enum sleep_class next_class;
+	__u64 running_sum_exec = 0;
+	__u64 now = running ? running_time(task, &running_sum_exec) : switch_time(task);
+	struct switch_scratch *sc;
+	struct backend_record *r;
+	__u64 sum_exec, run_delay, interval, sleep_ns;
+	bool dead = state & TASK_DEAD, sleeping, holding = false;
+	int added;                                /* query_add_wait's answer for the sleep that ended */
+	const bool waits_off = WAIT_EVENTS_OFF(); /* false but in bench/switch-parts.ts --ab builds */
+
+	sc = bpf_map_lookup_elem(&switch_scratch, &entry);
+	if (!sc)
+		return;
+	r = switch_record(task, pid, now, dead, running);
+	if (!r)
+		return;
+
+	sum_exec = running ? running_sum_exec : task->se.sum_exec_runtime;
+	/* Kept across a pause: what the task did meanwhile belongs to nobody (zero interval below). */
+	if (r->epoch != tracking_epoch)
+		baseline(r, task, now, sum_exec);
+	run_delay = task->sched_info.run_delay;
+	sched_counts_read(&sc->counts, task);
+
+	sc->slice.on_cpu_ns = sum_exec - r->last_sum_exec;
+	sc->slice.runq_ns = run_delay - r->last_run_delay;
+#define COUNTER_DELTA(name, task_field) sc->slice.counts.name = sc->counts.name - r->last.name;
+	SCHED_COUNTERS(COUNTER_DELTA)
+#undef COUNTER_DELTA
+	interval = now - r->last_ts;
+	sleep_ns = interval > sc->slice.on_cpu_ns + sc->slice.runq_ns
+			   ? interval - sc->slice.on_cpu_ns - sc->slice.runq_ns
+			   : 0;
+
+	/*
+	 * The wait event only classifies a sleep, so it is read only for a task going to sleep. An
+	 * exiting task has already dropped its mm: its last known query stands, unless the task
+	 * woke from waiting for its client (a Terminate, the socket closed): its exit is then no
+	 * statement's. Charged to the last one, a refused statement got a row without its call.
+	 */
+	sleeping = !preempt && state != TASK_RUNNING && !dead;
+	__builtin_memset(&sc->key, 0, sizeof(sc->key));
+	if (dead || !read_current_state(task, r, pid, &sc->key, sleeping ? &wait_event : NULL, &status_state)) {
+		sc->key = r->sleep_key;
+		if (!dead || r->sleep_class == SLEEP_CLIENT)
+			sc->key.queryid = 0;
+	} else {
+		holding = holds_before_query_id(r, &sc->key, status_state);
+	}
+
+	added = charge_sleep(sc, r, sleep_ns, waits_off);
+	PART_BEGIN(PART_WAIT_EVENTS);
+	charge_wait_event(r, pid, sleep_ns, sc->slice.runq_ns, added, waits_off);
+	PART_END(PART_WAIT_EVENTS);
+	charge_slice(sc, r, holding);
+	note_busy(sc->slice.on_cpu_ns + (sleep_ns && is_busy_sleep(r->sleep_class) ? sleep_ns : 0));
 
 	next_class = classify_sleep(task, preempt, state, wait_event);
 	r->last_ts = now;
 	r->last_sum_exec = sum_exec;
 	r->last_run_delay = run_delay;
-	r->last = counts;
-	hist_on_switch_out(r, &key, s.runq_ns, next_class);
+	r->last = sc->counts;
+	hist_on_switch_out(r, &sc->key, sc->slice.runq_ns, next_class);
 	nested_on_switch_out(r, status_state);
 	/* Without the statement's start (statement_refused): waiting for the client between statements ends the mark. */
 	if (!r->refused_start_us && next_class == SLEEP_CLIENT && (!status_state_off || is_idle_state(status_state)))
 		r->refused_queryid = 0;
 	r->sleep_class = next_class;
 	r->sleep_wait_event = wait_event;
-	r->sleep_key = key;
-	if (key.queryid)
-		r->queryid = key.queryid;
+	r->sleep_key = sc->key;
+	if (sc->key.queryid)
+		r->queryid = sc->key.queryid;
 	if (dead) {
 		r->exited_ns = bpf_ktime_get_ns(); /* CLOCK_MONOTONIC, which user space turns into wall time */
 		retire_backend(r, pid);
@@ -431,7 +515,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	AB_BEGIN();
 	if (is_postmaster_family(prev))
-		account_switch_out(prev, preempt, prev_state, false);
+		account_switch_out(prev, preempt, prev_state, false, SWITCH_FROM_SCHED);
 	AB_END();
 	return 0;
 }
@@ -447,7 +531,7 @@ int on_cpu_tick(struct bpf_perf_event_data *ctx)
 	struct task_struct *task = bpf_get_current_task_btf();
 
 	if (is_postmaster_family(task))
-		account_switch_out(task, true, TASK_RUNNING, true);
+		account_switch_out(task, true, TASK_RUNNING, true, SWITCH_FROM_TICK);
 	return 0;
 }
 

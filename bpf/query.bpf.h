@@ -53,7 +53,7 @@ int BPF_KPROBE(on_query_done)
 	 * ends in the ClientRead sleep that follows it, still under its id; in a multi-statement
 	 * query string the next statement follows without a sleep, and the slice would go to it.
 	 */
-	account_switch_out(task, true, TASK_RUNNING, true);
+	account_switch_out(task, true, TASK_RUNNING, true, SWITCH_FROM_PROBE);
 	/*
 	 * A PortalRun inside another one's (EXECUTE running its prepared statement) restores the
 	 * outer portal as active before it ends: the outer one's end counts the statement, once.
@@ -155,7 +155,7 @@ static __always_inline struct backend_record *executor_event(struct task_struct 
 
 	if (!r)
 		return NULL;
-	account_switch_out(task, true, TASK_RUNNING, true);
+	account_switch_out(task, true, TASK_RUNNING, true, SWITCH_FROM_PROBE);
 	return r;
 }
 
