@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +25,25 @@ const TARGETS: Array<{ label: string; pgBin?: string }> = [
 ];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Where gdb can stop a backend right after pgstat_report_activity() cleared st_query_id: the
+ * instruction after each store of 0 to that offset in the function's machine code (one for a
+ * running statement, one where track_activities is off), as gdb break locations.
+ */
+function queryIdClearedBreaks(binary: string, queryIdOffset: number): string[] {
+  const lines = execFileSync('gdb', ['-nx', '-batch', '-ex', 'disassemble pgstat_report_activity', binary], { encoding: 'utf8' }).split(
+    '\n',
+  );
+  const store = new RegExp(`movq\\s+\\$0x0,0x${queryIdOffset.toString(16)}\\(%\\w+\\)`);
+  const breaks: string[] = [];
+  lines.forEach((line, i) => {
+    const next = lines[i + 1]?.match(/<\+(\d+)>/);
+    if (store.test(line) && next) breaks.push(`(char *)pgstat_report_activity + ${next[1]}`);
+  });
+  if (!breaks.length) throw new Error(`no store to st_query_id (offset ${queryIdOffset}) in ${binary}'s pgstat_report_activity`);
+  return breaks;
+}
 const CLOCK_TICK_MS = 10; // USER_HZ = 100 on Linux
 
 /** utime + stime (own) and cutime + cstime (reaped children) of `pid`, in milliseconds. */
@@ -272,8 +291,8 @@ for (const target of TARGETS) {
      * pgstat_report_activity() writes a new statement's state and clears st_query_id before it
      * copies the text and then the start time, all inside one odd change count. A backend
      * switched out in between (preempted, sampled, stopped) shows "running, no id yet" with the
-     * previous statement's start. gdb stops it there, for as long as the test says, with a
-     * hardware watchpoint on st_query_id: the stop is time the client waits for this statement.
+     * previous statement's start. gdb stops it there, for as long as the test says, right after
+     * the store that clears st_query_id: the stop is time the client waits for this statement.
      */
     it('charges a stop inside the report of a new statement to that statement, not to queryid 0', async () => {
       const client = await connect();
@@ -295,6 +314,7 @@ for (const target of TARGETS) {
         const status = new ProcessMemory(procPidOf(sidecar.target, pid) ?? pid).readU64(sidecar.target.addresses.myBEEntry);
         const queryId = status + BigInt(sidecar.layout.queryIdOffset!);
         const stopMs = 500;
+        expect(new ProcessMemory(procPidOf(sidecar.target, pid) ?? pid).readU64(queryId), 'st_query_id is set before').not.toBe(0n);
         const gdb = spawn(
           'gdb',
           [
@@ -302,12 +322,13 @@ for (const target of TARGETS) {
             '-batch',
             '-p',
             String(pid),
-            '-ex',
-            `watch -l *(long *)0x${queryId.toString(16)}`,
+            ...queryIdClearedBreaks(sidecar.target.binaryPath, sidecar.layout.queryIdOffset!).flatMap((at) => ['-ex', `break *${at}`]),
             '-ex',
             'echo armed\\n',
             '-ex',
             'continue',
+            '-ex',
+            `x/gd 0x${queryId.toString(16)}`,
             '-ex',
             `shell sleep ${stopMs / 1000}`,
             '-ex',
@@ -325,7 +346,8 @@ for (const target of TARGETS) {
         await client.query(text.replace('$1', '7'));
         const waited = performance.now() - started;
         expect(await exited, output).toBe(0);
-        expect(output, 'the backend stopped where st_query_id was cleared').toMatch(/Hardware watchpoint 1[^\n]*\n\nOld value = [1-9-]/);
+        expect(output, 'the backend stopped in pgstat_report_activity').toMatch(/Breakpoint \d+, 0x[0-9a-f]+ in pgstat_report_activity/);
+        expect(output, 'with st_query_id cleared').toMatch(/:\s+0\n/);
         expect(waited).toBeGreaterThan(stopMs);
         await idle(pid);
         await sidecar.flush();
