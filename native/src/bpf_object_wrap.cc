@@ -103,6 +103,7 @@ Napi::Function BpfObjectWrap::Define(Napi::Env env) {
           InstanceMethod<&BpfObjectWrap::Maps>("maps"),
           InstanceMethod<&BpfObjectWrap::SetAutoload>("setAutoload"),
           InstanceMethod<&BpfObjectWrap::SetMaxEntries>("setMaxEntries"),
+          InstanceMethod<&BpfObjectWrap::SetAttachTarget>("setAttachTarget"),
           InstanceMethod<&BpfObjectWrap::ReuseMapFd>("reuseMapFd"),
           InstanceMethod<&BpfObjectWrap::Rodata>("rodata"),
           InstanceMethod<&BpfObjectWrap::SetRodata>("setRodata"),
@@ -229,6 +230,21 @@ void BpfObjectWrap::SetMaxEntries(const Napi::CallbackInfo& info) {
   if (err < 0) {
     ThrowErrno(info.Env(), err,
                "bpf_map__set_max_entries(" + MapSubject(map) + ", " + std::to_string(n) + ")",
+               mark);
+  }
+}
+
+// Another attach target than the section names (for tp_btf: another tracepoint, whose BTF
+// prototype the verifier then checks the program's argument accesses against).
+void BpfObjectWrap::SetAttachTarget(const Napi::CallbackInfo& info) {
+  struct bpf_program* prog = Prog(info, 0);
+  std::string target = ArgString(info, 1, "target");
+  RequireNotLoaded(info.Env(), "setAttachTarget");
+  uint64_t mark = LogMark();
+  int err = bpf_program__set_attach_target(prog, 0, target.c_str());
+  if (err < 0) {
+    ThrowErrno(info.Env(), err,
+               "bpf_program__set_attach_target(" + ProgSubject(prog) + ", " + Quote(target) + ")",
                mark);
   }
 }

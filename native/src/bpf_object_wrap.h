@@ -29,6 +29,7 @@ class BpfObjectWrap : public Napi::ObjectWrap<BpfObjectWrap> {
   Napi::Value Maps(const Napi::CallbackInfo& info);
   void SetAutoload(const Napi::CallbackInfo& info);
   void SetMaxEntries(const Napi::CallbackInfo& info);
+  void SetAttachTarget(const Napi::CallbackInfo& info);
   void ReuseMapFd(const Napi::CallbackInfo& info);
   Napi::Value Rodata(const Napi::CallbackInfo& info);
   void SetRodata(const Napi::CallbackInfo& info);

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "libbpf_log.h"
 
@@ -36,14 +37,20 @@ void ThrowErrno(Napi::Env env, int err, const std::string& what, uint64_t logMar
   if (err < 0) err = -err;
   if (err == 0) err = EIO;  // a failing call that left errno unset: still report something
   std::string message = what + " failed: " + ErrnoText(err) + " (" + ErrnoCode(err) + ")";
+  std::vector<std::string> lines;
   if (logMark != kNoLog) {
-    auto lines = LogLinesSince(logMark, logTail);
+    lines = LogLinesSince(logMark, logTail);
     if (!lines.empty()) {
       message += "\nlibbpf log (last " + std::to_string(lines.size()) + " lines):";
       for (const auto& line : lines) message += "\n  " + line;
     }
   }
-  throw MakeError(env, err, message);
+  Napi::Error error = MakeError(env, err, message);
+  // The same lines as data, so that callers read them without parsing the message.
+  Napi::Array log = Napi::Array::New(env, lines.size());
+  for (size_t i = 0; i < lines.size(); i++) log.Set(i, lines[i]);
+  error.Set("log", log);
+  throw error;
 }
 
 void ThrowState(Napi::Env env, int err, const std::string& message) {

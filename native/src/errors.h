@@ -20,7 +20,8 @@ std::string ErrnoCode(int err);
 // strerror() text; also names the kernel-internal ENOTSUPP (524).
 std::string ErrnoText(int err);
 
-// Throws Error("<what> failed: <strerror> (<code>)" + libbpf log tail).
+// Throws Error("<what> failed: <strerror> (<code>)" + libbpf log tail); the tail's lines are
+// also its `log` (an array, empty without a log mark).
 // `err` may be given negative (libbpf return value) or positive (errno).
 [[noreturn]] void ThrowErrno(Napi::Env env, int err, const std::string& what,
                              uint64_t logMark = kNoLog, size_t logTail = 10);

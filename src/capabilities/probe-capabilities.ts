@@ -6,10 +6,14 @@ import { KernelFeatures } from '../collector/kernel-features.js';
 import { perfEventsUnsupportedReason } from '../collector/perf-events.js';
 import { oneLine } from '../errors.js';
 import type { SupportContext } from '../families/family.js';
-import { PROBE_SETS } from '../families/index.js';
+import { PROBE_SETS, type ProbeSetName } from '../families/index.js';
 import { LLC_EVENTS } from '../families/llc/llc-family.js';
 import { probeSetUnsupportedReason } from './probe-set-support.js';
-import { loadNative } from '../native/bpf-native.js';
+import { loadNative, type BpfObject } from '../native/bpf-native.js';
+import type { ProgramName } from '../bpf/contract.js';
+import { possibleSetPrograms } from '../collector/probe-attachment.js';
+import { loadRefusing, type VerifierRefusal } from '../collector/verifier-refusal.js';
+import { COLLECTOR_KERNEL_NEEDS, kernelNeedsText, SET_KERNEL_NEEDS } from './kernel-needs.js';
 import { connect } from '../storage/connect.js';
 import { shorten } from '../shorten.js';
 import { calibrateStatusLayout } from '../postmaster/calibrate-status-layout.js';
@@ -40,7 +44,9 @@ export type CapabilitySource =
 /**
  * What this host and this Postgres support: the checks behind both `pg-bpf-stats check` and
  * bpf_stats.capabilities, so the two cannot disagree (only the `bpf load` line's detail differs:
- * check loads every program, the sidecar the attached sets'). Every PROBE_SETS entry gets a line.
+ * check loads every program, and says of each set it verified that it `loads`; the sidecar the
+ * attached sets'). Every PROBE_SETS entry gets a line, with the oldest kernel it needs; a set
+ * whose program the kernel refuses says the refusal.
  *
  * @example
  * const lines = await probeCapabilities({ dsn: 'postgresql://postgres@/postgres' });
@@ -48,9 +54,18 @@ export type CapabilitySource =
  */
 export async function probeCapabilities(source: CapabilitySource): Promise<CheckLine[]> {
   const lines: CheckLine[] = hostChecks().map((c) => ({ ...c, probe: c.name, kind: 'requirement', required: true }));
-  lines.push(requirement('kernel', true, `Linux ${release()}`));
-  if ('loaded' in source) lines.push(requirement('bpf load', true, LOADED_ATTACHED));
-  else lines.push(lines.every((l) => l.ok) ? loadCheck() : requirement('bpf load', false, 'skipped: host requirements unmet'));
+  const own = COLLECTOR_KERNEL_NEEDS;
+  lines.push(requirement('kernel', true, `Linux ${release()}; the collector's own programs need Linux ${own.since}+: ${own.why}`));
+  // The verifier's verdict on each set: what `check` loads, or what the sidecar's load found.
+  let refused: ReadonlyMap<string, VerifierRefusal> = new Map();
+  if ('loaded' in source) {
+    refused = source.support.refused ?? refused;
+    lines.push(requirement('bpf load', true, LOADED_ATTACHED));
+  } else if (lines.every((l) => l.ok)) {
+    const check = loadCheck();
+    refused = check.refused;
+    lines.push(check.line);
+  } else lines.push(requirement('bpf load', false, 'skipped: host requirements unmet'));
 
   let support: SupportContext | null = null;
   // Sizes the queries map (src/collector/query-capacity.ts); unknown without a server: the floor.
@@ -89,14 +104,19 @@ export async function probeCapabilities(source: CapabilitySource): Promise<Check
   }
 
   for (const set of Object.values(PROBE_SETS)) {
-    const reason = support ? probeSetUnsupportedReason(set.name, support) : 'no postmaster';
+    const reason = refused.get(set.name)?.text ?? (support ? probeSetUnsupportedReason(set.name, support) : 'no postmaster');
+    const needs = kernelNeedsText(SET_KERNEL_NEEDS[set.name]);
     lines.push({
       name: `probes ${set.name}`,
       probe: set.name,
       kind: 'probe set',
       ok: reason === null,
       required: set.default && !set.whereSupported,
-      detail: reason === null ? `${set.default ? 'default' : 'opt-in'}: ${set.description}; cost: ${set.cost}` : `unsupported: ${reason}`,
+      // `check` loaded every set's programs: it says they load here.
+      detail:
+        reason === null
+          ? `${'loaded' in source ? '' : 'loads; '}${set.default ? 'default' : 'opt-in'}: ${set.description}; cost: ${set.cost}; ${needs}`
+          : `unsupported: ${reason} (${needs})`,
     });
   }
 
@@ -224,19 +244,38 @@ function megabytes(bytes: number): number {
   return Math.ceil(bytes / 2 ** 20);
 }
 
-/** Loads the collector object once (the verifier's verdict on this kernel), attaching nothing. */
-function loadCheck(): CheckLine {
+/**
+ * Loads every program of the collector object (the verifier's verdict on this kernel),
+ * attaching nothing: a set whose program the kernel refuses is left out and the rest loaded
+ * again, so every set gets its own verdict.
+ */
+function loadCheck(): { line: CheckLine; refused: ReadonlyMap<ProbeSetName, VerifierRefusal> } {
+  const programs = new Map(Object.values(PROBE_SETS).map((set) => [set.name, possibleSetPrograms(set)]));
   try {
-    const object = new (loadNative().BpfObject)(collectorObjectPath());
-    try {
-      // Programs for tracepoints this kernel lacks stay off; their sets say so.
-      disableMissingTracepoints(object, KernelFeatures.host());
-      object.load();
-    } finally {
-      object.close();
-    }
-    return requirement('bpf load', true, LOADED);
+    const { object, refused } = loadRefusing<ProbeSetName, BpfObject>(
+      (leftOut) => {
+        const object = new (loadNative().BpfObject)(collectorObjectPath());
+        // Programs for tracepoints this kernel lacks stay off; their sets say so.
+        disableMissingTracepoints(object, KernelFeatures.host());
+        const kept = new Set([...programs].filter(([set]) => !leftOut.has(set)).flatMap(([, p]) => p));
+        for (const p of object.programs()) {
+          const left = [...leftOut.keys()].some((set) => programs.get(set)?.includes(p.name as ProgramName));
+          if (p.autoload && left && !kept.has(p.name as ProgramName)) object.setAutoload(p.name, false);
+        }
+        return object;
+      },
+      (object) => object.load(),
+      (program) => [...programs].filter(([, p]) => p.includes(program as ProgramName)).map(([set]) => set),
+      // Every set gets its verdict, cpu's included: none ends the check.
+      () => false,
+    );
+    object.close();
+    const names = [...refused.keys()];
+    return {
+      line: requirement('bpf load', true, names.length ? `${LOADED}, but for probe sets ${names.join(', ')} (below)` : LOADED),
+      refused,
+    };
   } catch (error) {
-    return requirement('bpf load', false, shorten(oneLine(error), 300));
+    return { line: requirement('bpf load', false, shorten(oneLine(error), 300)), refused: new Map() };
   }
 }

@@ -8,7 +8,8 @@ import { PROBE_SETS, type ProbeSetName } from '../families/index.js';
  * validation of bpf_stats.collect() requests and `run` alike: why it cannot, or null. A set
  * whose perf events are all replaced (CollectorObjectOptions.perfEvents) is judged by the
  * replacements; otherwise the set decides from the Postgres, its calibrated layout and the host,
- * after the capabilities it needs beyond the base ones (src/capabilities/probe-set-capabilities.ts).
+ * after the capabilities it needs beyond the base ones (src/capabilities/probe-set-capabilities.ts);
+ * a set whose program the kernel's verifier refused says that refusal.
  *
  * @example
  * probeSetUnsupportedReason('latency', { target, layout: { ...layout, activityStartOffset: null }, perfEvents: {} });
@@ -16,6 +17,9 @@ import { PROBE_SETS, type ProbeSetName } from '../families/index.js';
  */
 export function probeSetUnsupportedReason(name: ProbeSetName, context: SupportContext): string | null {
   const set = PROBE_SETS[name];
+  // The kernel's own answer, once its verifier has seen the set's programs.
+  const refused = context.refused?.get(name);
+  if (refused) return refused.text;
   // A set this process lacks the privileges for (the uprobe sets without CAP_SYS_ADMIN).
   const privileges = setCapabilityReason(name);
   if (privileges) return privileges;

@@ -17,7 +17,8 @@ import { MapReaders } from './map-readers.js';
 import type { BackendRecordRef } from './map-samples.js';
 import { ObjectGlobals } from './object-globals.js';
 import type { PerfEventSpec } from './perf-events.js';
-import { setPrograms, type AttachableSet } from './probe-attachment.js';
+import { possibleSetPrograms, setPrograms, type AttachableSet } from './probe-attachment.js';
+import { loadRefusing, type VerifierRefusal } from './verifier-refusal.js';
 import { ProbeAttachments } from './probe-attachments.js';
 import { queryMapEntries, roleGuardFill } from './query-capacity.js';
 import { statusSpan } from './status-span.js';
@@ -33,6 +34,11 @@ export interface CollectorObjectOptions<Name extends string> {
    * when they are first attached (LoadedPrograms): a start verifies only what it attaches.
    */
   preload?: readonly Name[];
+  /**
+   * Sets the collector cannot run without: a program of theirs the kernel refuses fails the load
+   * (a UserError). Any other set's refused program leaves that set out (`refused`).
+   */
+  required?: readonly Name[];
   /** Settings the families add to the object's own (e.g. the lock programs' per-version ones). */
   rodata?: Partial<Record<RodataName, number | bigint>>;
   /** Map capacities: backends tracked at once, distinct query keys (default: from pgStatStatementsMax, query-capacity.ts). */
@@ -168,6 +174,94 @@ function loadOnly(object: CollectorBpfObject, programs: readonly ProgramName[]):
   }
 }
 
+/**
+ * A new instance of the collector object, configured for `options` and ready to load: its
+ * settings, map sizes, and the programs of the candidate sets not left out (with the object's
+ * own; without a preload list, every program but those only the sets left out use).
+ */
+function configuredObject<Name extends string>(
+  options: CollectorObjectOptions<Name>,
+  candidates: ReadonlyMap<Name, readonly ProgramName[]>,
+  leftOut: ReadonlyMap<Name, unknown>,
+): CollectorBpfObject {
+  const object = openCollectorObject();
+  try {
+    const { layout } = options;
+    const span = statusSpan(layout);
+    const entries = defaultMapEntries(loadNative().numPossibleCpus(), options.pgStatStatementsMax ?? null);
+    const maxQueries = options.maxQueries ?? entries.queries;
+    new ObjectGlobals(object).writeRodata({
+      status_procpid_off: layout.procpidOffset,
+      status_backend_type_off: layout.backendTypeOffset,
+      status_proc_start_off: layout.procStartOffset,
+      status_dbid_off: layout.dbidOffset,
+      status_userid_off: layout.useridOffset,
+      status_query_id_off: layout.queryIdOffset ?? 0,
+      client_read_event: layout.clientReadEvent,
+      client_backend_type: layout.clientBackendType,
+      ...options.rodata,
+      ...(options.waitSlots === undefined ? {} : { wait_slots_used: options.waitSlots }),
+      jiffy_ns: jiffyNs(),
+      status_activity_start_off: layout.activityStartOffset ?? 0,
+      status_activity_raw_off: layout.activityRawOffset ?? 0,
+      status_state_off: layout.stateOffset ?? 0,
+      status_state_idle: layout.stateIdle,
+      status_span_off: span.offset,
+      status_span_len: span.length,
+      status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
+      // Once the map is 7/8 full, a role holding half of it is refused new keys: the rest
+      // stays for everyone else (bpf/attribution.bpf.h).
+      max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor(maxQueries / 2),
+      query_keys_guard_fill: roleGuardFill(maxQueries),
+    });
+    disableMissingTracepoints(object, KernelFeatures.host());
+    const kept = [...candidates.keys()].filter((set) => !leftOut.has(set));
+    if (options.preload) {
+      // The programs each set attaches on this target (USDT or uprobes, ...), no more.
+      loadOnly(object, [...OWN_PROGRAMS, ...kept.flatMap((set) => programsOn(options.probeSets[set], options.target))]);
+    } else {
+      const needed = new Set(kept.flatMap((set) => candidates.get(set) ?? []));
+      leaveOut(
+        object,
+        [...leftOut.keys()].flatMap((set) => candidates.get(set) ?? []).filter((p) => !needed.has(p)),
+      );
+    }
+    object.setMaxEntries('backends', options.maxBackends ?? entries.backends);
+    object.setMaxEntries('exited_backends', options.maxBackends ?? entries.exited_backends);
+    object.setMaxEntries('queries', maxQueries);
+    object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? entries.query_changes);
+    object.setMaxEntries('query_overflow', options.maxBackends ?? entries.query_overflow);
+    object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? entries.excluded_pids);
+    const histograms = options.maxHistograms ?? entries.histograms;
+    object.setMaxEntries('histograms', histograms);
+    object.setMaxEntries('hist_changes', options.maxHistogramChanges ?? histograms);
+    object.setMaxEntries('lock_waits', options.maxLockWaits ?? entries.lock_waits);
+    object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? entries.lwlock_waits);
+    object.setMaxEntries('query_wait_events', options.maxWaitEvents ?? entries.query_wait_events);
+    object.setMaxEntries('backend_wait_events', options.maxWaitEvents ?? entries.backend_wait_events);
+    object.setMaxEntries('query_wait_blockers', options.maxWaitEvents ?? entries.query_wait_blockers);
+    return object;
+  } catch (error) {
+    object.close();
+    throw error;
+  }
+}
+
+/** The programs a set attaches on `target`; none when its probes cannot be chosen there (it is not attached then). */
+function programsOn(set: AttachableSet, target: PostmasterTarget): ProgramName[] {
+  try {
+    return setPrograms(set, target);
+  } catch {
+    return [];
+  }
+}
+
+/** Turns off `programs` (those still on). */
+function leaveOut(object: CollectorBpfObject, programs: readonly ProgramName[]): void {
+  const off = new Set(programs);
+  for (const p of object.programs()) if (p.autoload && off.has(p.name as ProgramName)) object.setAutoload(p.name as ProgramName, false);
+}
+
 /** A new, unloaded instance of the collector object. */
 function openCollectorObject(): CollectorBpfObject {
   return new (loadNative().BpfObject)(collectorObjectPath());
@@ -207,6 +301,11 @@ export class CollectorObject<Name extends string = string> {
     private readonly object: CollectorBpfObject,
     private readonly globals: ObjectGlobals,
     private readonly options: CollectorObjectOptions<Name>,
+    /**
+     * The sets whose programs this kernel refused, each with the refusal: at load, and when an
+     * opt-in set's programs were loaded for its first attach. A refused set is never attached.
+     */
+    readonly refused: Map<Name, VerifierRefusal>,
   ) {
     this.maps = new MapReaders(object, globals, loadNative().numPossibleCpus());
     this.backendLayout = RecordLayout.of('backend_record', object.mapLayout('backends').value);
@@ -224,63 +323,29 @@ export class CollectorObject<Name extends string = string> {
       options.target,
       options.probeSets,
       options.perfEvents ?? {},
+      refused,
     );
   }
 
   static load<Name extends string>(options: CollectorObjectOptions<Name>): CollectorObject<Name> {
-    const object = openCollectorObject();
+    // The sets whose programs load now, each with every program it may attach.
+    const candidates = new Map<Name, ProgramName[]>(
+      (options.preload ?? (Object.keys(options.probeSets) as Name[])).map((set) => [set, possibleSetPrograms(options.probeSets[set])]),
+    );
+    const required = new Set<Name>(options.required ?? []);
+    // A set whose program this kernel refuses is left out, and the object loaded again without it.
+    const { object, refused } = loadRefusing<Name, CollectorBpfObject>(
+      (leftOut) => configuredObject(options, candidates, leftOut),
+      loadInterruptible,
+      (program) => [...candidates].filter(([, programs]) => programs.includes(program as ProgramName)).map(([set]) => set),
+      (set) => required.has(set),
+    );
     try {
-      const { target, layout } = options;
-      const span = statusSpan(layout);
-      const entries = defaultMapEntries(loadNative().numPossibleCpus(), options.pgStatStatementsMax ?? null);
-      const maxQueries = options.maxQueries ?? entries.queries;
       const globals = new ObjectGlobals(object);
-      globals.writeRodata({
-        status_procpid_off: layout.procpidOffset,
-        status_backend_type_off: layout.backendTypeOffset,
-        status_proc_start_off: layout.procStartOffset,
-        status_dbid_off: layout.dbidOffset,
-        status_userid_off: layout.useridOffset,
-        status_query_id_off: layout.queryIdOffset ?? 0,
-        client_read_event: layout.clientReadEvent,
-        client_backend_type: layout.clientBackendType,
-        ...options.rodata,
-        ...(options.waitSlots === undefined ? {} : { wait_slots_used: options.waitSlots }),
-        jiffy_ns: jiffyNs(),
-        status_activity_start_off: layout.activityStartOffset ?? 0,
-        status_activity_raw_off: layout.activityRawOffset ?? 0,
-        status_state_off: layout.stateOffset ?? 0,
-        status_state_idle: layout.stateIdle,
-        status_span_off: span.offset,
-        status_span_len: span.length,
-        status_xact_start_before: layout.xactStartBeforeActivity ? 1 : 0,
-        // Once the map is 7/8 full, a role holding half of it is refused new keys: the rest
-        // stays for everyone else (bpf/attribution.bpf.h).
-        max_query_keys_per_role: options.maxQueryKeysPerRole ?? Math.floor(maxQueries / 2),
-        query_keys_guard_fill: roleGuardFill(maxQueries),
-      });
-      disableMissingTracepoints(object, KernelFeatures.host());
-      if (options.preload)
-        loadOnly(object, [...OWN_PROGRAMS, ...options.preload.flatMap((set) => setPrograms(options.probeSets[set], target))]);
-      object.setMaxEntries('backends', options.maxBackends ?? entries.backends);
-      object.setMaxEntries('exited_backends', options.maxBackends ?? entries.exited_backends);
-      object.setMaxEntries('queries', maxQueries);
-      object.setMaxEntries('query_changes', options.maxQueryChanges ?? options.maxQueries ?? entries.query_changes);
-      object.setMaxEntries('query_overflow', options.maxBackends ?? entries.query_overflow);
-      object.setMaxEntries('excluded_pids', options.maxExcludedPids ?? entries.excluded_pids);
-      const histograms = options.maxHistograms ?? entries.histograms;
-      object.setMaxEntries('histograms', histograms);
-      object.setMaxEntries('hist_changes', options.maxHistogramChanges ?? histograms);
-      object.setMaxEntries('lock_waits', options.maxLockWaits ?? entries.lock_waits);
-      object.setMaxEntries('lwlock_waits', options.maxLockWaits ?? entries.lwlock_waits);
-      object.setMaxEntries('query_wait_events', options.maxWaitEvents ?? entries.query_wait_events);
-      object.setMaxEntries('backend_wait_events', options.maxWaitEvents ?? entries.backend_wait_events);
-      object.setMaxEntries('query_wait_blockers', options.maxWaitEvents ?? entries.query_wait_blockers);
-      loadInterruptible(object);
       markTrackingStart(globals);
       // Nothing is attached yet; the filter matches nothing until retarget() names the postmaster.
       globals.writeBss('postmaster_tgid', BigInt(PostmasterTgidValue.NO_POSTMASTER));
-      return new CollectorObject(object, globals, options);
+      return new CollectorObject(object, globals, options, refused);
     } catch (error) {
       object.close();
       throw error;

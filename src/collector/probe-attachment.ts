@@ -7,8 +7,11 @@ export type ProbeAttachment =
   | { program: ProgramName; kind: 'auto' }
   /** The end of each top-level statement, as discovery located it for this binary. */
   | { program: ProgramName; kind: 'statement-end' }
-  /** Probes chosen per target: USDT where the build has it, exported functions otherwise. */
-  | { kind: 'target'; probes(target: PostmasterTarget): TargetProbe[] }
+  /**
+   * Probes chosen per target: USDT where the build has it, exported functions otherwise.
+   * `programs`: every program probes() may name, whatever the target (what `check` verifies).
+   */
+  | { kind: 'target'; programs: readonly ProgramName[]; probes(target: PostmasterTarget): TargetProbe[] }
   /** Work switched on inside `program` (already attached by another set): a bit of hist_switches. */
   | { program: ProgramName; kind: 'switch'; bit: (typeof HistSwitch)[keyof typeof HistSwitch] }
   /** A sampled perf event opened on every online CPU (user space chooses the event). */
@@ -42,6 +45,25 @@ export function setPrograms(set: AttachableSet, target: PostmasterTarget): Progr
     }
   });
 }
+
+/**
+ * Every program a set may attach on any target, and the program a switch of it works in: what
+ * `check` verifies for it, and what a refusal of the kernel takes it down with.
+ */
+export function possibleSetPrograms(set: AttachableSet): ProgramName[] {
+  return set.attachments.flatMap((a) => {
+    switch (a.kind) {
+      case 'target':
+        return [...a.programs];
+      case 'statement-end':
+        return [a.program, ...PREPARED_STATEMENT_PROGRAMS];
+      default:
+        return [a.program];
+    }
+  });
+}
+
+const PREPARED_STATEMENT_PROGRAMS = ['on_execute_plan', 'on_prepare_stmt'] as const satisfies readonly ProgramName[];
 
 /**
  * The call sites watched beside the statement end so that SQL-level PREPARE and EXECUTE get

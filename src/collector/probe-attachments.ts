@@ -12,6 +12,8 @@ import { preparedStatementProbes, setPrograms, type AttachableSet, type ProbeAtt
 import { SharedLinks } from './shared-link.js';
 import { SwitchLink } from './switch-link.js';
 import { markTrackingStart } from './tracking-start.js';
+import { verifierRefusal, type VerifierRefusal } from './verifier-refusal.js';
+import { UserError } from '../errors.js';
 
 /** Start-of-wait maps: an entry whose end fell in a pause would charge the pause. */
 const IN_FLIGHT_MAPS: readonly MapName[] = ['mem_stalls', 'io_inflight', 'lock_wait_starts', 'lwlock_wait_starts'];
@@ -38,6 +40,8 @@ export class ProbeAttachments<Name extends string> {
     private readonly target: PostmasterTarget,
     private readonly sets: Readonly<Record<Name, AttachableSet<Name>>>,
     private readonly perfEvents: Partial<Record<ProgramName, PerfEventSpec>>,
+    /** Sets whose programs the kernel refused (shared with CollectorObject): noted here when a first attach finds it. */
+    private readonly refused: Map<Name, VerifierRefusal> = new Map(),
   ) {}
 
   attached(): Name[] {
@@ -45,13 +49,24 @@ export class ProbeAttachments<Name extends string> {
   }
 
   /**
-   * Attaches a probe set, loading its programs first if they were not loaded with the object
-   * (the verifier may refuse them: thrown, nothing attached). Attaching one that is attached
-   * already does nothing.
+   * Attaches a probe set, loading its programs first if they were not loaded with the object.
+   * A set whose program the kernel refuses (now, or when the object was loaded) is a UserError
+   * saying why in one line, and nothing is attached. Attaching one that is attached already
+   * does nothing.
    */
   attach(name: Name): void {
     if (this.links.has(name)) return;
-    this.programs.load(setPrograms(this.sets[name], this.target));
+    const refused = this.refused.get(name);
+    if (refused) throw new UserError(`probe set ${name} is not supported here: ${refused.text}`);
+    try {
+      this.programs.load(setPrograms(this.sets[name], this.target));
+    } catch (error) {
+      const refusal = verifierRefusal(error);
+      if (!refusal) throw error;
+      // Remembered: the next request gets the answer without asking the verifier again.
+      this.refused.set(name, refusal);
+      throw new UserError(`probe set ${name} is not supported here: ${refusal.text}`);
+    }
     const links: BpfLink[] = [];
     try {
       for (const a of this.sets[name].attachments) links.push(...this.attachOne(a));

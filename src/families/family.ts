@@ -2,6 +2,7 @@ import type { FieldOf, MapName, ProgramName, RodataName } from '../bpf/contract.
 import type { BackendSample } from '../collector/map-samples.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
 import type { ProbeAttachment } from '../collector/probe-attachment.js';
+import type { VerifierRefusal } from '../collector/verifier-refusal.js';
 import type { FlushPart } from './flush-part.js';
 import type { LwlockTrancheNames } from '../postmaster/lwlock-tranche-names.js';
 import type { PostmasterTarget, StatusLayout } from '../postmaster/postmaster-target.js';
@@ -31,6 +32,8 @@ export interface SupportContext {
   layout: StatusLayout | null;
   /** Perf events that replace a program's own (CollectorObjectOptions.perfEvents). */
   perfEvents: Partial<Record<ProgramName, PerfEventSpec>>;
+  /** Sets whose programs this kernel's verifier refused, with the refusal (once the object is loaded). */
+  refused?: ReadonlyMap<string, VerifierRefusal>;
 }
 
 /** A named group of probes a DBA switches on or off. */

@@ -8,8 +8,8 @@
  * Errors thrown by the addon are {@link NativeError}s: `errno` (positive) and `code`
  * ('ENOENT', ... or 'E<n>') are set, and the message names the failing libbpf call, its
  * subject and strerror, followed by the libbpf log lines printed during the call (for a
- * failed load: the last ~40 lines, i.e. the tail of the verifier log). Wrong argument types
- * throw a plain TypeError.
+ * failed load: the last ~40 lines, i.e. the tail of the verifier log), which are also its
+ * `log`. Wrong argument types throw a plain TypeError.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -177,6 +177,12 @@ export interface BpfObject {
   /** bpf_map__set_max_entries. Before load only. */
   setMaxEntries(map: string, n: number): void;
   /**
+   * bpf_program__set_attach_target(prog, 0, target): attach to `target` rather than what the
+   * section names (for tp_btf: another tracepoint, whose prototype the verifier then checks the
+   * program's argument accesses against). Before load only.
+   */
+  setAttachTarget(prog: string, target: string): void;
+  /**
    * Makes `map` the map behind `fd` (another loaded object's mapFd(), dup'ed), so that this
    * object's programs share it: bpf_map__reuse_fd. Its size, flags and contents are that map's.
    * Before load only.
@@ -298,6 +304,8 @@ export interface BpfNative {
 export interface NativeError extends Error {
   errno: number;
   code: string;
+  /** The libbpf lines the message quotes (for a failed load: the verifier log's tail), one per entry. */
+  log?: string[];
 }
 
 /** True for errors thrown by the addon (as opposed to TypeErrors for bad arguments). */

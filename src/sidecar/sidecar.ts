@@ -209,6 +209,8 @@ export class Sidecar {
       const sets = setsToAttach(options, support, log);
       const loaded = await loadAndAttach(control, sink && local ? sink : null, target, layout, sets, options, log);
       object = loaded.object;
+      // The verifier's answers are this host's too: `unsupportedReason`, collect() and capabilities say them.
+      support.refused = object.refused;
       const { current, pgssMax } = loaded;
       await migrateSchema(store, undefined, node, { asNode });
       log(`node ${node}${sink ? `: bpf_stats is written into the sink${local ? ' (a database of this same server)' : ''}` : ''}`);
@@ -821,6 +823,8 @@ async function loadAndAttach(
   const object = CollectorObject.load({
     // The sets attached now; another set's programs are loaded (verified) when it is requested.
     preload: [...sets],
+    // Only the sets run cannot do without (cpu): any other the kernel refuses is left out below.
+    required: [...sets].filter((set) => PROBE_SETS[set].default && !PROBE_SETS[set].whereSupported),
     target,
     layout,
     probeSets: PROBE_SETS,
@@ -850,7 +854,9 @@ async function loadAndAttach(
     // is found: the program that finds it then joins sched_switch as a second probe and leaves
     // it without the RCU grace period a tracepoint waits for when its probes go 1 -> 0 -> 1
     // (10-20 ms of every start when the sets attached after it).
-    for (const set of sets) object.probes.attach(set);
+    for (const [set, refusal] of object.refused) log(`probe set ${set} is not supported here, collecting without it: ${refusal.text}`);
+    const attaching = [...sets].filter((set) => !object.refused.has(set));
+    for (const set of attaching) object.probes.attach(set);
     // The postmaster as BPF sees it (its host tgid), found before anything is created.
     const findStartedMs = performance.now();
     const current = await postmasterForBpf(object, target, options.connectionString);
@@ -862,7 +868,7 @@ async function loadAndAttach(
     );
     // How long start-up took and its biggest part (bench/journal/start-up.md#start-up): a slow start says why.
     log(
-      `attached probe sets: ${[...sets].join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`,
+      `attached probe sets: ${attaching.join(', ')} (${Math.round(process.uptime() * 1000)} ms after the process started, of which ${Math.round(loadMs)} ms loading the BPF programs)`,
     );
     return { object, current, pgssMax };
   } catch (error) {

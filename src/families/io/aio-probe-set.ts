@@ -68,6 +68,7 @@ export const AIO_PROBE_SET: ProbeSet<'aio'> = {
   attachments: [
     {
       kind: 'target',
+      programs: ['on_aio_submit', 'on_aio_perform', 'on_aio_performed'],
       probes: (target): TargetProbe[] => {
         // The sidecar asks unsupportedReason first; a caller that did not gets the reason, not a TypeError.
         const reason = aioUnsupportedReason(target);

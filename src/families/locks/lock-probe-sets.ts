@@ -49,6 +49,7 @@ function unsupported(target: PostmasterTarget, usdt: string, symbol: string): st
 
 const locks: ProbeAttachment = {
   kind: 'target',
+  programs: ['on_lock_start', 'on_lock_done', 'on_procsleep', 'on_procsleep_rt'],
   probes: (target) =>
     startDone(
       target,
@@ -59,6 +60,7 @@ const locks: ProbeAttachment = {
 
 const lwlock: ProbeAttachment = {
   kind: 'target',
+  programs: ['on_lwlock_start', 'on_lwlock_done', 'on_sema_lock', 'on_sema_lock_rt'],
   probes: (target) =>
     startDone(
       target,
@@ -91,7 +93,9 @@ export const LOCK_PROBE_SETS: { locks: ProbeSet<'locks'>; lwlock: ProbeSet<'lwlo
     unsupportedReason: ({ target }) =>
       spinSleep(target) !== null ? null : `${target.binaryPath}: no direct call of pg_usleep found in perform_spin_delay`,
     // At the sleep itself, not the function's entry: an entry probe would trap on every spin.
-    attachments: [{ kind: 'target', probes: (target) => [{ program: 'on_spin_delay', fileOffset: spinSleep(target)! }] }],
+    attachments: [
+      { kind: 'target', programs: ['on_spin_delay'], probes: (target) => [{ program: 'on_spin_delay', fileOffset: spinSleep(target)! }] },
+    ],
     cost: 'one uprobe trap per spinlock delay (a sleep of 1 ms or more); nothing while spinning or uncontended',
   },
 };

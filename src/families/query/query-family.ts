@@ -28,6 +28,7 @@ export const queryFamily = defineFamily({
         { program: 'on_query_done', kind: 'statement-end' },
         {
           kind: 'target',
+          programs: ['on_executor_beg', 'on_executor_end'],
           probes: () => [
             { program: 'on_executor_beg', symbol: 'ExecutorStart', retprobe: false },
             { program: 'on_executor_end', symbol: 'ExecutorEnd', retprobe: false },
