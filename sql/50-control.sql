@@ -39,14 +39,25 @@ DECLARE
 BEGIN
   PERFORM bpf_stats.require_admin();
   IF target IS NULL THEN
-    -- Collectors that flushed lately and did not stop.
+    -- Collectors that flushed lately and did not stop. A sink's node role writes its own health
+    -- rows: each is bounded here too (not ahead of now, an interval of at most a day; the
+    -- table's CHECKs say the same), so that no row counts as running for longer than a collector
+    -- that stopped flushing would.
     SELECT array_agg(DISTINCT h.node ORDER BY h.node) INTO running
       FROM bpf_stats.health h
      WHERE h.stopped_at IS NULL
-       AND h.updated_at > now() - make_interval(secs => greatest(60, 3 * h.interval_ms / 1000));
+       AND h.updated_at <= now() + interval '1 minute'
+       AND h.updated_at > now() - make_interval(secs => greatest(60, 3 * least(h.interval_ms, 86400000) / 1000));
     IF cardinality(running) > 1 THEN
       RAISE EXCEPTION '%', format('collectors of several nodes write into this database (%s): name one, e.g. bpf_stats.collect(%L, node => %L)',
                                   array_to_string(running, ', '), probes, running[1])
+        USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A sink's node roles take only the requests made for their node: one made for no node would
+    -- wait for a collector of the owner's own that may never run.
+    IF running IS NULL AND EXISTS (SELECT 1 FROM bpf_stats.nodes) THEN
+      RAISE EXCEPTION '%', format('no collector writes into this database now, and its nodes take only requests made for them: name one, e.g. bpf_stats.collect(%L, node => %L)',
+                                  probes, (SELECT min(n.node) FROM bpf_stats.nodes n))
         USING ERRCODE = 'invalid_parameter_value';
     END IF;
     target := running[1];
@@ -72,11 +83,13 @@ $fn$;
 
 -- Ends a request: a pending one never starts, a running one is detached by the sidecar (a set
 -- stays attached while another running request wants it). Returns false when it had ended.
+-- The row lock waits at most 5 s (a sink's node role may hold its own requests' rows).
 CREATE OR REPLACE FUNCTION bpf_stats.stop(id bigint)
 RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
 AS $fn$
 DECLARE
   found_status text;

@@ -10,9 +10,11 @@
 -- the default path plans and runs exactly as before.
 --
 -- A node role sees and writes only rows whose node is the one bpf_stats.nodes registers for
--- it (reads included: node A cannot read node B's texts), may update and delete only its own
--- collection requests (and claim those made for no node), and may insert none: requests come
--- from bpf_stats.collect(), which runs as the owner.
+-- it (reads included: node A cannot read node B's texts), may read and move on only the
+-- collection requests made for its node (not those made for no node: a node role could rewrite
+-- their status, and a forged bpf_stats_status message about one then checked out against the
+-- row), and may insert and delete none: requests come from bpf_stats.collect(), which runs as
+-- the owner, and finished ones are deleted by the owner's row retention.
 
 -- The tables of node rows: every table of bpf_stats with a node column, but collections (its
 -- own policies below) and partitions (reached through their parent only: a node role has no
@@ -54,12 +56,11 @@ BEGIN
   END LOOP;
   ALTER TABLE bpf_stats.collections ENABLE ROW LEVEL SECURITY;
   DROP POLICY IF EXISTS node_requests ON bpf_stats.collections;
-  EXECUTE format('CREATE POLICY node_requests ON bpf_stats.collections FOR SELECT USING (node = %s OR node IS NULL)', mine);
-  -- Claiming a request made for no node names the claimer (src/control/control-plane.ts).
+  EXECUTE format('CREATE POLICY node_requests ON bpf_stats.collections FOR SELECT USING (node = %s)', mine);
   DROP POLICY IF EXISTS node_claims ON bpf_stats.collections;
-  EXECUTE format('CREATE POLICY node_claims ON bpf_stats.collections FOR UPDATE USING (node = %s OR node IS NULL) WITH CHECK (node = %s)', mine, mine);
+  EXECUTE format('CREATE POLICY node_claims ON bpf_stats.collections FOR UPDATE USING (node = %s) WITH CHECK (node = %s)', mine, mine);
+  -- (Node roles once deleted their finished requests; they hold no DELETE now.)
   DROP POLICY IF EXISTS node_forgets ON bpf_stats.collections;
-  EXECUTE format('CREATE POLICY node_forgets ON bpf_stats.collections FOR DELETE USING (node = %s)', mine);
   DROP POLICY IF EXISTS readers ON bpf_stats.collections;
   EXECUTE format('CREATE POLICY readers ON bpf_stats.collections FOR SELECT TO pg_monitor, bpf_stats_admin USING (%s IS NULL)', mine);
 END
@@ -70,34 +71,63 @@ $policies$;
 -- choose either: a retention of its own would drop every node's history (the owner's 30 days
 -- cut to the node's 7), a tiny width fill the catalog. Old partitions are dropped by the
 -- owner's collector, with the owner's retention (or by the owner calling maintain_history).
+--
+-- It runs in the node role's transaction, which that role may keep open: a lock taken here
+-- would be held until it ends (SHARE UPDATE EXCLUSIVE on every history parent stopped the
+-- owner's maintain_history, then every node's flushes once the partitions made ahead ran out).
+-- So it takes none while partitions cover the next width from now, which the owner's upkeep
+-- (two widths ahead, every quarter width) always leaves: it reads the catalog and returns. Only
+-- when nobody made them does it make them, waiting at most 100 ms for the lock.
 CREATE OR REPLACE FUNCTION bpf_stats.node_maintain_history()
 RETURNS TABLE (created integer, dropped integer)
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '100ms'
 AS $fn$
 DECLARE
   width interval;
+  now_s bigint := floor(extract(epoch FROM clock_timestamp()))::bigint;
+  ahead bigint;
 BEGIN
   SELECT make_interval(secs => m[2]::bigint - m[1]::bigint) INTO width
     FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
          regexp_match(c.relname, '_(\d+)_(\d+)$') AS m
    WHERE i.inhparent = 'bpf_stats.query_stats_history'::regclass
-     AND m[1]::bigint <= extract(epoch FROM now()) AND extract(epoch FROM now()) < m[2]::bigint
+     AND m[1]::bigint <= now_s AND now_s < m[2]::bigint
    LIMIT 1;
   width := least(greatest(coalesce(width, interval '1 day'), interval '1 hour'), interval '1 day');
+  ahead := now_s + extract(epoch FROM width)::bigint;
+  IF NOT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_class p, unnest(ARRAY[now_s, ahead]) AS t(s)
+     WHERE p.relnamespace = 'bpf_stats'::regnamespace AND p.relkind = 'p' AND p.relname LIKE '%\_history'
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
+                              regexp_match(c.relname, '_(\d+)_(\d+)$') AS m
+                        WHERE i.inhparent = p.oid AND m[1]::bigint <= t.s AND t.s < m[2]::bigint)) THEN
+    created := 0;
+    dropped := 0;
+    RETURN NEXT;
+    RETURN;
+  END IF;
   -- Retention NULL: only the missing partitions are made.
   RETURN QUERY SELECT h.created, h.dropped FROM bpf_stats.maintain_history(NULL, width) h;
 END
 $fn$;
 
 -- What a node role may do: write its rows (policies above), move its requests on, and have
--- history partitions made. The history tables (the partitioned ones) take SELECT and INSERT
--- only: UPDATE or DELETE there would let a node role LOCK them in any mode (LOCK TABLE needs
--- only UPDATE, DELETE or TRUNCATE, and on 17+ MAINTAIN, for the strong modes), and an open
--- transaction holding SHARE UPDATE EXCLUSIVE stopped maintain_history on every pass: no
--- partitions, every node's flushes failing. With INSERT a role may take ROW EXCLUSIVE at most,
--- which conflicts with nothing maintain_history waits for. Revoked first: a role registered by
--- an older version holds them (this runs again for every registered node when sql/ is applied).
+-- history partitions made. LOCK TABLE in any mode above ROW EXCLUSIVE needs UPDATE, DELETE or
+-- TRUNCATE (and on 17+ MAINTAIN) on the whole table, so a role is given those only where it
+-- must have them; a column-level UPDATE does not count.
+-- - The history tables (the partitioned ones) take SELECT and INSERT only: an open transaction
+--   holding SHARE UPDATE EXCLUSIVE there stopped maintain_history on every pass (no partitions,
+--   every node's flushes failing).
+-- - health (every flush writes it, collect() reads it) and collections (every collect() writes
+--   it, readers read it) take SELECT, INSERT (health) and UPDATE of their columns: a LOCK there
+--   held every node's flushes, or every collect(). Stopped health rows and finished requests
+--   are deleted by the owner's row retention.
+-- - The cumulative tables keep UPDATE and DELETE (upserts, the node's row retention): a node
+--   role can still LOCK those (docs/sink.md, the writers' lock_timeout).
+-- Revoked first: a role registered by an older version holds more (this runs again for every
+-- registered node when sql/ is applied).
 CREATE OR REPLACE FUNCTION bpf_stats.grant_node(role name)
 RETURNS void LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -110,11 +140,17 @@ BEGIN
     IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = t) = 'p' THEN
       EXECUTE format('REVOKE ALL ON %s FROM %I', t, role);
       EXECUTE format('GRANT SELECT, INSERT ON %s TO %I', t, role);
+    ELSIF t = 'bpf_stats.health'::regclass THEN
+      EXECUTE format('REVOKE ALL ON %s FROM %I', t, role);
+      EXECUTE format('GRANT SELECT, INSERT, UPDATE (%s) ON %s TO %I',
+                     (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+                       WHERE a.attrelid = t AND a.attnum > 0 AND NOT a.attisdropped), t, role);
     ELSE
       EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %I', t, role);
     END IF;
   END LOOP;
-  EXECUTE format('GRANT SELECT, DELETE ON bpf_stats.collections TO %I', role);
+  EXECUTE format('REVOKE ALL ON bpf_stats.collections FROM %I', role);
+  EXECUTE format('GRANT SELECT ON bpf_stats.collections TO %I', role);
   EXECUTE format('GRANT UPDATE (status, started_at, finished_at, error, node) ON bpf_stats.collections TO %I', role);
   EXECUTE format('GRANT EXECUTE ON FUNCTION bpf_stats.node_maintain_history() TO %I', role);
 END
@@ -197,8 +233,8 @@ COMMENT ON COLUMN bpf_stats.nodes.role IS 'The login role the node''s collector 
 COMMENT ON COLUMN bpf_stats.nodes.added_at IS 'When the node was registered.';
 COMMENT ON FUNCTION bpf_stats.node_tables() IS 'Internal: the tables of node rows that row-level security keeps apart per node (all with a node column but collections and nodes; partitions through their parent).';
 COMMENT ON FUNCTION bpf_stats.node_of(name) IS 'The node a role is registered for in bpf_stats.nodes (NULL: none); the row-level security policies call it with current_user.';
-COMMENT ON FUNCTION bpf_stats.node_maintain_history() IS 'History partitions for a node role, which may not create or drop tables: partitions of the width in use (1 day when none, at least 1 hour) are created; none is dropped (the owner''s collector drops them, with the owner''s retention).';
-COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security, SELECT and INSERT only on the history tables, its requests, history partitions); re-applied for every registered node when sql/ is.';
+COMMENT ON FUNCTION bpf_stats.node_maintain_history() IS 'History partitions for a node role, which may not create or drop tables: partitions of the width in use (1 day when none, at least 1 hour) are created when the next width from now is not covered (then waiting at most 100 ms for the lock; otherwise it takes no lock); none is dropped (the owner''s collector drops them, with the owner''s retention).';
+COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security; SELECT and INSERT only on the history tables, and UPDATE of columns but no DELETE on health and collections, so that it can lock none of them; its requests; history partitions); re-applied for every registered node when sql/ is.';
 COMMENT ON FUNCTION bpf_stats.add_node(text, name) IS 'add_node(node, role): lets login role `role` write node `node`''s rows here, and only those; run by the schema''s owner (pg-bpf-stats sink-node add). Refuses roles that are superusers, bypass row-level security, own bpf_stats or are members of pg_monitor or bpf_stats_admin.';
 COMMENT ON FUNCTION bpf_stats.remove_node(text) IS 'remove_node(node): takes every privilege here from the node''s role; its rows stay. False when the node was not registered.';
 

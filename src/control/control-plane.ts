@@ -37,6 +37,12 @@ export interface ControlPlaneOptions {
   connectionString?: string;
   /** The node this collector measures: it takes requests for it and requests that name no node. */
   node?: string;
+  /**
+   * Writing under a sink's node role (src/sink/sink.ts): it may read and move on only the
+   * requests made for its node, and delete none (sql/95-sink-nodes.sql); the owner's row
+   * retention deletes them.
+   */
+  asNode?: boolean;
   host: ProbeSetHost;
   log?: (line: string) => void;
   /** Safety net for a doorbell that never rang (default 15 s). */
@@ -166,10 +172,13 @@ export class ControlPlane {
       await pool.end().catch(() => undefined);
       throw error;
     }
-    // Bounded: finished requests are kept for RETENTION, then forgotten (once per start).
-    void plane.serial(async () => {
-      await plane.db.deleteFrom('bpf_stats.collections').where('finished_at', '<', sql<Date>`now() - ${RETENTION}::interval`).execute();
-    });
+    // Bounded: finished requests are kept for RETENTION, then forgotten (once per start; under a
+    // node role by the owner's row retention).
+    if (!options.asNode) {
+      void plane.serial(async () => {
+        await plane.db.deleteFrom('bpf_stats.collections').where('finished_at', '<', sql<Date>`now() - ${RETENTION}::interval`).execute();
+      });
+    }
     // 'connected' fired before LISTEN on the first connection: look at what is waiting now.
     plane.requestReconcile();
     const ready = plane;
@@ -273,9 +282,14 @@ export class ControlPlane {
         sql<number | null>`extract(epoch FROM now() - started_at)::float8 * 1000`.as('elapsed_ms'),
       ])
       .where((eb) => eb.or([eb('status', 'in', ['pending', 'running']), ours]))
-      // Several nodes may share this database (run --sink): another node's requests are not ours.
+      // Several nodes may share this database (run --sink): another node's requests are not ours,
+      // and a node role takes none made for no node.
       .where((eb) =>
-        this.options.node === undefined ? sql<boolean>`true` : eb.or([eb('node', 'is', null), eb('node', '=', this.options.node)]),
+        this.options.node === undefined
+          ? sql<boolean>`true`
+          : this.options.asNode
+            ? eb('node', '=', this.options.node)
+            : eb.or([eb('node', 'is', null), eb('node', '=', this.options.node)]),
       )
       // ours first, so that a long queue never hides how they stand
       .orderBy(ours, 'desc')

@@ -5,6 +5,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { MapFill } from '../collector/map-samples.js';
 import type { FlushInput, FlushPart, PreparedPart } from '../families/flush-part.js';
 import { packageRoot } from '../package-root.js';
+import { shorten } from '../shorten.js';
 import type { BpfStatsDatabase } from '../storage/database.js';
 import type { MetricRows } from './metric-rows.js';
 
@@ -95,26 +96,19 @@ export class HealthPart implements FlushPart {
         this.db,
       );
     }
-    // A row of an earlier collector that had our pid: ours now.
-    await this.db
-      .deleteFrom('bpf_stats.health')
-      .where('node', '=', sql<string>`current_setting('bpf_stats.node')`)
-      .where('host', '=', this.host)
-      .where('pid', '=', this.pid)
-      .execute();
-    await this.db
-      .insertInto('bpf_stats.health')
-      .values({
-        host: this.host,
-        pid: this.pid,
-        version: VERSION,
-        postmaster_pid: this.settings.postmasterPid,
-        probe_sets: this.settings.probeSets(),
-        started_at: this.startedAt,
-        interval_ms: this.settings.intervalMs,
-        history_retention: retention(this.settings.historyRetentionMs),
-      })
-      .execute();
+    // A row of an earlier collector that had our pid: ours now, as new. An upsert, not a delete
+    // and an insert: a sink's node role may not delete health rows (it could lock the table
+    // against every node's flush), only insert and update its own.
+    await sql`
+      INSERT INTO bpf_stats.health AS h (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, history_retention)
+      VALUES (${this.host}, ${this.pid}, ${VERSION}, ${this.settings.postmasterPid}, ${this.settings.probeSets()}::text[],
+        ${this.startedAt}, ${boundedInterval(this.settings.intervalMs)}, ${retention(this.settings.historyRetentionMs)}::interval)
+      ON CONFLICT (node, host, pid) DO UPDATE SET
+        version = excluded.version, postmaster_pid = excluded.postmaster_pid, probe_sets = excluded.probe_sets,
+        started_at = excluded.started_at, interval_ms = excluded.interval_ms, history_retention = excluded.history_retention,
+        last_flush_at = NULL, flush_ms = NULL, flushes = 0, rows_written = 0, last_rows = 0, dropped_events = 0,
+        dropped = '{}', map_fill_pct = 0, map_fill = '{}', pending_rows = 0, failed_flushes = 0,
+        last_error = NULL, last_error_at = NULL, updated_at = now(), stopped_at = NULL, stop_reason = NULL`.execute(this.db);
     this.writtenAt = performance.now();
   }
 
@@ -216,7 +210,7 @@ export class HealthPart implements FlushPart {
   async stopped(reason = 'stopped'): Promise<void> {
     await this.db
       .updateTable('bpf_stats.health')
-      .set({ stopped_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, stop_reason: reason })
+      .set({ stopped_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, stop_reason: shorten(reason, MAX_HEALTH_TEXT) })
       .where('node', '=', sql<string>`current_setting('bpf_stats.node')`)
       .where('host', '=', this.host)
       .where('pid', '=', this.pid)
@@ -252,9 +246,9 @@ export class HealthPart implements FlushPart {
         flushes, rows_written, last_rows, dropped_events, dropped, map_fill_pct, map_fill, pending_rows, failed_flushes,
         last_error, last_error_at, history_retention, updated_at)
       VALUES (${this.host}, ${this.pid}, ${VERSION}, ${this.settings.postmasterPid}, ${this.settings.probeSets()}::text[],
-        ${this.startedAt}, ${this.settings.intervalMs}, ${lastFlushAt}, ${flushMs}::float8, ${state.flushes}, ${state.rowsWritten}, ${state.lastRows},
+        ${this.startedAt}, ${boundedInterval(this.settings.intervalMs)}, ${lastFlushAt}, ${flushMs}::float8, ${state.flushes}, ${state.rowsWritten}, ${state.lastRows},
         ${droppedEvents.toString()}::int8, ${JSON.stringify(dropped)}::jsonb, ${fillPct}, ${JSON.stringify(fill)}::jsonb,
-        ${state.pendingRows}, ${this.failedFlushes}, ${this.lastError}, ${this.lastErrorAt}::timestamptz,
+        ${state.pendingRows}, ${this.failedFlushes}, ${this.lastError === null ? null : shorten(this.lastError, MAX_HEALTH_TEXT)}, ${this.lastErrorAt}::timestamptz,
         ${retention(this.settings.historyRetentionMs)}::interval, now())
       ON CONFLICT (node, host, pid) DO UPDATE SET
         probe_sets = excluded.probe_sets,
@@ -270,6 +264,19 @@ export class HealthPart implements FlushPart {
 }
 
 const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+
+/**
+ * What the health row's CHECKs allow (migrations/1764730000000_health-bounds.sql: a sink's node
+ * role writes its own row, so the row is bounded): texts of at most 4000 characters, an
+ * interval of at most a day (a longer one is shown as a day; collect() still counts the
+ * collector as running for three of them).
+ */
+const MAX_HEALTH_TEXT = 2000;
+const MAX_HEALTH_INTERVAL_MS = 86_400_000;
+
+function boundedInterval(ms: number): number {
+  return Math.min(ms, MAX_HEALTH_INTERVAL_MS);
+}
 
 function retention(ms: number | null): string | null {
   return ms === null ? null : `${ms} milliseconds`;

@@ -12,7 +12,8 @@ import { UserError } from '../errors.js';
  * Any role can take any advisory lock, so the lock alone proves nothing: a plain login role
  * holding this key made `run` refuse (exit 2, which a service manager does not restart). A
  * session counts as a collector only if it runs as a role trusted with bpf_stats: the same role
- * as ours, a superuser, or a role with the privileges of the schema's owner. Such a role can stop
+ * as ours, a superuser, or a role with the privileges of the schema's owner when that owner is
+ * our role or a superuser (a schema someone else created is no credential). Such a role can stop
  * collection anyway (drop the schema), so trusting its lock gives nobody anything new; any other
  * holder is ignored, and we run without the key. A collector is also recognised by its control
  * session's application_name (set at connect, before this check), again only under a trusted
@@ -42,12 +43,17 @@ interface Holder {
 
 /**
  * SQL: whether the role `who` (an oid) may count as a collector for a session running as `me`:
- * the same role, a superuser, or one with the privileges of the bpf_stats schema's owner.
+ * the same role, a superuser, or one with the privileges of the bpf_stats schema's owner when
+ * that owner is `me` or a superuser. Any other owner is no reason to trust anyone: the owner of
+ * a database can create a schema named bpf_stats before the collector is installed (install
+ * then refuses it, src/storage/migrate-schema.ts), and was trusted as a collector for owning it.
  */
 function trustedRole(who: string, me: string): string {
   return `coalesce(${who} = ${me}
                    OR (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = ${who})
-                   OR pg_catalog.pg_has_role(${who}, (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'bpf_stats'), 'USAGE'),
+                   OR EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles o ON o.oid = n.nspowner
+                               WHERE n.nspname = 'bpf_stats' AND (n.nspowner = ${me} OR o.rolsuper)
+                                 AND pg_catalog.pg_has_role(${who}, n.nspowner, 'USAGE')),
                    false)`;
 }
 

@@ -66,7 +66,8 @@ export class RowRetention {
       /**
        * Writing into a sink under a node role, which may only append to the history tables (so
        * that it cannot lock them against partition upkeep): a key's history rows are left to
-       * the owner's partition drops.
+       * the owner's partition drops, its stopped health rows and finished requests to the
+       * owner's row retention.
        */
       asNode?: boolean;
     } = {},
@@ -182,11 +183,17 @@ export class RowRetention {
          WHERE w.last_seen < ${cutoff}
            AND NOT EXISTS (SELECT 1 FROM bpf_stats.backend_stats b WHERE (b.node, b.pid, b.backend_start) = (w.node, w.pid, w.backend_start))
          LIMIT ${BATCH})`.execute(db);
-    const collections = await sql`
+    // A node role deletes neither (it may not: a DELETE grant would let it lock the tables every
+    // node writes, sql/95-sink-nodes.sql): the owner's pass deletes every node's.
+    const collections = this.options.asNode
+      ? { numAffectedRows: 0n }
+      : await sql`
       DELETE FROM bpf_stats.collections WHERE id IN (
         SELECT id FROM bpf_stats.collections
          WHERE finished_at < now() - ${`${this.collectionsRetentionMs / 1000} seconds`}::interval LIMIT ${BATCH})`.execute(db);
-    const health = await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
+    const health = this.options.asNode
+      ? { numAffectedRows: 0n }
+      : await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
     const queries = this.options.heldKeys ? await this.boundQueryRows(db, cutoff, await this.options.heldKeys()) : 0;
     return {
       backends: Number(backends.numAffectedRows ?? 0n),

@@ -241,6 +241,7 @@ export class Sidecar {
           sidecar.controlPlane = await ControlPlane.start({
             connectionString: options.sink ?? options.connectionString,
             node,
+            asNode,
             host: sidecar,
             log,
             pollMs: options.controlPollMs,

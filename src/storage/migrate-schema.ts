@@ -50,12 +50,16 @@ export async function migrateSchema(
   const sqlDir = join(packageRoot(), 'sql');
   const migrations = readDefinitions(migrationsDir);
   const files = readDefinitions(sqlDir).filter((f) => f.name.endsWith('.sql'));
-  const { role, owner, comment } = (
-    await client.query<{ role: string; owner: string | null; comment: string | null }>(
+  const { role, owner, comment, foreign_what, foreign_owner } = (
+    await client.query<{ role: string; owner: string | null; comment: string | null } & ForeignObject>(
       `SELECT current_user AS role, (SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'bpf_stats') AS owner,
-              obj_description(to_regnamespace('bpf_stats'), 'pg_namespace') AS comment`,
+              obj_description(to_regnamespace('bpf_stats'), 'pg_namespace') AS comment, f.foreign_what, f.foreign_owner
+         FROM (SELECT) AS one LEFT JOIN LATERAL (${FOREIGN_OBJECT_SQL}) AS f ON true`,
     )
   ).rows[0]!;
+  // A schema (or anything in it) another role owns is never used, not even when its comment
+  // says it is up to date (anyone can write that comment on a schema of their own).
+  if (!asNode) refuseForeign(role, { foreign_what, foreign_owner });
   // A sink's node role (src/sink/sink.ts) may change nothing in the schema: it only checks that
   // the owner brought it up to this version.
   const fingerprint = definitionsFingerprint([...migrations, ...files], asNode ? (owner ?? role) : role);
@@ -84,6 +88,66 @@ export async function migrateSchema(
   }
 }
 
+interface ForeignObject {
+  foreign_what: string | null;
+  foreign_owner: string | null;
+}
+
+/**
+ * SQL: the first thing in schema bpf_stats that neither the installing role (current_user) nor a
+ * superuser owns — the schema itself, a table, view, sequence, index, function, procedure, type,
+ * domain, operator, operator class or family, collation, conversion, text search configuration
+ * or dictionary, extended statistics, extension — or else the first role other than those that
+ * may create objects in it (foreign_what NULL: none). Such an owner could replace what the
+ * collector and every reader run (bpf_stats.local_nodes(), called by the activity view, runs as
+ * whoever reads it, superusers included): a database owner who created the schema before the
+ * first install kept it and everything `CREATE OR REPLACE` wrote into it. node-pg-migrate's
+ * table (bpf_stats.migrations) is one of the tables.
+ */
+const FOREIGN_OBJECT_SQL = `
+  WITH ns AS (SELECT n.oid, n.nspowner, n.nspacl FROM pg_catalog.pg_namespace n WHERE n.nspname = 'bpf_stats'),
+  trusted AS (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user OR r.rolsuper),
+  owned AS (
+    SELECT 'pg_namespace'::pg_catalog.regclass AS classid, ns.oid AS objid, ns.nspowner AS owner, 0 AS rank FROM ns
+    UNION ALL SELECT 'pg_class'::pg_catalog.regclass, c.oid, c.relowner, 1 FROM pg_catalog.pg_class c JOIN ns ON c.relnamespace = ns.oid
+    UNION ALL SELECT 'pg_proc'::pg_catalog.regclass, p.oid, p.proowner, 2 FROM pg_catalog.pg_proc p JOIN ns ON p.pronamespace = ns.oid
+    UNION ALL SELECT 'pg_type'::pg_catalog.regclass, t.oid, t.typowner, 3 FROM pg_catalog.pg_type t JOIN ns ON t.typnamespace = ns.oid
+    UNION ALL SELECT 'pg_operator'::pg_catalog.regclass, o.oid, o.oprowner, 4 FROM pg_catalog.pg_operator o JOIN ns ON o.oprnamespace = ns.oid
+    UNION ALL SELECT 'pg_opclass'::pg_catalog.regclass, o.oid, o.opcowner, 5 FROM pg_catalog.pg_opclass o JOIN ns ON o.opcnamespace = ns.oid
+    UNION ALL SELECT 'pg_opfamily'::pg_catalog.regclass, o.oid, o.opfowner, 5 FROM pg_catalog.pg_opfamily o JOIN ns ON o.opfnamespace = ns.oid
+    UNION ALL SELECT 'pg_collation'::pg_catalog.regclass, o.oid, o.collowner, 6 FROM pg_catalog.pg_collation o JOIN ns ON o.collnamespace = ns.oid
+    UNION ALL SELECT 'pg_conversion'::pg_catalog.regclass, o.oid, o.conowner, 6 FROM pg_catalog.pg_conversion o JOIN ns ON o.connamespace = ns.oid
+    UNION ALL SELECT 'pg_ts_config'::pg_catalog.regclass, o.oid, o.cfgowner, 6 FROM pg_catalog.pg_ts_config o JOIN ns ON o.cfgnamespace = ns.oid
+    UNION ALL SELECT 'pg_ts_dict'::pg_catalog.regclass, o.oid, o.dictowner, 6 FROM pg_catalog.pg_ts_dict o JOIN ns ON o.dictnamespace = ns.oid
+    UNION ALL SELECT 'pg_statistic_ext'::pg_catalog.regclass, o.oid, o.stxowner, 6 FROM pg_catalog.pg_statistic_ext o JOIN ns ON o.stxnamespace = ns.oid
+    UNION ALL SELECT 'pg_extension'::pg_catalog.regclass, e.oid, e.extowner, 6 FROM pg_catalog.pg_extension e JOIN ns ON e.extnamespace = ns.oid
+  )
+  SELECT x.foreign_what, x.foreign_owner FROM (
+    SELECT pg_catalog.pg_describe_object(o.classid, o.objid, 0) AS foreign_what, pg_catalog.pg_get_userbyid(o.owner) AS foreign_owner,
+           o.rank, o.objid
+      FROM owned o WHERE o.owner NOT IN (SELECT t.oid FROM trusted t)
+    UNION ALL
+    SELECT 'the right to create objects in schema bpf_stats',
+           CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END, 7, 0
+      FROM ns, pg_catalog.aclexplode(ns.nspacl) a
+     WHERE a.privilege_type = 'CREATE' AND a.grantee <> ns.nspowner AND a.grantee NOT IN (SELECT t.oid FROM trusted t)
+  ) x
+  ORDER BY x.rank, x.objid
+  LIMIT 1`;
+
+/** One line naming what another role owns in bpf_stats, and who (a UserError: exit 2). */
+function refuseForeign(role: string, { foreign_what: what, foreign_owner: owner }: ForeignObject): void {
+  if (what === null) return;
+  if (what.startsWith('the right to create')) {
+    throw new UserError(
+      `cannot install bpf_stats: role ${owner} may create objects in schema bpf_stats, and what it creates there would run as whoever reads bpf_stats; the schema's owner runs \`REVOKE CREATE ON SCHEMA bpf_stats FROM ${owner}\` first`,
+    );
+  }
+  throw new UserError(
+    `cannot install bpf_stats: ${what} belongs to role ${owner}, not to ${role} (the installing role) or a superuser, so its owner could run code as whoever reads bpf_stats; check it, drop it (or the schema) or give it to ${role}, then run \`pg-bpf-stats migrate\` again`,
+  );
+}
+
 /** Runs migrations/ and applies sql/ (the caller serialises and bounds the lock waits). */
 async function applyDefinitions(
   client: pg.Client,
@@ -92,7 +156,21 @@ async function applyDefinitions(
   fingerprint: string,
   log: (line: string) => void,
 ): Promise<void> {
-  await client.query('CREATE SCHEMA IF NOT EXISTS bpf_stats');
+  // Checked in the transaction that creates the schema (when it is missing), before anything
+  // else is created: afterwards only its owner (this role), its members and superusers can
+  // create objects in it, so nothing can be planted between this check and the migrations.
+  await client.query('BEGIN');
+  try {
+    await client.query('CREATE SCHEMA IF NOT EXISTS bpf_stats');
+    const { rows } = await client.query<{ role: string } & ForeignObject>(
+      `SELECT current_user AS role, f.foreign_what, f.foreign_owner FROM (SELECT) AS one LEFT JOIN LATERAL (${FOREIGN_OBJECT_SQL}) AS f ON true`,
+    );
+    refuseForeign(rows[0]!.role, rows[0]!);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  }
   try {
     await runner({
       // Serialised by lockMigrations: node-pg-migrate's own key is a try-lock any role can hold.

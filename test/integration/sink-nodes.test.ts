@@ -4,6 +4,7 @@ import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { runCli } from '../support/run-cli.js';
 import { logMessages } from '../support/log-lines.js';
+import { verifiedStatus } from '../../src/control/status-message.js';
 
 /*
  * Two servers, each with its collector, writing into one sink database (`central` on the first
@@ -195,8 +196,8 @@ describe('a sink of several nodes', () => {
         'collections',
       ]) {
         expect((await a.query(`SELECT count(*)::int AS n FROM bpf_stats.${table} WHERE node = 'node-b'`)).rows, table).toEqual([{ n: 0 }]);
-        // (the history tables take no DELETE from a node role at all)
-        if (table.endsWith('_history'))
+        // (the history tables, health and collections take no DELETE from a node role at all)
+        if (table.endsWith('_history') || table === 'health' || table === 'collections')
           await expect(a.query(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).rejects.toThrow(/permission denied/);
         else expect(await affected(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).toBe(0);
       }
@@ -327,6 +328,158 @@ describe('a sink of several nodes', () => {
     }
     expect((await onA.flush()).error).toBeNull();
   }, 120_000);
+
+  it("lets a node role hold no lock the owner's upkeep, collect() or another node waits on: node_maintain_history in an open transaction, LOCK on health or collections", async () => {
+    const a = new pg.Client({ connectionString: sinkAs('node_a'), options: '-c bpf_stats.node=node-a' });
+    await a.connect();
+    try {
+      // The partitions are there (the nodes made them at start): a node's pass takes no lock, so
+      // a transaction it keeps open holds off none of the owner's upkeep.
+      await a.query('BEGIN');
+      expect((await a.query('SELECT * FROM bpf_stats.node_maintain_history()')).rows).toEqual([{ created: 0, dropped: 0 }]);
+      const { rows: held } = await admin.query(
+        `SELECT l.relation::regclass::text AS relation, l.mode FROM pg_locks l
+          WHERE l.pid = $1 AND l.locktype = 'relation' AND l.mode NOT IN ('AccessShareLock') ORDER BY 1`,
+        [(await a.query('SELECT pg_backend_pid() AS pid')).rows[0].pid],
+      );
+      expect(held).toEqual([]);
+      await admin.query("SET lock_timeout = '2s'");
+      try {
+        await admin.query("SELECT * FROM bpf_stats.maintain_history(interval '7 days', interval '1 day')");
+      } finally {
+        await admin.query('RESET lock_timeout');
+      }
+      await a.query('ROLLBACK');
+
+      // When a partition is missing, a node's pass makes it, but waits at most 100 ms for the lock.
+      const { rows: ahead } = await admin.query<{ name: string }>(
+        `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+          WHERE i.inhparent = 'bpf_stats.query_stats_history'::regclass
+            AND (regexp_match(c.relname, '_(\\d+)_(\\d+)$'))[1]::bigint > extract(epoch FROM now())
+          ORDER BY 1 LIMIT 1`,
+      );
+      await admin.query(`DROP TABLE bpf_stats.${ahead[0]!.name}`);
+      await admin.query('BEGIN');
+      await admin.query('LOCK TABLE bpf_stats.query_stats_history IN SHARE UPDATE EXCLUSIVE MODE');
+      await a.query("SET statement_timeout = '10s'");
+      const started = Date.now();
+      await expect(a.query('SELECT * FROM bpf_stats.node_maintain_history()')).rejects.toThrow(/lock timeout/);
+      expect(Date.now() - started).toBeLessThan(2000);
+      await a.query('RESET statement_timeout');
+      await admin.query('ROLLBACK');
+      expect((await a.query('SELECT * FROM bpf_stats.node_maintain_history()')).rows).toEqual([
+        { created: expect.any(Number), dropped: 0 },
+      ]);
+      expect((await admin.query('SELECT to_regclass($1) IS NOT NULL AS made', [`bpf_stats.${ahead[0]!.name}`])).rows).toEqual([
+        { made: true },
+      ]);
+
+      // health (every flush writes it) and collections (collect() writes it): no lock above ROW EXCLUSIVE.
+      for (const table of ['health', 'collections']) {
+        for (const mode of ['SHARE UPDATE EXCLUSIVE', 'SHARE', 'SHARE ROW EXCLUSIVE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE']) {
+          await a.query('BEGIN');
+          await expect(a.query(`LOCK TABLE bpf_stats.${table} IN ${mode} MODE`), `${table} ${mode}`).rejects.toThrow(/permission denied/);
+          await a.query('ROLLBACK');
+        }
+      }
+      // So an admin's collect() and the other node's flush go on whatever node A holds.
+      await a.query('BEGIN');
+      await a.query("UPDATE bpf_stats.health SET last_error = NULL WHERE node = 'node-a'");
+      await admin.query("SET lock_timeout = '2s'");
+      try {
+        const { rows } = await admin.query<{ id: string }>(
+          "SELECT bpf_stats.collect('{query}', interval '1 second', node => 'node-b') AS id",
+        );
+        expect(rows[0]!.id).toMatch(/^\d+$/);
+      } finally {
+        await admin.query('RESET lock_timeout');
+      }
+      expect((await (sidecars[1] as Sidecar).flush()).error).toBeNull();
+      await a.query('ROLLBACK');
+    } finally {
+      await a.end();
+    }
+  }, 120_000);
+
+  it('keeps health rows a node role writes bounded: none can count as a live collector for good, none holds 100 kB', async () => {
+    const a = new pg.Client({ connectionString: sinkAs('node_a'), options: '-c bpf_stats.node=node-a' });
+    await a.connect();
+    try {
+      const forge = (values: string) =>
+        a.query(`INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, updated_at)
+                 VALUES ${values}`);
+      const check = /violates check constraint/;
+      await expect(forge("('forged', 1, '0', 1, '{cpu}', now(), 1000, 'infinity')")).rejects.toThrow(check);
+      await expect(forge("('forged', 2, '0', 1, '{cpu}', now(), 1000, now() + interval '1 day')")).rejects.toThrow(check);
+      await expect(forge("('forged', 3, '0', 1, '{cpu}', now(), 1e300, now())")).rejects.toThrow(check);
+      await expect(forge("('forged', 4, '0', 1, '{cpu}', now(), 'NaN', now())")).rejects.toThrow(check);
+      await expect(forge("('forged', 5, repeat('x', 100000), 1, '{cpu}', now(), 1000, now())")).rejects.toThrow(check);
+      await expect(forge("('forged', 6, '0', 1, '{cpu}', '-infinity', 1000, now())")).rejects.toThrow(check);
+      await expect(a.query("UPDATE bpf_stats.health SET updated_at = 'infinity' WHERE node = 'node-a'")).rejects.toThrow(check);
+      await expect(a.query("UPDATE bpf_stats.health SET last_error = repeat('x', 100000) WHERE node = 'node-a'")).rejects.toThrow(check);
+    } finally {
+      await a.end();
+    }
+    expect((await admin.query("SELECT count(*)::int AS n FROM bpf_stats.health WHERE host = 'forged'")).rows).toEqual([{ n: 0 }]);
+    // A row the owner left from before these bounds (the migration deletes such rows) would
+    // still not count: collect() bounds what it reads too.
+    await admin.query("SET bpf_stats.node = 'node-z'");
+    const { rows: bounds } = await admin.query<{ name: string; definition: string }>(
+      `SELECT conname AS name, pg_get_constraintdef(oid) AS definition FROM pg_constraint
+        WHERE conrelid = 'bpf_stats.health'::regclass AND conname IN ('health_times_finite', 'health_updated_at_past', 'health_interval_bound')`,
+    );
+    expect(bounds).toHaveLength(3);
+    await admin.query(`ALTER TABLE bpf_stats.health ${bounds.map((b) => `DROP CONSTRAINT ${b.name}`).join(', ')}`);
+    try {
+      await admin.query(`INSERT INTO bpf_stats.health (host, pid, version, postmaster_pid, probe_sets, started_at, interval_ms, updated_at)
+                         VALUES ('forged', 7, '0', 1, '{cpu}', now(), 1e300, now() - interval '4 days'),
+                                ('forged', 8, '0', 1, '{cpu}', now(), 1000, 'infinity')`);
+      await expect(admin.query("SELECT bpf_stats.collect('{query}', interval '1 second')")).rejects.toThrow(
+        /collectors of several nodes write into this database \(node-a, node-b\)/,
+      );
+    } finally {
+      await admin.query("DELETE FROM bpf_stats.health WHERE host = 'forged'");
+      await admin.query(`ALTER TABLE bpf_stats.health ${bounds.map((b) => `ADD CONSTRAINT ${b.name} ${b.definition}`).join(', ')}`);
+      await admin.query('RESET bpf_stats.node');
+    }
+  }, 60_000);
+
+  it('lets a node role neither take nor rewrite a request made for no node, so a forged status message about one does not verify', async () => {
+    const { rows: made } = await admin.query<{ done: string; pending: string }>(
+      `WITH done AS (INSERT INTO bpf_stats.collections (probes, duration, status, started_at, finished_at)
+                     VALUES ('{query}', '1 minute', 'done', now(), now()) RETURNING id),
+            pending AS (INSERT INTO bpf_stats.collections (probes, duration) VALUES ('{query}', '1 minute') RETURNING id)
+       SELECT done.id AS done, pending.id AS pending FROM done, pending`,
+    );
+    const { done, pending } = made[0]!;
+    const a = new pg.Client({ connectionString: sinkAs('node_a'), options: '-c bpf_stats.node=node-a' });
+    await a.connect();
+    try {
+      expect(
+        (await a.query("UPDATE bpf_stats.collections SET status = 'failed', error = 'forged', node = 'node-a' WHERE id = $1", [done]))
+          .rowCount,
+      ).toBe(0);
+      expect((await a.query("UPDATE bpf_stats.collections SET status = 'rejected', node = 'node-a' WHERE node IS NULL")).rowCount).toBe(0);
+      expect((await a.query('SELECT count(*)::int AS n FROM bpf_stats.collections WHERE node IS NULL')).rows).toEqual([{ n: 0 }]);
+      const forged = JSON.stringify({ id: Number(done), status: 'failed', error: 'forged' });
+      await a.query('SELECT pg_notify($1, $2)', ['bpf_stats_status', forged]);
+      expect(await verifiedStatus(admin, forged)).toBeNull();
+      expect(await verifiedStatus(admin, JSON.stringify({ id: Number(done), status: 'done' }))).toEqual({
+        id: done,
+        status: 'done',
+        error: null,
+      });
+    } finally {
+      await a.end();
+    }
+    // Node B's collector (polling every 500 ms) leaves the pending one to a collector of the owner's.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await (sidecars[1] as Sidecar).controlPlane!.settled();
+    expect((await admin.query('SELECT status, node FROM bpf_stats.collections WHERE id = $1', [pending])).rows).toEqual([
+      { status: 'pending', node: null },
+    ]);
+    await admin.query('DELETE FROM bpf_stats.collections WHERE id IN ($1, $2)', [done, pending]);
+  }, 60_000);
 
   it('keeps a node role that is also a reader (registered before add_node refused it) to its own rows, and refuses to run as it', async () => {
     // As an older version let it be: registered, then made a member of pg_monitor.
