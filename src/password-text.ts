@@ -31,5 +31,6 @@ export function mayHoldPassword(text: string): boolean {
  * `SELECT CASE WHEN ${holdsPasswordSql('s.query')} THEN NULL ELSE left(s.query, 200) END FROM ...`
  */
 export function holdsPasswordSql(column: string): string {
-  return `(${column} ~* '${PASSWORD_WORDS}' OR ${column} ~* '${URI_USERINFO}')`;
+  // The catalog's ~*, named: a dashboard runs this with its reader's search_path.
+  return `(${column} OPERATOR(pg_catalog.~*) '${PASSWORD_WORDS}' OR ${column} OPERATOR(pg_catalog.~*) '${URI_USERINFO}')`;
 }

@@ -72,7 +72,7 @@ export const USAGE = `usage: pg-bpf-stats run|check|migrate|demo|top|report [opt
   top       a live view of the busiest statements and backends, from bpf_stats
   report    --since T|--window A..B --baseline S|--baseline-window C..D --html F
 options:
-  --dsn DSN | --dsn-file F  connection string, or a file with it (default: PG*)
+  --dsn DSN | --dsn-file F  connection (PG*); a password only in F, PGPASSWORD
   --interval TIME      flush period, e.g. 1s, 500ms (default 1s)
   --probes SETS        opt-in probe sets, comma separated: ${wrapList(OPT_IN_SETS, 23, 58)}
   --duration TIME      run: stop after TIME; demo: workload length (default 25s)
@@ -217,14 +217,22 @@ export function parseCount(text: string, flag: string): number {
 
 /**
  * --dsn or --dsn-file (--sink or --sink-file): the connection string, checked here so that a bad
- * one fails before anything starts. A file keeps a password out of the command line, which every
- * local user can read (ps, /proc/PID/cmdline); one that holds a password must be private to its
- * owner, as libpq requires of a password file.
+ * one fails before anything starts. A password never comes from the command line, which every
+ * local user can read (ps, /proc/PID/cmdline): --dsn/--sink with one is refused; a file that
+ * holds one must be private to its owner, as libpq requires of a password file.
  */
 function connectionOption(text: string | undefined, file: string | undefined, flag: string): string | undefined {
   if (text !== undefined && file !== undefined) throw new UserError(`${flag} and ${flag}-file: give one of them`);
   if (file === undefined) {
-    if (text !== undefined) clientConfig(text, flag);
+    if (text !== undefined && typeof clientConfig(text, flag).password === 'string') {
+      // Refused rather than taken and scrubbed from argv: /proc/PID/cmdline shows it to every
+      // local user from exec until a scrub (node's start, the bundle's load), and whatever
+      // started the process (a unit file, a shell's history, a supervisor's log) has it anyway.
+      // The message repeats nothing of the string.
+      throw new UserError(
+        `${flag} holds a password, which every local user can read on the command line: use ${flag}-file (mode 0600), PGPASSWORD or a password file (~/.pgpass, PGPASSFILE) instead`,
+      );
+    }
     return text;
   }
   let contents: string;

@@ -9,13 +9,19 @@ import {
   VariableRefresh,
   type Dashboard,
 } from '@grafana/grafana-foundation-sdk/dashboard';
+import { holdsPasswordSql, WITHHELD_TEXT } from '../password-text.js';
 import { COMPONENTS, buildWithLayout, RANKED_COMPONENTS, type PanelKey, type PanelQueries, type RankedComponent } from './layout.js';
 
 /*
  * The dashboard on Grafana's PostgreSQL data source: bpf_stats' history tables (per-flush
  * increments, so any time range sums them), joined with the query text the collector keeps in
  * bpf_stats.query_texts and, on the node itself, with pg_stat_statements. Every object is
- * schema-qualified: the panels run with whatever search_path Grafana's login role has.
+ * schema-qualified: the panels run with whatever search_path Grafana's login role has. So is every
+ * operator (OPERATOR(pg_catalog.=), ...): a bare one is looked up on that path too, and an operator a
+ * plain role planted there (public./(float8, integer), where PUBLIC may create in public) is an
+ * exact match where the catalog has none, and ran as the dashboard's role. Grafana's macros that
+ * expand to operators the dashboard cannot qualify ($__timeFilter, $__timeGroup: numeric / integer)
+ * are not used; test/unit/dashboards.test.ts finds any bare operator.
  */
 // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's own variable syntax, filled in by Grafana
 export const PG_DATASOURCE = { type: 'grafana-postgresql-datasource', uid: '${datasource}' };
@@ -26,15 +32,39 @@ export function sqlQuery(rawSql: string, format: 'time_series' | 'table', refId 
   return { build: () => query as unknown as cog.Dataquery };
 }
 
+/** The catalog's operator `name`, whatever the reader's search_path holds. */
+const op = (name: string) => `OPERATOR(pg_catalog.${name})`;
+const EQ = op('=');
+
 /** `column` is one of a multi-value variable's values, or the variable is at All (its all value is '*'). */
 function selected(column: string, variable: string): string {
-  return `(${column}::text IN ($${variable}) OR '*' IN ($${variable}))`;
+  return `(${column}::text ${EQ} ANY (ARRAY[$${variable}]::text[]) OR '*'::text ${EQ} ANY (ARRAY[$${variable}]::text[]))`;
 }
 
-const HISTORY_FILTER = `h.node = '$node' AND $__timeFilter(h.ts) AND ${selected('h.dbid', 'database')} AND ${selected('h.queryid', 'queryid')}`;
-const BACKEND_FILTER = `b.node = '$node' AND $__timeFilter(b.ts)`;
+/** $__timeFilter(column), with the catalog's operators. */
+const inRange = (column: string) => `${column} ${op('>=')} $__timeFrom()::timestamptz AND ${column} ${op('<=')} $__timeTo()::timestamptz`;
+/** The bucket's width in seconds ($__interval, as $__interval_ms). */
+const BUCKET_S = `($__interval_ms::numeric ${op('/')} 1000)`;
+/** $__timeGroupAlias(column, $__interval) (the start of its bucket in epoch seconds), with the catalog's operators. */
+const timeBucket = (column: string) =>
+  `pg_catalog.floor(extract(epoch FROM ${column}) ${op('/')} ${BUCKET_S}) ${op('*')} ${BUCKET_S} AS "time"`;
+/** `numerator / denominator`, NULL where the denominator is 0 (nullif() would look = up on the reader's path). */
+const ratio = (numerator: string, denominator: string) =>
+  `CASE WHEN ${denominator} ${op('<>')} 0 THEN ${numerator} ${op('/')} ${denominator} END`;
+/** A statement's text, or the placeholder where it may hold a password (as the collector stores it; a row from an older release may not). */
+const shownText = (column: string) => `CASE WHEN ${holdsPasswordSql(column)} THEN '${WITHHELD_TEXT}' ELSE ${column} END`;
+
+const NODE = (column: string) => `${column} ${EQ} '$node'`;
+const HISTORY_FILTER = `${NODE('h.node')} AND ${inRange('h.ts')} AND ${selected('h.dbid', 'database')} AND ${selected('h.queryid', 'queryid')}`;
+const BACKEND_FILTER = `${NODE('b.node')} AND ${inRange('b.ts')}`;
 /** ms per bucket / bucket ms: seconds per second. */
-const PER_SECOND = '/ $__interval_ms';
+const PER_SECOND = `${op('/')} $__interval_ms`;
+/** Per second of a bucket. */
+const PER_BUCKET_SECOND = `${op('/')} ${BUCKET_S}`;
+/** Same statement key in the relations `a` and `b`. */
+const sameKey = (a: string, b: string) => ['userid', 'dbid', 'toplevel', 'queryid'].map((c) => `${a}.${c} ${EQ} ${b}.${c}`).join(' AND ');
+/** Whether the dashboard's node is the server Grafana reads. */
+const NODE_IS_LOCAL = `'$node'::text ${EQ} ANY (SELECT bpf_stats.local_nodes())`;
 
 /** The selected statements' sums over the time range, by key (a CTE named w). */
 const WINDOW_SUMS = `w AS (
@@ -46,11 +76,11 @@ const WINDOW_SUMS = `w AS (
 )`;
 /** The text beside the id (the collector's copy, so a sink has it too). */
 const TEXT = `LEFT JOIN bpf_stats.query_texts t
-    ON t.node = '$node' AND t.userid = w.userid AND t.dbid = w.dbid AND t.toplevel = w.toplevel AND t.queryid = w.queryid`;
+    ON ${NODE('t.node')} AND ${sameKey('t', 'w')}`;
 /** pg_stat_statements' own figures, when the node is the server Grafana reads (in the extension's schema, $pgss). */
 const PGSS = `LEFT JOIN $pgss.pg_stat_statements s
-    ON s.userid = w.userid AND s.dbid = w.dbid AND s.toplevel = w.toplevel AND s.queryid = w.queryid
-   AND '$node' IN (SELECT bpf_stats.local_nodes())`;
+    ON ${sameKey('s', 'w')}
+   AND ${NODE_IS_LOCAL}`;
 
 function topBy(component: RankedComponent): PanelQueries {
   const label = RANKED_COMPONENTS.find((c) => c.key === component)!.label;
@@ -58,10 +88,10 @@ function topBy(component: RankedComponent): PanelQueries {
     targets: [
       sqlQuery(
         `WITH ${WINDOW_SUMS}
-SELECT w.queryid::text AS "query id", t.query AS "query", w.${component}_ms AS "${label}",
-       w.${component}_ms / nullif(w.total_time_ms, 0) AS "share of its time", w.total_time_ms AS "total time", w.calls AS "calls"
+SELECT w.queryid::text AS "query id", ${shownText('t.query')} AS "query", w.${component}_ms AS "${label}",
+       ${ratio(`w.${component}_ms`, 'w.total_time_ms')} AS "share of its time", w.total_time_ms AS "total time", w.calls AS "calls"
   FROM w ${TEXT}
- WHERE w.${component}_ms > 0
+ WHERE w.${component}_ms ${op('>')} 0
  ORDER BY w.${component}_ms DESC
  LIMIT 10`,
         'table',
@@ -75,7 +105,7 @@ const QUERIES: Record<PanelKey, PanelQueries> = {
   time_by_component: {
     targets: [
       sqlQuery(
-        `SELECT $__timeGroupAlias(h.ts, $__interval),
+        `SELECT ${timeBucket('h.ts')},
        ${COMPONENTS.map((c) => `sum(h.${c.key}_ms) ${PER_SECOND} AS "${c.label}"`).join(',\n       ')}
   FROM bpf_stats.query_stats_history h
  WHERE ${HISTORY_FILTER}
@@ -88,7 +118,7 @@ const QUERIES: Record<PanelKey, PanelQueries> = {
   backend_type_time: {
     targets: [
       sqlQuery(
-        `SELECT $__timeGroupAlias(b.ts, $__interval), b.backend_type AS metric, sum(b.total_time_ms) ${PER_SECOND} AS value
+        `SELECT ${timeBucket('b.ts')}, b.backend_type AS metric, sum(b.total_time_ms) ${PER_SECOND} AS value
   FROM bpf_stats.backend_stats_history b
  WHERE ${BACKEND_FILTER}
  GROUP BY 1, 2
@@ -101,7 +131,7 @@ const QUERIES: Record<PanelKey, PanelQueries> = {
     targets: [
       sqlQuery(
         `WITH ${WINDOW_SUMS}
-SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "total time", w.calls AS "calls",
+SELECT w.queryid::text AS "query id", ${shownText('t.query')} AS "query", w.total_time_ms AS "total time", w.calls AS "calls",
        ${[...COMPONENTS, { key: 'reclaim', label: 'of which reclaim' }].map((c) => `w.${c.key}_ms AS "${c.label}"`).join(', ')},
        s.calls AS "calls (pg_stat_statements)", s.mean_exec_time AS "mean time (pg_stat_statements)", s.rows AS "rows (pg_stat_statements)"
   FROM w ${TEXT}
@@ -123,7 +153,7 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
   memory_stalls: {
     targets: [
       sqlQuery(
-        `SELECT $__timeGroupAlias(b.ts, $__interval), sum(b.reclaim_ms) ${PER_SECOND} AS "reclaim",
+        `SELECT ${timeBucket('b.ts')}, sum(b.reclaim_ms) ${PER_SECOND} AS "reclaim",
        sum(b.compaction_stall_ms) ${PER_SECOND} AS "compaction", sum(b.writeback_throttle_ms) ${PER_SECOND} AS "writeback throttling"
   FROM bpf_stats.backend_stats_history b
  WHERE ${BACKEND_FILTER}
@@ -136,7 +166,7 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
   reclaim_pages: {
     targets: [
       sqlQuery(
-        `SELECT $__timeGroupAlias(b.ts, $__interval), sum(b.reclaim_pages) / ($__interval_ms / 1000.0) AS "pages reclaimed"
+        `SELECT ${timeBucket('b.ts')}, sum(b.reclaim_pages) ${PER_BUCKET_SECOND} AS "pages reclaimed"
   FROM bpf_stats.backend_stats_history b
  WHERE ${BACKEND_FILTER}
  GROUP BY 1
@@ -148,8 +178,8 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
   block_io: {
     targets: [
       sqlQuery(
-        `SELECT $__timeGroupAlias(b.ts, $__interval), sum(b.blk_read_bytes) / ($__interval_ms / 1000.0) AS "read",
-       sum(b.blk_write_bytes) / ($__interval_ms / 1000.0) AS "written"
+        `SELECT ${timeBucket('b.ts')}, sum(b.blk_read_bytes) ${PER_BUCKET_SECOND} AS "read",
+       sum(b.blk_write_bytes) ${PER_BUCKET_SECOND} AS "written"
   FROM bpf_stats.backend_stats_history b
  WHERE ${BACKEND_FILTER}
  GROUP BY 1
@@ -161,10 +191,10 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
   lock_waits: {
     targets: [
       sqlQuery(
-        `SELECT l.queryid::text AS "query id", l.query AS "query", l.locktype AS "lock type", l.mode AS "mode", l.relation AS "relation",
+        `SELECT l.queryid::text AS "query id", ${shownText('l.query')} AS "query", l.locktype AS "lock type", l.mode AS "mode", l.relation AS "relation",
        l.waits AS "waits", l.wait_time_ms AS "wait time", l.mean_wait_ms AS "mean wait", l.stats_since AS "since"
   FROM bpf_stats.query_lock_detail l
- WHERE l.node = '$node' AND ${selected('l.dbid', 'database')} AND ${selected('l.queryid', 'queryid')}
+ WHERE ${NODE('l.node')} AND ${selected('l.dbid', 'database')} AND ${selected('l.queryid', 'queryid')}
  ORDER BY l.wait_time_ms DESC NULLS LAST
  LIMIT 20`,
         'table',
@@ -183,10 +213,10 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
   lwlock_waits: {
     targets: [
       sqlQuery(
-        `SELECT l.queryid::text AS "query id", l.query AS "query", l.tranche AS "tranche", l.mode AS "mode",
+        `SELECT l.queryid::text AS "query id", ${shownText('l.query')} AS "query", l.tranche AS "tranche", l.mode AS "mode",
        l.waits AS "waits", l.wait_time_ms AS "wait time", l.mean_wait_ms AS "mean wait", l.stats_since AS "since"
   FROM bpf_stats.query_lwlock_detail l
- WHERE l.node = '$node' AND ${selected('l.dbid', 'database')} AND ${selected('l.queryid', 'queryid')}
+ WHERE ${NODE('l.node')} AND ${selected('l.dbid', 'database')} AND ${selected('l.queryid', 'queryid')}
  ORDER BY l.wait_time_ms DESC NULLS LAST
  LIMIT 20`,
         'table',
@@ -213,11 +243,11 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
     targets: [
       sqlQuery(
         `SELECT h.host AS "host", h.pid AS "pid", h.version AS "version", pg_catalog.array_to_string(h.probe_sets, ', ') AS "probe sets",
-       extract(epoch FROM pg_catalog.now() - h.last_flush_at)::float8 AS "last flush age", h.flush_ms / 1000 AS "last flush took",
+       extract(epoch FROM pg_catalog.now() ${op('-')} h.last_flush_at)::float8 AS "last flush age", h.flush_ms ${op('/')} 1000 AS "last flush took",
        h.flushes AS "flushes", h.failed_flushes AS "failed flushes", h.dropped_events AS "dropped events",
-       h.map_fill_pct / 100 AS "fullest map", h.pending_rows AS "pending rows", h.last_error AS "last error", h.stopped_at AS "stopped at"
+       h.map_fill_pct ${op('/')} 100 AS "fullest map", h.pending_rows AS "pending rows", h.last_error AS "last error", h.stopped_at AS "stopped at"
   FROM bpf_stats.health h
- WHERE h.node = '$node'
+ WHERE ${NODE('h.node')}
  ORDER BY h.updated_at DESC
  LIMIT 10`,
         'table',
@@ -242,7 +272,7 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
       sqlQuery(
         `SELECT d.key AS "kind", sum(d.value::bigint) AS "events"
   FROM bpf_stats.health h, pg_catalog.jsonb_each_text(h.dropped) d
- WHERE h.node = '$node' AND h.stopped_at IS NULL
+ WHERE ${NODE('h.node')} AND h.stopped_at IS NULL
  GROUP BY d.key
  ORDER BY 2 DESC, 1`,
         'table',
@@ -253,10 +283,10 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
   map_fill: {
     targets: [
       sqlQuery(
-        `SELECT m.key AS "map", (m.value ->> 'entries')::bigint AS "entries", (m.value ->> 'max_entries')::bigint AS "capacity",
-       (m.value ->> 'entries')::float8 / nullif((m.value ->> 'max_entries')::float8, 0) AS "fill"
+        `SELECT m.key AS "map", (m.value ${op('->>')} 'entries')::bigint AS "entries", (m.value ${op('->>')} 'max_entries')::bigint AS "capacity",
+       ${ratio(`(m.value ${op('->>')} 'entries')::float8`, `(m.value ${op('->>')} 'max_entries')::float8`)} AS "fill"
   FROM bpf_stats.health h, pg_catalog.jsonb_each(h.map_fill) m
- WHERE h.node = '$node' AND h.stopped_at IS NULL
+ WHERE ${NODE('h.node')} AND h.stopped_at IS NULL
  ORDER BY 4 DESC NULLS LAST, 1`,
         'table',
       ),
@@ -269,15 +299,15 @@ SELECT w.queryid::text AS "query id", t.query AS "query", w.total_time_ms AS "to
 export const SQL_VARIABLES = {
   node: `SELECT DISTINCT h.node FROM bpf_stats.health h ORDER BY 1`,
   database: `SELECT coalesce(d.datname, q.dbid::text) AS __text, q.dbid::text AS __value
-  FROM (SELECT DISTINCT s.dbid FROM bpf_stats.query_stats s WHERE s.node = '$node') q
-  LEFT JOIN pg_catalog.pg_database d ON d.oid = q.dbid AND '$node' IN (SELECT bpf_stats.local_nodes())
+  FROM (SELECT DISTINCT s.dbid FROM bpf_stats.query_stats s WHERE ${NODE('s.node')}) q
+  LEFT JOIN pg_catalog.pg_database d ON d.oid ${EQ} q.dbid AND ${NODE_IS_LOCAL}
  ORDER BY 1`,
-  queryid: `SELECT pg_catalog.left(pg_catalog.regexp_replace(t.query, '\\s+', ' ', 'g'), 80) || ' [' || t.queryid || ']' AS __text, t.queryid::text AS __value
+  queryid: `SELECT pg_catalog.concat(pg_catalog.left(pg_catalog.regexp_replace(${shownText('t.query')}, '\\s+', ' ', 'g'), 80), ' [', t.queryid, ']') AS __text, t.queryid::text AS __value
   FROM bpf_stats.query_texts t
- WHERE t.node = '$node' AND ${selected('t.dbid', 'database')}
+ WHERE ${NODE('t.node')} AND ${selected('t.dbid', 'database')}
  ORDER BY t.last_seen DESC
  LIMIT 500`,
-  pgss: `SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`,
+  pgss: `SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid ${EQ} e.extnamespace WHERE e.extname ${EQ} 'pg_stat_statements'`,
 } as const;
 
 export function sqlDashboard(): Dashboard {

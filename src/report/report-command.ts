@@ -1,6 +1,6 @@
-import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { oneLine, UserError } from '../errors.js';
+import { replaceFile } from '../replace-file.js';
 import { clientConfig } from '../storage/connection-string.js';
 import { assertPinned, pinnedConfig } from '../storage/pinned-session.js';
 import { compareStatements } from './report-compare.js';
@@ -50,11 +50,8 @@ export async function reportCommand(
     }
     const rows = compareStatements(data);
     if (options.html !== undefined) {
-      try {
-        writeFileSync(options.html, renderReportHtml(data, rows, Date.now()));
-      } catch (error) {
-        throw new UserError(`--html ${options.html}: cannot write it (${(error as NodeJS.ErrnoException).code ?? oneLine(error)})`);
-      }
+      // Not writeFileSync: it follows a link another user planted at the name (and truncates its target).
+      replaceFile(options.html, renderReportHtml(data, rows, Date.now()), '--html');
       out(`wrote ${options.html}: ${rows.length} statements`);
     } else {
       for (const line of renderReportText(data, rows)) out(line);

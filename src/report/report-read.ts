@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { METRIC_COLUMNS } from '../families/index.js';
 import { UserError } from '../errors.js';
+import { holdsPasswordSql, mayHoldPassword, WITHHELD_TEXT } from '../password-text.js';
 import { statementsRelation } from '../storage/pinned-session.js';
 import { iso, type ReportWindows, type TimeRange } from './report-window.js';
 import { KERNEL_LAYOUT, quantileUs } from '../collector/histogram-layout.js';
@@ -136,8 +137,11 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
     .join(',\n           ');
   const periodRows = `SELECT *, (${inWindow}) AS in_window FROM bpf_stats.query_stats_history WHERE (${inWindow}) OR (${inBaseline})`;
   // The text: the collector's copy per node first (a sink's nodes each have their own), then
-  // this database's pg_stat_statements for a statement whose text was not copied (yet).
-  const text = pgss ? `pg_catalog.left(coalesce(t.query, s.query), 1024)` : 'pg_catalog.left(t.query, 1024)';
+  // this database's pg_stat_statements for a statement whose text was not copied (yet). That one
+  // is pg_stat_statements' own, and an older release's copy may predate the password test: both
+  // go through it, on the whole text before it is cut, as the collector's copy does.
+  const fullText = pgss ? 'coalesce(t.query, s.query)' : 't.query';
+  const text = `CASE WHEN ${holdsPasswordSql(fullText)} THEN '${WITHHELD_TEXT}' ELSE pg_catalog.left(${fullText}, 1024) END`;
   const pgssJoin = pgss
     ? `LEFT JOIN ${pgss} s ON s.userid = k.userid AND s.dbid = k.dbid AND s.toplevel = k.toplevel AND s.queryid = k.queryid`
     : '';
@@ -206,7 +210,7 @@ export async function readReport(client: pg.ClientBase, windows: ReportWindows, 
       dbid: Number(r.dbid),
       toplevel: r.toplevel,
       queryid: r.queryid_text,
-      text: r.text,
+      text: r.text === null || !mayHoldPassword(r.text) ? r.text : WITHHELD_TEXT,
       window: sums(r, 'w_', columns),
       baseline: baseline ? sums(r, 'b_', columns) : null,
       latency: latency.byKey?.get(latencyKey(statementRows[i]!)) ?? { window: null, baseline: null },

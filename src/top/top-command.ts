@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { oneLine, UserError } from '../errors.js';
-import { pinnedConfig } from '../storage/pinned-session.js';
+import { assertPinned, pinnedConfig } from '../storage/pinned-session.js';
 import { renderTop, SORT_KEYS, type TopScreen } from './render-top.js';
 import { readTop, type TopMetric, type TopRead } from './top-read.js';
 import { topRates, type TopRates } from './top-rates.js';
@@ -31,6 +31,8 @@ export async function topCommand(options: TopOptions, out: NodeJS.WriteStream = 
   let lost: Error | null = null;
   client.on('error', (error) => (lost = error));
   try {
+    // Its statement names operators bare: only the catalog's path may resolve them.
+    await assertPinned(client);
     const { rows } = await client.query<{ ok: boolean }>(
       "SELECT to_regclass('bpf_stats.query_stats') IS NOT NULL AND has_schema_privilege('bpf_stats', 'USAGE') AS ok",
     );

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { holdsPasswordSql, mayHoldPassword, WITHHELD_TEXT } from '../password-text.js';
 
 /** The figures `top` shows, per second; bpf_stats columns in milliseconds (calls: a count). */
 export const TOP_METRICS = ['calls', 'total', 'cpu', 'runq', 'io', 'lock', 'lwlock', 'reclaim'] as const;
@@ -41,6 +42,12 @@ const RECENT = "interval '15 seconds'";
 const METRICS_SQL = (p: string) =>
   `${p}.total_time_ms AS total, ${p}.on_cpu_ms AS cpu, ${p}.runq_wait_ms AS runq, ${p}.io_wait_ms AS io,
    ${p}.lock_wait_ms AS lock, ${p}.lwlock_wait_ms AS lwlock, ${p}.reclaim_ms AS reclaim`;
+/**
+ * A text, cut to what a screen shows, or the placeholder where it may hold a password: the
+ * collector stores that placeholder, but a row an older release wrote (a sink's older node) may
+ * hold the text itself. Tested whole, before the cut, as the collector tests it.
+ */
+const shownText = (column: string) => `CASE WHEN ${holdsPasswordSql(column)} THEN '${WITHHELD_TEXT}' ELSE left(${column}, 300) END`;
 export const TOP_SQL = `
 SELECT (SELECT max(last_flush_at) FROM bpf_stats.health) AS flushed_at,
        (SELECT count(*) FROM bpf_stats.health WHERE stopped_at IS NULL AND last_flush_at > now() - interval '1 minute') AS collectors,
@@ -48,7 +55,7 @@ SELECT (SELECT max(last_flush_at) FROM bpf_stats.health) AS flushed_at,
        (SELECT last_error FROM bpf_stats.health WHERE stopped_at IS NULL AND last_error IS NOT NULL ORDER BY last_error_at DESC LIMIT 1) AS last_error,
        (SELECT coalesce(json_agg(q), '[]') FROM (
           SELECT q.node || '/' || q.userid || '/' || q.dbid || '/' || q.toplevel || '/' || q.queryid AS key, q.stats_since AS since, q.calls,
-                 ${METRICS_SQL('q')}, left(t.query, 300) AS text,
+                 ${METRICS_SQL('q')}, ${shownText('t.query')} AS text,
                  (SELECT w.wait_event_type || ':' || w.wait_event FROM bpf_stats.query_wait_event_stats w
                    WHERE (w.node, w.userid, w.dbid, w.toplevel, w.queryid) = (q.node, q.userid, q.dbid, q.toplevel, q.queryid)
                      AND w.wait_event_type <> '' ORDER BY w.wait_time_ms DESC LIMIT 1) AS wait_event
@@ -60,7 +67,7 @@ SELECT (SELECT max(last_flush_at) FROM bpf_stats.health) AS flushed_at,
                                               WHERE pid = pg_backend_pid() AND exited_at IS NULL ORDER BY backend_start DESC LIMIT 1)) q) AS queries,
        (SELECT coalesce(json_agg(b), '[]') FROM (
           SELECT b.node || '/' || b.pid || '/' || b.backend_start AS key, b.pid, b.backend_type, b.backend_start AS since, NULL::bigint AS calls,
-                 ${METRICS_SQL('b')}, left(t.query, 300) AS text
+                 ${METRICS_SQL('b')}, ${shownText('t.query')} AS text
             FROM bpf_stats.backend_stats b
             LEFT JOIN LATERAL (SELECT query FROM bpf_stats.query_time t
                                 WHERE t.node = b.node AND t.queryid = b.queryid AND t.dbid = b.datid AND t.userid = b.usesysid LIMIT 1) t ON true
@@ -105,7 +112,7 @@ function topRow(r: JsonRow): TopRow {
     key: r.key,
     sinceMs: Date.parse(r.since),
     values,
-    text: r.text,
+    text: r.text === null || !mayHoldPassword(r.text) ? r.text : WITHHELD_TEXT,
     ...(r.wait_event !== undefined ? { waitEvent: r.wait_event } : {}),
   };
 }

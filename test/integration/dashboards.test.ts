@@ -14,7 +14,9 @@ import { PROM_VARIABLES, prometheusDashboard } from '../../src/dashboards/promet
 import { SQL_VARIABLES, sqlDashboard } from '../../src/dashboards/sql-dashboard.js';
 import { cliPath, packageRoot } from '../../src/package-root.js';
 import { backendPid } from '../../src/storage/backend-pid.js';
+import { WITHHELD_TEXT } from '../../src/password-text.js';
 import { expandSqlMacros, interpolate, parseDuration, type QueryContext, type VariableSelection } from '../support/grafana-macros.js';
+import { OPERATOR_NAMES, operatorNamesIn, plantOperators } from '../support/planted-operators.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: Grafana's and Prometheus' JSON, read field by field as the test needs
 type Json = Record<string, any>;
@@ -30,16 +32,26 @@ type Json = Record<string, any>;
  * (test/support/grafana-macros.ts); PromQL panels are evaluated by that Prometheus. Grafana
  * itself is not run. Ground truth for "the workload made some": pg_stat_statements and
  * pg_locks saw the statements and the wait; the memory cgroup's failcnt saw the limit hit.
+ *
+ * The panels run as Grafana's role would: a pg_monitor member with the default search_path
+ * ("$user", public), on a cluster where PUBLIC may create in public (PostgreSQL 14's default,
+ * kept by clusters upgraded from it). At the end a plain role plants an operator for every
+ * operator name the panels use and every pair of operand types, and every panel runs again.
  */
 const cli = cliPath();
 const CPU_STATEMENT = 'SELECT count(*) FROM generate_series(1, 300000) AS dashboard_cpu';
 const LOCKED_STATEMENT = 'SELECT count(*) FROM public.dash_locked AS dashboard_lock';
 const COLD_STATEMENT = 'SELECT sum(length(pad)) FROM public.dash_cold AS dashboard_cold';
+const SECRET = 'hunter2-Dash9Q';
+/** A statement with figures (CPU) whose text holds a password: pg_stat_statements keeps a utility statement's text as sent. */
+const SETS_PASSWORD = `DO $$ BEGIN PERFORM count(*) FROM generate_series(1, 3000000); PERFORM 'host=db password=${SECRET}'; END $$`;
 const MB = 1024 * 1024;
 const COLD_LIMIT = 16 * MB;
 
 let cluster: ThrowawayCluster;
 let admin: pg.Client;
+/** What Grafana's data source logs in as: pg_monitor, the default search_path. */
+let grafana: pg.Client;
 let collector: ChildProcess | null = null;
 let collectorLog = '';
 let prometheus: ChildProcess | null = null;
@@ -171,6 +183,7 @@ beforeAll(async () => {
   await admin.query("CREATE TABLE public.dash_cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 200000) g");
   await admin.query('VACUUM (FREEZE) public.dash_cold');
   await admin.query('CREATE TABLE public.dash_locked (id int)');
+  await admin.query('CREATE ROLE grafana LOGIN IN ROLE pg_monitor; CREATE ROLE mallory LOGIN; GRANT CREATE ON SCHEMA public TO PUBLIC');
   await admin.query('CHECKPOINT');
   coldRelationBytes = Number((await admin.query("SELECT pg_relation_size('public.dash_cold') AS n")).rows[0].n);
   const coldPath = join(cluster.dataDir, (await admin.query("SELECT pg_relation_filepath('public.dash_cold') AS p")).rows[0].p);
@@ -232,6 +245,9 @@ beforeAll(async () => {
     async () => (await promApi('/api/v1/query', { query: 'pg_bpf_query_info{query=~".*dashboard_(cpu|lock|cold).*"}' })).length === 3,
   );
   [, lockWaitsSeen] = await Promise.all([cpuLoad(3, 6000), lockWaits(3), coldScans(coldPath, 3, 8)]);
+  await admin.query(SETS_PASSWORD);
+  grafana = new pg.Client(cluster.connectionString().replace('postgres@', 'grafana@'));
+  await grafana.connect();
   // The last flush, its history row and a scrape after it.
   await new Promise((r) => setTimeout(r, 4000));
 }, 120_000);
@@ -241,6 +257,7 @@ afterAll(async () => {
   prometheus?.kill('SIGTERM');
   await Promise.all([collector, prometheus].map((p) => (p && p.exitCode === null ? new Promise((r) => p.once('exit', r)) : undefined)));
   if (promDir) rmSync(promDir, { recursive: true, force: true });
+  await grafana?.end();
   await admin?.end();
   await cluster?.stop();
 });
@@ -339,12 +356,12 @@ describe('SQL panels, with Grafana macros and variables expanded', () => {
     const c = { ...ctx, minIntervalMs };
     const sql = expandSqlMacros(interpolate(target.rawSql as string, 'sql', c), c);
     expect(sql).not.toMatch(/\$\w/);
-    return (await admin.query(sql)).rows;
+    return (await grafana.query(sql)).rows;
   }
 
   it('the variables list this node, its databases, the workload statements and pg_stat_statements', async () => {
     const vars = { ...context.variables };
-    const run = async (sql: string) => (await admin.query(interpolate(sql, 'sql', { ...context, variables: vars }))).rows;
+    const run = async (sql: string) => (await grafana.query(interpolate(sql, 'sql', { ...context, variables: vars }))).rows;
     expect((await run(SQL_VARIABLES.node)).map((r) => r.node)).toEqual([node]);
     expect((await run(SQL_VARIABLES.database)).map((r) => r.__text)).toContain('postgres');
     expect((await run(SQL_VARIABLES.queryid)).some((r) => r.__text.includes('dashboard_cold'))).toBe(true);
@@ -409,6 +426,45 @@ describe('SQL panels, with Grafana macros and variables expanded', () => {
     const rows = await runPanel(top, undefined, narrowed);
     expect(rows.map((r) => r['query id'])).toEqual([queryid]);
   });
+
+  it('never shows a text that may hold a password, also one bpf_stats.query_texts holds in full (a release before the password test wrote it)', async () => {
+    const { rows: keys } = await admin.query(
+      "SELECT queryid::text AS queryid, query FROM pg_stat_statements WHERE query LIKE 'DO $$ BEGIN PERFORM count(*)%'",
+    );
+    expect(keys).toHaveLength(1);
+    const queryid = keys[0].queryid as string;
+    expect(keys[0].query).toContain(SECRET);
+    // The collector stored the placeholder; an older release's row holds the text itself.
+    expect((await admin.query('SELECT query FROM bpf_stats.query_texts WHERE queryid = $1', [queryid])).rows.map((r) => r.query)).toEqual([
+      WITHHELD_TEXT,
+    ]);
+    await admin.query(
+      'UPDATE bpf_stats.query_texts t SET query = s.query FROM pg_stat_statements s WHERE t.queryid = s.queryid AND s.queryid = $1',
+      [queryid],
+    );
+    try {
+      const narrowed = { ...context, variables: { ...context.variables, queryid: { values: [queryid], multi: true, includeAll: true } } };
+      const dashboard = sqlDashboard();
+      const panels = (dashboard.panels ?? []).filter((p) => p.type !== 'row') as Array<{
+        title: string;
+        interval?: string;
+        targets: Array<Json>;
+      }>;
+      const shown: string[] = [];
+      for (const ctx of [context, narrowed]) {
+        for (const panel of panels) shown.push(JSON.stringify(await runPanel(panel.targets[0]!, panel.interval, ctx)));
+        for (const sql of Object.values(SQL_VARIABLES))
+          shown.push(JSON.stringify((await grafana.query(interpolate(sql, 'sql', ctx))).rows));
+      }
+      expect(shown.join('\n')).not.toContain(SECRET);
+      const top = await runPanel(panelTargets(dashboard).get('top_total')![0]!, undefined, narrowed);
+      expect(top.map((r) => r.query)).toEqual([WITHHELD_TEXT]);
+      const listed = (await grafana.query(interpolate(SQL_VARIABLES.queryid, 'sql', context))).rows.find((r) => r.__value === queryid);
+      expect(listed?.__text).toContain('(not shown');
+    } finally {
+      await admin.query('UPDATE bpf_stats.query_texts SET query = $2 WHERE queryid = $1', [queryid, WITHHELD_TEXT]);
+    }
+  });
 });
 
 describe('PromQL panels, evaluated by Prometheus after real scrapes', () => {
@@ -462,4 +518,66 @@ describe('PromQL panels, evaluated by Prometheus after real scrapes', () => {
     expect(withText('top_reclaim/A').some((q) => q.includes('dashboard_cold'))).toBe(true);
     expect(results.get('backend_type_time/A')!.map((s) => s.metric.backend_type)).toContain('client backend');
   });
+});
+
+describe('operators a plain role planted in public (last: they stay)', () => {
+  it("run in no panel and no variable, as the dashboard's pg_monitor role with the default search_path", async () => {
+    const context: QueryContext = {
+      from: new Date(windowStart.getTime() - 10_000),
+      to: new Date(),
+      maxDataPoints: 100,
+      minIntervalMs: 0,
+      variables: {
+        node: { values: [node] },
+        database: { ...ALL, allValue: "'*'" },
+        queryid: { ...ALL, allValue: "'*'" },
+        pgss: { values: [(await admin.query(SQL_VARIABLES.pgss)).rows[0]!.quote_ident as string] },
+        history_interval: { values: ['1s'] },
+      },
+    };
+    const dashboard = sqlDashboard();
+    const panels = (dashboard.panels ?? []).filter((p) => p.type !== 'row') as Array<{
+      title: string;
+      interval?: string;
+      targets: Array<Json>;
+    }>;
+    const expand = (sql: string, interval?: string) => {
+      const c = { ...context, minIntervalMs: interval ? parseDuration(interpolate(interval, 'sql', context)) : 0 };
+      return expandSqlMacros(interpolate(sql, 'sql', c), c);
+    };
+    const statements = [
+      ...panels.map((p) => ({ title: p.title, sql: expand(p.targets[0]!.rawSql as string, p.interval) })),
+      ...Object.entries(SQL_VARIABLES).map(([name, sql]) => ({ title: `variable ${name}`, sql: expand(sql) })),
+    ];
+    // Every operator name in what Grafana would send (macros expanded), and the = of IN, NULLIF and joins.
+    const names = new Set<string>(OPERATOR_NAMES);
+    for (const { sql } of statements) for (const name of operatorNamesIn(sql)) names.add(name);
+    const mallory = new pg.Client(cluster.connectionString().replace('postgres@', 'mallory@'));
+    await mallory.connect();
+    try {
+      expect((await mallory.query("SELECT pg_catalog.has_schema_privilege('public', 'CREATE') AS ok")).rows[0].ok).toBe(true);
+      const made = await plantOperators(mallory, 'public', names);
+      console.log(`planted ${made} operators in public: ${[...names].join(' ')}`);
+      expect(made).toBeGreaterThan(1000);
+    } finally {
+      await mallory.end();
+    }
+    expect((await grafana.query('SHOW search_path')).rows[0].search_path).toBe('"$user", public');
+    // The trap works: what the panels sent before (float8 / integer, numeric / integer from $__timeGroup) runs the planted ones.
+    await expect(grafana.query('SELECT 0.5::float8 / 1000')).rejects.toThrow(
+      /planted operator public\.\/\(double precision, integer\) ran as grafana/,
+    );
+    await expect(grafana.query('SELECT floor(extract(epoch from now())/60)*60')).rejects.toThrow(
+      /planted operator public\.\/\(numeric, integer\) ran as grafana/,
+    );
+    const failed: string[] = [];
+    for (const { title, sql } of statements) {
+      const outcome = await grafana.query(sql).then(
+        (r) => `${r.rows.length} rows`,
+        (error: Error) => (failed.push(`${title}: ${error.message}`), error.message),
+      );
+      console.log(`planted: ${title}: ${outcome}`);
+    }
+    expect(failed).toEqual([]);
+  }, 120_000);
 });

@@ -41,10 +41,14 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function cliRun(args: string[], prefix: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cliRun(
+  args: string[],
+  prefix: string[] = [],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const [file, ...argv] = [...prefix, process.execPath, cli, ...args];
   try {
-    const { stdout, stderr } = await run(file!, argv, { timeout: 60_000 });
+    const { stdout, stderr } = await run(file!, argv, { timeout: 60_000, env });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code: number; stdout: string; stderr: string };
@@ -336,9 +340,11 @@ describe('Prometheus scraping the collector', () => {
   });
 
   it('top needs no root: it runs as nobody, with no capabilities', async () => {
+    // The password from PGPASSWORD: --dsn refuses one (every local user can read a command line).
     const out = await cliRun(
-      ['top', '--dsn', cluster.tcpConnectionString(), '--iterations', '2'],
+      ['top', '--dsn', cluster.tcpConnectionString().replace(`:${cluster.password}@`, '@'), '--iterations', '2'],
       ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all'],
+      cluster.clientEnv(),
     );
     expect(out.code, out.stderr).toBe(0);
     expect(out.stdout).toContain('pg-bpf-stats top');

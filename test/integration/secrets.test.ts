@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
+import { runCli } from '../support/run-cli.js';
 
 /*
  * A collector that logs in with a password never has it on its command line, which every local
@@ -101,5 +102,29 @@ describe('the password off the command line', () => {
     const viaVariable = await collectorSeenFromOutside(['--dsn', dsn], { ...env, PGPASSWORD: PASSWORD });
     expect(viaVariable.code, viaVariable.log).toBe(0);
     for (const shown of [viaFile.cmdline, viaFile.ps, viaVariable.cmdline, viaVariable.ps]) expect(shown).not.toContain('s3cr3t');
+  });
+});
+
+describe('a password on the command line', () => {
+  it('is refused by every command, in one line that does not repeat it, exit 2, before any connection', async () => {
+    const uri = `postgresql://collector:${encodeURIComponent(PASSWORD)}@127.0.0.1:${cluster.port}/postgres`;
+    const keywords = `host=127.0.0.1 port=${cluster.port} user=collector password='${PASSWORD.replace(/'/g, "\\'")}'`;
+    for (const [flag, args] of [
+      ['--dsn', ['run', '--dsn', uri]],
+      ['--dsn', ['check', '--dsn', keywords]],
+      ['--dsn', ['migrate', '--dsn', uri]],
+      ['--dsn', ['top', '--dsn', uri, '--iterations', '1']],
+      ['--dsn', ['report', '--dsn', keywords]],
+      ['--sink', ['run', '--sink', uri]],
+    ] as const) {
+      const outcome = await runCli([...args]);
+      expect(outcome.code, `${args.join(' ')}: ${outcome.stderr}`).toBe(2);
+      const lines = outcome.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        new RegExp(`${flag} holds a password, which every local user can read on the command line: use ${flag}-file`),
+      );
+      expect(outcome.stderr + outcome.stdout).not.toContain('s3cr3t');
+    }
   });
 });

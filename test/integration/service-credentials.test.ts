@@ -31,6 +31,11 @@ function unitCapabilities(): string[] {
     .map((c) => c.replace(/^CAP_/, '').toLowerCase());
 }
 
+/** The cluster over TCP without the password (--dsn refuses one): it comes from PGPASSWORD (cluster.clientEnv()). */
+function passwordless(database: string): string {
+  return cluster.tcpConnectionString(database).replace(`:${cluster.password}@`, '@');
+}
+
 function asServiceUser(capabilities: string[]): string[] {
   const caps = capabilities.length ? capabilities.map((c) => `+${c}`).join(',') : '-all';
   return [
@@ -137,7 +142,7 @@ describe('a non-root user with the unit capabilities', () => {
         const database = `without_${missing}`;
         await admin.query(`CREATE DATABASE ${database}`);
         const [file, ...args] = asServiceUser(unitCapabilities().filter((c) => c !== missing));
-        const outcome = await run(file!, [...args, 'run', '--dsn', cluster.tcpConnectionString(database)]).then(
+        const outcome = await run(file!, [...args, 'run', '--dsn', passwordless(database)], { env: cluster.clientEnv() }).then(
           () => ({ code: 0, stderr: '' }),
           (e: { code: number; stderr: string }) => e,
         );
@@ -158,14 +163,9 @@ describe('a non-root user with the unit capabilities', () => {
     await admin.query('CREATE DATABASE uprobe_sets');
     await admin.end();
     const [file, ...args] = asServiceUser(unitCapabilities());
-    const outcome = await run(file!, [
-      ...args,
-      'run',
-      '--probes',
-      'query,lwlock,sched',
-      '--dsn',
-      cluster.tcpConnectionString('uprobe_sets'),
-    ]).then(
+    const outcome = await run(file!, [...args, 'run', '--probes', 'query,lwlock,sched', '--dsn', passwordless('uprobe_sets')], {
+      env: cluster.clientEnv(),
+    }).then(
       () => ({ code: 0, stderr: '' }),
       (e: { code: number; stderr: string }) => e,
     );
@@ -176,7 +176,7 @@ describe('a non-root user with the unit capabilities', () => {
     expect(await schemaExists('uprobe_sets')).toBe(false);
 
     // check says the same, per set, and still exits 0 (they are opt-in).
-    const check = await run(file!, [...args, 'check', '--dsn', cluster.tcpConnectionString('uprobe_sets')]);
+    const check = await run(file!, [...args, 'check', '--dsn', passwordless('uprobe_sets')], { env: cluster.clientEnv() });
     for (const set of ['query', 'locks', 'lwlock', 'spinlock']) {
       expect(check.stdout).toMatch(new RegExp(`^no +probes ${set} +unsupported: probe set ${set} needs CAP_SYS_ADMIN`, 'm'));
     }

@@ -56,6 +56,33 @@ describe('--dsn-file and --sink-file', () => {
     expect(error(['migrate', '--sink-file', file('sink', 'host=db')])).toBe('--sink is an option of run and check');
   });
 
+  it('refuse a password on the command line (--dsn, --sink), in one line that repeats none of it, with where to put it', () => {
+    const forms = [
+      'postgresql://collector:s3cret@db:5432/postgres',
+      "host=db user=collector password='s3 cret'",
+      'host=db password=s3cret',
+      'postgresql://collector@db/postgres?password=s3cret',
+    ];
+    for (const dsn of forms) {
+      for (const [flag, argv] of [
+        ['--dsn', ['report', '--dsn', dsn]],
+        ['--dsn', ['run', '--dsn', dsn]],
+        ['--sink', ['run', '--sink', dsn]],
+      ] as const) {
+        const message = error([...argv]);
+        expect(message).toBe(
+          `${flag} holds a password, which every local user can read on the command line: use ${flag}-file (mode 0600), PGPASSWORD or a password file (~/.pgpass, PGPASSFILE) instead`,
+        );
+        expect(message).not.toMatch(/s3 ?cret/);
+      }
+    }
+    // Without one (PGPASSWORD or a password file supplies it), or with an empty one: taken.
+    expect(parseCli(['run', '--dsn', 'postgresql://collector@db/postgres']) as CliOptions).toMatchObject({
+      dsn: 'postgresql://collector@db/postgres',
+    });
+    expect(parseCli(['run', '--dsn', "host=db password=''"]) as CliOptions).toMatchObject({ dsn: "host=db password=''" });
+  });
+
   it('check --dsn before anything starts', () => {
     expect(error(['run', '--dsn', 'not a dsn'])).toMatch(/^--dsn .* is not a connection string/);
     expect(error(['run', '--dsn', 'host=h service=prod'])).toMatch(/unsupported keyword "service"/);
