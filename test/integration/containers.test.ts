@@ -1,15 +1,16 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { GenericContainer, type StartedTestContainer, Wait } from 'testcontainers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseDocument } from 'yaml';
+import { type Document, parseAllDocuments } from 'yaml';
 import { packageRoot } from '../../src/package-root.js';
 import { SidecarProcess } from '../../bench/sidecar-process.js';
 import { expectColdReadCharged } from '../support/container-cold-read.js';
+import { documentedBlocks } from '../support/markdown-blocks.js';
 import { cpuTimeMs } from '../support/cpu-time.js';
 import { hostPidOf } from '../support/namespaced-cluster.js';
 import {
@@ -66,8 +67,32 @@ async function connect(config: pg.ClientConfig): Promise<pg.Client> {
   return client;
 }
 
-/** The checks both placements share, against the server `connectTo` reaches and whose postmaster is `postmasterHostPid` on the host. */
-function groundTruths(context: () => { connectTo: pg.ClientConfig; admin: pg.Client; postmasterHostPid: number }) {
+/** Resolves once a flush that began at least one interval after this call has been written (health.last_flush_at). */
+async function twoFlushesLater(admin: pg.Client): Promise<void> {
+  const since = (await admin.query('SELECT pg_catalog.clock_timestamp() AS t')).rows[0].t as Date;
+  await expect
+    .poll(
+      async () =>
+        (
+          await admin.query(
+            `SELECT pg_catalog.count(*)::int AS n FROM bpf_stats.health
+              WHERE last_flush_at > $1::timestamptz + pg_catalog.make_interval(secs => interval_ms / 1000.0)`,
+            [since],
+          )
+        ).rows[0].n,
+      { timeout: 15_000, interval: 250 },
+    )
+    .toBeGreaterThan(0);
+}
+
+/**
+ * The checks every placement shares, against the server `connectTo` reaches and whose postmaster
+ * is `postmasterHostPid` on the host; `calls` where the collector runs the query set.
+ */
+function groundTruths(
+  context: () => { connectTo: pg.ClientConfig; admin: pg.Client; postmasterHostPid: number },
+  { calls = true }: { calls?: boolean } = {},
+) {
   it("gives a CPU-bound query its backend's on-CPU time from the kernel (schedstat) and pg_stat_statements' execution time, within 15%", async () => {
     const { connectTo, admin, postmasterHostPid } = context();
     const client = await connect(connectTo);
@@ -77,7 +102,9 @@ function groundTruths(context: () => { connectTo: pg.ClientConfig; admin: pg.Cli
       const before = cpuTimeMs(hostPid);
       await client.query('SELECT pg_catalog.count(*) FROM pg_catalog.generate_series(1, 3000000) g WHERE g % 7 = 0');
       const kernelCpuMs = cpuTimeMs(hostPid) - before;
-      const row = await statsFor(admin, '%generate_series($1, $2) g WHERE g % $3 = $4', (r) => r.calls === 1);
+      // Without the query set there is no call to wait for: the flushes after the statement carry it.
+      if (!calls) await twoFlushesLater(admin);
+      const row = await statsFor(admin, '%generate_series($1, $2) g WHERE g % $3 = $4', (r) => !calls || r.calls === 1);
       expect(kernelCpuMs).toBeGreaterThan(150);
       expect(row.on_cpu_ms / kernelCpuMs).toBeGreaterThan(0.85);
       expect(row.on_cpu_ms / kernelCpuMs).toBeLessThan(1.15);
@@ -89,7 +116,7 @@ function groundTruths(context: () => { connectTo: pg.ClientConfig; admin: pg.Cli
     }
   });
 
-  it('counts calls exactly as pg_stat_statements does', async () => {
+  it.runIf(calls)('counts calls exactly as pg_stat_statements does', async () => {
     const { connectTo, admin } = context();
     const client = await connect(connectTo);
     try {
@@ -165,47 +192,93 @@ async function waitFor(done: () => Promise<boolean>, timeoutMs: number, failure:
   }
 }
 
-/** The docs' Kubernetes pod spec, as written there (the first yaml block of its section). */
-function documentedPodSpec(): string {
-  const doc = readFileSync(join(packageRoot(), 'docs', 'containers-and-standbys.md'), 'utf8');
-  const section = doc.slice(doc.indexOf('### Kubernetes sidecar'));
-  const block = /```yaml\n([\s\S]*?)```/.exec(section);
-  if (!block) throw new Error('docs/containers-and-standbys.md: no yaml block under "Kubernetes sidecar"');
-  return block[1]!;
+/** The docs' Kubernetes pod spec, as written there: the documents (a Secret, the Pod) of its section's yaml block. */
+function documentedPodSpec(): Document[] {
+  const [block] = documentedBlocks('containers-and-standbys.md', 'Kubernetes sidecar', 'yaml');
+  return parseAllDocuments(block!) as Document[];
 }
+
+/** The four capabilities the default probe sets need (BPF 39, PERFMON 38, SYS_PTRACE 19, DAC_READ_SEARCH 2), as a /proc mask. */
+const DEFAULT_SET_CAPABILITIES = [39, 38, 19, 2].reduce((mask, bit) => mask | (1n << BigInt(bit)), 0n);
 
 describe("the docs' Kubernetes pod spec, run as written (podman kube play): the collector beside PostgreSQL 17, one process namespace", () => {
   const podName = uniqueName('pg-bpf-stats-test-pod');
   let workDir: string;
   let specFile = '';
+  const secrets: string[] = [];
   let connectTo: pg.ClientConfig;
   let admin: pg.Client;
   let postmasterHostPid = 0;
   let collectorHostPid = 0;
+  let collectorRole = '';
 
   const collectorLog = () => containerLog(`${podName}-pg-bpf-stats`).catch((e: Error) => e.message);
 
   beforeAll(async () => {
     await requireContainerPrerequisites({ images: [POSTGRES_IMAGES[17]] });
     const image = await collectorImage();
-    const spec = parseDocument(documentedPodSpec());
-    // Only the names: the pod's (unique on this machine) and the two images (built here).
-    spec.setIn(['metadata', 'name'], podName);
-    const containers = spec.getIn(['spec', 'containers']) as { items: unknown[] };
+    const documents = documentedPodSpec();
+    const pod = documents.find((d) => d.get('kind') === 'Pod')!;
+    const containers = pod.getIn(['spec', 'containers']) as { items: unknown[] };
     const index = (name: string) => containers.items.findIndex((c) => (c as { get(key: string): unknown }).get('name') === name);
-    spec.setIn(['spec', 'containers', index('postgres'), 'image'], POSTGRES_IMAGES[17]);
-    spec.setIn(['spec', 'containers', index('pg-bpf-stats'), 'image'], image);
+    const [postgres, collector] = [index('postgres'), index('pg-bpf-stats')];
     workDir = mkdtempSync(join(tmpdir(), 'pg-bpf-stats-pod-'));
-    specFile = join(workDir, 'pod.yaml');
-    writeFileSync(specFile, spec.toString());
-    await podman(['kube', 'play', specFile], { timeout: 180_000 });
 
-    const password = String(spec.getIn(['spec', 'containers', index('postgres'), 'env', 0, 'value']));
+    // Only the names: the pod's and the Secret's (unique on this machine) and the two images (built here).
+    pod.setIn(['metadata', 'name'], podName);
+    pod.setIn(['spec', 'containers', postgres, 'image'], POSTGRES_IMAGES[17]);
+    pod.setIn(['spec', 'containers', collector, 'image'], image);
+    // podman 4.3 stores a played Secret as YAML text but reads a secretKeyRef only from a JSON
+    // map of base64 values: each Secret goes in that way, and the Pod is played alone.
+    const values = new Map<string, Record<string, string>>();
+    const original = new Map<string, string>();
+    for (const secret of documents.filter((d) => d.get('kind') === 'Secret')) {
+      const name = String(secret.getIn(['metadata', 'name']));
+      const data = (secret.get('stringData') as { toJSON(): Record<string, string> }).toJSON();
+      const unique = uniqueName(`pg-bpf-stats-test-${name}`);
+      const file = join(workDir, `${name}.json`);
+      writeFileSync(
+        file,
+        JSON.stringify(Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')]))),
+        {
+          mode: 0o600,
+        },
+      );
+      await podman(['secret', 'create', unique, file]);
+      secrets.push(unique);
+      values.set(name, data);
+      original.set(unique, name);
+      for (const c of [postgres, collector]) {
+        const env = pod.getIn(['spec', 'containers', c, 'env']) as { items: unknown[] } | undefined;
+        env?.items.forEach((_, e) => {
+          const ref = ['spec', 'containers', c, 'env', e, 'valueFrom', 'secretKeyRef', 'name'];
+          if (pod.getIn(ref) === name) pod.setIn(ref, unique);
+        });
+      }
+    }
+    /** The value a container's environment variable takes from the Secret, as written in the docs. */
+    const secretValue = (container: number, variable: string) => {
+      const env = (pod.getIn(['spec', 'containers', container, 'env']) as { toJSON(): Array<Record<string, unknown>> }).toJSON();
+      const ref = (env.find((e) => e.name === variable)!.valueFrom as { secretKeyRef: { name: string; key: string } }).secretKeyRef;
+      return values.get(original.get(ref.name)!)![ref.key]!;
+    };
+    // The seccomp profile the spec names, where podman looks for it (--seccomp-profile-root):
+    // the annotation podman reads and the field Kubernetes reads name the same file.
+    const annotation = String(pod.getIn(['metadata', 'annotations', 'container.seccomp.security.alpha.kubernetes.io/pg-bpf-stats']));
+    const field = (pod.getIn(['spec', 'containers', collector, 'securityContext', 'seccompProfile']) as { toJSON(): object }).toJSON();
+    expect(field).toEqual({ type: 'Localhost', localhostProfile: annotation.replace(/^localhost\//, '') });
+    const profileRoot = join(workDir, 'seccomp');
+    mkdirSync(profileRoot);
+    copyFileSync(join(packageRoot(), 'deploy/seccomp/pg-bpf-stats.json'), join(profileRoot, annotation.replace(/^localhost\//, '')));
+    specFile = join(workDir, 'pod.yaml');
+    writeFileSync(specFile, pod.toString());
+    await podman(['kube', 'play', '--seccomp-profile-root', profileRoot, specFile], { timeout: 180_000 });
+
     const infra = await podman(['pod', 'inspect', '--format', '{{.InfraContainerID}}', podName]);
     // The pod's network (podman's kube network): the host reaches it by the pod's address.
     const address = await podman(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}', infra]);
     expect(address).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
-    connectTo = { host: address, port: 5432, user: 'postgres', password, database: 'postgres' };
+    connectTo = { host: address, port: 5432, user: 'postgres', password: secretValue(postgres, 'POSTGRES_PASSWORD'), database: 'postgres' };
     // The server starts with the pod; the collector retries until it answers (restartPolicy).
     const deadline = Date.now() + 120_000;
     for (;;) {
@@ -217,7 +290,15 @@ describe("the docs' Kubernetes pod spec, run as written (podman kube play): the 
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-    await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public');
+    // The collector's role, as docs/operations.md creates it (the roles its examples grant to
+    // stand for a DBA's), with the Secret's password: the role the spec's DSN names.
+    const args = (pod.getIn(['spec', 'containers', collector, 'args']) as { toJSON(): string[] }).toJSON();
+    collectorRole = decodeURIComponent(new URL(args[args.indexOf('--dsn') + 1]!).username);
+    await admin.query('CREATE ROLE alice LOGIN; CREATE ROLE grafana LOGIN');
+    for (const block of documentedBlocks('operations.md', "The collector's role", 'sql')) await admin.query(block);
+    await admin.query(
+      `ALTER ROLE ${admin.escapeIdentifier(collectorRole)} PASSWORD ${admin.escapeLiteral(secretValue(collector, 'PGPASSWORD'))}`,
+    );
     await waitFor(
       async () => /collecting every \d+ ms/.test(await collectorLog()),
       120_000,
@@ -225,32 +306,47 @@ describe("the docs' Kubernetes pod spec, run as written (podman kube play): the 
     );
     postmasterHostPid = await mainHostPid(`${podName}-postgres`);
     collectorHostPid = await mainHostPid(`${podName}-pg-bpf-stats`);
-    // The spec runs the default probe sets; calls come with the query set, asked for over SQL.
-    await admin.query("SELECT bpf_stats.collect('{query}', interval '10 minutes')");
-    const status = async () => (await admin.query('SELECT status FROM bpf_stats.collections ORDER BY id DESC LIMIT 1')).rows[0]?.status;
-    await waitFor(
-      async () => (await status()) === 'running',
-      30_000,
-      async () => `the query set did not start: ${await status()}`,
-    );
     await admin.query('SELECT public.pg_stat_statements_reset()');
   }, 420_000);
 
   afterAll(async () => {
     await admin?.end().catch(() => undefined);
-    // Removed even when a test failed: the pod, its containers and its volumes.
+    // Removed even when a test failed: the pod, its containers and its volumes, the secrets.
     if (specFile) await podman(['kube', 'down', specFile]).catch(() => podman(['pod', 'rm', '--force', podName]));
+    for (const secret of secrets) await podman(['secret', 'rm', secret]).catch(() => undefined);
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   }, 120_000);
 
-  it('runs the collector with exactly the capabilities the spec adds, on a read-only root filesystem', async () => {
+  it('runs the collector as uid 10001 with exactly the four capabilities, no new privileges, a seccomp filter and a read-only root', async () => {
     const status = readFileSync(`/proc/${collectorHostPid}/status`, 'utf8');
-    // BPF 39, PERFMON 38, SYS_PTRACE 19, DAC_READ_SEARCH 2, SYS_ADMIN 21.
-    const expected = [39, 38, 19, 2, 21].reduce((mask, bit) => mask | (1n << BigInt(bit)), 0n);
-    expect(BigInt(`0x${/^CapEff:\s+(\w+)/m.exec(status)![1]}`)).toBe(expected);
-    expect(/^Uid:\s+(\d+)/m.exec(status)![1]).toBe('0');
+    const field = (name: string) => new RegExp(`^${name}:\\s+(.*)$`, 'm').exec(status)![1]!.trim();
+    // setpriv executed the collector in its place: the container's process is node, not root.
+    expect(readFileSync(`/proc/${collectorHostPid}/cmdline`, 'utf8')).toContain('/opt/pg-bpf-stats/dist/pg-bpf-stats.js');
+    expect(field('Uid').split(/\s+/)).toEqual(['10001', '10001', '10001', '10001']);
+    expect(field('Gid').split(/\s+/)).toEqual(['10001', '10001', '10001', '10001']);
+    for (const set of ['CapEff', 'CapPrm', 'CapInh', 'CapBnd', 'CapAmb'])
+      expect(BigInt(`0x${field(set)}`), set).toBe(DEFAULT_SET_CAPABILITIES);
+    expect(field('NoNewPrivs')).toBe('1');
+    expect(field('Seccomp')).toBe('2');
     const readOnly = await podman(['inspect', '--format', '{{.HostConfig.ReadonlyRootfs}}', `${podName}-pg-bpf-stats`]);
     expect(readOnly).toBe('true');
+  });
+
+  it('connects as the documented role, which is not a superuser; the uprobe set query is refused, naming CAP_SYS_ADMIN', async () => {
+    expect(collectorRole).toBe('bpf_stats_collector');
+    const { rows } = await admin.query(
+      `SELECT DISTINCT a.usename, r.rolsuper FROM pg_catalog.pg_stat_activity a JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+        WHERE a.application_name LIKE 'pg-bpf-stats%'`,
+    );
+    expect(rows).toEqual([{ usename: collectorRole, rolsuper: false }]);
+    const { rows: owner } = await admin.query(
+      "SELECT pg_catalog.pg_get_userbyid(nspowner) AS owner FROM pg_catalog.pg_namespace WHERE nspname = 'bpf_stats'",
+    );
+    expect(owner).toEqual([{ owner: collectorRole }]);
+    const id = (await admin.query("SELECT bpf_stats.collect('{query}', interval '1 minute') AS id")).rows[0].id;
+    const request = async () => (await admin.query('SELECT status, error FROM bpf_stats.collections WHERE id = $1', [id])).rows[0];
+    await expect.poll(async () => (await request()).status, { timeout: 15_000, interval: 250 }).toMatch(/^(rejected|failed)$/);
+    expect((await request()).error).toMatch(/CAP_SYS_ADMIN/);
   });
 
   it('sees the postmaster in the shared process namespace and its binary through its root', async () => {
@@ -260,7 +356,8 @@ describe("the docs' Kubernetes pod spec, run as written (podman kube play): the 
     expect(line).toContain('/usr/lib/postgresql/17/bin/postgres');
   });
 
-  groundTruths(() => ({ connectTo, admin, postmasterHostPid }));
+  // The default sets only: the query set (calls) needs CAP_SYS_ADMIN, which the spec does not add.
+  groundTruths(() => ({ connectTo, admin, postmasterHostPid }), { calls: false });
 
   it("charges a cold read to its statement: what PostgreSQL read (shared_blks_read), the relation's size (pg_relation_size)", async () => {
     await admin.query('CREATE EXTENSION IF NOT EXISTS pg_buffercache SCHEMA public');
@@ -270,7 +367,14 @@ describe("the docs' Kubernetes pod spec, run as written (podman kube play): the 
     );
     await admin.query('VACUUM (FREEZE) public.cold');
     await admin.query('CHECKPOINT');
-    await expectColdReadCharged({ admin, connect: () => connect(connectTo), postmasterHostPid, collectorHostPid, table: 'cold' });
+    await expectColdReadCharged({
+      admin,
+      connect: () => connect(connectTo),
+      postmasterHostPid,
+      collectorHostPid,
+      table: 'cold',
+      flushed: () => twoFlushesLater(admin),
+    });
   }, 120_000);
 });
 

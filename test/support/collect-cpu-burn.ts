@@ -19,15 +19,17 @@ export interface CpuBurnOutcome {
 /**
  * Runs `command... run --duration 3s` against `cluster`, burns CPU in one backend while it
  * collects, and reads back what the collector wrote for that backend next to the scheduler's
- * own figure. `command` is how the collector is started (a setpriv prefix, an installed bin).
+ * own figure. `command` is how the collector is started (a setpriv prefix, an installed bin);
+ * `dsn` is the collector's connection (default: the cluster's superuser).
  */
 export async function collectCpuBurn(
   cluster: ThrowawayCluster,
   command: string[],
   env: NodeJS.ProcessEnv = process.env,
+  dsn: string = cluster.connectionString(),
 ): Promise<CpuBurnOutcome> {
   const [file, ...args] = command;
-  const child = spawn(file!, [...args, 'run', '--dsn', cluster.connectionString(), '--duration', '3s', '--interval', '500ms'], {
+  const child = spawn(file!, [...args, 'run', '--dsn', dsn, '--duration', '3s', '--interval', '500ms'], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env,
   });

@@ -65,8 +65,15 @@ export async function requireContainerPrerequisites(
   }
 }
 
-/** The collector's image of this checkout's package, built when the package changed (scripts/container-images.sh). */
+/**
+ * The collector's image of this checkout's package, built when the package changed
+ * (scripts/container-images.sh, whose `npm pack` builds this checkout). PG_BPF_STATS_TEST_COLLECTOR_IMAGE
+ * names an image that script built from a copy of the tree instead, used as is: for a shared
+ * checkout where a build must not run while others edit it.
+ */
 export async function collectorImage(): Promise<string> {
+  const given = process.env.PG_BPF_STATS_TEST_COLLECTOR_IMAGE;
+  if (given) return given;
   const { stdout } = await run('bash', [join(packageRoot(), 'scripts', 'container-images.sh')], {
     timeout: 600_000,
     maxBuffer: 1 << 24,
