@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(clang clang-format llvm libbpf-dev libelf-dev zlib1g-dev pkg-config bpftool binutils make g++ python3 gdb
           postgresql postgresql-contrib postgresql-15-pg-wait-sampling util-linux util-linux-extra systemd prometheus
-          sysbench chromium podman runc catatonit debootstrap)
+          sysbench chromium podman runc catatonit debootstrap qemu-system-x86 cpio)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
