@@ -113,21 +113,63 @@ BEGIN
 END
 $fn$;
 
--- What a node role may do: write its rows (policies above), move its requests on, and have
--- history partitions made. LOCK TABLE in any mode above ROW EXCLUSIVE needs UPDATE, DELETE or
--- TRUNCATE (and on 17+ MAINTAIN) on the whole table, so a role is given those only where it
--- must have them; a column-level UPDATE does not count.
+-- A node role's deletes, which it may not run itself (no DELETE: see grant_node): its row
+-- retention (rows of its exited backends, its query keys past the bounds), the collector's own
+-- backends retracted by a flush, its host's capabilities replaced at a start. Rows of table
+-- `tbl` at the tuple ids `rows` (the caller reads them, under its policies), and of those only
+-- the ones of the session's node: the node is the one bpf_stats.nodes registers for
+-- session_user, the login role, which a node role cannot change (SET ROLE changes current_user
+-- only, and the function runs as the owner, who bypasses the policies, so it filters by node
+-- itself); never an argument or the session's bpf_stats.node, which any role can set. Only the
+-- tables of node rows that are not partitioned (history rows go with their partitions) and not
+-- health (the owner's retention deletes stopped collectors' rows). The deletes take ROW
+-- EXCLUSIVE, as the node's own inserts do, and row locks on the node's own rows only.
+-- Returns the number of rows deleted.
+CREATE OR REPLACE FUNCTION bpf_stats.node_delete(tbl regclass, rows tid[])
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  me constant text := bpf_stats.node_of(session_user);
+  n bigint;
+BEGIN
+  IF me IS NULL THEN
+    RAISE EXCEPTION 'role % is not registered as a node: bpf_stats.node_delete deletes only a node''s own rows', quote_ident(session_user)
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM bpf_stats.node_tables() AS t(rel) JOIN pg_catalog.pg_class c ON c.oid = t.rel
+                  WHERE t.rel = node_delete.tbl AND c.relkind = 'r' AND t.rel <> 'bpf_stats.health'::regclass) THEN
+    RAISE EXCEPTION 'bpf_stats.node_delete does not delete from %: only from the tables of node rows that are not partitioned, but health', tbl
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF rows IS NULL OR cardinality(rows) = 0 THEN
+    RETURN 0;
+  END IF;
+  EXECUTE format('DELETE FROM %s t WHERE t.ctid = ANY ($1) AND t.node = $2', tbl) USING rows, me;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$fn$;
+
+-- What a node role may do: write its rows (policies above), move its requests on, have history
+-- partitions made and delete its own rows through node_delete. LOCK TABLE in any mode above ROW
+-- EXCLUSIVE needs UPDATE, DELETE or TRUNCATE (and on 17+ MAINTAIN) on the whole table (PostgreSQL
+-- 14 and 15: SELECT allows ACCESS SHARE, INSERT ROW EXCLUSIVE, nothing less than those allows any
+-- other mode; 16+: SELECT allows ACCESS SHARE, INSERT ROW SHARE and ROW EXCLUSIVE), and a
+-- column-level UPDATE does not count. So a node role holds none of those on any table:
 -- - The history tables (the partitioned ones) take SELECT and INSERT only: an open transaction
 --   holding SHARE UPDATE EXCLUSIVE there stopped maintain_history on every pass (no partitions,
 --   every node's flushes failing).
--- - health (every flush writes it, collect() reads it) and collections (every collect() writes
---   it, readers read it) take SELECT, INSERT (health) and UPDATE of their columns: a LOCK there
---   held every node's flushes, or every collect(). Stopped health rows and finished requests
---   are deleted by the owner's row retention.
--- - The cumulative tables keep UPDATE and DELETE (upserts, the node's row retention): a node
---   role can still LOCK those (docs/sink.md, the writers' lock_timeout).
+-- - Every other table of node rows (the cumulative ones, health) takes SELECT, INSERT and UPDATE
+--   of its columns (the upserts; ON CONFLICT DO UPDATE needs no more), no DELETE: an ACCESS
+--   EXCLUSIVE lock a node role took on query_stats and held made every node's flushes fail on
+--   their lock timeout. Its deletes go through node_delete; stopped health rows are deleted by
+--   the owner's row retention.
+-- - collections (every collect() writes it, readers read it): SELECT and UPDATE of the columns a
+--   collector moves a request on with; finished requests are deleted by the owner's retention.
 -- Revoked first: a role registered by an older version holds more (this runs again for every
--- registered node when sql/ is applied).
+-- registered node when sql/ is applied; revoking a table's privilege revokes its column
+-- privileges too).
 CREATE OR REPLACE FUNCTION bpf_stats.grant_node(role name)
 RETURNS void LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -137,22 +179,20 @@ DECLARE
 BEGIN
   EXECUTE format('GRANT USAGE ON SCHEMA bpf_stats TO %I', role);
   FOR t IN SELECT * FROM bpf_stats.node_tables() LOOP
+    EXECUTE format('REVOKE ALL ON %s FROM %I', t, role);
     IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = t) = 'p' THEN
-      EXECUTE format('REVOKE ALL ON %s FROM %I', t, role);
       EXECUTE format('GRANT SELECT, INSERT ON %s TO %I', t, role);
-    ELSIF t = 'bpf_stats.health'::regclass THEN
-      EXECUTE format('REVOKE ALL ON %s FROM %I', t, role);
+    ELSE
       EXECUTE format('GRANT SELECT, INSERT, UPDATE (%s) ON %s TO %I',
                      (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
                        WHERE a.attrelid = t AND a.attnum > 0 AND NOT a.attisdropped), t, role);
-    ELSE
-      EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %I', t, role);
     END IF;
   END LOOP;
   EXECUTE format('REVOKE ALL ON bpf_stats.collections FROM %I', role);
   EXECUTE format('GRANT SELECT ON bpf_stats.collections TO %I', role);
   EXECUTE format('GRANT UPDATE (status, started_at, finished_at, error, node) ON bpf_stats.collections TO %I', role);
   EXECUTE format('GRANT EXECUTE ON FUNCTION bpf_stats.node_maintain_history() TO %I', role);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION bpf_stats.node_delete(regclass, tid[]) TO %I', role);
 END
 $fn$;
 
@@ -179,6 +219,12 @@ BEGIN
   IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles g
               WHERE g.rolname IN ('pg_monitor', 'bpf_stats_admin') AND pg_has_role(add_node.role, g.oid, 'MEMBER')) THEN
     RAISE EXCEPTION 'role % is a member of pg_monitor or bpf_stats_admin: a node''s role must be neither (REVOKE pg_monitor, bpf_stats_admin FROM %)', quote_ident(add_node.role), quote_ident(add_node.role)
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- pg_maintain (17+) holds MAINTAIN on every table, which allows LOCK in any mode: such a role
+  -- could hold off every node's flushes.
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles g WHERE g.rolname = 'pg_maintain' AND pg_has_role(add_node.role, g.oid, 'MEMBER')) THEN
+    RAISE EXCEPTION 'role % is a member of pg_maintain, which may lock every table against the other nodes: a node''s role must not be (REVOKE pg_maintain FROM %)', quote_ident(add_node.role), quote_ident(add_node.role)
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   IF add_node.node !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,62}$' THEN
@@ -221,6 +267,7 @@ BEGIN
   END LOOP;
   EXECUTE format('REVOKE ALL ON bpf_stats.nodes, bpf_stats.collections FROM %I', gone);
   EXECUTE format('REVOKE ALL ON FUNCTION bpf_stats.node_maintain_history() FROM %I', gone);
+  EXECUTE format('REVOKE ALL ON FUNCTION bpf_stats.node_delete(regclass, tid[]) FROM %I', gone);
   EXECUTE format('REVOKE USAGE ON SCHEMA bpf_stats FROM %I', gone);
   RETURN true;
 END
@@ -234,12 +281,13 @@ COMMENT ON COLUMN bpf_stats.nodes.added_at IS 'When the node was registered.';
 COMMENT ON FUNCTION bpf_stats.node_tables() IS 'Internal: the tables of node rows that row-level security keeps apart per node (all with a node column but collections and nodes; partitions through their parent).';
 COMMENT ON FUNCTION bpf_stats.node_of(name) IS 'The node a role is registered for in bpf_stats.nodes (NULL: none); the row-level security policies call it with current_user.';
 COMMENT ON FUNCTION bpf_stats.node_maintain_history() IS 'History partitions for a node role, which may not create or drop tables: partitions of the width in use (1 day when none, at least 1 hour) are created when the next width from now is not covered (then waiting at most 100 ms for the lock; otherwise it takes no lock); none is dropped (the owner''s collector drops them, with the owner''s retention).';
-COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security; SELECT and INSERT only on the history tables, and UPDATE of columns but no DELETE on health and collections, so that it can lock none of them; its requests; history partitions); re-applied for every registered node when sql/ is.';
-COMMENT ON FUNCTION bpf_stats.add_node(text, name) IS 'add_node(node, role): lets login role `role` write node `node`''s rows here, and only those; run by the schema''s owner (pg-bpf-stats sink-node add). Refuses roles that are superusers, bypass row-level security, own bpf_stats or are members of pg_monitor or bpf_stats_admin.';
+COMMENT ON FUNCTION bpf_stats.node_delete(regclass, tid[]) IS 'node_delete(tbl, rows) -> rows deleted: deletes the rows of table tbl at tuple ids rows that belong to the node registered for the session''s login role, and no others; only the tables of node rows that are not partitioned, but health. How a node role (which holds no DELETE, so that it can lock no table every node writes) runs its row retention, retracts its collector''s own backends and replaces its host''s capabilities.';
+COMMENT ON FUNCTION bpf_stats.grant_node(name) IS 'Internal: the privileges of a node role (its rows under row-level security; SELECT and INSERT only on the history tables, SELECT, INSERT and UPDATE of columns on the other tables of node rows and UPDATE of columns on collections, never DELETE, TRUNCATE or a table-level UPDATE, so that it can lock none of them above ROW EXCLUSIVE; its requests; history partitions; its deletes through node_delete); re-applied for every registered node when sql/ is.';
+COMMENT ON FUNCTION bpf_stats.add_node(text, name) IS 'add_node(node, role): lets login role `role` write node `node`''s rows here, and only those; run by the schema''s owner (pg-bpf-stats sink-node add). Refuses roles that are superusers, bypass row-level security, own bpf_stats or are members of pg_monitor, bpf_stats_admin or (17+) pg_maintain.';
 COMMENT ON FUNCTION bpf_stats.remove_node(text) IS 'remove_node(node): takes every privilege here from the node''s role; its rows stay. False when the node was not registered.';
 
 -- Tables added since a node was registered are granted to it now.
 SELECT bpf_stats.grant_node(n.role) FROM bpf_stats.nodes n JOIN pg_catalog.pg_roles r ON r.rolname = n.role;
 
-REVOKE ALL ON FUNCTION bpf_stats.node_tables(), bpf_stats.node_maintain_history(), bpf_stats.grant_node(name),
+REVOKE ALL ON FUNCTION bpf_stats.node_tables(), bpf_stats.node_maintain_history(), bpf_stats.node_delete(regclass, tid[]), bpf_stats.grant_node(name),
   bpf_stats.add_node(text, name), bpf_stats.remove_node(text) FROM PUBLIC;

@@ -176,7 +176,12 @@ export class ControlPlane {
     // node role by the owner's row retention).
     if (!options.asNode) {
       void plane.serial(async () => {
-        await plane.db.deleteFrom('bpf_stats.collections').where('finished_at', '<', sql<Date>`now() - ${RETENTION}::interval`).execute();
+        // Rows another session keeps locked (a node's own finished request, in its open
+        // transaction) are skipped, not waited for: the control queue runs behind this.
+        await sql`DELETE FROM bpf_stats.collections WHERE ctid = ANY (ARRAY(
+                    SELECT c.ctid FROM bpf_stats.collections c
+                     WHERE c.finished_at OPERATOR(pg_catalog.<) pg_catalog.now() OPERATOR(pg_catalog.-) ${RETENTION}::interval
+                       FOR UPDATE SKIP LOCKED))`.execute(plane.db);
       });
     }
     // 'connected' fired before LISTEN on the first connection: look at what is waiting now.

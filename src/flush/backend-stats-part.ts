@@ -25,9 +25,10 @@ export class BackendStatsPart implements FlushPart {
     db: Kysely<BpfStatsDatabase>,
     private readonly rows: MetricRows,
     /**
-     * Writing into a sink under a node role, which may only append to the history tables (so
-     * that it cannot lock them against partition upkeep): its own backends' rows are retracted
-     * from backend_stats only, and the history keeps their first increments.
+     * Writing into a sink under a node role, which may only append to the history tables and
+     * holds no DELETE anywhere (so that it can lock no table every node writes): its own
+     * backends' rows are retracted from backend_stats only, through bpf_stats.node_delete, and
+     * the history keeps their first increments.
      */
     private readonly asNode = false,
   ) {
@@ -73,15 +74,24 @@ export class BackendStatsPart implements FlushPart {
     // processes' rows (by pid and start), open or exited, cumulative and history alike; a pid
     // reused later is another row.
     const retracted = prepared.retracted;
-    const retract = retracted.length
-      ? (this.asNode ? (['backend_stats'] as const) : (['backend_stats', 'backend_stats_history'] as const)).map(
-          (table) =>
-            sql`DELETE FROM ${sql.table(`bpf_stats.${table}`)} b
-                 USING unnest(${retracted.map((r) => r.pid)}::int4[], ${retracted.map((r) => r.fromUs.toString())}::int8[],
-                              ${retracted.map((r) => r.toUs.toString())}::int8[]) AS r(pid, from_us, to_us)
-                 WHERE b.pid = r.pid AND b.backend_start BETWEEN ${usToTimestamp(sql`r.from_us`)} AND ${usToTimestamp(sql`r.to_us`)}`,
-        )
-      : [];
+    const ranges = sql`unnest(${retracted.map((r) => r.pid)}::int4[], ${retracted.map((r) => r.fromUs.toString())}::int8[],
+                              ${retracted.map((r) => r.toUs.toString())}::int8[]) AS r(pid, from_us, to_us)`;
+    const within = sql`b.pid = r.pid AND b.backend_start BETWEEN ${usToTimestamp(sql`r.from_us`)} AND ${usToTimestamp(sql`r.to_us`)}`;
+    const retract = !retracted.length
+      ? []
+      : this.asNode
+        ? // A data-modifying CTE runs whether or not the flush reads it, a SELECT would not: the
+          // node's delete is an INSERT of the nothing node_delete's count yields (never below 0).
+          [
+            sql`INSERT INTO bpf_stats.backend_stats (pid, backend_start, backend_type)
+                SELECT NULL, NULL, NULL
+                  FROM bpf_stats.node_delete('bpf_stats.backend_stats',
+                         ARRAY(SELECT b.ctid FROM bpf_stats.backend_stats b, ${ranges} WHERE ${within})) AS d(n)
+                 WHERE d.n < 0`,
+          ]
+        : (['backend_stats', 'backend_stats_history'] as const).map(
+            (table) => sql`DELETE FROM ${sql.table(`bpf_stats.${table}`)} b USING ${ranges} WHERE ${within}`,
+          );
     if (!rows.length) return { statements: retract, commit: prepared.commitBackends };
     const build = () => [
       this.upsert(

@@ -32,6 +32,20 @@ export function unheldBounds(held: HeldQueryKeys): { perRole: number; perNode: n
 const BATCH = 50_000;
 
 /**
+ * A sink's node role holds no DELETE (it could then LOCK the tables every node writes,
+ * sql/95-sink-nodes.sql): it deletes its own rows through bpf_stats.node_delete, given their
+ * tuple ids (`rows`, a query it may run: row-level security shows it its node's rows only).
+ * SQL returning the number of rows deleted.
+ */
+function nodeDelete(table: string, rows: RawBuilder<unknown>): RawBuilder<{ n: string }> {
+  return sql<{ n: string }>`SELECT bpf_stats.node_delete(${table}::regclass, ARRAY(${rows})) AS n`;
+}
+
+async function deletedCount(db: Kysely<BpfStatsDatabase>, statement: RawBuilder<{ n: string }>): Promise<number> {
+  return Number((await statement.execute(db)).rows[0]!.n);
+}
+
+/**
  * Keeps the tables that gain a row per event bounded: backend_stats rows of backends that exited
  * more than `retentionMs` ago, finished collection requests and health rows of stopped collectors
  * as old go; and this node's query keys that its pg_stat_statements does not hold are kept only
@@ -64,10 +78,10 @@ export class RowRetention {
       /** Called with the keys whose rows a pass deleted (their texts are looked up again if they come back). */
       forget?: (keys: Array<{ userid: number; dbid: number; toplevel: boolean; queryid: string }>) => void;
       /**
-       * Writing into a sink under a node role, which may only append to the history tables (so
-       * that it cannot lock them against partition upkeep): a key's history rows are left to
-       * the owner's partition drops, its stopped health rows and finished requests to the
-       * owner's row retention.
+       * Writing into a sink under a node role, which holds no DELETE (so that it can lock no
+       * table every node writes): its own rows go through bpf_stats.node_delete, a key's history
+       * rows are left to the owner's partition drops, its stopped health rows and finished
+       * requests to the owner's row retention.
        */
       asNode?: boolean;
     } = {},
@@ -142,28 +156,48 @@ export class RowRetention {
         -- statements loses its own oldest keys, never pushes out another role's.
         SELECT u.row_id, u.last_seen, row_number() OVER (ORDER BY u.last_seen DESC) AS in_node
           FROM unheld u WHERE u.in_role <= ${perRole}
-      ), gone AS (
+      ), doomed AS (
+        SELECT u.row_id FROM unheld u WHERE u.in_role > ${perRole}
+        UNION ALL
+        SELECT k.row_id FROM kept_in_role k WHERE k.in_node > ${perNode} OR k.last_seen < ${cutoff}
+        LIMIT ${BATCH}
+      ), ${
+        this.options.asNode
+          ? // The node's deletes go through node_delete, each a CTE its SELECT below reads (so it runs).
+            sql`gone AS (
+        SELECT q.node, q.userid, q.dbid, q.toplevel, q.queryid FROM bpf_stats.query_stats q
+         WHERE q.ctid = ANY (ARRAY(SELECT d.row_id FROM doomed d))
+      ), deleted AS (
+        ${nodeDelete('bpf_stats.query_stats', sql`SELECT d.row_id FROM doomed d`)}
+      ), ${sql.join(
+        keyed.map(
+          (table, i) =>
+            sql`${sql.raw(`keyed_${i}`)} AS (${nodeDelete(table, sql`SELECT t.ctid FROM ${sql.raw(table)} t, gone g WHERE ${same('t')}`)})`,
+        ),
+      )}
+      SELECT g.userid, g.dbid, g.toplevel, g.queryid::text AS queryid
+        FROM gone g, deleted${sql.raw(keyed.map((_, i) => `, keyed_${i}`).join(''))}`
+          : sql`gone AS (
         DELETE FROM bpf_stats.query_stats q
-         WHERE q.ctid = ANY (ARRAY(SELECT u.row_id FROM unheld u WHERE u.in_role > ${perRole}
-                                   UNION ALL
-                                   SELECT k.row_id FROM kept_in_role k WHERE k.in_node > ${perNode} OR k.last_seen < ${cutoff}
-                                   LIMIT ${BATCH}))
+         WHERE q.ctid = ANY (ARRAY(SELECT d.row_id FROM doomed d))
         RETURNING q.node, q.userid, q.dbid, q.toplevel, q.queryid
       ), ${sql.join(
         keyed.map((table, i) => sql`${sql.raw(`keyed_${i}`)} AS (DELETE FROM ${sql.raw(table)} t USING gone g WHERE ${same('t')})`),
       )}
-      SELECT g.userid, g.dbid, g.toplevel, g.queryid::text AS queryid FROM gone g`.execute(db);
+      SELECT g.userid, g.dbid, g.toplevel, g.queryid::text AS queryid FROM gone g`
+      }`.execute(db);
     // Rows of keys without a query_stats row of this node (left by an older version) go after the retention, unless held.
     for (const table of KEYED_TABLES.filter((t) => !t.endsWith('_history'))) {
-      await sql`
-        DELETE FROM ${sql.raw(table)} WHERE ctid IN (
+      const orphans = sql`
           SELECT t.ctid FROM ${sql.raw(table)} t
            WHERE t.node = current_setting('bpf_stats.node') AND t.last_seen < ${cutoff}
              AND NOT EXISTS (SELECT 1 FROM bpf_stats.query_stats q
                               WHERE q.node = t.node AND q.userid = t.userid AND q.dbid = t.dbid AND q.toplevel = t.toplevel AND q.queryid = t.queryid)
              AND NOT EXISTS (SELECT 1 FROM unnest(${pgss.userid}::oid[], ${pgss.dbid}::oid[], ${pgss.toplevel}::bool[], ${pgss.queryid}::int8[]) AS h(userid, dbid, toplevel, queryid)
                               WHERE h.userid = t.userid AND h.dbid = t.dbid AND h.toplevel = t.toplevel AND h.queryid = t.queryid)
-           LIMIT ${BATCH})`.execute(db);
+           LIMIT ${BATCH}`;
+      if (this.options.asNode) await deletedCount(db, nodeDelete(table, orphans));
+      else await sql`DELETE FROM ${sql.raw(table)} WHERE ctid IN (${orphans})`.execute(db);
     }
     if (rows.length) this.options.forget?.(rows.map((r) => ({ ...r, userid: Number(r.userid), dbid: Number(r.dbid) })));
     return rows.length;
@@ -173,33 +207,31 @@ export class RowRetention {
   async maintain(db: Kysely<BpfStatsDatabase>): Promise<{ backends: number; collections: number; health: number; queries: number }> {
     // Seconds: PostgreSQL 14 refuses more than 2^31 milliseconds in an interval literal (24.8 days).
     const cutoff = sql<Date>`now() - ${`${this.retentionMs / 1000} seconds`}::interval`;
-    const backends = await sql`
-      DELETE FROM bpf_stats.backend_stats WHERE (pid, backend_start) IN (
-        SELECT pid, backend_start FROM bpf_stats.backend_stats WHERE exited_at < ${cutoff} LIMIT ${BATCH})`.execute(db);
+    // The owner's pass deletes every node's rows, and a node role may hold row locks on its own
+    // (an UPDATE or SELECT ... FOR UPDATE in a transaction it keeps open): those rows are skipped
+    // (SKIP LOCKED) and go at a later pass, rather than the pass waiting on them and failing for
+    // every node. A node's pass sees (row-level security) and deletes (node_delete) its own only.
+    const expired = (table: string, where: RawBuilder<unknown>) =>
+      this.options.asNode
+        ? deletedCount(db, nodeDelete(table, sql`SELECT t.ctid FROM ${sql.raw(table)} t WHERE ${where} LIMIT ${BATCH}`))
+        : sql`
+          DELETE FROM ${sql.raw(table)} WHERE ctid IN (
+            SELECT t.ctid FROM ${sql.raw(table)} t WHERE ${where} LIMIT ${BATCH} FOR UPDATE OF t SKIP LOCKED)`
+            .execute(db)
+            .then((r) => Number(r.numAffectedRows ?? 0n));
+    const backends = await expired('bpf_stats.backend_stats', sql`t.exited_at < ${cutoff}`);
     // A process's wait events go with its backend_stats row (gone above, or never written).
-    await sql`
-      DELETE FROM bpf_stats.backend_wait_event_stats WHERE (node, pid, backend_start, wait_event_type, wait_event) IN (
-        SELECT w.node, w.pid, w.backend_start, w.wait_event_type, w.wait_event FROM bpf_stats.backend_wait_event_stats w
-         WHERE w.last_seen < ${cutoff}
-           AND NOT EXISTS (SELECT 1 FROM bpf_stats.backend_stats b WHERE (b.node, b.pid, b.backend_start) = (w.node, w.pid, w.backend_start))
-         LIMIT ${BATCH})`.execute(db);
-    // A node role deletes neither (it may not: a DELETE grant would let it lock the tables every
-    // node writes, sql/95-sink-nodes.sql): the owner's pass deletes every node's.
+    await expired(
+      'bpf_stats.backend_wait_event_stats',
+      sql`t.last_seen < ${cutoff}
+          AND NOT EXISTS (SELECT 1 FROM bpf_stats.backend_stats b WHERE (b.node, b.pid, b.backend_start) = (t.node, t.pid, t.backend_start))`,
+    );
+    // A node role deletes neither (the owner's pass deletes every node's).
     const collections = this.options.asNode
-      ? { numAffectedRows: 0n }
-      : await sql`
-      DELETE FROM bpf_stats.collections WHERE id IN (
-        SELECT id FROM bpf_stats.collections
-         WHERE finished_at < now() - ${`${this.collectionsRetentionMs / 1000} seconds`}::interval LIMIT ${BATCH})`.execute(db);
-    const health = this.options.asNode
-      ? { numAffectedRows: 0n }
-      : await sql`DELETE FROM bpf_stats.health WHERE stopped_at < ${cutoff}`.execute(db);
+      ? 0
+      : await expired('bpf_stats.collections', sql`t.finished_at < now() - ${`${this.collectionsRetentionMs / 1000} seconds`}::interval`);
+    const health = this.options.asNode ? 0 : await expired('bpf_stats.health', sql`t.stopped_at < ${cutoff}`);
     const queries = this.options.heldKeys ? await this.boundQueryRows(db, cutoff, await this.options.heldKeys()) : 0;
-    return {
-      backends: Number(backends.numAffectedRows ?? 0n),
-      collections: Number(collections.numAffectedRows ?? 0n),
-      health: Number(health.numAffectedRows ?? 0n),
-      queries,
-    };
+    return { backends, collections, health, queries };
   }
 }

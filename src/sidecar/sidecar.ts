@@ -8,6 +8,7 @@ import { assertHostReady } from '../capabilities/host-checks.js';
 import { CollectorObject, type BpfPostmaster } from '../collector/collector-object.js';
 import { pgStatStatementsMax } from '../collector/query-capacity.js';
 import type { PerfEventSpec } from '../collector/perf-events.js';
+import type { SwitchProgram } from '../collector/switch-program.js';
 import type { Activity, MapFill } from '../collector/map-samples.js';
 import type { MapSnapshot } from '../collector/map-snapshot.js';
 import { ControlPlane } from '../control/control-plane.js';
@@ -57,6 +58,8 @@ export interface SidecarOptions {
   probeSets?: ProbeSetName[];
   /** Replaces the perf events of perf-event programs (see CollectorObjectOptions.perfEvents). */
   perfEvents?: Partial<Record<ProgramName, PerfEventSpec>>;
+  /** The switch-out program (default: the one this kernel's sched_switch takes; see CollectorObjectOptions.switchProgram). Tests only. */
+  switchProgram?: SwitchProgram;
   log?: (line: string) => void;
   /** History retention (default 7 days); null: no history is written. */
   historyRetentionMs?: number | null;
@@ -842,6 +845,7 @@ async function loadAndAttach(
     waitSlots: options.waitSlots,
     maxQueryKeysPerRole: options.maxQueryKeysPerRole,
     perfEvents: options.perfEvents,
+    switchProgram: options.switchProgram,
   });
   try {
     const loadedMs = performance.now() - loadStartedMs;
@@ -906,9 +910,9 @@ function openWriter(
       idleTimeoutMillis: 0,
       // Rows take their node from the session (the node column's default).
       // After the DSN's own options (the last -c wins), so neither is lost.
-      // A lock wait is bounded: a role that may update a table (a sink's node role, on the
-      // cumulative tables its upserts need) can LOCK it and keep the lock in an open
-      // transaction; the flush then fails with a lock timeout and goes out again with the next
+      // A lock wait is bounded: a role that holds a lock the flush needs in an open transaction
+      // (an owner's maintenance, a migration; node roles can lock nothing above ROW EXCLUSIVE,
+      // sql/95-sink-nodes.sql) makes the flush fail with a lock timeout; it goes out with the next
       // one (the increments stay in the maps), instead of hanging every flush, health row and
       // retention pass behind it. Ahead of the DSN's options, which may set another.
       options: [WRITER_LOCK_TIMEOUT, writerConfig.options, nodeConnectionOptions(node)].filter(Boolean).join(' '),

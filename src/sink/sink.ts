@@ -46,7 +46,7 @@ export async function openSink(dsn: string, node: string, applicationName: strin
  * superuser, or bpf_stats does not exist yet and it will create it), writing as it always did;
  * 'node' when its role is registered for `node` (bpf_stats.nodes: row-level security keeps it
  * to that node's rows and requests). A UserError in one line when the role is neither, is
- * registered for another node, or is a member of pg_monitor or bpf_stats_admin. The owner writing for a node is said once: that role can
+ * registered for another node, or is a member of pg_monitor, bpf_stats_admin or pg_maintain (17+). The owner writing for a node is said once: that role can
  * change every node's rows, which a sink of several nodes should not allow.
  */
 export async function sinkWriter(sink: pg.Client, node: string | null, log: (line: string) => void): Promise<'owner' | 'node'> {
@@ -82,17 +82,23 @@ export async function sinkWriter(sink: pg.Client, node: string | null, log: (lin
   // add_node refuses such roles; one registered before it did, or granted a membership since,
   // would reach every node's rows through the views (they run as the owner) or every node's
   // requests (collect() for any node).
-  const { rows: memberOf } = await sink.query<{ rolname: string }>(
+  // pg_maintain (17+) may LOCK every table in any mode: it could hold off every node's flushes.
+  const { rows: memberships } = await sink.query<{ rolname: string }>(
     `SELECT g.rolname::text AS rolname FROM pg_catalog.pg_roles g
-      WHERE g.rolname IN ('pg_monitor', 'bpf_stats_admin') AND pg_catalog.pg_has_role(current_user, g.oid, 'MEMBER')
+      WHERE g.rolname IN ('pg_monitor', 'bpf_stats_admin', 'pg_maintain') AND pg_catalog.pg_has_role(current_user, g.oid, 'MEMBER')
       ORDER BY g.rolname`,
   );
+  const memberOf = memberships.filter((r) => r.rolname !== 'pg_maintain');
   if (memberOf.length) {
     const names = memberOf.map((r) => r.rolname).join(' and ');
     throw new UserError(
       `sink: role ${role} (node ${registered}) is a member of ${names}, which would let it read or request for every node there: the sink's owner runs REVOKE ${memberOf.map((r) => r.rolname).join(', ')} FROM ${role}`,
     );
   }
+  if (memberships.length)
+    throw new UserError(
+      `sink: role ${role} (node ${registered}) is a member of pg_maintain, which would let it lock every table there against the other nodes: the sink's owner runs REVOKE pg_maintain FROM ${role}`,
+    );
   return 'node';
 }
 

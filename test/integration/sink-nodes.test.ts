@@ -5,6 +5,10 @@ import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { runCli } from '../support/run-cli.js';
 import { logMessages } from '../support/log-lines.js';
 import { verifiedStatus } from '../../src/control/status-message.js';
+import { RowRetention } from '../../src/retention/row-retention.js';
+import { clientDatabase } from '../../src/storage/client-database.js';
+import { writeCapabilities } from '../../src/capabilities/write-capabilities.js';
+import type { CheckLine } from '../../src/capabilities/probe-capabilities.js';
 
 /*
  * Two servers, each with its collector, writing into one sink database (`central` on the first
@@ -196,11 +200,14 @@ describe('a sink of several nodes', () => {
         'collections',
       ]) {
         expect((await a.query(`SELECT count(*)::int AS n FROM bpf_stats.${table} WHERE node = 'node-b'`)).rows, table).toEqual([{ n: 0 }]);
-        // (the history tables, health and collections take no DELETE from a node role at all)
-        if (table.endsWith('_history') || table === 'health' || table === 'collections')
-          await expect(a.query(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).rejects.toThrow(/permission denied/);
-        else expect(await affected(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).toBe(0);
+        // (a node role holds DELETE on no table: its own rows go through bpf_stats.node_delete)
+        await expect(a.query(`DELETE FROM bpf_stats.${table} WHERE node = 'node-b'`), table).rejects.toThrow(/permission denied/);
       }
+      // Nor through node_delete, given B's tuple ids.
+      const { rows: bRows } = await admin.query<{ ctid: string }>("SELECT ctid::text FROM bpf_stats.query_stats WHERE node = 'node-b'");
+      expect(
+        (await a.query("SELECT bpf_stats.node_delete('bpf_stats.query_stats', $1::tid[]) AS n", [bRows.map((r) => r.ctid)])).rows,
+      ).toEqual([{ n: '0' }]);
       expect(await affected("UPDATE bpf_stats.query_stats SET total_time_ms = 1e9 WHERE node = 'node-b'")).toBe(0);
       expect(await affected("UPDATE bpf_stats.health SET last_error = 'forged' WHERE node = 'node-b'")).toBe(0);
       expect(await affected("UPDATE bpf_stats.collections SET status = 'stopped' WHERE node = 'node-b'")).toBe(0);
@@ -306,17 +313,20 @@ describe('a sink of several nodes', () => {
       await admin.query('RESET lock_timeout');
       await a.query('ROLLBACK');
 
-      // The cumulative tables need UPDATE (upserts), so a node role can lock those: B's flush
-      // then ends with a lock timeout, and the same increments go out with the next.
+      // A lock a node role cannot take (the owner's, say, a DBA's ALTER TABLE): B's flush ends
+      // with a lock timeout, and the same increments go out with the next.
       const b = new pg.Client(serverB.connectionString());
       await b.connect();
       for (let i = 0; i < 7; i++) await b.query('SELECT 1 AS held_up_424242, $1::int', [i]);
       await b.end();
       await a.query('BEGIN');
-      await a.query('LOCK TABLE bpf_stats.query_stats IN ACCESS EXCLUSIVE MODE');
+      await expect(a.query('LOCK TABLE bpf_stats.query_stats IN ACCESS EXCLUSIVE MODE')).rejects.toThrow(/permission denied/);
+      await a.query('ROLLBACK');
+      await admin.query('BEGIN');
+      await admin.query('LOCK TABLE bpf_stats.query_stats IN ACCESS EXCLUSIVE MODE');
       const held = await onB.flush();
       expect(held.error).toMatch(/lock timeout/);
-      await a.query('ROLLBACK');
+      await admin.query('ROLLBACK');
       expect((await onB.flush()).error).toBeNull();
       const { rows } = await admin.query(
         `SELECT q.calls FROM bpf_stats.query_stats q JOIN bpf_stats.query_texts t USING (node, userid, dbid, toplevel, queryid)
@@ -327,6 +337,189 @@ describe('a sink of several nodes', () => {
       await a.end();
     }
     expect((await onA.flush()).error).toBeNull();
+  }, 120_000);
+
+  it("lets a node role lock no table it writes above ROW EXCLUSIVE: B's flush and the owner's retention run while it holds all it can, and its own retention deletes through node_delete", async () => {
+    const onB = sidecars[1] as Sidecar;
+    // Every table a node role writes: the tables of node rows (cumulative, health, history) and collections.
+    const written = (
+      await admin.query<{ name: string }>(
+        "SELECT t::text AS name FROM bpf_stats.node_tables() AS t UNION ALL SELECT 'bpf_stats.collections' ORDER BY 1",
+      )
+    ).rows.map((r) => r.name);
+    expect(written).toEqual(
+      expect.arrayContaining(['bpf_stats.query_stats', 'bpf_stats.backend_stats', 'bpf_stats.query_texts', 'bpf_stats.capabilities']),
+    );
+    // A node's rows, as the owner plants them: expired backends, an idle query key with its text,
+    // an orphaned wait event; and B's, which nothing of A's may touch.
+    const days3 = "now() - interval '3 days'";
+    await admin.query(`INSERT INTO bpf_stats.backend_stats (node, pid, backend_start, backend_type, last_seen, exited_at) VALUES
+      ('node-a', 990001, ${days3}, 'client backend', ${days3}, ${days3}), ('node-a', 990002, ${days3}, 'client backend', ${days3}, ${days3}),
+      ('node-b', 990001, ${days3}, 'client backend', ${days3}, ${days3}), ('node-b', 990002, ${days3}, 'client backend', ${days3}, ${days3})`);
+    await admin.query(`INSERT INTO bpf_stats.backend_wait_event_stats (node, pid, backend_start, wait_event_type, wait_event, last_seen) VALUES
+      ('node-a', 990003, ${days3}, 'IO', 'DataFileRead', ${days3}), ('node-b', 990003, ${days3}, 'IO', 'DataFileRead', ${days3})`);
+    await admin.query(`INSERT INTO bpf_stats.query_stats (node, userid, dbid, toplevel, queryid, calls, last_seen) VALUES
+      ('node-a', 10, 5, true, 990004, 1, ${days3}), ('node-b', 10, 5, true, 990004, 1, ${days3})`);
+    await admin.query(`INSERT INTO bpf_stats.query_texts (node, userid, dbid, toplevel, queryid, query, last_seen) VALUES
+      ('node-a', 10, 5, true, 990004, 'SELECT 990004', ${days3}), ('node-b', 10, 5, true, 990004, 'SELECT 990004', ${days3})`);
+    const planted = async () =>
+      (
+        await admin.query(
+          `SELECT 'backend_stats' AS t, node, pid::text AS id FROM bpf_stats.backend_stats WHERE pid IN (990001, 990002)
+           UNION ALL SELECT 'backend_wait_event_stats', node, pid::text FROM bpf_stats.backend_wait_event_stats WHERE pid = 990003
+           UNION ALL SELECT 'query_stats', node, queryid::text FROM bpf_stats.query_stats WHERE queryid = 990004
+           UNION ALL SELECT 'query_texts', node, queryid::text FROM bpf_stats.query_texts WHERE queryid = 990004
+           ORDER BY 1, 2, 3`,
+        )
+      ).rows.map((r) => `${r.t} ${r.node} ${r.id}`);
+
+    // An expired history partition (25 days old), for the owner's upkeep to drop.
+    const day = 86_400;
+    const lo = (Math.floor(Date.now() / 1000 / day) - 25) * day;
+    const expiredPartition = `query_stats_history_${lo}_${lo + day}`;
+    await admin.query(
+      `CREATE TABLE bpf_stats.${expiredPartition} (LIKE bpf_stats.query_stats_history INCLUDING DEFAULTS);
+       ALTER TABLE bpf_stats.query_stats_history ATTACH PARTITION bpf_stats.${expiredPartition} FOR VALUES FROM (to_timestamp(${lo})) TO (to_timestamp(${lo + day}))`,
+    );
+    const partitionKept = async () =>
+      (await admin.query('SELECT to_regclass($1) IS NOT NULL AS kept', [`bpf_stats.${expiredPartition}`])).rows[0].kept as boolean;
+
+    const a = new pg.Client({ connectionString: sinkAs('node_a'), options: '-c bpf_stats.node=node-a' });
+    await a.connect();
+    try {
+      for (const table of written) {
+        for (const mode of ['SHARE UPDATE EXCLUSIVE', 'SHARE', 'SHARE ROW EXCLUSIVE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE']) {
+          await a.query('BEGIN');
+          await expect(a.query(`LOCK TABLE ${table} IN ${mode} MODE`), `${table} ${mode}`).rejects.toThrow(/permission denied/);
+          await a.query('ROLLBACK');
+        }
+        await expect(a.query(`DELETE FROM ${table}`), table).rejects.toThrow(/permission denied/);
+        await expect(a.query(`TRUNCATE ${table}`), table).rejects.toThrow(/permission denied/);
+      }
+
+      // All A can still hold, in a transaction it keeps open: ROW EXCLUSIVE on every table it
+      // writes (LOCK where it may insert, an UPDATE on collections), and row locks on its own
+      // rows (its expired backends too).
+      await a.query('BEGIN');
+      for (const table of written.filter((t) => t !== 'bpf_stats.collections')) await a.query(`LOCK TABLE ${table} IN ROW EXCLUSIVE MODE`);
+      await a.query('UPDATE bpf_stats.collections SET status = status');
+      await a.query('INSERT INTO bpf_stats.query_stats (userid, dbid, toplevel, queryid) VALUES (10, 5, true, 990005)');
+      await a.query('UPDATE bpf_stats.backend_stats SET last_seen = last_seen');
+      await a.query('SELECT 1 FROM bpf_stats.backend_wait_event_stats FOR UPDATE');
+      await a.query('SELECT 1 FROM bpf_stats.query_texts FOR UPDATE');
+      const { rows: modes } = await admin.query<{ mode: string }>(
+        "SELECT DISTINCT mode FROM pg_locks WHERE pid = $1 AND locktype = 'relation' ORDER BY 1",
+        [(await a.query('SELECT pg_backend_pid() AS pid')).rows[0].pid],
+      );
+      expect(modes.map((m) => m.mode).filter((m) => !['AccessShareLock', 'RowShareLock', 'RowExclusiveLock'].includes(m))).toEqual([]);
+
+      // B's flush writes B's figures meanwhile.
+      const b = new pg.Client(serverB.connectionString());
+      await b.connect();
+      // (an alias does not make a query id: three columns do)
+      for (let i = 0; i < 5; i++) await b.query('SELECT 1 AS while_a_holds_737373, $1::int, $2::text', [i, 'x']);
+      await b.end();
+      const bCalls = async () =>
+        (
+          await admin.query(
+            `SELECT q.calls FROM bpf_stats.query_stats q JOIN bpf_stats.query_texts t USING (node, userid, dbid, toplevel, queryid)
+              WHERE q.node = 'node-b' AND t.query LIKE '%while_a_holds_737373%'`,
+          )
+        ).rows;
+      // (a text goes with a later flush than its figures when its lookup is still running)
+      await until("B's figures and text", async () => {
+        expect((await onB.flush()).error).toBeNull();
+        return (await bCalls()).length > 0;
+      });
+      expect(await bCalls()).toEqual([{ calls: '5' }]);
+      // And the owner's row retention (every node's expired backends) and partition upkeep: the
+      // rows A holds locked wait for a later pass, the others go now.
+      await admin.query("SET lock_timeout = '2s'");
+      await admin.query("SET bpf_stats.node = 'owner-node'");
+      try {
+        const owner = await new RowRetention(86_400_000).maintain(clientDatabase(admin));
+        expect(owner.backends).toBeGreaterThanOrEqual(2);
+        // Dropping a partition needs ACCESS EXCLUSIVE on its parent, which A's ROW EXCLUSIVE
+        // holds off: the drop gives up after 100 ms and waits for a later pass; the pass goes on.
+        const started = Date.now();
+        await admin.query("SELECT * FROM bpf_stats.maintain_history(interval '7 days', interval '1 day')");
+        expect(Date.now() - started).toBeLessThan(2000);
+        expect(await partitionKept()).toBe(true);
+      } finally {
+        await admin.query('RESET lock_timeout');
+        await admin.query('RESET bpf_stats.node');
+      }
+      expect(await planted()).toEqual([
+        'backend_stats node-a 990001',
+        'backend_stats node-a 990002',
+        'backend_wait_event_stats node-a 990003',
+        'query_stats node-a 990004',
+        'query_stats node-b 990004',
+        'query_texts node-a 990004',
+        'query_texts node-b 990004',
+      ]);
+      await a.query('ROLLBACK');
+      await admin.query("SELECT * FROM bpf_stats.maintain_history(interval '7 days', interval '1 day')");
+      expect(await partitionKept()).toBe(false);
+
+      // A's own retention, as its collector runs it (asNode): its expired backends, its orphaned
+      // wait event, its idle key's rows go; B's key stays.
+      const none = { userid: [], dbid: [], toplevel: [], queryid: [] };
+      const own = await new RowRetention(86_400_000, 86_400_000, {
+        asNode: true,
+        heldKeys: async () => ({ max: 5000, pgss: none, running: { userid: [], dbid: [], queryid: [] } }),
+      }).maintain(clientDatabase(a));
+      expect(own).toMatchObject({ backends: 2, queries: 1 });
+      expect(await planted()).toEqual(['query_stats node-b 990004', 'query_texts node-b 990004']);
+
+      // node_delete deletes A's rows only, from the tables A wrote with DELETE before.
+      for (const table of [
+        'bpf_stats.health',
+        'bpf_stats.collections',
+        'bpf_stats.query_stats_history',
+        'bpf_stats.nodes',
+        'pg_catalog.pg_class',
+      ]) {
+        await expect(a.query('SELECT bpf_stats.node_delete($1::regclass, $2::tid[])', [table, ['(0,1)']]), table).rejects.toThrow(
+          /does not delete from/,
+        );
+      }
+      const { rows: bKey } = await admin.query<{ ctid: string }>(
+        "SELECT ctid::text FROM bpf_stats.query_stats WHERE node = 'node-b' AND queryid = 990004",
+      );
+      expect((await a.query("SELECT bpf_stats.node_delete('bpf_stats.query_stats', $1::tid[]) AS n", [[bKey[0]!.ctid]])).rows).toEqual([
+        { n: '0' },
+      ]);
+      expect(await planted()).toEqual(['query_stats node-b 990004', 'query_texts node-b 990004']);
+
+      // Its capabilities are replaced as a node's start writes them.
+      const line = (probe: string, ok: boolean): CheckLine => ({ name: probe, probe, kind: 'feature', ok, required: false, detail: probe });
+      const capabilities = async () =>
+        (await admin.query("SELECT node, probe, available FROM bpf_stats.capabilities WHERE host = 'host-990006' ORDER BY node, probe"))
+          .rows;
+      await admin.query(
+        "INSERT INTO bpf_stats.capabilities (node, host, kind, probe, available, required, reason) VALUES ('node-b', 'host-990006', 'feature', 'x', true, false, 'x')",
+      );
+      await writeCapabilities(clientDatabase(a), [line('x', true), line('y', true)], 'host-990006');
+      await writeCapabilities(clientDatabase(a), [line('x', false)], 'host-990006');
+      expect(await capabilities()).toEqual([
+        { node: 'node-a', probe: 'x', available: false },
+        { node: 'node-b', probe: 'x', available: true },
+      ]);
+    } finally {
+      await a.end();
+      await admin.query('DELETE FROM bpf_stats.query_stats WHERE queryid = 990004');
+      await admin.query('DELETE FROM bpf_stats.query_texts WHERE queryid = 990004');
+      await admin.query("DELETE FROM bpf_stats.capabilities WHERE host = 'host-990006'");
+    }
+    // A role registered for no node has no node_delete.
+    const stranger = new pg.Client(sinkAs('stranger'));
+    await stranger.connect();
+    try {
+      await expect(stranger.query("SELECT bpf_stats.node_delete('bpf_stats.query_stats', '{}')")).rejects.toThrow(/permission denied/);
+    } finally {
+      await stranger.end();
+    }
   }, 120_000);
 
   it("lets a node role hold no lock the owner's upkeep, collect() or another node waits on: node_maintain_history in an open transaction, LOCK on health or collections", async () => {
