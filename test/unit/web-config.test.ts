@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -59,7 +60,22 @@ describe('--web.config.file (exporter-toolkit format)', () => {
     expect(web.tls?.cert.toString()).toMatch(/BEGIN CERTIFICATE/);
     expect(web.tls).toMatchObject({ requestCert: false, rejectUnauthorized: false, minVersion: 'TLSv1.2' });
     expect([...web.users.keys()]).toEqual(['prometheus', 'other']);
-    expect(readWebConfig(config('empty.yml', ''))).toEqual({ tls: null, users: new Map() });
+  });
+
+  it('refuses a file that turns on nothing (empty, null, {}, empty keys): it would serve /metrics as no file does', () => {
+    for (const [name, text] of [
+      ['empty.yml', ''],
+      ['blank.yml', '\n# nothing yet\n'],
+      ['null.yml', 'null\n'],
+      ['tilde.yml', '~\n'],
+      ['braces.yml', '{}\n'],
+      ['null-keys.yml', 'tls_server_config:\nbasic_auth_users:\n'],
+      ['empty-users.yml', 'basic_auth_users: {}\n'],
+    ]) {
+      expect(refusal(config(name!, text!)), name).toBe(
+        `--web.config.file ${join(dir, name!)}: turns on neither TLS nor basic authentication (give tls_server_config or basic_auth_users, or no --web.config.file)`,
+      );
+    }
   });
 
   it('refuses what would leave /metrics open by mistake, in one line', () => {
@@ -89,39 +105,90 @@ describe('basic authentication', () => {
 
   it('lets the right password in and nothing else', async () => {
     const auth = new BasicAuth(new Map([['prometheus', hash]]));
-    expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
-    // remembered: the same pair again, without bcrypt
-    expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
-    for (const wrong of [
-      header('prometheus', 'wrong horse'),
-      header('prometheus', 'right horse '),
-      header('root', 'right horse'),
-      header('prometheus', ''),
-      undefined,
-      'Bearer x',
-      'Basic !!!',
-    ]) {
-      expect(await auth.allows(wrong), String(wrong)).toBe(false);
+    try {
+      expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
+      // remembered: the same pair again, without bcrypt
+      expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
+      for (const wrong of [
+        header('prometheus', 'wrong horse'),
+        header('prometheus', 'right horse '),
+        header('root', 'right horse'),
+        header('prometheus', ''),
+        undefined,
+        'Bearer x',
+        'Basic !!!',
+      ]) {
+        expect(await auth.allows(wrong), String(wrong)).toBe(false);
+      }
+    } finally {
+      await auth.close();
     }
     expect(await new BasicAuth(new Map()).allows(undefined)).toBe(true);
   });
 
-  it('runs at most two bcrypt checks at once; a remembered scraper still gets in during a flood', async () => {
-    const slow = bcrypt.hashSync('right horse', 10);
-    const auth = new BasicAuth(new Map([['prometheus', slow]]));
-    expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
-    const flood = Array.from({ length: 6 }, () => auth.allows(header('prometheus', 'guess')));
-    // While two guesses are being checked, the remembered pair needs no check.
-    expect(await auth.allows(header('prometheus', 'right horse'))).toBe(true);
-    expect(await Promise.all(flood)).toEqual([false, false, false, false, false, false]);
-    // Not yet remembered: while two checks run, even the right pair is not checked ('busy', not
-    // 'refused': the exporter answers 503 with Retry-After, not 401), and gets in once they are done.
-    const fresh = new BasicAuth(new Map([['prometheus', slow]]));
-    const busy = [fresh.check(header('prometheus', 'a')), fresh.check(header('prometheus', 'b'))];
-    expect(await fresh.check(header('prometheus', 'right horse'))).toBe('busy');
-    expect(await fresh.allows(header('prometheus', 'right horse'))).toBe(false);
-    expect(await Promise.all(busy)).toEqual(['refused', 'refused']);
-    expect(await fresh.check(header('prometheus', 'right horse'))).toBe('allowed');
+  it('checks on a thread of its own as bcryptjs does: $2a$, $2b$, $2y$, long and non-ASCII passwords', async () => {
+    const cases = [
+      ['right horse', bcrypt.hashSync('right horse', 4)],
+      ['ünïcödé ✓ 密码', bcrypt.hashSync('ünïcödé ✓ 密码', 4)],
+      ['x'.repeat(100), bcrypt.hashSync('x'.repeat(100), 4)],
+      ['', bcrypt.hashSync('', 4)],
+      ['right horse', bcrypt.hashSync('right horse', 4).replace(/^\$2b\$/, '$2a$')],
+      ['right horse', bcrypt.hashSync('right horse', 4).replace(/^\$2b\$/, '$2y$')],
+    ] as const;
+    for (const [password, known] of cases) {
+      const auth = new BasicAuth(new Map([['u', known]]));
+      try {
+        for (const tried of [`${password}!`, password.slice(0, -1), 'x'.repeat(72), password])
+          expect(await auth.allows(header('u', tried)), `${tried} against ${known}`).toBe(bcrypt.compareSync(tried, known));
+      } finally {
+        await auth.close();
+      }
+    }
+  });
+
+  it('keeps the main thread free while it checks: its event loop idle most of the time during eight checks at cost 10', async () => {
+    const auth = new BasicAuth(new Map([['prometheus', bcrypt.hashSync('right horse', 10)]]));
+    // Utilization, not timer delays: a loaded machine delays timers of an idle loop too.
+    const before = performance.eventLoopUtilization();
+    try {
+      const sources = ['a', 'b', 'c', 'd'];
+      const checks = sources.flatMap((s) => [auth.check(header('prometheus', 'guess'), s), auth.check(header('prometheus', 'guess 2'), s)]);
+      expect(await Promise.all(checks)).toEqual(new Array(8).fill('refused'));
+      // bcryptjs on the main thread: busy through every check (~90 ms each here).
+      expect(performance.eventLoopUtilization(before).utilization).toBeLessThan(0.3);
+    } finally {
+      await auth.close();
+    }
+  });
+
+  it("takes sources in turn: a source's guesses cannot keep another's first login out", async () => {
+    const auth = new BasicAuth(new Map([['prometheus', bcrypt.hashSync('right horse', 8)]]));
+    try {
+      // Two guessers with their budget full (two checks each, waiting or running) ...
+      const guesses = ['guesser 1', 'guesser 2'].flatMap((s) => [
+        auth.check(header('prometheus', 'a'), s),
+        auth.check(header('prometheus', 'b'), s),
+      ]);
+      // ... a third from either is not checked (503, not 401) ...
+      expect(await auth.check(header('prometheus', 'c'), 'guesser 1')).toBe('busy');
+      // ... and a scraper not remembered yet is checked in its turn, before the guessers' second checks.
+      const order: string[] = [];
+      const scraper = auth.check(header('prometheus', 'right horse'), 'scraper').then((v) => (order.push('scraper'), v));
+      for (const [i, g] of guesses.entries()) void g.then(() => order.push(`guess ${i}`));
+      expect(await scraper).toBe('allowed');
+      expect(await Promise.all(guesses)).toEqual(['refused', 'refused', 'refused', 'refused']);
+      // The check running when it came (guesser 1's first), then one of each other source, then the scraper.
+      expect(order.indexOf('scraper')).toBeLessThanOrEqual(3);
+      // Remembered from then on: no check, whatever waits.
+      const more = ['guesser 1', 'guesser 2'].flatMap((s) => [
+        auth.check(header('prometheus', 'd'), s),
+        auth.check(header('prometheus', 'e'), s),
+      ]);
+      expect(await auth.check(header('prometheus', 'right horse'), 'scraper')).toBe('allowed');
+      await Promise.all(more);
+    } finally {
+      await auth.close();
+    }
   });
 });
 

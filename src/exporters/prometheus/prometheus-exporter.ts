@@ -33,6 +33,10 @@ export interface FlushSource {
 
 export const DEFAULT_METRICS_TOP = 100;
 
+/** How long a 'busy' answer (503, Retry-After: 1) waits, and how many may wait at once. */
+const BUSY_DELAY_MS = 1000;
+const BUSY_HELD = 256;
+
 /**
  * `run --metrics-address`: serves /metrics from what the collector's flushes committed. A flush
  * adds its rows to memory (O(rows)); a scrape formats memory and never waits for, or slows, a
@@ -52,6 +56,7 @@ export class PrometheusExporter {
     readonly totals: FlushTotals,
     readonly metrics: MetricsRegistry,
     private readonly names: CatalogNames,
+    private readonly auth: BasicAuth,
   ) {}
 
   static async listen(options: PrometheusExporterOptions): Promise<PrometheusExporter> {
@@ -60,9 +65,6 @@ export class PrometheusExporter {
     let exclude: (pid: number) => void = () => undefined;
     const names = new CatalogNames(options.connectionString, (pid) => exclude(pid), options.log, top);
     const metrics = new MetricsRegistry(totals, names, { top, queryText: options.queryText ?? false });
-    // Loaded here: a static import of a builtin is hoisted to the bundle's top, and node's http
-    // would load at every start (~4 ms, ~0.4 MB) for a listener most runs never open. Not by
-    // import(): the bundle runs from V8's code cache, where import() has no loader (code-cache.ts).
     const auth = new BasicAuth(options.webConfig?.users ?? new Map());
     const handle = (request: IncomingMessage, response: ServerResponse) => {
       const path = (request.url ?? '/').split('?')[0];
@@ -82,6 +84,25 @@ export class PrometheusExporter {
         response.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found: try /metrics\n');
       }
     };
+    // A 'busy' answer waits the second its Retry-After asks for: a source that sends again at once
+    // (more requests than its checks may wait) would otherwise spin, and its flood of 503s take
+    // the CPU the bcrypt thread and the honest scraper's check need (measured: 30,000 503s in 43 s
+    // from 20 connections, and first logins timing out). At most BUSY_HELD wait so; beyond, at once,
+    // and the connection is closed.
+    let held = 0;
+    const busy = (response: ServerResponse) => {
+      const answer = (close: boolean) =>
+        response
+          .writeHead(503, { 'Retry-After': '1', 'Content-Type': 'text/plain', ...(close && { Connection: 'close' }) })
+          .end('Busy checking passwords: try again\n');
+      if (held >= BUSY_HELD) return answer(true);
+      held++;
+      const timer = setTimeout(() => answer(false), BUSY_DELAY_MS);
+      response.once('close', () => {
+        clearTimeout(timer);
+        held--;
+      });
+    };
     const tls = options.webConfig?.tls;
     const listener = (request: IncomingMessage, response: ServerResponse) => {
       const refusal = tls ? clientCertRefusal(tls.clientAuth, request.socket as TLSSocket) : null;
@@ -90,12 +111,12 @@ export class PrometheusExporter {
         return;
       }
       if (!auth.enabled) return handle(request, response);
-      auth.check(request.headers.authorization).then(
+      // Per remote address: one source's guesses take turns with the others' (BasicAuth).
+      auth.check(request.headers.authorization, request.socket.remoteAddress ?? '').then(
         (verdict) => {
           if (verdict === 'allowed') handle(request, response);
-          // Not checked (every bcrypt check in use): not a wrong password, so not 401.
-          else if (verdict === 'busy')
-            response.writeHead(503, { 'Retry-After': '1', 'Content-Type': 'text/plain' }).end('Busy checking passwords: try again\n');
+          // Not checked (too many checks waiting): not a wrong password, so not 401.
+          else if (verdict === 'busy') busy(response);
           else
             response
               .writeHead(401, { 'WWW-Authenticate': 'Basic realm="pg-bpf-stats"', 'Content-Type': 'text/plain' })
@@ -104,6 +125,9 @@ export class PrometheusExporter {
         () => response.writeHead(500).end(),
       );
     };
+    // Loaded here: a static import of a builtin is hoisted to the bundle's top, and node's http
+    // would load at every start (~4 ms, ~0.4 MB) for a listener most runs never open. Not by
+    // import(): the bundle runs from V8's code cache, where import() has no loader (code-cache.ts).
     const server: Server = tls
       ? process.getBuiltinModule('node:https').createServer(
           {
@@ -126,7 +150,7 @@ export class PrometheusExporter {
       server.listen({ host: options.address.host ?? DEFAULT_METRICS_HOST, port: options.address.port }, resolve);
     });
     server.on('error', (error) => options.log(`metrics: ${oneLine(error)}`));
-    const exporter = new PrometheusExporter(server, totals, metrics, names);
+    const exporter = new PrometheusExporter(server, totals, metrics, names, auth);
     exclude = (pid) => exporter.source?.excludeBackend(pid);
     return exporter;
   }
@@ -152,6 +176,7 @@ export class PrometheusExporter {
       this.server.closeAllConnections();
     });
     await this.names.close();
+    await this.auth.close();
   }
 }
 

@@ -13,6 +13,11 @@ export async function startMetrics(
 ): Promise<{ attach(source: FlushSource): void; close(): Promise<void> }> {
   // Read (and refused, if wrong) before the port is bound: never serve what it was meant to protect.
   const webConfig = options.webConfigFile === undefined ? undefined : readWebConfig(options.webConfigFile);
+  // Said, not refused: on loopback, or behind a proxy that terminates TLS, it is what one wants.
+  if (webConfig?.users.size && !webConfig.tls)
+    log(
+      `warning: --web.config.file ${options.webConfigFile} has basic_auth_users without tls_server_config: every scrape sends the password in clear text (add tls_server_config, or keep /metrics on this host or behind a TLS proxy)`,
+    );
   const exporter = await PrometheusExporter.listen({ ...options, connectionString: dsn, log, ...(webConfig && { webConfig }) });
   return {
     attach(source) {

@@ -1,9 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import bcrypt from 'bcryptjs';
 import { parse as parseYaml } from 'yaml';
 import { oneLine, UserError } from '../../errors.js';
+import { BcryptThread } from './bcrypt-thread.js';
 
 /**
  * `--web.config.file`: TLS and basic authentication for /metrics, in the format of Prometheus'
@@ -74,7 +74,12 @@ export function readWebConfig(path: string): WebConfig {
   } catch (error) {
     throw bad(`not YAML: ${oneLine(error)}`);
   }
-  doc ??= {};
+  // A file was named to protect /metrics: one that turns on neither TLS nor a password (empty,
+  // null, {} or only empty keys) would serve it as no file does, so it is refused (below too).
+  const turnsOnNothing = bad(
+    'turns on neither TLS nor basic authentication (give tls_server_config or basic_auth_users, or no --web.config.file)',
+  );
+  if (doc === null || doc === undefined) throw turnsOnNothing;
   if (!isObject(doc)) throw bad('expected a mapping (tls_server_config, basic_auth_users)');
   for (const key of Object.keys(doc)) {
     if (key !== 'tls_server_config' && key !== 'basic_auth_users')
@@ -133,6 +138,7 @@ export function readWebConfig(path: string): WebConfig {
       users.set(user, hash);
     }
   }
+  if (!tls && users.size === 0) throw turnsOnNothing;
   return { tls, users };
 }
 
@@ -163,32 +169,51 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /** A hash of a password nobody has: an unknown user costs as much as a wrong password. */
 const NOBODY = '$2b$10$Yfet3rGkdpvP/gE2L.ZTT.bjyAN9TfYYSeDikcAAw0tMusUy5goNK'; // of 32 random bytes, thrown away
 const REMEMBERED = 64;
-/** bcrypt checks at once: beyond, a request is answered 'busy' unchecked (see BasicAuth). */
-const CONCURRENT_CHECKS = 2;
+/** Checks one source (remote address) may have waiting or running: beyond, 'busy'. */
+const WAITING_PER_SOURCE = 2;
+/** Checks waiting or running from all sources together: beyond, 'busy'. */
+const WAITING_AT_ALL = 64;
 
 /**
  * Checks `Authorization: Basic` headers against the users' bcrypt hashes. bcrypt costs tens of
  * milliseconds by design; a scraper sends the same credentials every few seconds, so a pair that
  * succeeded is remembered (its SHA-256, never the password) and the next scrape costs a hash.
- * A failure is never remembered: every guess pays bcrypt's price. bcryptjs computes on the main
- * thread, between other work, in slices (at cost 10: about 0.5 s of CPU here), so at most
- * CONCURRENT_CHECKS run at once and a request beyond them gets no check: 'busy' (503 with
- * Retry-After, so a scraper not remembered yet tries again rather than seeing a wrong password).
- * A flood of guesses costs at most that many checks in progress, and a scraper that got in once
- * is not slowed by it (remembered).
+ * A failure is never remembered: every guess pays bcrypt's price, on BcryptThread, one at a time.
+ * Checks wait in one queue per source (the remote address) and are taken from the sources in
+ * turn, so a source that guesses gets one check in every k (k sources waiting), never all of
+ * them: a scraper that was not remembered yet (after every restart) waits behind at most one
+ * check of each other source, whatever they send. A source with WAITING_PER_SOURCE checks waiting
+ * or running, or a request when WAITING_AT_ALL are, gets 'busy' unchecked (503 with Retry-After,
+ * not 401: it is not a wrong password).
  */
 export class BasicAuth {
   private readonly good = new Map<string, Buffer>();
-  private checking = 0;
+  private readonly bcrypt = new BcryptThread();
+  /** Per source, its checks not started yet (a source with none is not in it). */
+  private readonly queues = new Map<string, Array<() => Promise<void>>>();
+  /** Per source, its checks waiting or running (WAITING_PER_SOURCE). */
+  private readonly perSource = new Map<string, number>();
+  /** All sources' checks waiting or running (WAITING_AT_ALL). */
+  private waiting = 0;
+  private running = false;
+  /** The sources with checks not started yet, in the order they get their turn. */
+  private readonly turns: string[] = [];
 
-  constructor(private readonly users: Map<string, string>) {}
+  constructor(private readonly users: Map<string, string>) {
+    // Now, not at the first check: a scraper's first login would wait for the thread's start
+    // (~0.14 s of CPU here, its wall time several times that on a loaded host).
+    if (this.enabled) this.bcrypt.start();
+  }
 
   get enabled(): boolean {
     return this.users.size > 0;
   }
 
-  /** Whether the header's credentials are allowed ('busy': too many checks running, not checked). */
-  async check(header: string | undefined): Promise<'allowed' | 'refused' | 'busy'> {
+  /**
+   * Whether the header's credentials are allowed ('busy': too many checks waiting, not checked).
+   * `source`: who asks (the remote address), whose checks take turns with other sources'.
+   */
+  async check(header: string | undefined, source = ''): Promise<'allowed' | 'refused' | 'busy'> {
     if (!this.enabled) return 'allowed';
     const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
     if (!match) return 'refused';
@@ -200,15 +225,9 @@ export class BasicAuth {
     const digest = createHash('sha256').update(decoded).digest();
     const known = this.good.get(user);
     if (known && timingSafeEqual(known, digest)) return 'allowed';
-    if (this.checking >= CONCURRENT_CHECKS) return 'busy';
+    if ((this.perSource.get(source) ?? 0) >= WAITING_PER_SOURCE || this.waiting >= WAITING_AT_ALL) return 'busy';
     const hash = this.users.get(user);
-    this.checking++;
-    let ok: boolean;
-    try {
-      ok = await bcrypt.compare(password, hash ?? NOBODY);
-    } finally {
-      this.checking--;
-    }
+    const ok = await this.inTurn(source, () => this.bcrypt.compare(password, hash ?? NOBODY));
     if (!ok || hash === undefined) return 'refused';
     if (this.good.size >= REMEMBERED) this.good.clear();
     this.good.set(user, digest);
@@ -216,7 +235,52 @@ export class BasicAuth {
   }
 
   /** Whether the header's credentials are allowed now (false when refused or not checked). */
-  async allows(header: string | undefined): Promise<boolean> {
-    return (await this.check(header)) === 'allowed';
+  async allows(header: string | undefined, source = ''): Promise<boolean> {
+    return (await this.check(header, source)) === 'allowed';
+  }
+
+  /** Stops the bcrypt thread (checks waiting fail, and any after). */
+  close(): Promise<void> {
+    return this.bcrypt.close();
+  }
+
+  /** Runs `compare` when `source`'s turn comes. */
+  private inTurn(source: string, compare: () => Promise<boolean>): Promise<boolean> {
+    this.waiting++;
+    this.perSource.set(source, (this.perSource.get(source) ?? 0) + 1);
+    return new Promise<boolean>((resolve, reject) => {
+      const run = () =>
+        compare()
+          .then(resolve, reject)
+          .finally(() => {
+            this.waiting--;
+            const left = this.perSource.get(source)! - 1;
+            if (left) this.perSource.set(source, left);
+            else this.perSource.delete(source);
+          });
+      let queue = this.queues.get(source);
+      if (!queue) {
+        this.queues.set(source, (queue = []));
+        this.turns.push(source);
+      }
+      queue.push(run);
+      this.next();
+    });
+  }
+
+  private next(): void {
+    if (this.running) return;
+    const source = this.turns.shift();
+    if (source === undefined) return;
+    const queue = this.queues.get(source)!;
+    const run = queue.shift()!;
+    // The source goes to the back of the line, with what it has left.
+    if (queue.length) this.turns.push(source);
+    else this.queues.delete(source);
+    this.running = true;
+    void run().finally(() => {
+      this.running = false;
+      this.next();
+    });
   }
 }
