@@ -20,8 +20,9 @@ import { discoverPostmaster } from '../src/postmaster/discover-postmaster.js';
 import { listPrograms, programDeltas, type ProgramStats } from './bpf-stats.js';
 import { initPgbench, runSelectOnly } from './pgbench.js';
 import { median } from './report.js';
+import { SWITCH_PROGRAMS } from '../src/collector/switch-program.js';
 
-const PROGRAMS = ['on_sched_switch', 'on_llc_reference', 'on_llc_miss'];
+const PROGRAMS: string[] = [...SWITCH_PROGRAMS, 'on_llc_reference', 'on_llc_miss'];
 const PERF_TYPE_SOFTWARE = 1;
 const PERF_COUNT_SW_PAGE_FAULTS = 2;
 const PERF_COUNT_SW_CPU_CLOCK = 0;

@@ -16,6 +16,7 @@ import { ThrowawayCluster } from '../src/cluster/throwaway-cluster.js';
 import { parseProbeSets } from '../src/families/index.js';
 import { Sidecar } from '../src/sidecar/sidecar.js';
 import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled } from './bpf-stats.js';
+import { SWITCH_PROGRAMS } from '../src/collector/switch-program.js';
 
 const LOCK_PROGRAMS = [
   'on_lock_start',
@@ -27,7 +28,7 @@ const LOCK_PROGRAMS = [
   'on_sema_lock',
   'on_sema_lock_rt',
   'on_spin_delay',
-  'on_sched_switch',
+  ...SWITCH_PROGRAMS,
   'on_sched_waking',
 ];
 

@@ -21,6 +21,7 @@ import { Sidecar } from '../src/sidecar/sidecar.js';
 import { listPrograms, programDeltas, readStatsEnabled, setStatsEnabled, type ProgramStats } from './bpf-stats.js';
 import { initPgbench, runSelectOnly } from './pgbench.js';
 import { runBench } from './run-bench.js';
+import { SWITCH_PROGRAMS } from '../src/collector/switch-program.js';
 
 const MINE = [
   'on_dreclaim_beg',
@@ -33,7 +34,7 @@ const MINE = [
   'on_blk_start',
   'on_blk_merge',
   'on_blk_done',
-  'on_sched_switch',
+  ...SWITCH_PROGRAMS,
 ];
 const MB = 1024 * 1024;
 

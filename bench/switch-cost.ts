@@ -21,11 +21,14 @@ import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, prepareCluster, roundSettings,
 import { type Builtin, parseBuiltin, runLoad } from './pgbench.js';
 import { median, type BenchSettings } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
+import { KernelFeatures } from '../src/collector/kernel-features.js';
+import { SWITCH_PROGRAMS, switchProgram } from '../src/collector/switch-program.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE =
   'usage: node dist/bench/switch-cost.js --builds LABEL=DIR,LABEL=DIR [--rounds 8] [--seconds 6] [--clients 8] [--scale 10] [--builtin select-only|tpcb-like]';
-const PROGRAM = 'on_sched_switch';
+/** The switch-out program this kernel runs (src/collector/switch-program.ts); a build may run the other (SWITCH_PROGRAMS), measured the same. */
+const PROGRAM = switchProgram(KernelFeatures.host());
 
 interface Build {
   label: string;
@@ -83,9 +86,12 @@ async function measure(
   await leadIn();
   await setStatsEnabled('1');
   const owned = sidecar.programIds();
-  const read = async () => (await listPrograms()).filter((p) => p.name === PROGRAM && owned.has(p.id));
+  const read = async () => (await listPrograms()).filter((p) => (SWITCH_PROGRAMS as readonly string[]).includes(p.name) && owned.has(p.id));
   const before = await read();
-  if (before.length !== 1) throw new Error(`expected one ${PROGRAM} of the sidecar, found ${before.length}:\n${sidecar.log()}`);
+  if (before.length !== 1)
+    throw new Error(
+      `expected one switch-out program (${SWITCH_PROGRAMS.join(' or ')}) of the sidecar, found ${before.length}:\n${sidecar.log()}`,
+    );
   const result = await pgbench();
   const after = (await read())[0]!;
   const count = after.runCnt - before[0]!.runCnt;

@@ -34,12 +34,15 @@ import { LEAD_IN_SECONDS, LOAD_FLAGS, parseFlags, prepareCluster, roundSettings,
 import { parseBuiltin, runLoad } from './pgbench.js';
 import { bootstrapMedianInterval, median } from './report.js';
 import { SidecarProcess } from './sidecar-process.js';
+import { KernelFeatures } from '../src/collector/kernel-features.js';
+import { switchProgram } from '../src/collector/switch-program.js';
 
 const run = promisify(execFile);
 const print = (line = '') => process.stdout.write(`${line}\n`);
 const USAGE =
   'usage: node dist/bench/switch-parts.js [--rounds 5] [--seconds 6] [--clients 8] [--scale 10] [--builtin select-only|tpcb-like] [--ab [--same-halves]]';
-const PROGRAM = 'on_sched_switch';
+/** The switch-out program this kernel runs (src/collector/switch-program.ts). */
+const PROGRAM = switchProgram(KernelFeatures.host());
 /** enum timed_part in bpf/part-timing.bpf.h, by index: what each part adds to a switch-out. */
 const PARTS = [
   'wait-event accounting (record adds, map updates)',

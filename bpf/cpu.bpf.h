@@ -6,7 +6,8 @@
  * counters (SCHED_COUNTERS in bpf/records.h), attributed to the backend and to its current
  * query.
  *
- * One tp_btf program on sched_switch, filtered to the postmaster and its children in two
+ * One tp_btf program on sched_switch (of two: the loader picks the one this kernel's tracepoint
+ * takes, src/collector/switch-program.ts), filtered to the postmaster and its children in two
  * loads, and a CPU-clock sample for backends that never leave their CPU. At each switch-out
  * the backend's query and wait event are read from its PgBackendStatus (bpf/pg-status.bpf.h)
  * and the scheduler's own cumulative counters from task_struct: a few loads, no uprobe. Each
@@ -509,13 +510,55 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 	}
 }
 
-/* prev_state is the tracepoint's fourth argument since Linux 5.18 (commit fa2c3254d7cf). */
+/*
+ * The switch-out, twice: the loader attaches the one this kernel's sched_switch takes (its BTF
+ * prototype, src/collector/switch-program.ts) and leaves the other unloaded. Both inline the
+ * same account_switch_out, so each program's call chain is what it was with one.
+ *
+ * on_sched_switch: prev_state is the tracepoint's fourth argument since Linux 5.18 (commit
+ * fa2c3254d7cf, "sched/tracing: Don't re-read p->state when emitting sched_switch event"): the
+ * state __schedule() saw, which a concurrent wakeup cannot have changed since.
+ */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
 	AB_BEGIN();
 	if (is_postmaster_family(prev))
 		account_switch_out(prev, preempt, prev_state, false, SWITCH_FROM_SCHED);
+	AB_END();
+	return 0;
+}
+
+/* task_struct::state before Linux 5.14 (the libbpf-tools core_fixes.bpf.h flavour). */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+/*
+ * A task's state as the task holds it: task_struct::__state (unsigned int) since Linux 5.14,
+ * commit 2f064a59a11f ("sched: Change task_struct::state"), `long state` before.
+ */
+static __always_inline unsigned int task_state(struct task_struct *task)
+{
+	if (bpf_core_field_exists(task->__state))
+		return task->__state;
+	return ((struct task_struct___pre514 *)task)->state;
+}
+
+/*
+ * on_switch_3args: for kernels whose sched_switch has three arguments (preempt, prev, next:
+ * before 5.18), the state read from prev itself, as sched_switch's users did before 5.18. It is
+ * the state __schedule() saw but for a wakeup racing with this switch-out (another CPU's
+ * try_to_wake_up may already have set TASK_WAKING, which still reads as a sleep; TASK_RUNNING
+ * only once prev is off its CPU); a preemption is passed, as before. Valid on 5.18+ too (the
+ * fourth argument is simply not read): tests run it there (test/integration/switch-fallback.test.ts).
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch_3args, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	AB_BEGIN();
+	if (is_postmaster_family(prev))
+		account_switch_out(prev, preempt, task_state(prev), false, SWITCH_FROM_SCHED);
 	AB_END();
 	return 0;
 }

@@ -30,7 +30,7 @@
 #include "pg-status.bpf.h"
 #include "attribution.bpf.h"
 
-/* Bits of hist_switches: work inside on_sched_switch that an opt-in set switches on. */
+/* Bits of hist_switches: work inside the switch-out (on_sched_switch or on_switch_3args) that an opt-in set switches on. */
 enum hist_switch {
 	HIST_SWITCH_LATENCY = 0x1, /* the `latency` set is attached */
 	HIST_SWITCH_RUNQ = 0x2,    /* the `sched` set is attached */

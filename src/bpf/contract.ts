@@ -2,7 +2,7 @@
 // bpf/*.h is the one definition: `npm run build` regenerates this file; commit it with the bpf/ change.
 
 /** The object's programs and the ELF section each lives in (its attach type). */
-export const Programs = { adopt_postmaster: 'tp_btf/sched_process_fork', find_postmaster: 'tp_btf/sched_switch', on_aio_perform: 'uprobe', on_aio_performed: 'uprobe', on_aio_submit: 'uprobe', on_backend_exit: 'tp_btf/sched_process_exit', on_blk_done: 'tp_btf/block_rq_complete', on_blk_merge: 'tp_btf/block_rq_merge', on_blk_start: 'tp_btf/block_io_start', on_compact_beg: 'tp_btf/mm_compaction_begin', on_compact_end: 'tp_btf/mm_compaction_end', on_cpu_tick: 'perf_event', on_dirty_pause: 'tp_btf/balance_dirty_pages', on_dreclaim_beg: 'tp_btf/mm_vmscan_direct_reclaim_begin', on_dreclaim_end: 'tp_btf/mm_vmscan_direct_reclaim_end', on_execute_plan: 'uprobe', on_executor_beg: 'uprobe', on_executor_end: 'uprobe', on_llc_miss: 'perf_event', on_llc_reference: 'perf_event', on_lock_done: 'usdt', on_lock_start: 'usdt', on_lwlock_done: 'usdt', on_lwlock_start: 'usdt', on_mreclaim_beg: 'tp_btf/mm_vmscan_memcg_reclaim_begin', on_mreclaim_end: 'tp_btf/mm_vmscan_memcg_reclaim_end', on_postmaster_exit: 'tp_btf/sched_process_exit', on_prepare_stmt: 'uprobe', on_procsleep: 'uprobe', on_procsleep_rt: 'uretprobe', on_query_done: 'uprobe', on_sched_switch: 'tp_btf/sched_switch', on_sched_waking: 'tp_btf/sched_waking', on_sema_lock: 'uprobe', on_sema_lock_rt: 'uretprobe', on_spin_delay: 'uprobe' } as const;
+export const Programs = { adopt_postmaster: 'tp_btf/sched_process_fork', find_postmaster: 'tp_btf/sched_switch', on_aio_perform: 'uprobe', on_aio_performed: 'uprobe', on_aio_submit: 'uprobe', on_backend_exit: 'tp_btf/sched_process_exit', on_blk_done: 'tp_btf/block_rq_complete', on_blk_merge: 'tp_btf/block_rq_merge', on_blk_start: 'tp_btf/block_io_start', on_compact_beg: 'tp_btf/mm_compaction_begin', on_compact_end: 'tp_btf/mm_compaction_end', on_cpu_tick: 'perf_event', on_dirty_pause: 'tp_btf/balance_dirty_pages', on_dreclaim_beg: 'tp_btf/mm_vmscan_direct_reclaim_begin', on_dreclaim_end: 'tp_btf/mm_vmscan_direct_reclaim_end', on_execute_plan: 'uprobe', on_executor_beg: 'uprobe', on_executor_end: 'uprobe', on_llc_miss: 'perf_event', on_llc_reference: 'perf_event', on_lock_done: 'usdt', on_lock_start: 'usdt', on_lwlock_done: 'usdt', on_lwlock_start: 'usdt', on_mreclaim_beg: 'tp_btf/mm_vmscan_memcg_reclaim_begin', on_mreclaim_end: 'tp_btf/mm_vmscan_memcg_reclaim_end', on_postmaster_exit: 'tp_btf/sched_process_exit', on_prepare_stmt: 'uprobe', on_procsleep: 'uprobe', on_procsleep_rt: 'uretprobe', on_query_done: 'uprobe', on_sched_switch: 'tp_btf/sched_switch', on_sched_waking: 'tp_btf/sched_waking', on_sema_lock: 'uprobe', on_sema_lock_rt: 'uretprobe', on_spin_delay: 'uprobe', on_switch_3args: 'tp_btf/sched_switch' } as const;
 export type ProgramName = keyof typeof Programs;
 
 /** The object's maps: key and value type (a struct of bpf/*.h, or a size), and max_entries as compiled. */
@@ -610,6 +610,12 @@ export const Structs = {
       'sleep.wait_event': { offset: 164, size: 4, signed: false },
       'sleep.to_slot': { offset: 168, size: 4, signed: false },
       'sleep.pad': { offset: 172, size: 4, signed: false },
+    },
+  },
+  task_struct___pre514: {
+    size: 8,
+    fields: {
+      state: { offset: 0, size: 8, signed: true },
     },
   },
   wait_blocker_key: {

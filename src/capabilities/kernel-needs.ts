@@ -2,7 +2,7 @@ import type { ProbeSetName } from '../families/index.js';
 
 /** The oldest Linux a set's programs load on, and what of it they need that older kernels lack. */
 export interface KernelNeeds {
-  /** e.g. '5.18'. */
+  /** e.g. '5.12'. */
   since: string;
   why: string;
 }
@@ -12,7 +12,9 @@ export interface KernelNeeds {
  * bpf_get_current_task_btf 5.11, in every tracing program type), tracepoints and their arguments,
  * global functions taking pointers (5.12). docs/install.md#requirements has the same table
  * (test/unit/verifier-refusal.test.ts compares them). Every set also needs the collector's own
- * programs, and runs beside the cpu set, so 5.18 is the floor of a run.
+ * programs, and runs beside the cpu set, so 5.12 is the floor of a run: the switch-out's global
+ * functions taking pointers. sched_switch's prev_state argument (5.18) is not needed: before it,
+ * on_switch_3args reads the state from the task (src/collector/switch-program.ts).
  */
 
 /** What the collector's own programs need (finding and following the postmaster: bpf/instance.bpf.h). */
@@ -24,11 +26,11 @@ export const COLLECTOR_KERNEL_NEEDS: KernelNeeds = {
 /** The same, per probe set. */
 export const SET_KERNEL_NEEDS: Readonly<Record<ProbeSetName, KernelNeeds>> = {
   cpu: {
-    since: '5.18',
-    why: "sched_switch's prev_state argument (5.18); global functions taking pointers (5.12); bpf_get_current_task_btf in tp_btf and perf_event programs (5.11)",
+    since: '5.12',
+    why: "global functions taking pointers (5.12); bpf_get_current_task_btf in tp_btf and perf_event programs (5.11); sched_switch's prev_state argument (5.18) or, before it, the task's state",
   },
-  sched: { since: '5.18', why: "a switch in the cpu set's sched_switch program" },
-  latency: { since: '5.18', why: "a switch in the cpu set's sched_switch program; tp_btf sched_process_exit (5.5)" },
+  sched: { since: '5.12', why: "a switch in the cpu set's sched_switch program" },
+  latency: { since: '5.12', why: "a switch in the cpu set's sched_switch program; tp_btf sched_process_exit (5.5)" },
   query: { since: '5.12', why: 'uprobes calling global functions taking pointers (5.12) and bpf_get_current_task_btf (5.11)' },
   nested: { since: '5.12', why: 'uprobes calling global functions taking pointers (5.12) and bpf_get_current_task_btf (5.11)' },
   locks: { since: '5.11', why: 'bpf_get_current_task_btf in USDT probes and uprobes (5.11)' },
@@ -41,7 +43,7 @@ export const SET_KERNEL_NEEDS: Readonly<Record<ProbeSetName, KernelNeeds>> = {
   blockers: { since: '5.11', why: 'tp_btf sched_waking (5.5); bpf_get_current_task_btf (5.11)' },
 };
 
-/** "needs Linux 5.18+: ..." for a set's line. */
+/** "needs Linux 5.12+: ..." for a set's line. */
 export function kernelNeedsText(needs: KernelNeeds): string {
   return `needs Linux ${needs.since}+: ${needs.why}`;
 }

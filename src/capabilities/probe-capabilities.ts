@@ -12,6 +12,7 @@ import { probeSetUnsupportedReason } from './probe-set-support.js';
 import { loadNative, type BpfObject } from '../native/bpf-native.js';
 import type { ProgramName } from '../bpf/contract.js';
 import { possibleSetPrograms } from '../collector/probe-attachment.js';
+import { otherSwitchProgramsOff, setWithSwitchProgram, switchProgram } from '../collector/switch-program.js';
 import { loadRefusing, type VerifierRefusal } from '../collector/verifier-refusal.js';
 import { COLLECTOR_KERNEL_NEEDS, kernelNeedsText, SET_KERNEL_NEEDS } from './kernel-needs.js';
 import { connect } from '../storage/connect.js';
@@ -250,13 +251,16 @@ function megabytes(bytes: number): number {
  * again, so every set gets its own verdict.
  */
 function loadCheck(): { line: CheckLine; refused: ReadonlyMap<ProbeSetName, VerifierRefusal> } {
-  const programs = new Map(Object.values(PROBE_SETS).map((set) => [set.name, possibleSetPrograms(set)]));
+  // The switch-out program this kernel's sched_switch takes: the other is not loaded (src/collector/switch-program.ts).
+  const switchOut = switchProgram(KernelFeatures.host());
+  const programs = new Map(Object.values(PROBE_SETS).map((set) => [set.name, possibleSetPrograms(setWithSwitchProgram(set, switchOut))]));
   try {
     const { object, refused } = loadRefusing<ProbeSetName, BpfObject>(
       (leftOut) => {
         const object = new (loadNative().BpfObject)(collectorObjectPath());
         // Programs for tracepoints this kernel lacks stay off; their sets say so.
         disableMissingTracepoints(object, KernelFeatures.host());
+        otherSwitchProgramsOff(object, switchOut);
         const kept = new Set([...programs].filter(([set]) => !leftOut.has(set)).flatMap(([, p]) => p));
         for (const p of object.programs()) {
           const left = [...leftOut.keys()].some((set) => programs.get(set)?.includes(p.name as ProgramName));

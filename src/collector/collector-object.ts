@@ -22,6 +22,7 @@ import { loadRefusing, type VerifierRefusal } from './verifier-refusal.js';
 import { ProbeAttachments } from './probe-attachments.js';
 import { queryMapEntries, roleGuardFill } from './query-capacity.js';
 import { statusSpan } from './status-span.js';
+import { otherSwitchProgramsOff, switchProgram, withSwitchProgram, type SwitchProgram } from './switch-program.js';
 import { markTrackingStart } from './tracking-start.js';
 
 export interface CollectorObjectOptions<Name extends string> {
@@ -68,6 +69,12 @@ export interface CollectorObjectOptions<Name extends string> {
    * software event on a host without a PMU.
    */
   perfEvents?: Partial<Record<ProgramName, PerfEventSpec>>;
+  /**
+   * The switch-out program (default: the one this kernel's sched_switch takes, switchProgram()).
+   * Tests name on_switch_3args to run the fallback for pre-5.18 kernels on a newer one, where it
+   * loads and attaches as well.
+   */
+  switchProgram?: SwitchProgram;
 }
 
 /*
@@ -180,7 +187,7 @@ function loadOnly(object: CollectorBpfObject, programs: readonly ProgramName[]):
  * own; without a preload list, every program but those only the sets left out use).
  */
 function configuredObject<Name extends string>(
-  options: CollectorObjectOptions<Name>,
+  options: CollectorObjectOptions<Name> & { switchProgram: SwitchProgram },
   candidates: ReadonlyMap<Name, readonly ProgramName[]>,
   leftOut: ReadonlyMap<Name, unknown>,
 ): CollectorBpfObject {
@@ -215,6 +222,7 @@ function configuredObject<Name extends string>(
       query_keys_guard_fill: roleGuardFill(maxQueries),
     });
     disableMissingTracepoints(object, KernelFeatures.host());
+    otherSwitchProgramsOff(object, options.switchProgram);
     const kept = [...candidates.keys()].filter((set) => !leftOut.has(set));
     if (options.preload) {
       // The programs each set attaches on this target (USDT or uprobes, ...), no more.
@@ -327,7 +335,15 @@ export class CollectorObject<Name extends string = string> {
     );
   }
 
-  static load<Name extends string>(options: CollectorObjectOptions<Name>): CollectorObject<Name> {
+  /** The switch-out program this object loaded (src/collector/switch-program.ts): what the cpu set attaches to sched_switch. */
+  get switchProgram(): SwitchProgram {
+    return this.options.switchProgram ?? 'on_sched_switch';
+  }
+
+  static load<Name extends string>(given: CollectorObjectOptions<Name>): CollectorObject<Name> {
+    // The one seam of the two switch-out programs: from here on the sets name the one chosen.
+    const chosen = given.switchProgram ?? switchProgram(KernelFeatures.host());
+    const options = { ...given, switchProgram: chosen, probeSets: withSwitchProgram(given.probeSets, chosen) };
     // The sets whose programs load now, each with every program it may attach.
     const candidates = new Map<Name, ProgramName[]>(
       (options.preload ?? (Object.keys(options.probeSets) as Name[])).map((set) => [set, possibleSetPrograms(options.probeSets[set])]),

@@ -10,6 +10,8 @@ import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
 import { ElfFile } from '../../src/postmaster/elf-file.js';
 import { postgresWithoutUsdt } from '../support/postgres-without-usdt.js';
+import { KernelFeatures } from '../../src/collector/kernel-features.js';
+import { switchProgram } from '../../src/collector/switch-program.js';
 
 /* The built CLI as a user runs it: exit codes, one-line errors, clean detach. */
 const cli = cliPath();
@@ -35,7 +37,7 @@ async function pgBpfStats(args: string[], prefix: string[] = [], nodeFlags: stri
 /** Ids of BPF links whose program is one of the collector's. */
 async function collectorLinks(): Promise<number[]> {
   const progs = JSON.parse((await run('bpftool', ['-j', 'prog', 'show'])).stdout) as Array<{ id: number; name?: string }>;
-  const ours = new Set(progs.filter((p) => p.name === 'on_sched_switch' || p.name === 'on_query_done').map((p) => p.id));
+  const ours = new Set(progs.filter((p) => p.name === switchProgram(KernelFeatures.host()) || p.name === 'on_query_done').map((p) => p.id));
   const links = JSON.parse((await run('bpftool', ['-j', 'link', 'show'])).stdout) as Array<{ id: number; prog_id: number }>;
   return links.filter((l) => ours.has(l.prog_id)).map((l) => l.id);
 }

@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { Sidecar } from '../../src/sidecar/sidecar.js';
 import { ownProgramNames } from '../support/own-bpf.js';
+import { KernelFeatures } from '../../src/collector/kernel-features.js';
+import { switchProgram } from '../../src/collector/switch-program.js';
 
 /*
  * The control plane against a real private cluster, a real Sidecar and real NOTIFY: requests
@@ -102,7 +104,7 @@ describe('control plane', () => {
   it('attaches the query set for the requested 2 seconds: pending -> running -> done', async () => {
     expect(sidecar.attached()).not.toContain('query');
     // Started with the default sets, the sidecar verified their programs only: query's comes with the request.
-    expect(ownProgramNames()).toContain('on_sched_switch');
+    expect(ownProgramNames()).toContain(switchProgram(KernelFeatures.host()));
     expect(ownProgramNames()).not.toContain('on_query_done');
     const id = await collect('{query}', '2 seconds');
     const requested = await row(id);

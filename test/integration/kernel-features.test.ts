@@ -11,6 +11,14 @@ describe('KernelFeatures on this host', () => {
     expect(host.hasTracepoint('no_such_tracepoint_anywhere')).toBe(false);
   });
 
+  it("reads a tracepoint's arguments from its BTF prototype: sched_switch's four (prev_state, 5.18+), sched_waking's one", () => {
+    const host = KernelFeatures.host();
+    expect(host.tracepointArgs('sched_switch')).toBe(4);
+    expect(host.tracepointArgs('sched_waking')).toBe(1);
+    expect(host.tracepointArgs('sched_process_fork')).toBe(2);
+    expect(host.tracepointArgs('no_such_tracepoint_anywhere')).toBeNull();
+  });
+
   it("measures the tick rate from /proc/timer_list when there is no config, matching this kernel's CONFIG_HZ", () => {
     const config = gunzipSync(readFileSync('/proc/config.gz')).toString('utf8');
     const configured = Number(config.match(/^CONFIG_HZ=(\d+)$/m)![1]);

@@ -4,6 +4,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayCluster } from '../../src/cluster/throwaway-cluster.js';
 import { cliPath } from '../../src/package-root.js';
+import { KernelFeatures } from '../../src/collector/kernel-features.js';
+import { switchProgram } from '../../src/collector/switch-program.js';
 
 /*
  * One collector per server: a second `run` against the same postmaster, through another
@@ -17,7 +19,7 @@ let cluster: ThrowawayCluster;
 
 async function ourPrograms(): Promise<number> {
   const progs = JSON.parse((await run('bpftool', ['-j', 'prog', 'show'])).stdout) as Array<{ name?: string }>;
-  return progs.filter((p) => p.name === 'on_sched_switch').length;
+  return progs.filter((p) => p.name === switchProgram(KernelFeatures.host())).length;
 }
 
 beforeAll(async () => {

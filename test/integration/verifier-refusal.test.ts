@@ -187,7 +187,7 @@ describe('a program the kernel refuses', () => {
         'm',
       ),
     );
-    expect(io.stdout).toMatch(/^ok\s+probes cpu\s+loads; default: .*; needs Linux 5\.18\+: /m);
+    expect(io.stdout).toMatch(/^ok\s+probes cpu\s+loads; default: .*; needs Linux 5\.12\+: /m);
     expect(io.stdout).toMatch(/^ok\s+probes memory\s+loads; /m);
     expect(io.stdout).toMatch(/^ok\s+bpf load\s+.*but for probe sets io \(below\)$/m);
 

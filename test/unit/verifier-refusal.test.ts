@@ -216,7 +216,7 @@ describe('the oldest kernel each set needs', () => {
   const rows = new Map(
     doc
       .split('\n')
-      .map((line) => /^\| (\w+) \| (.*?) \| ([\d.]+) \| (.*) \|$/.exec(line))
+      .map((line) => /^\| (\w+) +\| (.*?) +\| ([\d.]+) +\| (.*?) +\|$/.exec(line))
       .filter((m) => m !== null)
       .map((m) => [m[1]!, { programs: m[2]!, since: m[3]!, why: m[4]! }]),
   );
