@@ -501,7 +501,8 @@ for (const target of TARGETS) {
         // loses its last slice to queryid 0 (measured 0.85-0.95 of this on that VM under load).
         const truth = workersMs + leaderMs;
         const queryTruth = truth - startUpMs;
-        expect(rows[0].on_cpu_ms / queryTruth).toBeGreaterThan(0.75);
+        // 1.00-1.01 measured here; 0.85-0.95 before a worker's exit tail (its memory gone, not yet dead) was kept.
+        expect(rows[0].on_cpu_ms / queryTruth).toBeGreaterThan(0.9);
         expect(rows[0].on_cpu_ms).toBeLessThan(truth + 4 * CLOCK_TICK_MS);
         // No key apart from the leader's: nothing under userid 0 or dbid 0.
         const stray = await admin.query(
