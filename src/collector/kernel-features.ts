@@ -1,6 +1,7 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
 import { release } from 'node:os';
 import { gunzipSync } from 'node:zlib';
+import { btfTypeTail } from '../btf-type-record.js';
 import { readFileRange } from '../file-range.js';
 
 const VMLINUX_BTF = '/sys/kernel/btf/vmlinux';
@@ -116,29 +117,6 @@ function tracepointNames(btf: Buffer): Map<string, number> {
 const BTF_KIND_PTR = 2;
 const BTF_KIND_TYPEDEF = 8;
 const BTF_KIND_FUNC_PROTO = 13;
-const BTF_KIND_MAX = 19; // BTF_KIND_ENUM64
-
-/** Bytes a type record takes after its 12-byte struct btf_type, by kind and vlen; null for a kind this reader does not know. */
-function btfTypeTail(kind: number, vlen: number): number | null {
-  switch (kind) {
-    case 1: // INT
-    case 14: // VAR
-    case 17: // DECL_TAG
-      return 4;
-    case 3: // ARRAY
-      return 12;
-    case 4: // STRUCT
-    case 5: // UNION
-    case 15: // DATASEC
-    case 19: // ENUM64
-      return vlen * 12;
-    case 6: // ENUM
-    case 13: // FUNC_PROTO
-      return vlen * 8;
-    default:
-      return kind <= BTF_KIND_MAX ? 0 : null;
-  }
-}
 
 /** Read from the type section a chunk at a time (sysfs hands the file out 4 KB a read whatever is asked). */
 const TYPE_CHUNK_BYTES = 64 * 1024;

@@ -1,28 +1,9 @@
 import { readFileSync } from 'node:fs';
+import { btfTypeTail } from '../btf-type-record.js';
 
-/** BTF kinds (include/uapi/linux/btf.h) and the bytes that follow each one's 12-byte header. */
+/** BTF kinds (include/uapi/linux/btf.h) this reader looks for. */
 const BTF_KIND_VAR = 14;
 const BTF_KIND_DATASEC = 15;
-function trailingBytes(kind: number, vlen: number): number {
-  switch (kind) {
-    case 1: // INT
-    case 14: // VAR
-    case 17: // DECL_TAG
-      return 4;
-    case 3: // ARRAY
-      return 12;
-    case 4: // STRUCT
-    case 5: // UNION
-    case 15: // DATASEC
-    case 19: // ENUM64
-      return 12 * vlen;
-    case 6: // ENUM
-    case 13: // FUNC_PROTO
-      return 8 * vlen;
-    default: // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG
-      return 0;
-  }
-}
 
 /**
  * Offsets of per-CPU variables inside the kernel's per-CPU section (`.data..percpu`), by name,
@@ -56,7 +37,9 @@ export function percpuOffsets(btf: Buffer, names: readonly string[]): Map<string
     const vlen = info & 0xffff;
     if (kind === BTF_KIND_VAR) varNames.set(id, btf.readUInt32LE(at));
     else if (kind === BTF_KIND_DATASEC && name(btf.readUInt32LE(at)) === '.data..percpu') datasecs.push(at);
-    at += 12 + trailingBytes(kind, vlen);
+    const tail = btfTypeTail(kind, vlen);
+    if (tail === null) break; // a kind newer than this reader: the rest cannot be walked
+    at += 12 + tail;
   }
   const wanted = new Set(names);
   for (const at of datasecs) {
