@@ -178,9 +178,10 @@ export class ControlPlane {
       void plane.serial(async () => {
         // Rows another session keeps locked (a node's own finished request, in its open
         // transaction) are skipped, not waited for: the control queue runs behind this.
+        // (OPERATOR() binds as any other operator, left to right: hence the parentheses.)
         await sql`DELETE FROM bpf_stats.collections WHERE ctid = ANY (ARRAY(
                     SELECT c.ctid FROM bpf_stats.collections c
-                     WHERE c.finished_at OPERATOR(pg_catalog.<) pg_catalog.now() OPERATOR(pg_catalog.-) ${RETENTION}::interval
+                     WHERE c.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) ${RETENTION}::interval)
                        FOR UPDATE SKIP LOCKED))`.execute(plane.db);
       });
     }
