@@ -245,10 +245,14 @@ static __always_inline __u64 running_time(struct task_struct *task, __u64 *sum_e
  * 6.1 and 6.12, some 6.18 hosts), this program and the global functions it calls share them:
  * with these on the stack the chain was 528 bytes and the program was refused
  * (scripts/bpf-stack-budget.mjs checks every build). One per CPU and per entry point: a
- * switch-out runs with interrupts off and a uprobe's program with preemption off, so none
- * interrupts another of its kind on its CPU; a slot each needs no more reasoning than that.
+ * switch-out runs with interrupts off, and the CPU-clock tick in interrupt context, so neither
+ * is interrupted by another of its kind on its CPU. A uprobe's program runs with migration off
+ * but, on recent kernels, preemptible (bpf_prog_run_array_uprobe): another task's uprobe may
+ * run on the same CPU meanwhile, so that slot is claimed (`busy`) and a second claimant skips
+ * its switch-out (counted): its slice then goes with the task's next one, nothing is lost.
  */
 struct switch_scratch {
+	__u64 busy;              /* SWITCH_FROM_PROBE's slot only: a uprobe's switch-out is using it */
 	struct query_key key;    /* the query the backend is on now */
 	struct query_key nested; /* a nested statement's key (the nested set) */
 	struct slice slice;      /* what it did on and waiting for a CPU since its previous switch-out */
@@ -429,23 +433,19 @@ static __always_inline void charge_slice(struct switch_scratch *sc, struct backe
  * it is accounted as if preempted, so a statement that never leaves its CPU still shows its time.
  * `entry`: which program calls (enum switch_entry), for its scratch slot.
  */
-static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state, bool running,
-					       __u32 entry)
+static __always_inline void switch_out_with(struct switch_scratch *sc, struct task_struct *task, bool preempt,
+					    unsigned int state, bool running)
 {
 	__u32 pid = task->pid, wait_event = 0, status_state = 0;
 	enum sleep_class next_class;
 	__u64 running_sum_exec = 0;
 	__u64 now = running ? running_time(task, &running_sum_exec) : switch_time(task);
-	struct switch_scratch *sc;
 	struct backend_record *r;
 	__u64 sum_exec, run_delay, interval, sleep_ns;
 	bool dead = state & TASK_DEAD, exiting, sleeping, holding = false;
 	int added;                                /* query_add_wait's answer for the sleep that ended */
 	const bool waits_off = WAIT_EVENTS_OFF(); /* false but in bench/switch-parts.ts --ab builds */
 
-	sc = bpf_map_lookup_elem(&switch_scratch, &entry);
-	if (!sc)
-		return;
 	r = switch_record(task, pid, now, dead, running);
 	if (!r)
 		return;
@@ -515,6 +515,26 @@ static __always_inline void account_switch_out(struct task_struct *task, bool pr
 		r->exited_ns = bpf_ktime_get_ns(); /* CLOCK_MONOTONIC, which user space turns into wall time */
 		retire_backend(r, pid);
 	}
+}
+
+/* switch_out_with() in the scratch slot of `entry` (enum switch_entry), the program that calls. */
+static __always_inline void account_switch_out(struct task_struct *task, bool preempt, unsigned int state, bool running,
+					       __u32 entry)
+{
+	struct switch_scratch *sc = bpf_map_lookup_elem(&switch_scratch, &entry);
+
+	if (!sc)
+		return;
+	if (entry != SWITCH_FROM_PROBE) {
+		switch_out_with(sc, task, preempt, state, running);
+		return;
+	}
+	if (__sync_val_compare_and_swap(&sc->busy, 0, 1) != 0) {
+		count(COUNTER_SWITCH_SCRATCH_BUSY);
+		return;
+	}
+	switch_out_with(sc, task, preempt, state, running);
+	*(volatile __u64 *)&sc->busy = 0;
 }
 
 /*

@@ -325,7 +325,9 @@ enum counter_index {
 	COUNTER_WAIT_EVENTS_FULL = 19, /* a (query, wait event) key could not be added: query_wait_events map full (bpf/wait-events.bpf.h) */
 	COUNTER_BACKEND_WAIT_EVENTS_FULL = 20, /* a (backend, wait event) key could not be added: backend_wait_events map full */
 	COUNTER_WAIT_BLOCKERS_FULL = 21, /* a (query, wait event, waker) key could not be added: query_wait_blockers map full (bpf/wait-blockers.bpf.h) */
-	COUNTER_MAX = 22, /* room for the families' own counters */
+	COUNTER_SWITCH_SCRATCH_BUSY =
+		22, /* a uprobe's switch-out found its CPU's scratch slot taken by a preempted one: that slice went to the next switch-out (bpf/cpu.bpf.h) */
+	COUNTER_MAX = 23, /* room for the families' own counters */
 };
 
 #endif /* RECORDS_H */

@@ -727,6 +727,8 @@ const COUNTER_MEANING: Record<DroppedCounterName, string> = {
     'a block request completed while BPF was disabled on that CPU (a bpf() call or kprobe ran there): charged when its request was reused, without latency',
   memio_untracked:
     'a stall or block request of a process not tracked yet (no context switch since attach): its query got it, its backend row may not',
+  switch_scratch_busy:
+    "a statement's or executor's end (query, nested sets) came while another task's, preempted on that CPU, held its scratch slot: the slice up to it went with the process's next switch-out, perhaps to the next statement",
   map_no_memory:
     "a map insert was refused with room left (the kernel's BPF allocator had nothing at hand, or the memory cgroup is at its limit): that event's figure is lost as for a full map",
 };
