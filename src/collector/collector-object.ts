@@ -143,6 +143,9 @@ type SizedMap = Extract<
   | 'query_wait_blockers'
 >;
 
+/** How long one of our connections can have taken from its start to its exclusion, at most (deleteExitedRecordsOf). */
+const OWN_CONNECT_NS = 30_000_000_000n;
+
 /** A postmaster as the BPF programs filter on it (CollectorObject.retarget). */
 export interface BpfPostmaster extends PostgresGlobals {
   /** Its tgid in the initial pid namespace (what BPF sees). */
@@ -386,7 +389,28 @@ export class CollectorObject<Name extends string = string> {
     }
     // A record made before the exclusion is dropped; the next switch re-creates it excluded.
     // Records are keyed by the kernel's pid, which differs in a container: found by pg_pid.
-    return this.deleteRecordsOf(pid).map((r) => r.taskStartNs);
+    return [...this.deleteRecordsOf(pid), ...this.deleteExitedRecordsOf(pid)].map((r) => r.taskStartNs);
+  }
+
+  /**
+   * The records of `pgPid` already retired to exited_backends: a connection of ours terminated
+   * right after it started (its pid reached us, its exclusion not yet) exits before exclude()
+   * runs, and its record waits there to be written. Only processes started in the last
+   * OWN_CONNECT_NS: an older one under the same pid is another process's, whose final figures stay.
+   */
+  private deleteExitedRecordsOf(pgPid: number): Array<{ taskStartNs: bigint }> {
+    const batch = this.object.mapLookupBatch('exited_backends');
+    const since = process.hrtime.bigint() - OWN_CONNECT_NS; // CLOCK_MONOTONIC, as task_start_ns
+    const deleted: Array<{ taskStartNs: bigint }> = [];
+    for (let i = 0; i < batch.count; i++) {
+      const at = i * batch.valueSize;
+      if (this.backendLayout.int(batch.values, at, 'pg_pid') !== BigInt(pgPid)) continue;
+      const taskStartNs = this.backendLayout.int(batch.values, at, 'task_start_ns');
+      if (taskStartNs < since) continue;
+      this.object.mapDelete('exited_backends', batch.keys.subarray(i * batch.keySize, (i + 1) * batch.keySize));
+      deleted.push({ taskStartNs });
+    }
+    return deleted;
   }
 
   /** Deletes the records of a pid as Postgres knows it (the map is keyed by the kernel's pid, which differs in a container). */
