@@ -253,7 +253,9 @@ describe('run-queue latency histogram (sched set)', () => {
       try {
         await new Promise((resolve) => setTimeout(resolve, 100));
         const before = schedstat(pid);
-        await c.query('SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 7 = 3');
+        // Long enough that the hog's share is well past the premise below on a fast CPU too (3M rows
+        // left 91 ms of run-queue wait once on an AMD host).
+        await c.query('SELECT count(*) FROM generate_series(1, 6000000) g WHERE g % 7 = 3');
         const after = schedstat(pid);
         await sidecar.flush();
         const { rows } = await admin.query(
