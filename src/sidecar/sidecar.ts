@@ -432,7 +432,8 @@ export class Sidecar {
       if (!this.control && !this.stopped) await this.controlClient();
       // After a crash, backends of the old postmaster exit as orphans, out of BPF's sight.
       if (performance.now() < this.sweepUntil) this.object.markExitedGone();
-      const measured = new Set([...this.measuring, ...this.object.probes.attached()]);
+      const attachedAtStart = this.object.probes.attached();
+      const measured = new Set([...this.measuring, ...attachedAtStart]);
       // Exclusions of connections that died unseen (before being excluded, or while paused).
       this.object.forgetGoneExclusions();
       mark = this.idle.read(); // before the snapshot: a change racing it is seen again, never missed
@@ -461,7 +462,16 @@ export class Sidecar {
       }
       // A lazy flush with nothing urgent sent nothing: what it prepared waits for the next one.
       const written = sent ? rows.prepare(maps, measured) : { queries: [], backends: [] };
-      this.measuring = new Set(this.object.probes.attached());
+      // What the next flush measures: the sets attached now, those detached while this one ran
+      // (a stop or a pause during it: their last figures are still in the maps), and paused
+      // ones (a row written while paused, an exit, carries zero increments, not NULL ones, into
+      // the NOT NULL totals).
+      const attachedNow = this.object.probes.attached();
+      this.measuring = new Set([
+        ...attachedNow,
+        ...attachedAtStart.filter((set) => !attachedNow.includes(set)),
+        ...(this.pausedSets ?? []),
+      ]);
       this.idle.flushed(mark);
       this.lastFlush = {
         at,
