@@ -329,6 +329,23 @@ describe('metric names', () => {
   });
 });
 
+/** The window and variables every panel's query is expanded with: this node, every database and statement. */
+function panelContext(pgss: string): QueryContext {
+  return {
+    from: new Date(windowStart.getTime() - 10_000),
+    to: new Date(),
+    maxDataPoints: 100,
+    minIntervalMs: 0,
+    variables: {
+      node: { values: [node] },
+      database: { ...ALL, allValue: "'*'" },
+      queryid: { ...ALL, allValue: "'*'" },
+      pgss: { values: [pgss] },
+      history_interval: { values: ['1s'] },
+    },
+  };
+}
+
 /** Panels that may be empty: only when the collector saw none of what they show (LWLock waits are not provoked). */
 const MAY_BE_EMPTY: ReadonlySet<PanelKey> = new Set(['top_lwlock_wait', 'lwlock_waits', 'dropped_events']);
 
@@ -336,19 +353,7 @@ describe('SQL panels, with Grafana macros and variables expanded', () => {
   let context: QueryContext;
   beforeAll(async () => {
     const pgss = (await admin.query(SQL_VARIABLES.pgss)).rows[0]!.quote_ident as string;
-    context = {
-      from: new Date(windowStart.getTime() - 10_000),
-      to: new Date(),
-      maxDataPoints: 100,
-      minIntervalMs: 0,
-      variables: {
-        node: { values: [node] },
-        database: { ...ALL, allValue: "'*'" },
-        queryid: { ...ALL, allValue: "'*'" },
-        pgss: { values: [pgss] },
-        history_interval: { values: ['1s'] },
-      },
-    };
+    context = panelContext(pgss);
   });
 
   async function runPanel(target: Json, interval: string | undefined, ctx = context): Promise<Array<Json>> {
@@ -522,19 +527,7 @@ describe('PromQL panels, evaluated by Prometheus after real scrapes', () => {
 
 describe('operators a plain role planted in public (last: they stay)', () => {
   it("run in no panel and no variable, as the dashboard's pg_monitor role with the default search_path", async () => {
-    const context: QueryContext = {
-      from: new Date(windowStart.getTime() - 10_000),
-      to: new Date(),
-      maxDataPoints: 100,
-      minIntervalMs: 0,
-      variables: {
-        node: { values: [node] },
-        database: { ...ALL, allValue: "'*'" },
-        queryid: { ...ALL, allValue: "'*'" },
-        pgss: { values: [(await admin.query(SQL_VARIABLES.pgss)).rows[0]!.quote_ident as string] },
-        history_interval: { values: ['1s'] },
-      },
-    };
+    const context = panelContext((await admin.query(SQL_VARIABLES.pgss)).rows[0]!.quote_ident as string);
     const dashboard = sqlDashboard();
     const panels = (dashboard.panels ?? []).filter((p) => p.type !== 'row') as Array<{
       title: string;
